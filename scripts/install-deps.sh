@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages colo builds against, only those that are missing (idempotent).
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ pkg-config
+  libcli11-dev          # command-line parsing for colo
+  nlohmann-json3-dev    # JSON output and the Philly trace importer
+  libfmt-dev            # string formatting
+  libgtest-dev libgmock-dev  # unit, conformance and integration tests
+  libbenchmark-dev      # scheduler and simulator benchmarks
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,231 @@
+#include "cli/sim_command.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+#include "common/strings.h"
+#include "policies/registry.h"
+#include "sim/interference.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+
+namespace colo {
+namespace {
+
+// The side-by-side comparison `make demo` runs: the thesis' configurations and colo's defaults.
+const std::vector<std::string> kThesisComparison = {
+    "exclusive",
+    "round-robin:share=plain,est=none,gates=none,recovery=thesis",
+    "round-robin:est=none,gates=none,recovery=thesis",
+    "worst-fit:est=none,gates=none,recovery=thesis",
+    "worst-fit:est=none,gates=none,margin=5GiB,smact=0.8,grace=on,recovery=thesis",
+    "least-utilized:est=none,gates=none,margin=5GiB,smact=0.8,grace=on,recovery=thesis",
+    "first-fit",
+    "best-fit",
+    "worst-fit",
+    "least-utilized",
+    "consolidate",
+    "worst-fit:est=bucket:8GiB",
+    "worst-fit:est=none",
+};
+
+std::vector<std::string> SplitSpecs(const std::string& list) {
+  // Commas separate specs, but a spec's own settings use commas too: a new spec starts at a comma
+  // followed by a known policy name.
+  std::vector<std::string> specs;
+  std::string current;
+  for (const std::string& part : Split(list, ',')) {
+    const std::string name(Trim(part.substr(0, part.find(':'))));
+    bool is_policy = false;
+    for (const auto& info : KnownPolicies()) {
+      is_policy |= info.name == name;
+      for (const auto& alias : info.aliases) is_policy |= alias == name;
+    }
+    if (is_policy && part.find('=') == std::string::npos) {
+      if (!current.empty()) specs.push_back(current);
+      current = std::string(Trim(part));
+    } else if (is_policy && part.find(':') != std::string::npos) {
+      if (!current.empty()) specs.push_back(current);
+      current = std::string(Trim(part));
+    } else {
+      current += "," + std::string(Trim(part));
+    }
+  }
+  if (!current.empty()) specs.push_back(current);
+  return specs;
+}
+
+int PrintCalibration() {
+  const auto rows = CalibrationTable(InterferenceModel{}, PowerModel{});
+  fmt::print("Interference and power models against the H100 measurements (measured -> predicted, error)\n");
+  fmt::print("{:<22} {:>4} {:>6}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode", "throughput gain",
+             "SMACT", "power W");
+  double worst_gain = 0, worst_power = 0;
+  for (const auto& r : rows) {
+    auto err = [](double m, double p) { return 100.0 * (p - m) / m; };
+    worst_gain = std::max(worst_gain, std::abs(err(r.measured_gain, r.predicted_gain)));
+    worst_power = std::max(worst_power, std::abs(err(r.measured_watts, r.predicted_watts)));
+    fmt::print("{:<22} {:>4} {:>6}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} -> {:5.0f} {:+6.1f}%\n",
+               r.set, r.jobs, ToString(r.mode), r.measured_gain, r.predicted_gain,
+               err(r.measured_gain, r.predicted_gain), r.measured_smact, r.predicted_smact,
+               err(r.measured_smact, r.predicted_smact), r.measured_watts, r.predicted_watts,
+               err(r.measured_watts, r.predicted_watts));
+  }
+  fmt::print("worst error: throughput {:.1f}%, power {:.1f}%\n", worst_gain, worst_power);
+  return 0;
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
+  CLI::App* sim = app.add_subcommand("sim", "Replay a job trace on simulated GPU servers and compare policies");
+  sim->add_option("--trace", o.trace,
+                  "thesis-90, thesis-60, synthetic, carma:SCRIPT, philly:LOG.json, or a colo CSV file")
+      ->capture_default_str();
+  sim->add_option("--server", o.server, "server profile: a100x4, h100x8, h200x8 (xN sets the GPU count)")
+      ->capture_default_str();
+  sim->add_option("--servers", o.servers, "number of identical servers")->capture_default_str()->check(CLI::Range(1, 100000));
+  sim->add_option("--policy", o.policy, "one policy spec, e.g. worst-fit or least-utilized:margin=5GiB");
+  sim->add_option("--compare", o.compare,
+                  "policy specs separated by commas, or 'thesis' for the thesis comparison set");
+  sim->add_option("--estimator", o.estimator, "oracle, none, declared, noisy:SIGMA[:BIAS], bucket:SIZE")
+      ->capture_default_str();
+  sim->add_option("--sharing", o.sharing, "how collocated jobs share a GPU: mps or plain")->capture_default_str();
+  sim->add_option("--recovery", o.recovery, "OOM recovery: adaptive or thesis")->capture_default_str();
+  sim->add_option("--seed", o.seed, "seed for generated traces and noisy estimators")->capture_default_str();
+  sim->add_option("--jobs", o.jobs, "jobs in a synthetic trace")->capture_default_str();
+  sim->add_option("--rate", o.rate, "synthetic arrivals per hour (whole cluster)")->capture_default_str();
+  sim->add_option("--users", o.users, "distinct owners in a synthetic trace")->capture_default_str();
+  sim->add_flag("--backfill", o.backfill, "let later jobs start on GPUs not earmarked for a waiting head");
+  sim->add_option("--window", o.window, "samples in the utilization window")->capture_default_str()->check(CLI::Range(1, 3600));
+  sim->add_option("--grace", o.grace_s, "launch grace in seconds")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  sim->add_option("--margin", o.margin, "memory margin of the memory gate")->capture_default_str();
+  sim->add_option("--smact-max", o.smact_max, "SMACT threshold of the utilization gate")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sim->add_flag("--json", o.json, "print JSON instead of the table");
+  sim->add_flag("--csv", o.csv, "print CSV instead of the table");
+  sim->add_flag("--with-jobs", o.with_jobs, "include every job's result in --json");
+  sim->add_option("--report", o.report, "write an HTML report to this path");
+  sim->add_flag("--list-workloads", o.list_workloads, "print the workload catalogue and exit");
+  sim->add_flag("--list-policies", o.list_policies, "print the policies and exit");
+  sim->add_flag("--calibration", o.calibration, "print the interference/power fit to the H100 measurements");
+  sim->add_flag("--timings", o.timings, "print wall time and jobs/s per policy to stderr");
+}
+
+int RunSimCommand(const SimCommandOptions& o) {
+  if (o.calibration) return PrintCalibration();
+  if (o.list_policies) {
+    for (const auto& p : KnownPolicies()) {
+      std::string aliases;
+      for (const auto& a : p.aliases) aliases += (aliases.empty() ? " (" : ", ") + a;
+      if (!aliases.empty()) aliases += ")";
+      fmt::print("{:<16}{:<14} {}\n", p.name, aliases, p.summary);
+    }
+    return 0;
+  }
+  if (o.list_workloads) {
+    fmt::print("{:<36} {:>6} {:>4} {:>9} {:>6} {:>10} {:>8}\n", "workload", "class", "gpus", "solo_min", "smact",
+               "peak_MiB", "warmup_s");
+    for (const auto& w : ThesisCatalogue()) {
+      fmt::print("{:<36} {:>6} {:>4} {:>9.1f} {:>6.2f} {:>10.0f} {:>8.0f}\n", w.name, ToString(w.cls), w.gpus,
+                 ToSeconds(w.duration) / 60, w.smact, w.peak.mib(), ToSeconds(w.warmup));
+    }
+    return 0;
+  }
+  auto server = FindServer(o.server);
+  if (!server.ok()) {
+    fmt::print(stderr, "colo sim: {}\n", server.status().message());
+    return 2;
+  }
+  SyntheticOptions synthetic;
+  synthetic.jobs = o.jobs;
+  synthetic.seed = o.seed;
+  synthetic.jobs_per_hour = o.rate;
+  synthetic.users = o.users;
+  synthetic.max_gpus = server->gpus;
+  auto trace = LoadTrace(o.trace, synthetic);
+  if (!trace.ok()) {
+    fmt::print(stderr, "colo sim: {}\n", trace.status().message());
+    return 2;
+  }
+  auto margin = ParseBytes(o.margin);
+  auto recovery = ParseRecoveryMode(o.recovery);
+  if (!margin.ok() || !recovery.ok()) {
+    fmt::print(stderr, "colo sim: {}\n", !margin.ok() ? margin.status().message() : recovery.status().message());
+    return 2;
+  }
+  SimOptions options;
+  options.server = *server;
+  options.servers = o.servers;
+  options.seed = o.seed;
+  options.scheduler.backfill = o.backfill;
+  options.scheduler.window_samples = o.window;
+  options.scheduler.launch_grace = SecondsF(o.grace_s);
+  options.gates.memory_margin = *margin;
+  options.gates.smact_max = o.smact_max;
+  options.record_timeline = !o.report.empty();
+
+  RunSpec defaults;
+  defaults.estimator = o.estimator;
+  defaults.recovery = *recovery;
+  if (o.sharing == "plain" || o.sharing == "streams") defaults.sharing = SharingMode::kPlain;
+  else if (o.sharing != "mps") {
+    fmt::print(stderr, "colo sim: --sharing takes mps or plain, not '{}'\n", o.sharing);
+    return 2;
+  }
+  std::vector<std::string> specs;
+  if (!o.policy.empty() && !o.compare.empty()) {
+    fmt::print(stderr, "colo sim: give --policy or --compare, not both\n");
+    return 2;
+  }
+  if (o.compare == "thesis" || (o.policy.empty() && o.compare.empty())) specs = kThesisComparison;
+  else if (!o.compare.empty()) specs = SplitSpecs(o.compare);
+  else specs = {o.policy};
+
+  std::vector<SimResult> results;
+  for (const std::string& text : specs) {
+    auto spec = ParseRunSpec(text, defaults);
+    if (!spec.ok()) {
+      fmt::print(stderr, "colo sim: {}\n", spec.status().message());
+      return 2;
+    }
+    const auto begin = std::chrono::steady_clock::now();
+    auto result = Simulate(*trace, *spec, options);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (!result.ok()) {
+      fmt::print(stderr, "colo sim: {}: {}\n", text, result.status().message());
+      return 2;
+    }
+    if (o.timings) {
+      fmt::print(stderr, "{}: {} jobs in {:.3f} s wall = {:.0f} jobs/s ({} events, {} passes)\n", text,
+                 trace->jobs.size(), wall, static_cast<double>(trace->jobs.size()) / wall, result->metrics.events,
+                 result->metrics.passes);
+    }
+    results.push_back(std::move(*result));
+  }
+  ReportContext context{trace->name, server->name, o.servers, o.seed};
+  const std::string baseline = "exclusive";
+  if (o.json) fmt::print("{}", ToJson(context, results, o.with_jobs));
+  else if (o.csv) fmt::print("{}", ToCsv(results));
+  else {
+    fmt::print("trace {} ({} jobs) on {} x {}\n", trace->name, trace->jobs.size(), o.servers, server->name);
+    fmt::print("{}", FormatTable(results, baseline));
+  }
+  if (!o.report.empty()) {
+    const std::filesystem::path path(o.report);
+    std::error_code ec;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+    std::ofstream out(path);
+    out << ToHtml(context, results, baseline);
+    if (!out) {
+      fmt::print(stderr, "colo sim: cannot write report '{}'\n", o.report);
+      return 1;
+    }
+    fmt::print(stderr, "report: {}\n", std::filesystem::absolute(path).string());
+  }
+  return 0;
+}
+
+}  // namespace colo

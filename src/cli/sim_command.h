@@ -1,0 +1,42 @@
+// `colo sim`: replay a trace on simulated servers under one or more placement policies.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace colo {
+
+struct SimCommandOptions {
+  std::string trace = "thesis-90";
+  std::string server = "a100x4";
+  int servers = 1;
+  std::string policy;
+  std::string compare;
+  std::string estimator = "oracle";
+  std::string sharing = "mps";
+  std::string recovery = "adaptive";
+  uint64_t seed = 1;
+  size_t jobs = 1000;
+  double rate = 42;
+  int users = 1;
+  bool backfill = false;
+  int window = 30;
+  double grace_s = 30;
+  std::string margin = "2GiB";
+  double smact_max = 0.8;
+  bool json = false;
+  bool csv = false;
+  bool with_jobs = false;
+  std::string report;
+  bool list_workloads = false;
+  bool list_policies = false;
+  bool calibration = false;
+  bool timings = false;
+};
+
+void AddSimCommand(CLI::App& app, SimCommandOptions& options);
+// Returns the process exit code; prints results to stdout and problems to stderr.
+int RunSimCommand(const SimCommandOptions& options);
+
+}  // namespace colo

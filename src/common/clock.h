@@ -1,0 +1,50 @@
+// The one source of time. Core, policies and estimators receive a Clock& and never read real time, so the
+// daemon (SystemClock) and the simulator (ManualClock driven by its event queue) share them unchanged.
+#pragma once
+
+#include <chrono>
+
+#include "common/check.h"
+#include "common/units.h"
+
+namespace colo {
+
+using WallTime = std::chrono::system_clock::time_point;
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Monotonic time, for durations and deadlines.
+  virtual TimePoint Now() const = 0;
+  // Calendar time, only for what people read (timestamps in logs and reports).
+  virtual WallTime WallNow() const = 0;
+};
+
+// Time that moves only when told to: the simulator and tests.
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(TimePoint start = TimePoint{}, WallTime wall_origin = WallTime{})
+      : now_(start), wall_origin_(wall_origin) {}
+  TimePoint Now() const override { return now_; }
+  WallTime WallNow() const override {
+    return wall_origin_ + std::chrono::duration_cast<WallTime::duration>(now_.time_since_epoch());
+  }
+  void AdvanceTo(TimePoint t) {
+    COLO_CHECK(t >= now_);  // time never runs backwards
+    now_ = t;
+  }
+  void Advance(Duration d) { AdvanceTo(now_ + d); }
+
+ private:
+  TimePoint now_;
+  WallTime wall_origin_;
+};
+
+// Real time. The only place in colo that reads the system clocks.
+class SystemClock final : public Clock {
+ public:
+  TimePoint Now() const override;
+  WallTime WallNow() const override;
+};
+
+}  // namespace colo

@@ -1,0 +1,55 @@
+#include "common/strings.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+namespace colo {
+
+std::string_view Trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r\n");
+  return s.substr(first, last - first + 1);
+}
+
+std::vector<std::string> Split(std::string_view s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t pos = s.find(sep, start);
+    if (pos == std::string_view::npos) {
+      parts.emplace_back(s.substr(start));
+      return parts;
+    }
+    parts.emplace_back(s.substr(start, pos - start));
+    start = pos + 1;
+  }
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+Result<double> ParseDouble(std::string_view field) {
+  const std::string text(Trim(field));
+  if (text.empty()) return InvalidArgument("empty number");
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) return InvalidArgument(fmt::format("'{}' is not a number", text));
+  if (!std::isfinite(value)) return InvalidArgument(fmt::format("'{}' is not finite", text));
+  return value;
+}
+
+Result<int64_t> ParseInt(std::string_view field) {
+  const std::string_view text = Trim(field);
+  int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    return InvalidArgument(fmt::format("'{}' is not an integer", text));
+  }
+  return value;
+}
+
+}  // namespace colo

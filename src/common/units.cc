@@ -1,0 +1,78 @@
+#include "common/units.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+namespace colo {
+namespace {
+
+// Splits "12.5GiB" into 12.5 and "GiB". Fails on empty, non-numeric, non-finite or negative numbers.
+Status SplitNumber(const std::string& text, double* number, std::string* unit) {
+  if (text.empty()) return InvalidArgument("empty quantity");
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  *number = std::strtod(begin, &end);
+  if (end == begin) return InvalidArgument(fmt::format("'{}' does not start with a number", text));
+  if (!std::isfinite(*number)) return InvalidArgument(fmt::format("'{}' is not finite", text));
+  if (*number < 0) return InvalidArgument(fmt::format("'{}' is negative", text));
+  *unit = std::string(end);
+  while (!unit->empty() && unit->front() == ' ') unit->erase(unit->begin());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Bytes> ParseBytes(const std::string& text) {
+  double number = 0;
+  std::string unit;
+  COLO_RETURN_IF_ERROR(SplitNumber(text, &number, &unit));
+  double scale = 0;
+  if (unit.empty() || unit == "M" || unit == "MiB" || unit == "MB") {
+    scale = 1 << 20;
+  } else if (unit == "B") {
+    scale = 1;
+  } else if (unit == "K" || unit == "KiB" || unit == "KB") {
+    scale = 1 << 10;
+  } else if (unit == "G" || unit == "GiB" || unit == "GB") {
+    scale = 1 << 30;
+  } else if (unit == "T" || unit == "TiB" || unit == "TB") {
+    scale = static_cast<double>(int64_t{1} << 40);
+  } else {
+    return InvalidArgument(fmt::format("unknown memory unit '{}' in '{}' (use B, KiB, MiB, GiB, TiB)",
+                                       unit, text));
+  }
+  const double bytes = number * scale;
+  if (bytes > 1e18) return InvalidArgument(fmt::format("'{}' is absurdly large", text));
+  return Bytes(static_cast<int64_t>(bytes + 0.5));
+}
+
+std::string FormatBytes(Bytes b) {
+  const double abs = std::fabs(static_cast<double>(b.count()));
+  if (abs >= double(1 << 30)) return fmt::format("{:.1f} GiB", b.gib());
+  if (abs >= double(1 << 20)) return fmt::format("{:.0f} MiB", b.mib());
+  return fmt::format("{} B", b.count());
+}
+
+Result<Duration> ParseDuration(const std::string& text) {
+  double number = 0;
+  std::string unit;
+  COLO_RETURN_IF_ERROR(SplitNumber(text, &number, &unit));
+  double seconds = number;
+  if (unit.empty() || unit == "s") {
+  } else if (unit == "ms") {
+    seconds = number / 1e3;
+  } else if (unit == "m" || unit == "min") {
+    seconds = number * 60;
+  } else if (unit == "h") {
+    seconds = number * 3600;
+  } else if (unit == "d") {
+    seconds = number * 86400;
+  } else {
+    return InvalidArgument(fmt::format("unknown time unit '{}' in '{}' (use ms, s, m, h, d)", unit, text));
+  }
+  if (seconds > 1e9) return InvalidArgument(fmt::format("'{}' is absurdly long", text));
+  return SecondsF(seconds);
+}
+
+}  // namespace colo

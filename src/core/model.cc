@@ -1,0 +1,91 @@
+#include "core/model.h"
+
+#include <fmt/format.h>
+
+namespace colo {
+
+std::string_view ToString(MemorySource s) {
+  switch (s) {
+    case MemorySource::kUnknown:
+      return "unknown";
+    case MemorySource::kDeclared:
+      return "declared";
+    case MemorySource::kEstimated:
+      return "estimated";
+    case MemorySource::kLearned:
+      return "learned";
+  }
+  return "?";
+}
+
+std::string_view ToString(SharingPreference p) {
+  switch (p) {
+    case SharingPreference::kAny:
+      return "any";
+    case SharingPreference::kMps:
+      return "mps";
+    case SharingPreference::kPlain:
+      return "plain";
+    case SharingPreference::kExclusive:
+      return "exclusive";
+  }
+  return "?";
+}
+
+std::string_view ToString(SharingMode m) {
+  switch (m) {
+    case SharingMode::kMps:
+      return "mps";
+    case SharingMode::kPlain:
+      return "plain";
+    case SharingMode::kExclusive:
+      return "exclusive";
+  }
+  return "?";
+}
+
+Result<SharingPreference> ParseSharingPreference(std::string_view text) {
+  if (text == "any" || text.empty()) return SharingPreference::kAny;
+  if (text == "mps") return SharingPreference::kMps;
+  if (text == "plain") return SharingPreference::kPlain;
+  if (text == "exclusive") return SharingPreference::kExclusive;
+  return InvalidArgument(fmt::format("unknown sharing '{}' (use any, mps, plain, exclusive)", text));
+}
+
+std::string_view ToString(JobState s) {
+  switch (s) {
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRecovering:
+      return "recovering";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
+    case JobState::kLost:
+      return "lost";
+  }
+  return "?";
+}
+
+std::string_view ToString(ExitKind k) {
+  switch (k) {
+    case ExitKind::kSuccess:
+      return "success";
+    case ExitKind::kFailure:
+      return "failure";
+    case ExitKind::kOutOfMemory:
+      return "out-of-memory";
+    case ExitKind::kCancelled:
+      return "cancelled";
+    case ExitKind::kLost:
+      return "lost";
+  }
+  return "?";
+}
+
+}  // namespace colo

@@ -1,0 +1,89 @@
+// The job and GPU model shared by the scheduler, the policies, the simulator and the daemon.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/units.h"
+
+namespace colo {
+
+using JobId = int64_t;
+using GpuIndex = int;  // dense index 0..n-1 over every placement target the scheduler knows
+
+// Where a job's memory number comes from; later sources are more trustworthy.
+enum class MemorySource { kUnknown, kDeclared, kEstimated, kLearned };
+std::string_view ToString(MemorySource s);
+
+// A job's peak GPU memory need per GPU, with a relative uncertainty (0.1 = may be 10% higher).
+struct MemoryNeed {
+  Bytes peak;
+  MemorySource source = MemorySource::kUnknown;
+  double uncertainty = 0.0;
+
+  bool known() const { return source != MemorySource::kUnknown; }
+  // What the scheduler plans with: the peak plus its uncertainty.
+  Bytes Upper() const { return known() ? peak.Scaled(1.0 + uncertainty) : Bytes(0); }
+};
+
+// How a job may share a GPU, as the user asked.
+enum class SharingPreference { kAny, kMps, kPlain, kExclusive };
+// How a placement actually shares the GPU.
+enum class SharingMode { kMps, kPlain, kExclusive };
+std::string_view ToString(SharingPreference p);
+std::string_view ToString(SharingMode m);
+Result<SharingPreference> ParseSharingPreference(std::string_view text);
+
+struct JobSpec {
+  JobId id = 0;
+  std::string name;
+  std::string owner;
+  std::vector<std::string> command;
+  int gpus = 1;  // all on one server
+  MemoryNeed memory;
+  SharingPreference sharing = SharingPreference::kAny;
+  int priority = 0;
+  // Expected SM activity alone (0..1) if known; sizes the MPS thread share. Negative means unknown.
+  double expected_smact = -1.0;
+};
+
+enum class JobState { kQueued, kRecovering, kRunning, kSucceeded, kFailed, kCancelled, kLost };
+std::string_view ToString(JobState s);
+inline bool IsTerminal(JobState s) {
+  return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled ||
+         s == JobState::kLost;
+}
+
+enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost };
+std::string_view ToString(ExitKind k);
+
+struct JobExit {
+  ExitKind kind = ExitKind::kSuccess;
+  std::string detail;  // e.g. the matched error line
+};
+
+// A placement target: a whole GPU or an existing MIG instance (which colo never repartitions).
+struct GpuInfo {
+  std::string uuid;
+  std::string model;
+  Bytes capacity;
+  int node = 0;  // server the GPU belongs to; multi-GPU jobs stay within one node
+  bool mig_instance = false;
+  SharingMode default_mode = SharingMode::kMps;
+};
+
+// One monitoring sample of a GPU. Utilizations are fractions in [0, 1]; negative means not measured.
+struct GpuSample {
+  GpuIndex gpu = 0;
+  TimePoint time;
+  Bytes used;
+  double smact = -1;
+  double smocc = -1;
+  double drama = -1;
+  bool healthy = true;
+};
+
+}  // namespace colo

@@ -1,0 +1,98 @@
+// The contract between the scheduler and placement policies. A policy reads a ClusterView snapshot and
+// a PlacementRequest and returns a decision; it never mutates state. The scheduler does the bookkeeping.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/model.h"
+#include "core/window_stats.h"
+
+namespace colo {
+
+// What a policy sees of one GPU.
+struct GpuView {
+  GpuIndex index = 0;
+  int node = 0;
+  Bytes capacity;
+  // capacity - sum of reservations - memory used by processes colo does not manage.
+  Bytes free_for_placement;
+  int job_count = 0;
+  bool healthy = true;
+  bool mig_instance = false;
+  bool holds_exclusive = false;  // runs a job that asked for the GPU alone
+  std::string_view mps_owner;    // owner of the jobs sharing it under MPS; empty when none
+  SharingMode mode = SharingMode::kMps;
+  WindowSummary smact, smocc, drama;
+  bool placed_recently = false;  // got a job within the launch grace period
+  Duration grace_left{0};
+
+  bool idle() const { return job_count == 0; }
+};
+
+struct ClusterView {
+  TimePoint now;
+  std::vector<GpuView> gpus;  // ordered by index
+  GpuIndex last_placed = -1;  // for round robin: the GPU that got the previous placement
+};
+
+struct PlacementRequest {
+  JobId job = 0;
+  std::string_view owner;
+  int gpus = 1;
+  MemoryNeed memory;   // per GPU
+  Bytes memory_need;   // what the job must reserve per GPU (need incl. uncertainty); 0 if unknown
+  SharingPreference sharing = SharingPreference::kAny;
+  bool require_idle = false;  // recovery after OOM in the thesis mode, or the last adaptive retry
+  double expected_smact = -1;
+};
+
+// The gates a GPU can fail, in the order they are checked.
+enum class Gate {
+  kPass,
+  kUnhealthy,
+  kMigBusy,        // a MIG instance takes one job at a time
+  kExclusiveHeld,  // runs a job that asked for the GPU alone
+  kNotIdle,        // this job (or policy) needs an idle GPU
+  kModeMismatch,   // the GPU's sharing mode cannot serve the job's preference
+  kOtherUser,      // MPS serves one user per GPU at a time
+  kLaunchGrace,
+  kMemory,
+  kUtilization,
+  kNode,        // not enough passing GPUs on this GPU's server for a multi-GPU job
+  kEarmarked,   // kept for the head of the queue while backfilling
+};
+std::string_view ToString(Gate g);
+
+struct GateVerdict {
+  GpuIndex gpu = 0;
+  Gate gate = Gate::kPass;
+  double value = 0;  // what was measured (bytes free, SMACT, seconds of grace left)
+  double limit = 0;  // what was required
+  std::string Describe() const;
+};
+
+struct Placed {
+  std::vector<GpuIndex> gpus;
+  SharingMode mode = SharingMode::kMps;
+  int thread_percent = 100;  // MPS active-thread percentage
+};
+struct Wait {
+  std::string reason;
+  std::vector<GateVerdict> per_gpu;
+};
+struct Infeasible {
+  std::string reason;
+};
+using PlacementDecision = std::variant<Placed, Wait, Infeasible>;
+
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  virtual std::string_view name() const = 0;
+  virtual PlacementDecision Place(const ClusterView& view, const PlacementRequest& request) const = 0;
+};
+
+}  // namespace colo

@@ -1,0 +1,375 @@
+#include "core/scheduler.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <map>
+
+#include "common/check.h"
+
+namespace colo {
+
+Result<RecoveryMode> ParseRecoveryMode(std::string_view text) {
+  if (text == "thesis" || text == "idle") return RecoveryMode::kThesis;
+  if (text == "adaptive") return RecoveryMode::kAdaptive;
+  return InvalidArgument(fmt::format("unknown recovery mode '{}' (use adaptive or thesis)", text));
+}
+
+Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config)
+    : clock_(clock), policy_(policy), config_(config) {}
+
+GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
+  gpus_.emplace_back(info, config_.window_samples, config_.sample_interval);
+  std::map<int, int> per_node;
+  for (const auto& g : gpus_) per_node[g.info.node]++;
+  max_gpus_per_node_ = 0;
+  for (const auto& [node, count] : per_node) max_gpus_per_node_ = std::max(max_gpus_per_node_, count);
+  max_capacity_ = std::max(max_capacity_, info.capacity);
+  return static_cast<GpuIndex>(gpus_.size() - 1);
+}
+
+JobRecord& Scheduler::Get(JobId id) {
+  auto it = jobs_.find(id);
+  COLO_CHECK(it != jobs_.end());
+  return it->second;
+}
+
+const JobRecord* Scheduler::job(JobId id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+Status Scheduler::Submit(const JobSpec& spec) {
+  if (jobs_.count(spec.id)) return InvalidArgument(fmt::format("job id {} already exists", spec.id));
+  if (spec.gpus < 1) return InvalidArgument(fmt::format("job {} asks for {} GPUs", spec.id, spec.gpus));
+  if (spec.gpus > max_gpus_per_node_) {
+    return InvalidArgument(fmt::format("job {} needs {} GPUs on one server; the largest has {}", spec.id,
+                                       spec.gpus, max_gpus_per_node_));
+  }
+  if (spec.memory.known() && spec.memory.peak > max_capacity_) {
+    return InvalidArgument(fmt::format("job {} needs {} per GPU; the largest GPU has {}", spec.id,
+                                       FormatBytes(spec.memory.peak), FormatBytes(max_capacity_)));
+  }
+  if (spec.memory.uncertainty < 0 || spec.memory.peak < Bytes(0)) {
+    return InvalidArgument(fmt::format("job {} has a negative memory need", spec.id));
+  }
+  JobRecord record;
+  record.spec = spec;
+  record.need = spec.memory;
+  record.submitted = clock_.Now();
+  jobs_.emplace(spec.id, std::move(record));
+  main_queue_.push_back(spec.id);
+  return Status::Ok();
+}
+
+Status Scheduler::Cancel(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  JobRecord& job = it->second;
+  if (IsTerminal(job.state)) {
+    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(job.state)));
+  }
+  if (job.state == JobState::kRunning) return Status::Ok();  // the caller stops it; OnJobExit ends it
+  auto& queue = job.state == JobState::kRecovering ? recovery_queue_ : main_queue_;
+  queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+  job.state = JobState::kCancelled;
+  job.finished = clock_.Now();
+  job.end_reason = "cancelled while queued";
+  return Status::Ok();
+}
+
+void Scheduler::OnGpuSample(const GpuSample& sample) {
+  if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return;
+  GpuRecord& g = gpus_[sample.gpu];
+  g.used = sample.used;
+  g.healthy = sample.healthy;
+  if (sample.smact >= 0) g.smact.Add(sample.time, sample.smact);
+  if (sample.smocc >= 0) g.smocc.Add(sample.time, sample.smocc);
+  if (sample.drama >= 0) g.drama.Add(sample.time, sample.drama);
+}
+
+void Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
+  JobRecord& job = it->second;
+  for (size_t i = 0; i < job.gpus.size(); ++i) {
+    if (job.gpus[i] != gpu) continue;
+    job.current_use[i] = used;
+    if (used > job.attempt_peak) {
+      job.attempt_peak = used;
+      job.last_growth = clock_.Now();
+      job.max_peak = std::max(job.max_peak, used);
+    }
+  }
+}
+
+Bytes Scheduler::Reservation(const JobRecord& job) const {
+  const Bytes planned = job.need.Upper();
+  const TimePoint now = clock_.Now();
+  const bool quiet = job.attempt_peak > Bytes(0) && now - job.last_growth >= config_.steady_after;
+  const bool reached_plan = job.attempt_peak >= planned.Scaled(0.9);
+  const bool steady = quiet && (reached_plan || now - job.started >= config_.settle_timeout);
+  if (steady) return job.attempt_peak;
+  return std::max(planned, job.attempt_peak);
+}
+
+void Scheduler::Detach(JobRecord& job) {
+  for (GpuIndex g : job.gpus) {
+    auto& list = gpus_[g].jobs;
+    list.erase(std::remove(list.begin(), list.end(), job.spec.id), list.end());
+  }
+}
+
+ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) return ExitAction::kIgnored;
+  JobRecord& job = it->second;
+  Detach(job);
+  const TimePoint now = clock_.Now();
+  job.finished = now;
+  job.end_reason = exit.detail;
+  switch (exit.kind) {
+    case ExitKind::kSuccess:
+      job.state = JobState::kSucceeded;
+      return ExitAction::kFinished;
+    case ExitKind::kFailure:
+      job.state = JobState::kFailed;
+      return ExitAction::kFinished;
+    case ExitKind::kCancelled:
+      job.state = JobState::kCancelled;
+      return ExitAction::kFinished;
+    case ExitKind::kLost:
+      job.state = JobState::kLost;
+      return ExitAction::kFinished;
+    case ExitKind::kOutOfMemory:
+      break;
+  }
+  job.oom_count++;
+  if (job.oom_count > config_.max_oom_retries) {
+    job.state = JobState::kFailed;
+    job.end_reason = fmt::format("out of memory {} times (retry cap {}); last peak seen {}", job.oom_count,
+                                 config_.max_oom_retries, FormatBytes(job.attempt_peak));
+    return ExitAction::kFailedRetryCap;
+  }
+  if (config_.recovery == RecoveryMode::kThesis) {
+    job.require_idle = true;
+  } else {
+    // What the crash proved: the job needs more than it had. Grow from the larger of the plan and
+    // the peak it reached before dying.
+    const Bytes base = std::max(job.need.known() ? job.need.peak : Bytes(0), job.attempt_peak);
+    Bytes grown = base.Scaled(config_.oom_growth) + config_.oom_extra;
+    grown = std::min(grown, max_capacity_);
+    job.need = MemoryNeed{grown, MemorySource::kLearned, 0.0};
+    job.require_idle = job.oom_count == config_.max_oom_retries || grown >= max_capacity_;
+  }
+  job.state = JobState::kRecovering;
+  job.gpus.clear();
+  job.current_use.clear();
+  recovery_queue_.push_back(id);
+  return ExitAction::kRequeuedForRecovery;
+}
+
+GpuView Scheduler::MakeView(GpuIndex index) const {
+  const GpuRecord& g = gpus_[index];
+  const TimePoint now = clock_.Now();
+  GpuView v;
+  v.index = index;
+  v.node = g.info.node;
+  v.capacity = g.info.capacity;
+  v.healthy = g.healthy;
+  v.mig_instance = g.info.mig_instance;
+  v.job_count = static_cast<int>(g.jobs.size());
+  v.mode = g.info.default_mode;
+  Bytes reserved, observed;
+  for (JobId id : g.jobs) {
+    const JobRecord& job = jobs_.at(id);
+    reserved += Reservation(job);
+    for (size_t i = 0; i < job.gpus.size(); ++i) {
+      if (job.gpus[i] == index) observed += job.current_use[i];
+    }
+    v.mode = job.mode;
+    if (job.mode == SharingMode::kExclusive) v.holds_exclusive = true;
+    if (job.mode == SharingMode::kMps) v.mps_owner = job.spec.owner;
+  }
+  const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
+  v.free_for_placement = g.info.capacity - reserved - unmanaged;
+  v.smact = g.smact.Summarize(now);
+  v.smocc = g.smocc.Summarize(now);
+  v.drama = g.drama.Summarize(now);
+  if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
+    v.placed_recently = true;
+    v.grace_left = *g.last_placement + config_.launch_grace - now;
+  }
+  return v;
+}
+
+ClusterView Scheduler::View() const {
+  ClusterView view;
+  view.now = clock_.Now();
+  view.last_placed = last_placed_;
+  view.gpus.reserve(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) view.gpus.push_back(MakeView(static_cast<GpuIndex>(i)));
+  return view;
+}
+
+PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
+  PlacementRequest r;
+  r.job = job.spec.id;
+  r.owner = job.spec.owner;
+  r.gpus = job.spec.gpus;
+  r.memory = job.need;
+  r.memory_need = job.need.Upper();
+  r.sharing = job.spec.sharing;
+  r.require_idle = job.require_idle;
+  r.expected_smact = job.spec.expected_smact;
+  return r;
+}
+
+void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
+                      std::vector<Launch>& launches) {
+  COLO_CHECK(job.state == JobState::kQueued || job.state == JobState::kRecovering);
+  COLO_CHECK(static_cast<int>(placed.gpus.size()) == job.spec.gpus);
+  const TimePoint now = clock_.Now();
+  job.state = JobState::kRunning;
+  job.gpus = placed.gpus;
+  job.current_use.assign(placed.gpus.size(), Bytes(0));
+  job.mode = placed.mode;
+  job.thread_percent = placed.thread_percent;
+  job.attempts++;
+  job.started = now;
+  if (!job.ever_started) job.first_started = now;
+  job.ever_started = true;
+  job.attempt_peak = Bytes(0);
+  job.last_growth = now;
+  job.last_wait.reset();
+  for (GpuIndex g : placed.gpus) {
+    auto& list = gpus_[g].jobs;
+    COLO_CHECK(std::find(list.begin(), list.end(), job.spec.id) == list.end());  // never twice
+    list.push_back(job.spec.id);
+    gpus_[g].last_placement = now;
+  }
+  last_placed_ = placed.gpus.back();
+  view.last_placed = last_placed_;
+  for (GpuIndex g : placed.gpus) view.gpus[g] = MakeView(g);
+  launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
+                            Reservation(job), job.attempts});
+}
+
+Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view, std::vector<Launch>& launches,
+                                       const std::vector<bool>* earmarked) {
+  PlacementRequest request = MakeRequest(job);
+  PlacementDecision decision;
+  if (earmarked) {
+    // Hide the head's GPUs from the backfill candidate by presenting them as unusable.
+    ClusterView masked = view;
+    for (auto& g : masked.gpus) {
+      if ((*earmarked)[g.index]) g.healthy = false;
+    }
+    decision = policy_.Place(masked, request);
+    if (auto* wait = std::get_if<Wait>(&decision)) {
+      for (auto& v : wait->per_gpu) {
+        if ((*earmarked)[v.gpu]) v.gate = Gate::kEarmarked;
+      }
+    }
+  } else {
+    decision = policy_.Place(view, request);
+  }
+  if (auto* placed = std::get_if<Placed>(&decision)) {
+    Apply(job, *placed, view, launches);
+    return Outcome::kPlaced;
+  }
+  if (auto* infeasible = std::get_if<Infeasible>(&decision)) {
+    job.state = JobState::kFailed;
+    job.finished = clock_.Now();
+    job.end_reason = "cannot be placed: " + infeasible->reason;
+    return Outcome::kInfeasible;
+  }
+  job.last_wait = std::get<Wait>(std::move(decision));
+  return Outcome::kWaiting;
+}
+
+void Scheduler::Backfill(const JobRecord& head, ClusterView& view, std::vector<Launch>& launches) {
+  // Earmark for the head the GPUs it would most likely get first: those with the most memory free
+  // for placement. Later jobs may use only the others, so they cannot take what the head waits for.
+  std::vector<GpuIndex> order(view.gpus.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<GpuIndex>(i);
+  std::stable_sort(order.begin(), order.end(), [&](GpuIndex a, GpuIndex b) {
+    return view.gpus[a].free_for_placement > view.gpus[b].free_for_placement;
+  });
+  std::vector<bool> earmarked(view.gpus.size(), false);
+  for (int i = 0; i < head.spec.gpus && i < static_cast<int>(order.size()); ++i) earmarked[order[i]] = true;
+
+  int looked = 0;
+  for (size_t pos = 1; pos < main_queue_.size() && looked < config_.backfill_depth; ++looked) {
+    JobRecord& candidate = Get(main_queue_[pos]);
+    const Outcome outcome = TryPlace(candidate, view, launches, &earmarked);
+    if (outcome == Outcome::kWaiting) {
+      ++pos;
+    } else {
+      main_queue_.erase(main_queue_.begin() + static_cast<std::ptrdiff_t>(pos));
+    }
+  }
+}
+
+std::vector<Launch> Scheduler::Schedule() {
+  std::vector<Launch> launches;
+  head_blocked_by_utilization_ = false;
+  if (main_queue_.empty() && recovery_queue_.empty()) return launches;
+  ClusterView view = View();
+
+  auto blocked_by_utilization = [](const JobRecord& job) {
+    if (!job.last_wait) return false;
+    for (const auto& v : job.last_wait->per_gpu) {
+      if (v.gate == Gate::kUtilization) return true;
+    }
+    return false;
+  };
+
+  // The recovery queue has strict priority: while its head waits, nothing else starts.
+  while (!recovery_queue_.empty()) {
+    JobRecord& head = Get(recovery_queue_.front());
+    const Outcome outcome = TryPlace(head, view, launches, nullptr);
+    if (outcome == Outcome::kWaiting) {
+      head_blocked_by_utilization_ = blocked_by_utilization(head);
+      return launches;
+    }
+    recovery_queue_.pop_front();
+  }
+  while (!main_queue_.empty()) {
+    JobRecord& head = Get(main_queue_.front());
+    const Outcome outcome = TryPlace(head, view, launches, nullptr);
+    if (outcome == Outcome::kWaiting) {
+      head_blocked_by_utilization_ = blocked_by_utilization(head);
+      if (config_.backfill) Backfill(head, view, launches);
+      break;
+    }
+    main_queue_.pop_front();
+  }
+  return launches;
+}
+
+std::optional<TimePoint> Scheduler::NextWakeup() const {
+  if (main_queue_.empty() && recovery_queue_.empty()) return std::nullopt;
+  const TimePoint now = clock_.Now();
+  std::optional<TimePoint> next;
+  auto consider = [&](TimePoint t) {
+    if (t > now && (!next || t < *next)) next = t;
+  };
+  for (const GpuRecord& g : gpus_) {
+    if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
+    for (JobId id : g.jobs) {
+      const JobRecord& job = jobs_.at(id);
+      if (job.attempt_peak > Bytes(0)) {
+        consider(job.last_growth + config_.steady_after);
+        consider(job.started + config_.settle_timeout);
+      }
+    }
+    // A sliding utilization window changes the gate's answer only gradually: look again each sample
+    // interval until it settles, as the daemon's own sampling would.
+    if (head_blocked_by_utilization_ && g.smact.SettledAt() > now) {
+      consider(std::min(g.smact.SettledAt(), now + config_.sample_interval));
+    }
+  }
+  return next;
+}
+
+}  // namespace colo

@@ -1,0 +1,146 @@
+// The scheduling core: queues, memory reservations, OOM recovery and the placement pass.
+//
+// It is fed events (Submit, OnGpuSample, OnJobMemory, OnJobExit) and returns decisions (Launch). It
+// does no I/O, starts no threads and reads time only from the injected Clock, so the daemon and the
+// simulator run the very same code.
+#pragma once
+
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "core/model.h"
+#include "core/placement.h"
+#include "core/window_stats.h"
+
+namespace colo {
+
+enum class RecoveryMode {
+  kThesis,    // re-run an OOM-crashed job on an idle GPU
+  kAdaptive,  // raise its need from the observed peak and re-place it anywhere it fits
+};
+Result<RecoveryMode> ParseRecoveryMode(std::string_view text);
+
+struct SchedulerConfig {
+  int window_samples = 30;
+  Duration sample_interval = Seconds(1);
+  // A GPU that just got a job takes no other for this long (the job has not allocated yet).
+  Duration launch_grace = Seconds(30);
+  // A running job whose observed peak has not grown for this long, and has reached 90% of its
+  // planned need (or has run for settle_timeout), is steady: its reservation shrinks from the
+  // plan to what it was seen to use. A job still loading data must not give its memory away.
+  Duration steady_after = Seconds(30);
+  Duration settle_timeout = Seconds(600);
+  RecoveryMode recovery = RecoveryMode::kAdaptive;
+  int max_oom_retries = 3;
+  double oom_growth = 1.1;    // new need = observed peak * growth + extra
+  Bytes oom_extra = GiB(1);
+  // Bounded backfill: when the head waits, up to `backfill_depth` later jobs may start on GPUs that
+  // are not earmarked for the head. Off by default, as in the thesis.
+  bool backfill = false;
+  int backfill_depth = 16;
+};
+
+// A decision to start (an attempt of) a job.
+struct Launch {
+  JobId job = 0;
+  std::vector<GpuIndex> gpus;
+  SharingMode mode = SharingMode::kMps;
+  int thread_percent = 100;
+  Bytes memory_limit;  // per GPU; the reservation the placement was made with (0: unknown)
+  int attempt = 1;
+};
+
+// What OnJobExit did with the job.
+enum class ExitAction { kFinished, kRequeuedForRecovery, kFailedRetryCap, kIgnored };
+
+struct JobRecord {
+  JobSpec spec;
+  JobState state = JobState::kQueued;
+  MemoryNeed need;  // what placement plans with; grows after an OOM
+  int attempts = 0;
+  int oom_count = 0;
+  bool require_idle = false;
+  std::vector<GpuIndex> gpus;
+  std::vector<Bytes> current_use;  // per entry of gpus
+  SharingMode mode = SharingMode::kMps;
+  int thread_percent = 100;
+  TimePoint submitted, first_started, started, finished;
+  bool ever_started = false;
+  Bytes attempt_peak;  // highest per-GPU use seen in this attempt
+  Bytes max_peak;      // over all attempts
+  TimePoint last_growth;
+  std::string end_reason;
+  std::optional<Wait> last_wait;  // why it waited at the last pass
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config = {});
+
+  GpuIndex AddGpu(const GpuInfo& info);
+  // Validates and enqueues. Rejects what can never run (more GPUs than a server has, a need larger
+  // than any GPU, a duplicate id) with a reason.
+  Status Submit(const JobSpec& spec);
+  Status Cancel(JobId id);  // queued jobs end now; running ones end when their exit is reported
+  void OnGpuSample(const GpuSample& sample);
+  // Memory the job's processes use on one of its GPUs right now.
+  void OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
+  ExitAction OnJobExit(JobId id, const JobExit& exit);
+
+  // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order.
+  std::vector<Launch> Schedule();
+  // When the scheduler wants to run again even if no event arrives (grace ends, reservations settle,
+  // utilization windows slide). nullopt: only events can change its mind.
+  std::optional<TimePoint> NextWakeup() const;
+
+  const JobRecord* job(JobId id) const;
+  const std::deque<JobId>& main_queue() const { return main_queue_; }
+  const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
+  size_t gpu_count() const { return gpus_.size(); }
+  const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
+  // The snapshot policies see, as of now.
+  ClusterView View() const;
+  Bytes Reservation(const JobRecord& job) const;
+  const SchedulerConfig& config() const { return config_; }
+  const PlacementPolicy& policy() const { return policy_; }
+
+ private:
+  struct GpuRecord {
+    GpuRecord(GpuInfo i, int samples, Duration interval)
+        : info(std::move(i)), smact(samples, interval), smocc(samples, interval), drama(samples, interval) {}
+    GpuInfo info;
+    SignalWindow smact, smocc, drama;
+    Bytes used;
+    bool healthy = true;
+    std::vector<JobId> jobs;
+    std::optional<TimePoint> last_placement;
+  };
+
+  GpuView MakeView(GpuIndex g) const;
+  PlacementRequest MakeRequest(const JobRecord& job) const;
+  // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
+  enum class Outcome { kPlaced, kWaiting, kInfeasible };
+  Outcome TryPlace(JobRecord& job, ClusterView& view, std::vector<Launch>& launches,
+                   const std::vector<bool>* earmarked);
+  void Apply(JobRecord& job, const Placed& placed, ClusterView& view, std::vector<Launch>& launches);
+  void Detach(JobRecord& job);
+  void Backfill(const JobRecord& head, ClusterView& view, std::vector<Launch>& launches);
+  JobRecord& Get(JobId id);
+
+  const Clock& clock_;
+  const PlacementPolicy& policy_;
+  SchedulerConfig config_;
+  std::vector<GpuRecord> gpus_;
+  int max_gpus_per_node_ = 0;
+  Bytes max_capacity_;
+  std::unordered_map<JobId, JobRecord> jobs_;
+  std::deque<JobId> main_queue_;
+  std::deque<JobId> recovery_queue_;
+  GpuIndex last_placed_ = -1;
+  bool head_blocked_by_utilization_ = false;
+};
+
+}  // namespace colo

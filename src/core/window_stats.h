@@ -1,0 +1,52 @@
+// Window statistics of a GPU signal (SMACT, SMOCC, DRAMA) over the last N sample intervals.
+//
+// Samples are treated as a piecewise-constant signal: each value holds until the next sample. The
+// daemon feeds one sample per interval, which makes these the plain statistics of the last N samples;
+// the simulator feeds a sample only when the signal changes, and gets the same numbers without
+// one event per second.
+#pragma once
+
+#include <deque>
+
+#include "common/units.h"
+
+namespace colo {
+
+struct WindowSummary {
+  double last = 0;
+  double mean = 0;
+  double median = 0;
+  double p95 = 0;
+  double ema = 0;
+  bool empty = true;
+  // The seeds' "risk" blend: 0.2*mean + 0.3*median + 0.3*p95 + 0.2*EMA.
+  double Risk() const { return 0.2 * mean + 0.3 * median + 0.3 * p95 + 0.2 * ema; }
+};
+
+class SignalWindow {
+ public:
+  SignalWindow(int samples, Duration interval);
+
+  void Add(TimePoint t, double value);
+  WindowSummary Summarize(TimePoint now) const;
+  // The time from which the window holds only the latest value (its statistics stop changing).
+  TimePoint SettledAt() const;
+  bool empty() const { return points_.empty(); }
+
+ private:
+  struct Point {
+    TimePoint time;
+    double value;
+  };
+  TimePoint WindowEnd(TimePoint now) const;
+
+  Duration window_;
+  Duration interval_;
+  double ema_decay_;  // per interval: 1 - 2/(N+1)
+  std::deque<Point> points_;
+  double ema_ = 0;       // EMA of the signal up to ema_time_
+  TimePoint ema_time_;
+  TimePoint last_sample_;  // repeated values are not stored, but their time still counts
+};
+
+}  // namespace colo

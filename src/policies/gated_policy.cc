@@ -1,0 +1,120 @@
+#include "policies/gated_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+namespace colo {
+
+int ThreadPercentFor(double expected_smact) {
+  if (expected_smact < 0) return 100;
+  const int pct = static_cast<int>(std::ceil(expected_smact * 200.0 / 10.0 - 1e-9)) * 10;
+  return std::clamp(pct, 20, 100);
+}
+
+bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
+  switch (chooser_) {
+    case Chooser::kFirstFit:
+      break;
+    case Chooser::kBestFit:
+      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement < b.free_for_placement;
+      break;
+    case Chooser::kWorstFit:
+      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement > b.free_for_placement;
+      break;
+    case Chooser::kLeastUtilized: {
+      const double ua = a.idle() ? 0.0 : UtilizationOf(a, gates_.stat);
+      const double ub = b.idle() ? 0.0 : UtilizationOf(b, gates_.stat);
+      if (ua != ub) return ua < ub;
+      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement > b.free_for_placement;
+      break;
+    }
+    case Chooser::kRoundRobin: {
+      const int n = static_cast<int>(view.gpus.size());
+      const int da = ((a.index - view.last_placed - 1) % n + n) % n;
+      const int db = ((b.index - view.last_placed - 1) % n + n) % n;
+      return da < db;
+    }
+    case Chooser::kConsolidate: {
+      if (a.idle() != b.idle()) return !a.idle();
+      const double ua = UtilizationOf(a, gates_.stat);
+      const double ub = UtilizationOf(b, gates_.stat);
+      if (ua != ub) return ua > ub;
+      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement < b.free_for_placement;
+      break;
+    }
+  }
+  return a.index < b.index;
+}
+
+PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementRequest& request) const {
+  if (request.gpus < 1) return Infeasible{"a job needs at least one GPU"};
+  std::map<int, int> gpus_per_node;
+  for (const GpuView& g : view.gpus) gpus_per_node[g.node]++;
+  bool any_node_big_enough = false;
+  for (const auto& [node, count] : gpus_per_node) any_node_big_enough |= count >= request.gpus;
+  if (!any_node_big_enough) {
+    return Infeasible{fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
+  }
+
+  Wait wait;
+  std::vector<const GpuView*> passing;
+  for (const GpuView& g : view.gpus) {
+    const GateVerdict verdict = EvaluateGates(g, request, gates_);
+    if (verdict.gate == Gate::kPass) {
+      passing.push_back(&g);
+    } else {
+      wait.per_gpu.push_back(verdict);
+    }
+  }
+  std::stable_sort(passing.begin(), passing.end(),
+                   [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); });
+
+  // Take the first server to collect enough passing GPUs in chooser order; with exclusive-first,
+  // idle GPUs are tried alone before any sharing.
+  auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
+    std::map<int, std::vector<GpuIndex>> per_node;
+    for (const GpuView* g : passing) {
+      if (idle_only && !g->idle()) continue;
+      auto& chosen = per_node[g->node];
+      chosen.push_back(g->index);
+      if (static_cast<int>(chosen.size()) == request.gpus) return chosen;
+    }
+    return {};
+  };
+  std::vector<GpuIndex> chosen;
+  if (gates_.exclusive_first) chosen = pick(true);
+  if (chosen.empty()) chosen = pick(false);
+
+  if (!chosen.empty()) {
+    Placed placed;
+    placed.gpus = chosen;
+    placed.mode = ModeFor(view.gpus[chosen.front()], request, gates_);
+    placed.thread_percent = placed.mode == SharingMode::kMps ? ThreadPercentFor(request.expected_smact) : 100;
+    return placed;
+  }
+  // Passing GPUs exist but are spread over servers: say so per GPU.
+  std::map<int, int> passing_per_node;
+  for (const GpuView* g : passing) passing_per_node[g->node]++;
+  for (const GpuView* g : passing) {
+    wait.per_gpu.push_back(
+        GateVerdict{g->index, Gate::kNode, static_cast<double>(passing_per_node[g->node]),
+                    static_cast<double>(request.gpus)});
+  }
+  std::sort(wait.per_gpu.begin(), wait.per_gpu.end(),
+            [](const GateVerdict& a, const GateVerdict& b) { return a.gpu < b.gpu; });
+  // The reason names the gate that stopped the most GPUs.
+  std::map<Gate, int> counts;
+  for (const auto& v : wait.per_gpu) counts[v.gate]++;
+  Gate top = Gate::kPass;
+  int top_count = 0;
+  for (const auto& [gate, count] : counts) {
+    if (count > top_count) top = gate, top_count = count;
+  }
+  wait.reason = fmt::format("{} of {} GPUs blocked, mostly by {}", wait.per_gpu.size(), view.gpus.size(),
+                            ToString(top));
+  return wait;
+}
+
+}  // namespace colo

@@ -1,0 +1,72 @@
+#include "policies/gates.h"
+
+namespace colo {
+
+double UtilizationOf(const GpuView& gpu, UtilizationStat stat) {
+  if (gpu.smact.empty) return 0.0;
+  switch (stat) {
+    case UtilizationStat::kLast:
+      return gpu.smact.last;
+    case UtilizationStat::kMean:
+      return gpu.smact.mean;
+    case UtilizationStat::kRisk:
+      return gpu.smact.Risk();
+  }
+  return gpu.smact.Risk();
+}
+
+SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config) {
+  if (config.idle_only || request.sharing == SharingPreference::kExclusive || gpu.mig_instance) {
+    return SharingMode::kExclusive;
+  }
+  if (request.sharing == SharingPreference::kPlain) return SharingMode::kPlain;
+  if (request.sharing == SharingPreference::kMps) return SharingMode::kMps;
+  return gpu.mode == SharingMode::kExclusive ? SharingMode::kMps : gpu.mode;
+}
+
+GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config) {
+  GateVerdict v;
+  v.gpu = gpu.index;
+  auto fail = [&](Gate gate, double value, double limit) {
+    v.gate = gate;
+    v.value = value;
+    v.limit = limit;
+    return v;
+  };
+  if (!gpu.healthy) return fail(Gate::kUnhealthy, 0, 0);
+  if (gpu.mig_instance && !gpu.idle()) return fail(Gate::kMigBusy, gpu.job_count, 0);
+  if (gpu.holds_exclusive) return fail(Gate::kExclusiveHeld, gpu.job_count, 0);
+  const SharingMode mode = ModeFor(gpu, request, config);
+  const bool needs_idle = config.idle_only || request.require_idle || mode == SharingMode::kExclusive;
+  if (needs_idle && !gpu.idle()) return fail(Gate::kNotIdle, gpu.job_count, 0);
+  if (!gpu.idle()) {
+    if (gpu.mode != mode) return fail(Gate::kModeMismatch, 0, 0);
+    if (config.same_user_mps && mode == SharingMode::kMps && !gpu.mps_owner.empty() &&
+        gpu.mps_owner != request.owner) {
+      return fail(Gate::kOtherUser, 0, 0);
+    }
+    if (config.launch_grace && gpu.placed_recently) {
+      return fail(Gate::kLaunchGrace, ToSeconds(gpu.grace_left), ToSeconds(gpu.grace_left));
+    }
+  }
+  if (config.memory) {
+    const Bytes required = request.memory_need + config.memory_margin;
+    if (gpu.free_for_placement < required) {
+      return fail(Gate::kMemory, static_cast<double>(gpu.free_for_placement.count()),
+                  static_cast<double>(required.count()));
+    }
+  }
+  if (config.utilization && !gpu.idle()) {
+    const double smact = UtilizationOf(gpu, config.stat);
+    bool excluded = smact > config.smact_max;
+    if (config.compound) {
+      const double smocc = gpu.smocc.empty ? 0.0 : gpu.smocc.Risk();
+      const double drama = gpu.drama.empty ? 0.0 : gpu.drama.Risk();
+      excluded = smact >= config.smact_max && (smocc >= config.smocc_max || drama >= config.drama_max);
+    }
+    if (excluded) return fail(Gate::kUtilization, smact, config.smact_max);
+  }
+  return v;
+}
+
+}  // namespace colo

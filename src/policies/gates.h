@@ -1,0 +1,42 @@
+// The shared gates every placement policy composes: each says whether one GPU may take a job now,
+// and if not, which rule stopped it (that is what `colo explain` prints).
+#pragma once
+
+#include "core/placement.h"
+
+namespace colo {
+
+// Which window statistic of SMACT the utilization gate compares with its threshold.
+enum class UtilizationStat { kLast, kMean, kRisk };
+
+struct GateConfig {
+  // Memory: need + margin <= free for placement. With an unknown need this demands `margin` free.
+  bool memory = true;
+  Bytes memory_margin = GiB(2);
+  // Utilization: SMACT <= threshold (window statistic), or CARMA's compound rule.
+  bool utilization = true;
+  double smact_max = 0.80;
+  UtilizationStat stat = UtilizationStat::kRisk;
+  bool compound = false;  // exclude if smact >= smact_max and (smocc >= smocc_max or drama >= drama_max)
+  double smocc_max = 0.45;
+  double drama_max = 0.40;
+  // Launch grace: a GPU that got a job moments ago takes no other until the grace period ends.
+  bool launch_grace = true;
+  // Under MPS one user's jobs at a time per GPU (MPS serves one user per GPU).
+  bool same_user_mps = true;
+  // Every job needs an idle GPU (the conventional baseline).
+  bool idle_only = false;
+  // CARMA's exclusive-first: use idle GPUs alone while there are enough of them.
+  bool exclusive_first = false;
+};
+
+// The mode a job would run in on this GPU.
+SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
+
+// Checks one GPU against every gate, in order; returns the first that fails, or kPass.
+GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
+
+// The SMACT figure the utilization gate and the utilization-ordering choosers use.
+double UtilizationOf(const GpuView& gpu, UtilizationStat stat);
+
+}  // namespace colo

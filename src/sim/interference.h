@@ -1,0 +1,57 @@
+// How jobs sharing a GPU slow each other down, and how much power the GPU draws. Both models are
+// fitted to the collocation measurements on the H100 (docs/simulator.md has the fit and its error).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace colo {
+
+struct CoRunner {
+  double smact = 0.2;       // solo SM activity
+  int thread_percent = 100;  // MPS active-thread limit
+};
+
+struct InterferenceModel {
+  // MPS: jobs run side by side on the SMs. Each co-runner costs beta * its SMACT (contention for
+  // memory bandwidth and caches); past mps_capacity of aggregate SMACT the SMs saturate.
+  double mps_beta = 0.19;
+  double mps_capacity = 0.923;
+  // Plain time-slicing: contexts take turns. A job occupies the GPU for k * SMACT of the time (its
+  // kernels hold the whole GPU while they run); each co-runner costs delta * its occupancy in
+  // context switches; past naive_capacity of aggregate occupancy everyone waits.
+  double naive_k = 2.19;
+  double naive_delta = 0.347;
+  double naive_capacity = 0.913;
+
+  // Slowdown factor (>= 1) of every job on one GPU.
+  std::vector<double> Slowdowns(SharingMode mode, const std::vector<CoRunner>& jobs) const;
+  // A job held below its solo SM demand by an MPS thread limit runs proportionally slower.
+  double ThreadLimit(const CoRunner& job) const;
+};
+
+struct PowerModel {
+  // P = idle + scale * (active + linear * s + quadratic * s^2) while any job runs, s = SMACT.
+  // Fitted on the H100 (idle 71 W, TDP 700 W); scale = TDP / 700 for other GPUs.
+  double active_watts = 85;
+  double linear_watts = 85;
+  double quadratic_watts = 390;
+
+  double Watts(double idle_watts, double tdp_watts, bool busy, double smact) const;
+};
+
+// One row of the H100 collocation table and the models' prediction of it.
+struct CalibrationRow {
+  std::string set;
+  int jobs = 1;
+  SharingMode mode = SharingMode::kExclusive;
+  double solo_smact = 0;
+  int thread_percent = 100;
+  double measured_slowdown = 1, measured_gain = 1, measured_smact = 0, measured_watts = 0;
+  double predicted_slowdown = 1, predicted_gain = 1, predicted_smact = 0, predicted_watts = 0;
+};
+std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference, const PowerModel& power);
+
+}  // namespace colo

@@ -1,0 +1,557 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <memory>
+#include <queue>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/strings.h"
+#include "estimate/estimator.h"
+#include "policies/registry.h"
+
+namespace colo {
+
+Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults) {
+  RunSpec spec = defaults;
+  spec.label = std::string(Trim(text));
+  if (spec.label.empty()) return InvalidArgument("empty policy spec");
+  const auto colon = spec.label.find(':');
+  std::string policy = spec.label.substr(0, colon);
+  std::vector<std::string> kept;
+  if (colon != std::string::npos) {
+    for (const std::string& raw : Split(spec.label.substr(colon + 1), ',')) {
+      const std::string setting(Trim(raw));
+      const auto eq = setting.find('=');
+      const std::string key = setting.substr(0, eq);
+      const std::string value = eq == std::string::npos ? "" : setting.substr(eq + 1);
+      if (key == "est") {
+        spec.estimator = value;
+      } else if (key == "share") {
+        if (value == "mps") spec.sharing = SharingMode::kMps;
+        else if (value == "plain" || value == "streams") spec.sharing = SharingMode::kPlain;
+        else return InvalidArgument(fmt::format("share takes mps or plain, not '{}' in '{}'", value, text));
+      } else if (key == "recovery") {
+        auto mode = ParseRecoveryMode(value);
+        if (!mode.ok()) return mode.status();
+        spec.recovery = *mode;
+      } else {
+        kept.push_back(setting);
+      }
+    }
+  }
+  for (size_t i = 0; i < kept.size(); ++i) policy += (i == 0 ? ":" : ",") + kept[i];
+  spec.policy = policy;
+  return spec;
+}
+
+namespace {
+
+enum class EventType : uint8_t { kArrival, kWarmup, kCompletion, kWakeup };
+
+struct Event {
+  TimePoint time;
+  uint64_t seq;
+  EventType type;
+  int64_t subject;  // job index or server index
+  uint64_t tag;     // attempt or version the event belongs to
+};
+struct Later {
+  bool operator()(const Event& x, const Event& y) const {
+    return x.time != y.time ? x.time > y.time : x.seq > y.seq;
+  }
+};
+
+struct SimJob {
+  const TraceJob* trace = nullptr;
+  int server = -1;
+  bool running = false;
+  uint64_t attempt = 0;
+  uint64_t version = 0;  // bumps invalidate scheduled completions
+  std::vector<int> gpus;  // global GPU numbers
+  SharingMode mode = SharingMode::kMps;
+  int thread_percent = 100;
+  double remaining_s = 0;  // solo seconds of work left
+  double rate = 1;         // solo seconds done per second
+  TimePoint progress_at;
+  TimePoint started;
+  Bytes memory;
+  bool rejected = false;
+  std::string reject_reason;
+};
+
+struct SimGpu {
+  int server = 0;
+  GpuIndex local = 0;
+  std::vector<int> jobs;
+  std::vector<double> slowdown;  // parallel to jobs
+  double smact = 0;
+  double watts = 0;
+  Bytes used;
+  TimePoint integrated_to;
+  double energy_j = 0, smact_seconds = 0, memory_byte_seconds = 0;
+};
+
+struct Server {
+  std::unique_ptr<Scheduler> scheduler;
+  int first_gpu = 0;
+  bool dirty = false;
+  std::optional<TimePoint> wakeup;
+  int demand = 0;  // GPUs of assigned, unfinished jobs: how the dispatcher balances servers
+};
+
+class Engine {
+ public:
+  Engine(const Trace& trace, const RunSpec& spec, const SimOptions& options, const PlacementPolicy& policy,
+         const MemoryEstimator& estimator)
+      : trace_(trace), spec_(spec), options_(options), policy_(policy), estimator_(estimator) {}
+
+  SimResult Run();
+
+ private:
+  void Push(TimePoint t, EventType type, int64_t subject, uint64_t tag) {
+    events_.push(Event{t, next_seq_++, type, subject, tag});
+  }
+  TimePoint Now() const { return clock_.Now(); }
+  void Arrive(int index);
+  void Start(int server, const Launch& launch);
+  void Warmup(int index, uint64_t attempt);
+  void Complete(int index, uint64_t version);
+  void Pass(int server);
+  // Brings energy, progress and the timeline up to now for `gpus` and everything sharing a job with
+  // them, so a change can be applied; returns that closure.
+  std::vector<int> Touch(const std::vector<int>& gpus);
+  void Refresh(const std::vector<int>& gpus);
+  void Detach(SimJob& job, const char* outcome);
+  void Integrate(SimGpu& gpu, TimePoint to);
+  SimResult Finish();
+
+  const Trace& trace_;
+  const RunSpec& spec_;
+  const SimOptions& options_;
+  const PlacementPolicy& policy_;
+  const MemoryEstimator& estimator_;
+  ManualClock clock_;
+  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  uint64_t next_seq_ = 0;
+  std::vector<SimJob> jobs_;
+  std::vector<SimGpu> gpus_;
+  std::vector<Server> servers_;
+  std::vector<int> dirty_;
+  Timeline timeline_;
+  int oom_crashes_ = 0;
+  double lost_gpu_seconds_ = 0;
+  int64_t event_count_ = 0, pass_count_ = 0;
+};
+
+void Engine::Integrate(SimGpu& gpu, TimePoint to) {
+  if (to <= gpu.integrated_to) return;
+  const double dt = ToSeconds(to - gpu.integrated_to);
+  gpu.energy_j += gpu.watts * dt;
+  gpu.smact_seconds += gpu.smact * dt;
+  gpu.memory_byte_seconds += static_cast<double>(gpu.used.count()) * dt;
+  gpu.integrated_to = to;
+}
+
+std::vector<int> Engine::Touch(const std::vector<int>& gpus) {
+  std::vector<int> closure = gpus;
+  for (int g : gpus) {
+    for (int j : gpus_[g].jobs) closure.insert(closure.end(), jobs_[j].gpus.begin(), jobs_[j].gpus.end());
+  }
+  std::sort(closure.begin(), closure.end());
+  closure.erase(std::unique(closure.begin(), closure.end()), closure.end());
+  const TimePoint now = Now();
+  for (int g : closure) {
+    Integrate(gpus_[g], now);
+    for (int j : gpus_[g].jobs) {
+      SimJob& job = jobs_[j];
+      job.remaining_s -= job.rate * ToSeconds(now - job.progress_at);
+      job.progress_at = now;
+    }
+  }
+  return closure;
+}
+
+void Engine::Refresh(const std::vector<int>& gpus) {
+  const TimePoint now = Now();
+  // Slowdowns depend only on who shares each GPU; rates on the slowest GPU of each job.
+  std::vector<CoRunner> runners;
+  for (int g : gpus) {
+    SimGpu& gpu = gpus_[g];
+    runners.clear();
+    SharingMode mode = SharingMode::kExclusive;
+    for (int j : gpu.jobs) {
+      runners.push_back(CoRunner{jobs_[j].trace->profile.smact, jobs_[j].thread_percent});
+      mode = jobs_[j].mode;
+    }
+    gpu.slowdown = options_.interference.Slowdowns(mode, runners);
+  }
+  for (int g : gpus) {
+    for (int j : gpus_[g].jobs) {
+      SimJob& job = jobs_[j];
+      double slowest = 1.0;
+      for (int h : job.gpus) {
+        const auto& on = gpus_[h].jobs;
+        const size_t pos = static_cast<size_t>(std::find(on.begin(), on.end(), j) - on.begin());
+        slowest = std::max(slowest, gpus_[h].slowdown[pos]);
+      }
+      const double rate = 1.0 / slowest;
+      if (rate != job.rate) {
+        job.rate = rate;
+        ++job.version;
+        const double left = std::max(0.0, job.remaining_s) / rate;
+        Push(now + SecondsF(left), EventType::kCompletion, j, job.version);
+      }
+    }
+  }
+  for (int g : gpus) {
+    SimGpu& gpu = gpus_[g];
+    Server& server = servers_[static_cast<size_t>(gpu.server)];
+    double smact = 0;
+    Bytes used = options_.server.baseline_used;
+    for (int j : gpu.jobs) {
+      smact += jobs_[j].trace->profile.smact * jobs_[j].rate;
+      used += jobs_[j].memory;
+    }
+    gpu.smact = std::min(1.0, smact);
+    gpu.used = used;
+    gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts, !gpu.jobs.empty(),
+                                     gpu.smact);
+    server.scheduler->OnGpuSample(GpuSample{gpu.local, now, std::min(used, options_.server.capacity),
+                                            gpu.smact, -1, -1, true});
+    for (int j : gpu.jobs) server.scheduler->OnJobMemory(jobs_[j].trace->id, gpu.local, jobs_[j].memory);
+    if (options_.record_timeline) {
+      auto& series = timeline_.series[static_cast<size_t>(g)];
+      const Timeline::Point point{ToSeconds(now), used.gib(), gpu.smact, gpu.watts};
+      if (!series.empty() && series.back().t_s == point.t_s) series.back() = point;
+      else series.push_back(point);
+    }
+  }
+}
+
+void Engine::Detach(SimJob& job, const char* outcome) {
+  const int index = static_cast<int>(&job - jobs_.data());
+  for (int g : job.gpus) {
+    SimGpu& gpu = gpus_[g];
+    const auto it = std::find(gpu.jobs.begin(), gpu.jobs.end(), index);
+    COLO_CHECK(it != gpu.jobs.end());
+    gpu.slowdown.erase(gpu.slowdown.begin() + (it - gpu.jobs.begin()));
+    gpu.jobs.erase(it);
+    if (options_.record_timeline) {
+      timeline_.segments.push_back(Timeline::Segment{g, job.trace->id, job.trace->name, ToSeconds(job.started),
+                                                     ToSeconds(Now()), outcome});
+    }
+  }
+  job.running = false;
+  ++job.version;
+}
+
+void Engine::Arrive(int index) {
+  SimJob& job = jobs_[static_cast<size_t>(index)];
+  const TraceJob& t = *job.trace;
+  // The dispatcher sends a job to the server with the least outstanding GPU demand.
+  int chosen = 0;
+  for (int s = 1; s < static_cast<int>(servers_.size()); ++s) {
+    if (servers_[s].demand < servers_[chosen].demand) chosen = s;
+  }
+  Server& server = servers_[static_cast<size_t>(chosen)];
+  JobSpec spec;
+  spec.id = t.id;
+  spec.name = t.name;
+  spec.owner = t.owner;
+  spec.gpus = t.profile.gpus;
+  spec.expected_smact = t.profile.smact;
+  JobDescription description{static_cast<uint64_t>(t.id), t.profile.name, t.profile.batch, t.profile.peak,
+                             t.declared};
+  auto estimate = estimator_.Estimate(description);
+  if (estimate.ok()) spec.memory = estimate->AsNeed();
+  const Status submitted = server.scheduler->Submit(spec);
+  job.server = chosen;
+  if (!submitted.ok()) {
+    job.rejected = true;
+    job.reject_reason = submitted.message();
+    return;
+  }
+  server.demand += spec.gpus;
+  if (!server.dirty) {
+    server.dirty = true;
+    dirty_.push_back(chosen);
+  }
+}
+
+void Engine::Start(int server_index, const Launch& launch) {
+  Server& server = servers_[static_cast<size_t>(server_index)];
+  const int index = static_cast<int>(launch.job - 1);
+  SimJob& job = jobs_[static_cast<size_t>(index)];
+  COLO_CHECK(!job.running);
+  job.gpus.clear();
+  for (GpuIndex local : launch.gpus) job.gpus.push_back(server.first_gpu + local);
+  const auto closure = Touch(job.gpus);
+  const TimePoint now = Now();
+  job.running = true;
+  ++job.attempt;
+  job.mode = launch.mode;
+  job.thread_percent = launch.mode == SharingMode::kMps ? launch.thread_percent : 100;
+  job.remaining_s = ToSeconds(job.trace->profile.duration);  // a restart loses all progress
+  job.rate = 0;  // no rate yet: Refresh sets one and schedules the completion
+  ++job.version;
+  job.progress_at = now;
+  job.started = now;
+  job.memory = std::min(options_.startup_memory, job.trace->profile.peak);
+  for (int g : job.gpus) {
+    gpus_[g].jobs.push_back(index);
+    gpus_[g].slowdown.push_back(1.0);
+  }
+  Push(now + job.trace->profile.warmup, EventType::kWarmup, index, job.attempt);
+  Refresh(closure);
+}
+
+void Engine::Warmup(int index, uint64_t attempt) {
+  SimJob& job = jobs_[static_cast<size_t>(index)];
+  if (!job.running || job.attempt != attempt) return;
+  const auto closure = Touch(job.gpus);
+  job.memory = job.trace->profile.peak;
+  // The allocation that overflows a GPU fails: this job crashes with out-of-memory.
+  bool overflow = false;
+  for (int g : job.gpus) {
+    Bytes used = options_.server.baseline_used;
+    for (int j : gpus_[g].jobs) used += jobs_[j].memory;
+    overflow |= used > options_.server.capacity;
+  }
+  if (!overflow) {
+    Refresh(closure);
+    return;
+  }
+  ++oom_crashes_;
+  lost_gpu_seconds_ += ToSeconds(Now() - job.started) * static_cast<double>(job.gpus.size());
+  Detach(job, "oom");
+  job.memory = Bytes(0);
+  Refresh(closure);
+  Server& server = servers_[static_cast<size_t>(job.server)];
+  const ExitAction action = server.scheduler->OnJobExit(
+      job.trace->id, JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory"});
+  if (action != ExitAction::kRequeuedForRecovery) server.demand -= job.trace->profile.gpus;
+  if (!server.dirty) {
+    server.dirty = true;
+    dirty_.push_back(job.server);
+  }
+}
+
+void Engine::Complete(int index, uint64_t version) {
+  SimJob& job = jobs_[static_cast<size_t>(index)];
+  if (!job.running || job.version != version) return;
+  const auto closure = Touch(job.gpus);
+  Detach(job, "done");
+  job.memory = Bytes(0);
+  Refresh(closure);
+  Server& server = servers_[static_cast<size_t>(job.server)];
+  server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
+  server.demand -= job.trace->profile.gpus;
+  if (!server.dirty) {
+    server.dirty = true;
+    dirty_.push_back(job.server);
+  }
+}
+
+void Engine::Pass(int server_index) {
+  Server& server = servers_[static_cast<size_t>(server_index)];
+  ++pass_count_;
+  for (const Launch& launch : server.scheduler->Schedule()) Start(server_index, launch);
+  const auto wake = server.scheduler->NextWakeup();
+  if (wake && (!server.wakeup || *wake < *server.wakeup || *server.wakeup <= Now())) {
+    server.wakeup = wake;
+    Push(*wake, EventType::kWakeup, server_index, 0);
+  }
+}
+
+SimResult Engine::Run() {
+  const int per_server = options_.server.gpus;
+  for (int s = 0; s < options_.servers; ++s) {
+    Server server;
+    SchedulerConfig config = options_.scheduler;
+    config.recovery = spec_.recovery;
+    server.scheduler = std::make_unique<Scheduler>(clock_, policy_, config);
+    server.first_gpu = static_cast<int>(gpus_.size());
+    for (int i = 0; i < per_server; ++i) {
+      GpuInfo info;
+      info.uuid = fmt::format("GPU-sim-{}-{}", s, i);
+      info.model = options_.server.gpu_model;
+      info.capacity = options_.server.capacity;
+      info.node = 0;
+      info.default_mode = spec_.sharing;
+      SimGpu gpu;
+      gpu.server = s;
+      gpu.local = server.scheduler->AddGpu(info);
+      gpu.used = options_.server.baseline_used;
+      gpu.watts = options_.server.idle_watts;
+      gpus_.push_back(gpu);
+    }
+    servers_.push_back(std::move(server));
+  }
+  if (options_.record_timeline) {
+    timeline_.series.resize(gpus_.size());
+    timeline_.capacity_gib = options_.server.capacity.gib();
+  }
+  jobs_.resize(trace_.jobs.size());
+  for (size_t i = 0; i < trace_.jobs.size(); ++i) {
+    jobs_[i].trace = &trace_.jobs[i];
+    COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
+    Push(TimePoint(trace_.jobs[i].submit), EventType::kArrival, static_cast<int64_t>(i), 0);
+  }
+  // Initial samples so every GPU's window starts at the trace's beginning.
+  for (int s = 0; s < options_.servers; ++s) {
+    for (int i = 0; i < per_server; ++i) {
+      servers_[static_cast<size_t>(s)].scheduler->OnGpuSample(
+          GpuSample{i, Now(), options_.server.baseline_used, 0.0, -1, -1, true});
+    }
+  }
+  while (!events_.empty()) {
+    const Event event = events_.top();
+    events_.pop();
+    ++event_count_;
+    clock_.AdvanceTo(event.time);
+    const int subject = static_cast<int>(event.subject);
+    switch (event.type) {
+      case EventType::kArrival:
+        Arrive(subject);
+        break;
+      case EventType::kWarmup:
+        Warmup(subject, event.tag);
+        break;
+      case EventType::kCompletion:
+        Complete(subject, event.tag);
+        break;
+      case EventType::kWakeup: {
+        Server& server = servers_[static_cast<size_t>(subject)];
+        if (server.wakeup && *server.wakeup == event.time) {
+          server.wakeup.reset();
+          if (!server.dirty) {
+            server.dirty = true;
+            dirty_.push_back(subject);
+          }
+        }
+        break;
+      }
+    }
+    // One placement pass per server per instant, after every event of that instant.
+    if (events_.empty() || events_.top().time > event.time) {
+      for (size_t i = 0; i < dirty_.size(); ++i) {
+        const int s = dirty_[i];
+        servers_[static_cast<size_t>(s)].dirty = false;
+        Pass(s);
+      }
+      dirty_.clear();
+    }
+  }
+  return Finish();
+}
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+double Mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+SimResult Engine::Finish() {
+  SimResult result;
+  Metrics& m = result.metrics;
+  m.label = spec_.label;
+  m.jobs = static_cast<int>(jobs_.size());
+  std::vector<double> waits, execs, jcts;
+  double first_submit = jobs_.empty() ? 0 : ToSeconds(jobs_.front().trace->submit);
+  double last_end = first_submit;
+  for (const SimJob& job : jobs_) {
+    JobResult r;
+    r.id = job.trace->id;
+    r.name = job.trace->name;
+    r.server = job.server;
+    r.submit_s = ToSeconds(job.trace->submit);
+    if (job.rejected) {
+      r.state = JobState::kFailed;
+      r.reason = "rejected: " + job.reject_reason;
+      ++m.rejected;
+      ++m.failed;
+      result.jobs.push_back(r);
+      continue;
+    }
+    const JobRecord* record = servers_[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
+    COLO_CHECK(record != nullptr);
+    r.state = record->state;
+    r.attempts = record->attempts;
+    r.ooms = record->oom_count;
+    r.reason = record->end_reason;
+    if (record->ever_started) r.start_s = ToSeconds(record->first_started);
+    if (IsTerminal(record->state)) r.end_s = ToSeconds(record->finished);
+    if (!IsTerminal(record->state)) {
+      // Nothing more could happen to it: the trace ended with the job still waiting.
+      r.state = JobState::kFailed;
+      r.reason = record->last_wait ? "never placed: " + record->last_wait->reason : "never placed";
+    }
+    if (r.state == JobState::kSucceeded) {
+      ++m.succeeded;
+      waits.push_back(r.start_s - r.submit_s);
+      execs.push_back(r.end_s - r.start_s);
+      jcts.push_back(r.end_s - r.submit_s);
+    } else {
+      ++m.failed;
+    }
+    if (r.end_s >= 0) last_end = std::max(last_end, r.end_s);
+    result.jobs.push_back(r);
+  }
+  m.total_time_s = last_end - first_submit;
+  m.wait_avg_s = Mean(waits);
+  m.wait_p50_s = Percentile(waits, 0.5);
+  m.wait_p95_s = Percentile(waits, 0.95);
+  m.exec_avg_s = Mean(execs);
+  m.exec_p50_s = Percentile(execs, 0.5);
+  m.exec_p95_s = Percentile(execs, 0.95);
+  m.jct_avg_s = Mean(jcts);
+  m.jct_p50_s = Percentile(jcts, 0.5);
+  m.jct_p95_s = Percentile(jcts, 0.95);
+  m.oom_crashes = oom_crashes_;
+  m.lost_gpu_hours = lost_gpu_seconds_ / 3600.0;
+  const TimePoint end = AtSeconds(last_end);
+  const double span = std::max(1e-9, last_end - first_submit);
+  double energy = 0, smact = 0, memory = 0;
+  for (SimGpu& gpu : gpus_) {
+    Integrate(gpu, end);
+    energy += gpu.energy_j;
+    const double gpu_smact = gpu.smact_seconds / span;
+    const double gpu_memory = gpu.memory_byte_seconds / span / static_cast<double>(1 << 30);
+    m.gpu_smact.push_back(gpu_smact);
+    m.gpu_memory_gib.push_back(gpu_memory);
+    smact += gpu_smact;
+    memory += gpu_memory / options_.server.capacity.gib();
+  }
+  m.energy_mj = energy / 1e6;
+  m.mean_smact = gpus_.empty() ? 0 : smact / static_cast<double>(gpus_.size());
+  m.mean_memory_frac = gpus_.empty() ? 0 : memory / static_cast<double>(gpus_.size());
+  m.events = event_count_;
+  m.passes = pass_count_;
+  result.timeline = std::move(timeline_);
+  return result;
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const Trace& trace, const RunSpec& spec, const SimOptions& options) {
+  if (options.servers < 1) return InvalidArgument("at least one server is needed");
+  if (options.server.gpus < 1) return InvalidArgument("a server needs at least one GPU");
+  auto policy = MakePolicy(spec.policy, options.gates);
+  if (!policy.ok()) return policy.status();
+  auto estimator = MakeEstimator(spec.estimator, options.seed);
+  if (!estimator.ok()) return estimator.status();
+  Engine engine(trace, spec, options, **policy, **estimator);
+  return engine.Run();
+}
+
+}  // namespace colo

@@ -1,0 +1,97 @@
+// The trace-driven simulator: the scheduler core and policies of the daemon, unchanged, driven by a
+// discrete-event loop over simulated GPUs (interference, OOM and energy models).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "policies/gates.h"
+#include "sim/interference.h"
+#include "sim/trace.h"
+#include "sim/workloads.h"
+
+namespace colo {
+
+// One configuration to simulate. Parsed from "POLICY[:k=v,...]" where, beside the policy's own
+// settings, est=ESTIMATOR, share=mps|plain and recovery=adaptive|thesis are understood.
+struct RunSpec {
+  std::string label;
+  std::string policy;  // what MakePolicy receives
+  std::string estimator = "oracle";
+  SharingMode sharing = SharingMode::kMps;
+  RecoveryMode recovery = RecoveryMode::kAdaptive;
+};
+Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults);
+
+struct SimOptions {
+  ServerProfile server;
+  int servers = 1;
+  SchedulerConfig scheduler;
+  GateConfig gates;
+  InterferenceModel interference;
+  PowerModel power;
+  uint64_t seed = 1;
+  // Memory a job holds before it reaches its peak: the CUDA context and framework start-up.
+  Bytes startup_memory = MiB(500);
+  bool record_timeline = true;
+};
+
+struct JobResult {
+  int64_t id = 0;
+  std::string name;
+  int server = 0;
+  JobState state = JobState::kQueued;
+  double submit_s = 0, start_s = -1, end_s = -1;
+  int attempts = 0;
+  int ooms = 0;
+  std::string reason;
+};
+
+struct Metrics {
+  std::string label;
+  int jobs = 0, succeeded = 0, failed = 0, rejected = 0;
+  double total_time_s = 0;  // first submission to last completion
+  double wait_avg_s = 0, wait_p50_s = 0, wait_p95_s = 0;
+  double exec_avg_s = 0, exec_p50_s = 0, exec_p95_s = 0;
+  double jct_avg_s = 0, jct_p50_s = 0, jct_p95_s = 0;
+  int oom_crashes = 0;
+  double lost_gpu_hours = 0;
+  double energy_mj = 0;
+  double mean_smact = 0;         // over all GPUs and the trace's duration
+  double mean_memory_frac = 0;   // used / capacity, likewise
+  std::vector<double> gpu_smact;  // per GPU
+  std::vector<double> gpu_memory_gib;
+  int64_t events = 0;
+  int64_t passes = 0;
+};
+
+// What the HTML report draws. Filled only with SimOptions::record_timeline.
+struct Timeline {
+  struct Segment {
+    int gpu;
+    int64_t job;
+    std::string name;
+    double start_s, end_s;
+    std::string outcome;  // "done", "oom", "cancelled", "failed"
+  };
+  struct Point {
+    double t_s;
+    double memory_gib;
+    double smact;
+    double watts;
+  };
+  std::vector<Segment> segments;
+  std::vector<std::vector<Point>> series;  // per GPU, at each change
+  double capacity_gib = 0;
+};
+
+struct SimResult {
+  Metrics metrics;
+  std::vector<JobResult> jobs;
+  Timeline timeline;
+};
+
+Result<SimResult> Simulate(const Trace& trace, const RunSpec& spec, const SimOptions& options);
+
+}  // namespace colo

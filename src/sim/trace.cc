@@ -1,0 +1,378 @@
+#include "sim/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/rng.h"
+#include "common/strings.h"
+#include "formats/rad.h"
+
+namespace colo {
+namespace {
+
+// Inter-arrival seconds of the first 90 non-failed Philly jobs submitted on 2017-12-20 (CC-BY-4.0,
+// Jeon et al., ATC'19), as the thesis used them.
+constexpr int kThesisGaps[90] = {
+    0,   73,  441, 52,  51,  365, 18,  166, 439, 83,  23,  56,  260, 26,  313, 17,  301, 187,
+    8,   56,  31,  52,  84,  465, 199, 272, 125, 4,   286, 283, 30,  63,  341, 196, 88,  9,
+    4,   2,   2,   3,   108, 232, 152, 249, 52,  300, 419, 181, 49,  1,   272, 247, 30,  221,
+    19,  100, 256, 4,   589, 11,  95,  370, 91,  45,  197, 147, 257, 0,   175, 208, 191, 24,
+    94,  126, 74,  5,   7,   294, 394, 123, 83,  30,  36,  228, 80,  65,  2,   4,   60,  43};
+
+std::vector<const SoloProfile*> OfClass(WorkloadClass cls) {
+  std::vector<const SoloProfile*> out;
+  for (const auto& p : ThesisCatalogue()) {
+    if (p.cls == cls) out.push_back(&p);
+  }
+  return out;
+}
+
+void SortAndNumber(Trace& trace) {
+  std::stable_sort(trace.jobs.begin(), trace.jobs.end(),
+                   [](const TraceJob& a, const TraceJob& b) { return a.submit < b.submit; });
+  for (size_t i = 0; i < trace.jobs.size(); ++i) trace.jobs[i].id = static_cast<int64_t>(i + 1);
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot open '{}'", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().size() > (size_t{1} << 31)) return InvalidArgument(fmt::format("'{}' is too large", path));
+  return ss.str();
+}
+
+// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+// "2017-10-03 02:43:20" -> seconds since the epoch; nullopt for "None" or malformed text.
+std::optional<int64_t> ParsePhillyTime(const nlohmann::json& value) {
+  if (!value.is_string()) return std::nullopt;
+  const std::string s = value.get<std::string>();
+  int y, mo, d, h, mi, se;
+  if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &se) != 6) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60) {
+    return std::nullopt;
+  }
+  return DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 + mi * 60 +
+         se;
+}
+
+WorkloadClass DrawClass(Rng& rng) {
+  const double u = rng.Uniform();
+  return u < 0.65 ? WorkloadClass::kLight : u < 0.92 ? WorkloadClass::kMedium : WorkloadClass::kHeavy;
+}
+
+// Takes memory and SMACT from a catalogue workload of a random class, the rest from the caller.
+SoloProfile ProfileLike(Rng& rng, Duration duration, int gpus) {
+  static const std::vector<const SoloProfile*> by_class[3] = {
+      OfClass(WorkloadClass::kLight), OfClass(WorkloadClass::kMedium), OfClass(WorkloadClass::kHeavy)};
+  const auto& pool = by_class[static_cast<int>(DrawClass(rng))];
+  SoloProfile p = *pool[rng.Below(pool.size())];
+  p.name = fmt::format("{}-like", p.name);
+  p.duration = std::max(duration, p.warmup + Seconds(1));
+  p.gpus = gpus;
+  return p;
+}
+
+}  // namespace
+
+Trace ThesisTrace(int tasks) {
+  Trace trace;
+  trace.name = fmt::format("thesis-{}", tasks);
+  // Class counts that give the thesis' mix: 90 = 59 light + 24 medium + 7 heavy; 60 = 50 + 10.
+  std::vector<WorkloadClass> classes;
+  const int light = tasks == 90 ? 59 : 0;
+  const int heavy = tasks == 90 ? 7 : tasks / 6;
+  const int medium = tasks - light - heavy;
+  classes.insert(classes.end(), light, WorkloadClass::kLight);
+  classes.insert(classes.end(), medium, WorkloadClass::kMedium);
+  classes.insert(classes.end(), heavy, WorkloadClass::kHeavy);
+  Rng rng(tasks == 90 ? 2025090 : 2025060);  // fixed: the traces are part of the product
+  for (size_t i = classes.size(); i > 1; --i) std::swap(classes[i - 1], classes[rng.Below(i)]);
+  Duration at{0};
+  for (int i = 0; i < tasks && i < 90; ++i) {
+    at += Seconds(kThesisGaps[i]);
+    const auto pool = OfClass(classes[static_cast<size_t>(i)]);
+    TraceJob job;
+    job.submit = at;
+    job.profile = *pool[rng.Below(pool.size())];
+    job.name = job.profile.name;
+    job.owner = "thesis";
+    trace.jobs.push_back(job);
+  }
+  SortAndNumber(trace);
+  return trace;
+}
+
+Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
+  Trace trace;
+  trace.name = std::filesystem::path(origin).stem().string();
+  std::map<std::string, size_t> column;
+  const std::vector<std::string> lines = Split(text, '\n');
+  for (size_t n = 0; n < lines.size(); ++n) {
+    const std::string_view line = Trim(lines[n]);
+    if (line.empty() || line.front() == '#') continue;
+    const std::vector<std::string> fields = Split(line, ',');
+    auto where = [&](const std::string& problem) {
+      return InvalidArgument(fmt::format("{}:{}: {}", origin, n + 1, problem));
+    };
+    if (column.empty()) {
+      for (size_t i = 0; i < fields.size(); ++i) column[std::string(Trim(fields[i]))] = i;
+      if (!column.count("submit_s")) return where("header must name a submit_s column");
+      if (!column.count("workload") && !(column.count("duration_s") && column.count("peak_mem"))) {
+        return where("header must name a workload column, or duration_s and peak_mem");
+      }
+      continue;
+    }
+    if (fields.size() > column.size()) return where(fmt::format("{} fields, header has {}", fields.size(), column.size()));
+    auto field = [&](const char* name) -> std::string {
+      auto it = column.find(name);
+      if (it == column.end() || it->second >= fields.size()) return "";
+      return std::string(Trim(fields[it->second]));
+    };
+    TraceJob job;
+    auto submit = ParseDouble(field("submit_s"));
+    if (!submit.ok() || *submit < 0 || *submit > 1e9) return where(fmt::format("submit_s '{}' must be 0..1e9 seconds", field("submit_s")));
+    job.submit = SecondsF(*submit);
+    const std::string workload = field("workload");
+    if (!workload.empty()) {
+      const SoloProfile* p = FindWorkload(workload);
+      if (!p) return where(fmt::format("unknown workload '{}' (see `colo sim --list-workloads`)", workload));
+      job.profile = *p;
+    } else {
+      job.profile.name = "custom";
+    }
+    if (const auto s = field("duration_s"); !s.empty()) {
+      auto d = ParseDouble(s);
+      if (!d.ok() || *d <= 0 || *d > 1e8) return where(fmt::format("duration_s '{}' must be in (0, 1e8]", s));
+      job.profile.duration = SecondsF(*d);
+    } else if (workload.empty()) {
+      return where("duration_s is empty and no workload is named");
+    }
+    if (const auto s = field("peak_mem"); !s.empty()) {
+      auto b = ParseBytes(s);
+      if (!b.ok() || *b <= Bytes(0) || *b > GiB(1024)) return where(fmt::format("peak_mem '{}' must be a size in (0, 1 TiB]", s));
+      job.profile.peak = *b;
+    } else if (workload.empty()) {
+      return where("peak_mem is empty and no workload is named");
+    }
+    if (const auto s = field("smact"); !s.empty()) {
+      auto v = ParseDouble(s);
+      if (!v.ok() || *v < 0 || *v > 1) return where(fmt::format("smact '{}' must be a fraction in [0, 1]", s));
+      job.profile.smact = *v;
+    }
+    if (const auto s = field("warmup_s"); !s.empty()) {
+      auto v = ParseDouble(s);
+      if (!v.ok() || *v < 0 || *v > 1e6) return where(fmt::format("warmup_s '{}' must be 0..1e6", s));
+      job.profile.warmup = SecondsF(*v);
+    }
+    if (job.profile.warmup >= job.profile.duration) job.profile.warmup = job.profile.duration / 2;
+    if (const auto s = field("gpus"); !s.empty()) {
+      auto v = ParseInt(s);
+      if (!v.ok() || *v < 1 || *v > 64) return where(fmt::format("gpus '{}' must be 1..64", s));
+      job.profile.gpus = static_cast<int>(*v);
+    }
+    if (const auto s = field("declared_mem"); !s.empty()) {
+      auto b = ParseBytes(s);
+      if (!b.ok() || *b > GiB(1024)) return where(fmt::format("declared_mem '{}' must be a size up to 1 TiB", s));
+      job.declared = *b;
+    }
+    if (const auto s = field("owner"); !s.empty()) job.owner = s;
+    job.name = field("name").empty() ? job.profile.name : field("name");
+    trace.jobs.push_back(std::move(job));
+    if (trace.jobs.size() > 10'000'000) return where("more than 10 million jobs");
+  }
+  if (column.empty()) return InvalidArgument(fmt::format("{}: no header line", origin));
+  SortAndNumber(trace);
+  return trace;
+}
+
+Result<Trace> ReadColoCsv(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParseColoCsv(*text, path);
+}
+
+Result<Trace> ReadCarmaScript(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  Trace trace;
+  trace.name = std::filesystem::path(path).stem().string();
+  const std::vector<std::string> lines = Split(*text, '\n');
+  double at = 0;
+  for (size_t n = 0; n < lines.size(); ++n) {
+    const std::string line(Trim(lines[n]));
+    auto where = [&](const std::string& problem) {
+      return InvalidArgument(fmt::format("{}:{}: {}", path, n + 1, problem));
+    };
+    if (line.empty() || line.front() == '#') continue;
+    std::istringstream words(line);
+    std::vector<std::string> argv;
+    for (std::string w; words >> w;) argv.push_back(w);
+    if (argv[0] == "sleep") {
+      if (argv.size() != 2) return where("sleep takes one number of seconds");
+      auto secs = ParseDouble(argv[1]);
+      if (!secs.ok() || *secs < 0 || *secs > 1e7) return where(fmt::format("sleep '{}' is not a sane number of seconds", argv[1]));
+      at += *secs;
+      continue;
+    }
+    const bool submits = std::any_of(argv.begin(), argv.end(), [](const std::string& w) {
+      return w.size() >= 9 && w.compare(w.size() - 9, 9, "submit.py") == 0;
+    });
+    if (!submits) continue;  // cd, echo, conda and the like do not change the trace
+    auto task_arg = std::find(argv.begin(), argv.end(), "--task");
+    if (task_arg == argv.end() || task_arg + 1 == argv.end()) return where("submit.py without --task FILE");
+    std::filesystem::path rad_path = *(task_arg + 1);
+    if (rad_path.is_relative() && !std::filesystem::exists(rad_path)) rad_path = dir / rad_path;
+    auto rad_text = ReadFile(rad_path.string());
+    if (!rad_text.ok()) return where(rad_text.status().message());
+    auto task = ParseRad(*rad_text, rad_path.string());
+    if (!task.ok()) return task.status();
+    // The simulator needs a solo profile: find the catalogued model named by the command or file.
+    std::string haystack = task->command + " " + rad_path.filename().string();
+    std::transform(haystack.begin(), haystack.end(), haystack.begin(), [](char c) {
+      return c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    });
+    const SoloProfile* best = nullptr;
+    size_t best_len = 0;
+    for (const auto& p : ThesisCatalogue()) {
+      const std::string model = p.name.substr(0, p.name.find('-'));
+      if (model.size() > best_len && haystack.find(model) != std::string::npos) {
+        best_len = model.size();
+        best = MatchWorkload(model, task->batch);
+      }
+    }
+    if (!best) {
+      return InvalidArgument(fmt::format("{}:3: cannot tell which catalogued model '{}' trains; the simulator "
+                                         "needs its solo profile (see `colo sim --list-workloads`)",
+                                         rad_path.string(), task->command));
+    }
+    TraceJob job;
+    job.submit = SecondsF(at);
+    job.profile = *best;
+    job.profile.gpus = task->gpus;
+    if (task->measured_peak) job.profile.peak = *task->measured_peak;
+    job.name = rad_path.stem().string();
+    trace.jobs.push_back(std::move(job));
+  }
+  SortAndNumber(trace);
+  return trace;
+}
+
+Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin, const PhillyOptions& options) {
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", origin));
+  if (!doc.is_array()) return InvalidArgument(fmt::format("{}: expected a JSON array of jobs", origin));
+  struct Raw {
+    int64_t submitted;
+    int64_t duration;
+    int gpus;
+    std::string user;
+  };
+  std::vector<Raw> raws;
+  for (const auto& entry : doc) {
+    if (!entry.is_object()) continue;
+    const std::string status = entry.value("status", "");
+    if (std::find(options.statuses.begin(), options.statuses.end(), status) == options.statuses.end()) continue;
+    const auto submitted = ParsePhillyTime(entry.value("submitted_time", nlohmann::json()));
+    const auto attempts = entry.find("attempts");
+    if (!submitted || attempts == entry.end() || !attempts->is_array() || attempts->empty()) continue;
+    const auto start = ParsePhillyTime(attempts->front().value("start_time", nlohmann::json()));
+    const auto end = ParsePhillyTime(attempts->back().value("end_time", nlohmann::json()));
+    if (!start || !end || *end <= *start) continue;
+    int gpus = 0;
+    const auto detail = attempts->front().find("detail");
+    if (detail != attempts->front().end() && detail->is_array()) {
+      for (const auto& d : *detail) {
+        if (d.is_object() && d.contains("gpus") && d["gpus"].is_array()) gpus += static_cast<int>(d["gpus"].size());
+      }
+    }
+    if (gpus < 1) continue;
+    raws.push_back({*submitted, *end - *start, gpus, entry.value("user", "philly")});
+  }
+  if (raws.empty()) return InvalidArgument(fmt::format("{}: no usable jobs (status filter, times, GPUs)", origin));
+  std::stable_sort(raws.begin(), raws.end(), [](const Raw& a, const Raw& b) { return a.submitted < b.submitted; });
+  if (options.max_jobs && raws.size() > options.max_jobs) raws.resize(options.max_jobs);
+  Rng rng(options.seed);
+  Trace trace;
+  trace.name = std::filesystem::path(origin).stem().string();
+  for (const Raw& r : raws) {
+    TraceJob job;
+    job.submit = Seconds(r.submitted - raws.front().submitted);
+    job.profile = ProfileLike(rng, Seconds(r.duration), r.gpus);
+    job.name = job.profile.name;
+    job.owner = r.user;
+    trace.jobs.push_back(std::move(job));
+  }
+  SortAndNumber(trace);
+  return trace;
+}
+
+Result<Trace> ReadPhillyJson(const std::string& path, const PhillyOptions& options) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return ParsePhillyJson(*text, path, options);
+}
+
+Trace SyntheticPhilly(const SyntheticOptions& o) {
+  Rng rng(o.seed);
+  Trace trace;
+  trace.name = fmt::format("synthetic-{}", o.jobs);
+  trace.jobs.reserve(o.jobs);
+  // Hyper-exponential inter-arrivals with balanced means give the requested CV.
+  const double mean_gap = 3600.0 / o.jobs_per_hour;
+  const double c2 = o.arrival_cv * o.arrival_cv;
+  const double p1 = c2 > 1 ? 0.5 * (1.0 + std::sqrt((c2 - 1.0) / (c2 + 1.0))) : 1.0;
+  const double mean1 = mean_gap / (2.0 * p1);
+  const double mean2 = p1 < 1 ? mean_gap / (2.0 * (1.0 - p1)) : mean_gap;
+  // Durations: log-normal with median 19 min and mean 3.6 h => sigma = sqrt(2 ln(mean/median)).
+  const double mu = std::log(19.0 * 60.0);
+  const double sigma = std::sqrt(2.0 * std::log(3.6 * 3600.0 / (19.0 * 60.0)));
+  double at = 0;
+  for (size_t i = 0; i < o.jobs; ++i) {
+    at += rng.Uniform() < p1 ? rng.Exponential(mean1) : rng.Exponential(mean2);
+    const double u = rng.Uniform();
+    int gpus = u < 0.93 ? 1 : u < 0.96 ? 2 : u < 0.985 ? 4 : 8;
+    gpus = std::min(gpus, o.max_gpus);
+    const double seconds = std::clamp(rng.LogNormal(mu, sigma), 60.0, 14.0 * 86400.0);
+    TraceJob job;
+    job.submit = SecondsF(at);
+    job.profile = ProfileLike(rng, SecondsF(seconds), gpus);
+    job.name = job.profile.name;
+    job.owner = fmt::format("user{}", rng.Below(static_cast<uint64_t>(std::max(1, o.users))));
+    trace.jobs.push_back(std::move(job));
+  }
+  SortAndNumber(trace);
+  return trace;
+}
+
+Result<Trace> LoadTrace(const std::string& source, const SyntheticOptions& synthetic) {
+  if (source == "thesis-90" || source == "thesis90") return ThesisTrace(90);
+  if (source == "thesis-60" || source == "thesis60") return ThesisTrace(60);
+  if (source == "synthetic") return SyntheticPhilly(synthetic);
+  if (StartsWith(source, "carma:")) return ReadCarmaScript(source.substr(6));
+  if (StartsWith(source, "philly:")) {
+    PhillyOptions options;
+    options.seed = synthetic.seed;
+    options.max_jobs = 0;  // the whole log
+    return ReadPhillyJson(source.substr(7), options);
+  }
+  return ReadColoCsv(source);
+}
+
+}  // namespace colo

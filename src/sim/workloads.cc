@@ -1,0 +1,148 @@
+#include "sim/workloads.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "common/strings.h"
+
+namespace colo {
+
+std::string_view ToString(WorkloadClass c) {
+  switch (c) {
+    case WorkloadClass::kLight:
+      return "light";
+    case WorkloadClass::kMedium:
+      return "medium";
+    case WorkloadClass::kHeavy:
+      return "heavy";
+  }
+  return "?";
+}
+
+namespace {
+
+// Solo SMACT and warm-up by class and batch, grounded in the H100 measurements: a CIFAR-size
+// ResNet-18 at batch 128 ran at SMACT 0.21; ResNet-50 at batch 64 on 224x224 at 0.80. Transformer
+// training saturates the SMs (~0.9). Warm-up covers start-up, data loader, cuDNN autotuning.
+double CnnSmact(int batch) { return batch >= 128 ? 0.85 : batch >= 64 ? 0.80 : 0.62; }
+double CifarSmact(int batch) { return batch >= 128 ? 0.24 : batch >= 64 ? 0.20 : 0.16; }
+
+SoloProfile Make(std::string model, std::string data, int batch, int gpus, double epoch_min, int epochs,
+                 double mem_mb, WorkloadClass cls, double smact) {
+  SoloProfile p;
+  p.name = fmt::format("{}-{}-bs{}", model, data, batch);
+  if (cls == WorkloadClass::kLight) p.name += fmt::format("-e{}", epochs);
+  p.cls = cls;
+  p.duration = SecondsF(epoch_min * 60.0 * epochs);
+  p.smact = smact;
+  p.peak = MiBf(mem_mb);  // nvidia-smi's "MB" are MiB
+  p.warmup = Seconds(cls == WorkloadClass::kLight ? 15 : cls == WorkloadClass::kMedium ? 40 : 90);
+  p.gpus = gpus;
+  p.batch = batch;
+  return p;
+}
+
+std::vector<SoloProfile> BuildCatalogue() {
+  using W = WorkloadClass;
+  std::vector<SoloProfile> c;
+  c.push_back(Make("xlnet_base", "wiki", 8, 2, 8.95, 8, 9718, W::kHeavy, 0.85));
+  c.push_back(Make("bert_base", "wiki", 32, 1, 14.87, 1, 20774, W::kHeavy, 0.90));
+  c.push_back(Make("xlnet_large", "wiki", 4, 2, 25.31, 3, 14546, W::kHeavy, 0.85));
+  c.push_back(Make("bert_large", "wiki", 8, 1, 44.93, 1, 13568, W::kHeavy, 0.90));
+  c.push_back(Make("gpt2_large", "wiki", 8, 2, 64.96, 1, 27902, W::kHeavy, 0.90));
+  struct Cnn {
+    const char* model;
+    double minutes[3];  // batch 128, 64, 32
+    double mem[3];
+  };
+  const Cnn cnns[] = {
+      {"mobilenet_v2", {34.9, 35.4, 36.1}, {12578, 7224, 4544}},
+      {"resnet50", {35.0, 35.5, 36.3}, {15120, 8536, 5262}},
+      {"efficientnet_b0", {35.2, 35.4, 36.2}, {13832, 7844, 4958}},
+      {"vgg16", {42.4, 44.4, 48.4}, {24408, 13642, 8222}},
+      {"xception", {44.4, 45.8, 46.9}, {22978, 11520, 7202}},
+      {"inception", {44.9, 46.3, 50.1}, {19018, 10560, 6346}},
+  };
+  const int batches[3] = {128, 64, 32};
+  for (const Cnn& cnn : cnns) {
+    for (int i = 0; i < 3; ++i) {
+      c.push_back(Make(cnn.model, "imagenet", batches[i], 1, cnn.minutes[i], 1, cnn.mem[i], W::kMedium,
+                       CnnSmact(batches[i])));
+    }
+  }
+  struct Cifar {
+    const char* model;
+    double minutes[3];  // batch 32, 64, 128
+    double mem[3];
+  };
+  const Cifar cifars[] = {
+      {"efficientnet_b0", {0.77, 0.48, 0.27}, {1858, 1912, 2054}},
+      {"resnet18", {0.33, 0.22, 0.16}, {1960, 1966, 2006}},
+      {"resnet34", {0.49, 0.30, 0.20}, {2152, 2168, 2190}},
+      {"mobilenetv3_small", {0.54, 0.32, 0.22}, {1784, 1790, 1824}},
+  };
+  const int small_batches[3] = {32, 64, 128};
+  for (const Cifar& cifar : cifars) {
+    for (int epochs : {20, 50}) {
+      for (int i = 0; i < 3; ++i) {
+        c.push_back(Make(cifar.model, "cifar100", small_batches[i], 1, cifar.minutes[i], epochs,
+                         cifar.mem[i], W::kLight, CifarSmact(small_batches[i])));
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+const std::vector<SoloProfile>& ThesisCatalogue() {
+  static const std::vector<SoloProfile> catalogue = BuildCatalogue();
+  return catalogue;
+}
+
+const SoloProfile* FindWorkload(std::string_view name) {
+  for (const auto& p : ThesisCatalogue()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+const SoloProfile* MatchWorkload(std::string_view model, int batch) {
+  const SoloProfile* best = nullptr;
+  for (const auto& p : ThesisCatalogue()) {
+    if (!StartsWith(p.name, std::string(model) + "-")) continue;
+    if (!best || std::abs(p.batch - batch) < std::abs(best->batch - batch)) best = &p;
+  }
+  return best;
+}
+
+Result<ServerProfile> FindServer(std::string_view name) {
+  const auto x = name.rfind('x');
+  std::string base(name.substr(0, x));
+  int count = 0;
+  if (x != std::string_view::npos) {
+    auto n = ParseInt(name.substr(x + 1));
+    if (!n.ok() || *n < 1 || *n > 64) {
+      return InvalidArgument(fmt::format("server '{}': GPU count must be 1..64", name));
+    }
+    count = static_cast<int>(*n);
+  }
+  ServerProfile s;
+  if (base == "a100") {
+    // The thesis' NVIDIA DGX Station A100: 4x A100-SXM4-40GB.
+    s = {"", "A100-SXM4-40GB", 4, MiB(40960), MiB(420), 52, 400};
+  } else if (base == "h100") {
+    // Measured on the lent H100: 81559 MiB, 480 MiB used and ~71 W when idle.
+    s = {"", "H100-80GB-HBM3", 8, MiB(81559), MiB(480), 71, 700};
+  } else if (base == "h200") {
+    s = {"", "H200-141GB", 8, MiB(143771), MiB(480), 75, 700};
+  } else {
+    return InvalidArgument(fmt::format("unknown server '{}' (use a100xN, h100xN, h200xN)", name));
+  }
+  if (count > 0) s.gpus = count;
+  s.name = fmt::format("{}x{}", base, s.gpus);
+  return s;
+}
+
+}  // namespace colo

@@ -1,0 +1,49 @@
+// The workload catalogue (thesis table 6.2) and the server profiles the simulator models.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+
+namespace colo {
+
+enum class WorkloadClass { kLight, kMedium, kHeavy };
+std::string_view ToString(WorkloadClass c);
+
+// How a job behaves when it has its GPU(s) to itself.
+struct SoloProfile {
+  std::string name;
+  WorkloadClass cls = WorkloadClass::kLight;
+  Duration duration{0};  // wall time alone, warm-up included
+  double smact = 0.2;    // SM activity alone, 0..1
+  Bytes peak;            // peak memory per GPU as nvidia-smi/NVML reports it (CUDA context included)
+  Duration warmup{0};    // time from launch until the peak is reached
+  int gpus = 1;
+  int batch = 0;
+};
+
+// Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (see docs/simulator.md).
+const std::vector<SoloProfile>& ThesisCatalogue();
+// By exact name, e.g. "resnet50-imagenet-bs64".
+const SoloProfile* FindWorkload(std::string_view name);
+// By model name and batch as found in a command line or file name ("resnet50", 64); the closest
+// batch of that model when the exact one is not catalogued.
+const SoloProfile* MatchWorkload(std::string_view model, int batch);
+
+struct ServerProfile {
+  std::string name;
+  std::string gpu_model;
+  int gpus = 4;
+  Bytes capacity;
+  Bytes baseline_used;  // what an idle GPU already shows as used (driver, other tenants)
+  double idle_watts = 0;
+  double tdp_watts = 0;
+};
+
+// "a100x4" (the thesis' DGX Station), "h100x8", "h100x1", "h200x8"; a trailing "xN" sets the count.
+Result<ServerProfile> FindServer(std::string_view name);
+
+}  // namespace colo

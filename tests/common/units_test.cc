@@ -1,0 +1,41 @@
+#include <gtest/gtest.h>
+
+#include "common/units.h"
+
+namespace colo {
+namespace {
+
+TEST(ParseBytes, AcceptsUnitsAndDefaultsToMiB) {
+  EXPECT_EQ(*ParseBytes("12GiB"), GiB(12));
+  EXPECT_EQ(*ParseBytes("512MiB"), MiB(512));
+  EXPECT_EQ(*ParseBytes("40000"), MiB(40000));
+  EXPECT_EQ(*ParseBytes("1.5GB"), GiBf(1.5));
+  EXPECT_EQ(*ParseBytes("7B"), Bytes(7));
+}
+
+TEST(ParseBytes, RejectsGarbageWithAReason) {
+  for (const char* bad : {"", "GiB", "-1GiB", "12 parsecs", "nan", "1e30GiB"}) {
+    auto r = ParseBytes(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(r.status().message().empty());
+  }
+}
+
+TEST(ParseDuration, AcceptsUnits) {
+  EXPECT_EQ(*ParseDuration("30s"), Seconds(30));
+  EXPECT_EQ(*ParseDuration("5m"), Seconds(300));
+  EXPECT_EQ(*ParseDuration("2h"), Seconds(7200));
+  EXPECT_EQ(*ParseDuration("1.5"), SecondsF(1.5));
+  EXPECT_FALSE(ParseDuration("5 fortnights").ok());
+}
+
+TEST(Bytes, ArithmeticAndFormatting) {
+  EXPECT_EQ(GiB(1) - MiB(512), MiB(512));
+  EXPECT_EQ(GiB(2).Scaled(1.5), GiB(3));
+  EXPECT_EQ(FormatBytes(GiBf(11.5)), "11.5 GiB");
+  EXPECT_EQ(FormatBytes(MiB(512)), "512 MiB");
+}
+
+}  // namespace
+}  // namespace colo

@@ -1,0 +1,224 @@
+#include "core/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "policies/registry.h"
+
+namespace colo {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Build(const std::string& policy_spec, SchedulerConfig config = {}, int gpus = 2) {
+    auto p = MakePolicy(policy_spec);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    policy_ = std::move(*p);
+    scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config);
+    for (int i = 0; i < gpus; ++i) {
+      GpuInfo info;
+      info.uuid = "GPU-" + std::to_string(i);
+      info.capacity = GiB(40);
+      scheduler_->AddGpu(info);
+      scheduler_->OnGpuSample(GpuSample{i, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
+    }
+  }
+  JobSpec Job(JobId id, Bytes need, int gpus = 1, std::string owner = "alice") {
+    JobSpec s;
+    s.id = id;
+    s.owner = owner;
+    s.gpus = gpus;
+    if (need > Bytes(0)) s.memory = MemoryNeed{need, MemorySource::kDeclared, 0.0};
+    return s;
+  }
+  ManualClock clock_;
+  std::unique_ptr<GatedPolicy> policy_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, ReservationsStopTheLaunchRace) {
+  // Both GPUs show no memory used, but the first two jobs reserve 30 GiB each: a third 30 GiB job
+  // must wait even after the launch grace, although the GPUs still look empty.
+  Build("worst-fit");
+  for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(scheduler_->Submit(Job(id, GiB(30))).ok());
+  auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_NE(launches[0].gpus[0], launches[1].gpus[0]);
+  EXPECT_EQ(launches[0].memory_limit, GiB(30));
+  clock_.Advance(Seconds(120));
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  const JobRecord* waiting = scheduler_->job(3);
+  ASSERT_TRUE(waiting->last_wait.has_value());
+  for (const auto& v : waiting->last_wait->per_gpu) EXPECT_EQ(v.gate, Gate::kMemory);
+}
+
+TEST_F(SchedulerTest, ReservationFollowsObservedPeakOnceSteady) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobMemory(1, 0, GiB(28));
+  scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(28), 0.2, -1, -1, true});
+  clock_.Advance(Seconds(10));
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(30)) << "not steady yet: the plan holds";
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  clock_.Advance(Seconds(60));
+  scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(28), 0.2, -1, -1, true});
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(28));
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u) << "28 GiB reserved + 10 GiB + 2 GiB margin fit in 40";
+}
+
+TEST_F(SchedulerTest, AJobFarBelowItsPlanKeepsItsReservationUntilTheSettleTimeout) {
+  // Still loading data: 1 GiB seen of a 30 GiB plan must not free 29 GiB after 30 quiet seconds.
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobMemory(1, 0, GiB(1));
+  clock_.Advance(Seconds(120));
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(30));
+  clock_.Advance(Seconds(600));
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(1)) << "an over-estimate is let go eventually";
+}
+
+TEST_F(SchedulerTest, MemoryUsedByUnmanagedProcessesCounts) {
+  Build("worst-fit", {}, 1);
+  scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(25), 0.0, -1, -1, true});
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(20))).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  EXPECT_EQ(scheduler_->View().gpus[0].free_for_placement, GiB(15));
+}
+
+TEST_F(SchedulerTest, StrictFifoHeadBlocksLaterJobsWithoutBackfill) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20))).ok());  // does not fit
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(2))).ok());   // would fit
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  EXPECT_EQ(scheduler_->main_queue().size(), 2u);
+}
+
+TEST_F(SchedulerTest, BackfillUsesOnlyGpusNotEarmarkedForTheHead) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(25))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 2u);
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36))).ok());  // waits for an emptier GPU
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(2))).ok());
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 4);
+  // GPU 1 (job 2, 25 GiB) has the most free memory: it is earmarked for job 3, so job 4 went to GPU 0.
+  EXPECT_EQ(launches[0].gpus[0], 0);
+}
+
+TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
+  SchedulerConfig config;
+  config.max_oom_retries = 2;
+  Build("worst-fit", config, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobMemory(1, 0, GiB(9));
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
+            ExitAction::kRequeuedForRecovery);
+  const JobRecord* job = scheduler_->job(1);
+  EXPECT_EQ(job->state, JobState::kRecovering);
+  EXPECT_EQ(job->need.source, MemorySource::kLearned);
+  EXPECT_EQ(job->need.peak, GiB(9).Scaled(1.1) + GiB(1));
+  EXPECT_FALSE(job->require_idle);
+  auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].attempt, 2);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kRequeuedForRecovery);
+  EXPECT_TRUE(scheduler_->job(1)->require_idle) << "the last retry runs alone";
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
+  EXPECT_NE(scheduler_->job(1)->end_reason.find("retry cap"), std::string::npos);
+}
+
+TEST_F(SchedulerTest, ThesisRecoveryWaitsForAnIdleGpuWithStrictPriority) {
+  SchedulerConfig config;
+  config.recovery = RecoveryMode::kThesis;
+  Build("worst-fit", config, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  clock_.Advance(Seconds(60));
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""});
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(1))).ok());
+  clock_.Advance(Seconds(60));
+  EXPECT_TRUE(scheduler_->Schedule().empty()) << "job 1 needs an idle GPU, and job 3 may not pass it";
+  scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""});
+  const auto launches = scheduler_->Schedule();
+  ASSERT_GE(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 1);
+}
+
+TEST_F(SchedulerTest, OtherFailuresAreNeverRetried) {
+  Build("worst-fit");
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kFailure, "exit code 1"}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
+  EXPECT_TRUE(scheduler_->recovery_queue().empty());
+}
+
+TEST_F(SchedulerTest, RejectsWhatCanNeverRun) {
+  Build("worst-fit");
+  EXPECT_FALSE(scheduler_->Submit(Job(1, GiB(4), 3)).ok());   // 3 GPUs on a 2-GPU server
+  EXPECT_FALSE(scheduler_->Submit(Job(2, GiB(50))).ok());     // larger than any GPU
+  EXPECT_FALSE(scheduler_->Submit(Job(3, GiB(4), 0)).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
+  EXPECT_FALSE(scheduler_->Submit(Job(4, GiB(4))).ok());      // duplicate id
+}
+
+TEST_F(SchedulerTest, CancelEndsQueuedJobsAndLeavesRunningOnesToTheirExit) {
+  Build("exclusive", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  ASSERT_TRUE(scheduler_->Cancel(2).ok());
+  EXPECT_EQ(scheduler_->job(2)->state, JobState::kCancelled);
+  EXPECT_TRUE(scheduler_->main_queue().empty());
+  ASSERT_TRUE(scheduler_->Cancel(1).ok());
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kRunning);
+  scheduler_->OnJobExit(1, {ExitKind::kCancelled, ""});
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kCancelled);
+  EXPECT_FALSE(scheduler_->Cancel(1).ok());
+  EXPECT_EQ(scheduler_->Cancel(99).code(), StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerTest, MultiGpuJobsGetAllTheirGpusOrWait) {
+  Build("worst-fit", {}, 2);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20), 2)).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""});
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].gpus.size(), 2u);
+}
+
+TEST_F(SchedulerTest, WakesUpWhenTheLaunchGraceEnds) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  EXPECT_EQ(scheduler_->job(2)->last_wait->per_gpu[0].gate, Gate::kLaunchGrace);
+  const auto wake = scheduler_->NextWakeup();
+  ASSERT_TRUE(wake.has_value());
+  EXPECT_EQ(*wake, clock_.Now() + Seconds(30));
+  clock_.AdvanceTo(*wake);
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u);
+}
+
+}  // namespace
+}  // namespace colo

@@ -1,0 +1,130 @@
+#include "sim/trace.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace colo {
+namespace {
+
+TEST(ColoCsv, ReadsWorkloadsAndInlineProfiles) {
+  auto trace = ParseColoCsv(
+      "# a comment\nsubmit_s,workload,gpus,declared_mem,owner,duration_s,peak_mem,smact\n"
+      "10,resnet50-imagenet-bs64,,12GiB,alice,,,\n"
+      "0,,2,,bob,600,3GiB,0.3\n",
+      "t.csv");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->jobs.size(), 2u);
+  EXPECT_EQ(trace->jobs[0].owner, "bob") << "sorted by submit time";
+  EXPECT_EQ(trace->jobs[0].id, 1);
+  EXPECT_EQ(trace->jobs[0].profile.gpus, 2);
+  EXPECT_EQ(trace->jobs[0].profile.peak, GiB(3));
+  EXPECT_EQ(trace->jobs[1].declared, GiB(12));
+  EXPECT_EQ(trace->jobs[1].profile.peak, MiB(8536));
+}
+
+TEST(ColoCsv, ErrorsNameFileAndLine) {
+  const char* header = "submit_s,workload,gpus,smact\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"0,no-such-model,,\n", "unknown workload"},
+      {"-5,resnet50-imagenet-bs64,,\n", "submit_s"},
+      {"0,resnet50-imagenet-bs64,0,\n", "gpus"},
+      {"0,resnet50-imagenet-bs64,1,7\n", "smact"},
+      {"0,resnet50-imagenet-bs64,1,0.5,extra,fields\n", "fields"},
+  };
+  for (const auto& [line, expected] : cases) {
+    auto trace = ParseColoCsv(std::string(header) + line, "bad.csv");
+    ASSERT_FALSE(trace.ok()) << line;
+    EXPECT_NE(trace.status().message().find("bad.csv:2:"), std::string::npos) << trace.status().message();
+    EXPECT_NE(trace.status().message().find(expected), std::string::npos) << trace.status().message();
+  }
+  EXPECT_FALSE(ParseColoCsv("workload\nresnet50-imagenet-bs64\n", "nosubmit.csv").ok());
+  EXPECT_FALSE(ParseColoCsv("", "empty.csv").ok());
+}
+
+TEST(CarmaScript, SleepsAdvanceTimeAndRadFilesBecomeJobs) {
+  auto trace = ReadCarmaScript(std::string(COLO_TEST_DATA) + "/carma/submit.sh");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->jobs.size(), 2u);
+  EXPECT_EQ(trace->jobs[0].profile.name, "resnet50-imagenet-bs64");
+  EXPECT_EQ(trace->jobs[0].profile.peak, MiB(8536)) << "the .rad's measured peak wins";
+  EXPECT_EQ(trace->jobs[1].submit, Seconds(73));
+  EXPECT_EQ(trace->jobs[1].profile.gpus, 2);
+  EXPECT_EQ(trace->jobs[1].profile.name, "gpt2_large-wiki-bs8");
+  EXPECT_FALSE(ReadCarmaScript("/nonexistent/submit.sh").ok());
+}
+
+TEST(Philly, ReadsTheClusterJobLogShape) {
+  const char* log = R"([
+    {"status":"Pass","user":"u1","submitted_time":"2017-10-03 02:43:15",
+     "attempts":[{"start_time":"2017-10-03 02:43:20","end_time":"2017-10-03 03:43:20",
+                  "detail":[{"ip":"m1","gpus":["gpu0","gpu1"]}]}]},
+    {"status":"Failed","user":"u2","submitted_time":"2017-10-03 02:44:00","attempts":[]},
+    {"status":"Pass","user":"u3","submitted_time":"2017-10-03 02:45:15",
+     "attempts":[{"start_time":"None","end_time":"None","detail":[]}]},
+    {"status":"Pass","user":"u4","submitted_time":"2017-10-03 02:53:15",
+     "attempts":[{"start_time":"2017-10-03 03:00:00","end_time":"2017-10-03 03:10:00",
+                  "detail":[{"ip":"m2","gpus":["gpu3"]}]}]}
+  ])";
+  auto trace = ParsePhillyJson(log, "philly.json", PhillyOptions{});
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->jobs.size(), 2u);
+  EXPECT_EQ(trace->jobs[0].profile.gpus, 2);
+  EXPECT_EQ(trace->jobs[0].profile.duration, Seconds(3600));
+  EXPECT_EQ(trace->jobs[1].submit, Seconds(600));
+  EXPECT_EQ(trace->jobs[1].owner, "u4");
+  EXPECT_FALSE(ParsePhillyJson("{not json", "x.json", {}).ok());
+  EXPECT_FALSE(ParsePhillyJson("{}", "x.json", {}).ok());
+}
+
+TEST(Synthetic, HasPhillysStatistics) {
+  SyntheticOptions options;
+  options.jobs = 40000;
+  options.seed = 3;
+  const Trace trace = SyntheticPhilly(options);
+  ASSERT_EQ(trace.jobs.size(), options.jobs);
+  std::vector<double> gaps, durations;
+  int single = 0;
+  for (size_t i = 0; i < trace.jobs.size(); ++i) {
+    if (i > 0) gaps.push_back(ToSeconds(trace.jobs[i].submit - trace.jobs[i - 1].submit));
+    durations.push_back(ToSeconds(trace.jobs[i].profile.duration));
+    single += trace.jobs[i].profile.gpus == 1;
+  }
+  double mean = 0, sq = 0;
+  for (double g : gaps) mean += g;
+  mean /= static_cast<double>(gaps.size());
+  for (double g : gaps) sq += (g - mean) * (g - mean);
+  const double cv = std::sqrt(sq / static_cast<double>(gaps.size())) / mean;
+  EXPECT_NEAR(mean, 3600.0 / 42, 5.0);
+  EXPECT_NEAR(cv, 2.2, 0.15);
+  std::sort(durations.begin(), durations.end());
+  EXPECT_NEAR(durations[durations.size() / 2] / 60, 19.0, 1.5);
+  EXPECT_NEAR(static_cast<double>(single) / static_cast<double>(trace.jobs.size()), 0.93, 0.01);
+  // Same seed, same trace.
+  const Trace again = SyntheticPhilly(options);
+  EXPECT_EQ(again.jobs[1234].submit, trace.jobs[1234].submit);
+  EXPECT_EQ(again.jobs[1234].profile.name, trace.jobs[1234].profile.name);
+}
+
+TEST(ThesisTraces, HaveTheThesisMixAndArrivals) {
+  const Trace t90 = ThesisTrace(90);
+  ASSERT_EQ(t90.jobs.size(), 90u);
+  int light = 0, medium = 0, heavy = 0;
+  for (const auto& j : t90.jobs) {
+    light += j.profile.cls == WorkloadClass::kLight;
+    medium += j.profile.cls == WorkloadClass::kMedium;
+    heavy += j.profile.cls == WorkloadClass::kHeavy;
+  }
+  EXPECT_EQ(light, 59);
+  EXPECT_EQ(medium, 24);
+  EXPECT_EQ(heavy, 7);
+  EXPECT_EQ(t90.jobs[1].submit, Seconds(73));
+  EXPECT_EQ(t90.jobs[2].submit, Seconds(73 + 441));
+  const Trace t60 = ThesisTrace(60);
+  ASSERT_EQ(t60.jobs.size(), 60u);
+  for (const auto& j : t60.jobs) EXPECT_NE(j.profile.cls, WorkloadClass::kLight);
+}
+
+}  // namespace
+}  // namespace colo

@@ -1,0 +1,156 @@
+// One conformance suite, run against every registered policy: whatever a policy prefers, it never
+// over-commits memory by reservation, never places a job twice or on a GPU a gate refuses, keeps
+// multi-GPU jobs on one server, waits only when it must, and decides the same way for the same input.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "common/rng.h"
+#include "policies/registry.h"
+
+namespace colo {
+namespace {
+
+WindowSummary Flat(double v) {
+  WindowSummary s;
+  s.empty = false;
+  s.last = s.mean = s.median = s.p95 = s.ema = v;
+  return s;
+}
+
+ClusterView RandomView(Rng& rng) {
+  ClusterView view;
+  view.now = AtSeconds(1000);
+  const int nodes = 1 + static_cast<int>(rng.Below(3));
+  const int per_node = 1 + static_cast<int>(rng.Below(4));
+  for (int n = 0; n < nodes; ++n) {
+    for (int i = 0; i < per_node; ++i) {
+      GpuView g;
+      g.index = static_cast<GpuIndex>(view.gpus.size());
+      g.node = n;
+      g.capacity = GiB(40);
+      g.job_count = static_cast<int>(rng.Below(4));
+      g.free_for_placement = g.job_count == 0 ? GiB(40) : Bytes(static_cast<int64_t>(rng.Below(GiB(40).count())));
+      g.healthy = rng.Uniform() > 0.05;
+      g.mig_instance = rng.Uniform() < 0.1;
+      g.holds_exclusive = g.job_count > 0 && rng.Uniform() < 0.1;
+      g.mps_owner = g.job_count > 0 && rng.Uniform() < 0.5 ? (rng.Uniform() < 0.5 ? "alice" : "bob") : "";
+      g.mode = rng.Uniform() < 0.8 ? SharingMode::kMps : SharingMode::kPlain;
+      g.smact = g.job_count == 0 ? Flat(0) : Flat(rng.Uniform());
+      g.smocc = Flat(rng.Uniform());
+      g.drama = Flat(rng.Uniform());
+      g.placed_recently = g.job_count > 0 && rng.Uniform() < 0.2;
+      if (g.placed_recently) g.grace_left = Seconds(10);
+      view.gpus.push_back(g);
+    }
+  }
+  view.last_placed = static_cast<GpuIndex>(rng.Below(view.gpus.size()));
+  return view;
+}
+
+PlacementRequest RandomRequest(Rng& rng) {
+  PlacementRequest r;
+  r.job = 7;
+  r.owner = rng.Uniform() < 0.5 ? "alice" : "bob";
+  r.gpus = 1 + static_cast<int>(rng.Below(3));
+  if (rng.Uniform() < 0.8) {
+    r.memory = MemoryNeed{Bytes(static_cast<int64_t>(rng.Below(GiB(30).count()))), MemorySource::kEstimated, 0.1};
+    r.memory_need = r.memory.Upper();
+  }
+  const double u = rng.Uniform();
+  r.sharing = u < 0.7 ? SharingPreference::kAny : u < 0.8 ? SharingPreference::kMps
+              : u < 0.9 ? SharingPreference::kPlain : SharingPreference::kExclusive;
+  r.require_idle = rng.Uniform() < 0.1;
+  r.expected_smact = rng.Uniform() < 0.5 ? rng.Uniform() : -1;
+  return r;
+}
+
+class PolicyConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
+  auto made = MakePolicy(GetParam() + ":exclusive-first=" + (GetParam() == "worst-fit" ? "on" : "off"));
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  const GatedPolicy& policy = **made;
+  Rng rng(std::hash<std::string>{}(GetParam()));
+  int placed_count = 0, wait_count = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const ClusterView view = RandomView(rng);
+    const PlacementRequest request = RandomRequest(rng);
+    const PlacementDecision decision = policy.Place(view, request);
+
+    // Deterministic for equal input.
+    const PlacementDecision again = policy.Place(view, request);
+    ASSERT_EQ(decision.index(), again.index());
+
+    std::map<int, int> passing_per_node, gpus_per_node;
+    for (const auto& g : view.gpus) {
+      gpus_per_node[g.node]++;
+      if (EvaluateGates(g, request, policy.gates()).gate == Gate::kPass) passing_per_node[g.node]++;
+    }
+    int best_node = 0, biggest_node = 0;
+    for (const auto& [node, n] : passing_per_node) best_node = std::max(best_node, n);
+    for (const auto& [node, n] : gpus_per_node) biggest_node = std::max(biggest_node, n);
+
+    if (const auto* placed = std::get_if<Placed>(&decision)) {
+      ++placed_count;
+      EXPECT_EQ(std::get<Placed>(again).gpus, placed->gpus);
+      ASSERT_EQ(static_cast<int>(placed->gpus.size()), request.gpus);
+      std::set<GpuIndex> distinct(placed->gpus.begin(), placed->gpus.end());
+      EXPECT_EQ(distinct.size(), placed->gpus.size()) << "a GPU used twice";
+      for (GpuIndex g : placed->gpus) {
+        const GpuView& gpu = view.gpus[static_cast<size_t>(g)];
+        EXPECT_EQ(gpu.node, view.gpus[static_cast<size_t>(placed->gpus[0])].node) << "spans servers";
+        EXPECT_EQ(EvaluateGates(gpu, request, policy.gates()).gate, Gate::kPass);
+        if (policy.gates().memory) {
+          EXPECT_LE(request.memory_need + policy.gates().memory_margin, gpu.free_for_placement)
+              << "over-commits memory";
+        }
+        if (policy.gates().idle_only || request.require_idle) {
+          EXPECT_TRUE(gpu.idle());
+        }
+        EXPECT_FALSE(gpu.holds_exclusive);
+      }
+      EXPECT_GE(placed->thread_percent, 20);
+      EXPECT_LE(placed->thread_percent, 100);
+    } else if (const auto* wait = std::get_if<Wait>(&decision)) {
+      ++wait_count;
+      EXPECT_LT(best_node, request.gpus) << "waits although a server has enough passing GPUs";
+      EXPECT_FALSE(wait->reason.empty());
+      EXPECT_EQ(wait->per_gpu.size(), view.gpus.size()) << "every GPU needs a verdict for `colo explain`";
+    } else {
+      EXPECT_LT(biggest_node, request.gpus) << "infeasible although a server is large enough";
+    }
+  }
+  EXPECT_GT(placed_count, 100);
+  EXPECT_GT(wait_count, 100);
+}
+
+std::vector<std::string> AllPolicies() {
+  std::vector<std::string> names;
+  for (const auto& p : KnownPolicies()) names.push_back(p.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyConformance, ::testing::ValuesIn(AllPolicies()),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           for (char& c : n) if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST(PolicyRegistry, UnknownNamesAndSettingsAreTypedErrors) {
+  auto unknown = MakePolicy("fastest-fit");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("worst-fit"), std::string::npos) << "lists the known policies";
+  EXPECT_FALSE(MakePolicy("worst-fit:smact=1.5").ok());
+  EXPECT_FALSE(MakePolicy("worst-fit:margin=lots").ok());
+  EXPECT_FALSE(MakePolicy("worst-fit:colour=blue").ok());
+  EXPECT_FALSE(MakePolicy("worst-fit:compound").ok());
+  ASSERT_TRUE(MakePolicy("magm").ok());
+  EXPECT_EQ((*MakePolicy("lug:gates=none"))->gates().memory, false);
+  EXPECT_EQ((*MakePolicy("mug:margin=5GiB"))->gates().memory_margin, GiB(5));
+}
+
+}  // namespace
+}  // namespace colo

@@ -1,0 +1,44 @@
+#include "sim/interference.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace colo {
+namespace {
+
+TEST(Calibration, ModelsReproduceTheH100Table) {
+  const auto rows = CalibrationTable(InterferenceModel{}, PowerModel{});
+  ASSERT_EQ(rows.size(), 12u);
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.set + " x" + std::to_string(r.jobs));
+    EXPECT_NEAR(r.predicted_gain, r.measured_gain, 0.06 * r.measured_gain);
+    EXPECT_NEAR(r.predicted_slowdown, r.measured_slowdown, 0.06 * r.measured_slowdown);
+    // Power depends on more than SMACT (small kernels draw less per unit of SMACT): looser bound.
+    EXPECT_NEAR(r.predicted_watts, r.measured_watts, 0.20 * r.measured_watts);
+  }
+}
+
+TEST(Interference, MpsBeatsTimeSlicingAndSaturates) {
+  const InterferenceModel model;
+  const std::vector<CoRunner> light(4, CoRunner{0.2, 100});
+  const std::vector<CoRunner> heavy(2, CoRunner{0.8, 100});
+  const double mps = model.Slowdowns(SharingMode::kMps, light)[0];
+  const double naive = model.Slowdowns(SharingMode::kPlain, light)[0];
+  EXPECT_LT(mps, naive);
+  EXPECT_GT(model.Slowdowns(SharingMode::kMps, heavy)[0], 1.6) << "two saturating jobs cannot both run at full speed";
+  EXPECT_EQ(model.Slowdowns(SharingMode::kMps, {CoRunner{0.9, 100}})[0], 1.0) << "alone runs at solo speed";
+  EXPECT_GT(model.Slowdowns(SharingMode::kMps, {CoRunner{0.9, 40}})[0], 2.0) << "a tight thread limit slows it";
+}
+
+TEST(Power, ScalesWithTdpAndIdlesAtIdle) {
+  const PowerModel power;
+  EXPECT_EQ(power.Watts(71, 700, false, 0.9), 71);
+  const double h100 = power.Watts(71, 700, true, 0.8) - 71;
+  const double a100 = power.Watts(52, 400, true, 0.8) - 52;
+  EXPECT_NEAR(a100 / h100, 400.0 / 700.0, 1e-9);
+  EXPECT_NEAR(power.Watts(71, 700, true, 0.95), 590, 30);
+}
+
+}  // namespace
+}  // namespace colo
