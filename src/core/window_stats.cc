@@ -54,8 +54,9 @@ WindowSummary SignalWindow::Summarize(TimePoint now) const {
     double value;
     double weight;
   };
-  std::vector<Piece> pieces;
-  pieces.reserve(points_.size());
+  // Reused across calls: a placement pass summarizes every GPU's windows, and allocation dominated.
+  thread_local std::vector<Piece> pieces;
+  pieces.clear();
   double total = 0, weighted = 0;
   for (size_t i = 0; i < points_.size(); ++i) {
     const TimePoint from = std::max(points_[i].time, begin);
@@ -72,16 +73,21 @@ WindowSummary SignalWindow::Summarize(TimePoint now) const {
   }
   s.mean = weighted / total;
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.value < b.value; });
-  auto quantile = [&](double q) {
-    double acc = 0;
-    for (const Piece& p : pieces) {
-      acc += p.weight;
-      if (acc >= q * total - 1e-12) return p.value;
+  // One pass for both quantiles.
+  double acc = 0;
+  bool have_median = false;
+  s.p95 = pieces.back().value;
+  for (const Piece& p : pieces) {
+    acc += p.weight;
+    if (!have_median && acc >= 0.5 * total - 1e-12) {
+      s.median = p.value;
+      have_median = true;
     }
-    return pieces.back().value;
-  };
-  s.median = quantile(0.5);
-  s.p95 = quantile(0.95);
+    if (acc >= 0.95 * total - 1e-12) {
+      s.p95 = p.value;
+      break;
+    }
+  }
   const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
   s.ema = s.last + (ema_ - s.last) * std::pow(ema_decay_, steps);
   return s;

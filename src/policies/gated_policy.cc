@@ -50,16 +50,18 @@ bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& 
 
 PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementRequest& request) const {
   if (request.gpus < 1) return Infeasible{"a job needs at least one GPU"};
-  std::map<int, int> gpus_per_node;
-  for (const GpuView& g : view.gpus) gpus_per_node[g.node]++;
-  bool any_node_big_enough = false;
-  for (const auto& [node, count] : gpus_per_node) any_node_big_enough |= count >= request.gpus;
-  if (!any_node_big_enough) {
+  // Nodes are small dense integers; per-node counts live in flat vectors (this runs every pass).
+  int nodes = 0;
+  for (const GpuView& g : view.gpus) nodes = std::max(nodes, g.node + 1);
+  std::vector<int> gpus_per_node(static_cast<size_t>(nodes), 0);
+  for (const GpuView& g : view.gpus) gpus_per_node[static_cast<size_t>(g.node)]++;
+  if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(), [&](int n) { return n >= request.gpus; })) {
     return Infeasible{fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
   }
 
   Wait wait;
   std::vector<const GpuView*> passing;
+  passing.reserve(view.gpus.size());
   for (const GpuView& g : view.gpus) {
     const GateVerdict verdict = EvaluateGates(g, request, gates_);
     if (verdict.gate == Gate::kPass) {
@@ -74,10 +76,16 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementReq
   // Take the first server to collect enough passing GPUs in chooser order; with exclusive-first,
   // idle GPUs are tried alone before any sharing.
   auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
-    std::map<int, std::vector<GpuIndex>> per_node;
+    if (request.gpus == 1) {
+      for (const GpuView* g : passing) {
+        if (!idle_only || g->idle()) return {g->index};
+      }
+      return {};
+    }
+    std::vector<std::vector<GpuIndex>> per_node(static_cast<size_t>(nodes));
     for (const GpuView* g : passing) {
       if (idle_only && !g->idle()) continue;
-      auto& chosen = per_node[g->node];
+      auto& chosen = per_node[static_cast<size_t>(g->node)];
       chosen.push_back(g->index);
       if (static_cast<int>(chosen.size()) == request.gpus) return chosen;
     }
@@ -95,25 +103,24 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementReq
     return placed;
   }
   // Passing GPUs exist but are spread over servers: say so per GPU.
-  std::map<int, int> passing_per_node;
-  for (const GpuView* g : passing) passing_per_node[g->node]++;
+  std::vector<int> passing_per_node(static_cast<size_t>(nodes), 0);
+  for (const GpuView* g : passing) passing_per_node[static_cast<size_t>(g->node)]++;
   for (const GpuView* g : passing) {
     wait.per_gpu.push_back(
-        GateVerdict{g->index, Gate::kNode, static_cast<double>(passing_per_node[g->node]),
+        GateVerdict{g->index, Gate::kNode, static_cast<double>(passing_per_node[static_cast<size_t>(g->node)]),
                     static_cast<double>(request.gpus)});
   }
   std::sort(wait.per_gpu.begin(), wait.per_gpu.end(),
             [](const GateVerdict& a, const GateVerdict& b) { return a.gpu < b.gpu; });
   // The reason names the gate that stopped the most GPUs.
-  std::map<Gate, int> counts;
-  for (const auto& v : wait.per_gpu) counts[v.gate]++;
-  Gate top = Gate::kPass;
-  int top_count = 0;
-  for (const auto& [gate, count] : counts) {
-    if (count > top_count) top = gate, top_count = count;
+  int counts[static_cast<int>(Gate::kEarmarked) + 1] = {};
+  for (const auto& v : wait.per_gpu) counts[static_cast<int>(v.gate)]++;
+  int top = 0;
+  for (int g = 1; g <= static_cast<int>(Gate::kEarmarked); ++g) {
+    if (counts[g] > counts[top]) top = g;
   }
   wait.reason = fmt::format("{} of {} GPUs blocked, mostly by {}", wait.per_gpu.size(), view.gpus.size(),
-                            ToString(top));
+                            ToString(static_cast<Gate>(top)));
   return wait;
 }
 
