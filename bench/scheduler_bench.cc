@@ -1,6 +1,6 @@
-// Scheduler pass latency: 64 GPUs (8 servers x 8), 1,000 jobs queued, a steady stream of completions.
-// Each completion triggers one placement pass; we time every pass and report p50/p99 per policy.
-// Run: ./build/bench/colo_bench [passes]
+// Scheduler pass latency: 64 GPUs (8 servers x 8), 1,000 jobs queued, a steady stream of
+// completions. Each completion triggers one placement pass; we time every pass and report p50/p99
+// per policy. Run: ./build/bench/colo_bench [passes]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,7 +45,8 @@ void BenchPolicy(const std::string& spec, int passes) {
   for (int pass = 0; pass < passes; ++pass) {
     clock.Advance(Seconds(1));
     for (int g = 0; g < 64; ++g) {
-      scheduler.OnGpuSample(GpuSample{g, clock.Now(), GiB(static_cast<int64_t>(rng.Below(40))), rng.Uniform(0, 0.9), -1, -1, true});
+      scheduler.OnGpuSample(GpuSample{g, clock.Now(), GiB(static_cast<int64_t>(rng.Below(40))),
+                                      rng.Uniform(0, 0.9), -1, -1, true});
     }
     if (!running.empty()) {
       const size_t victim = rng.Below(running.size());
@@ -57,14 +58,19 @@ void BenchPolicy(const std::string& spec, int passes) {
     const auto launches = scheduler.Schedule();
     const auto end = std::chrono::steady_clock::now();
     latencies.push_back(std::chrono::duration<double, std::micro>(end - begin).count());
-    decisions += static_cast<int64_t>(launches.size()) + 1;  // the placements plus the head that waits
+    decisions +=
+        static_cast<int64_t>(launches.size()) + 1;  // the placements plus the head that waits
     for (const auto& l : launches) running.push_back(l.job);
   }
   std::sort(latencies.begin(), latencies.end());
-  auto pct = [&](double q) { return latencies[std::min(latencies.size() - 1, static_cast<size_t>(q * latencies.size()))]; };
-  std::printf("%-16s passes %6d  queue %4zu  running %3zu  decisions/pass %.2f  pass p50 %6.1f us  p99 %6.1f us  max %6.1f us\n",
-              spec.c_str(), passes, scheduler.main_queue().size(), running.size(),
-              static_cast<double>(decisions) / passes, pct(0.5), pct(0.99), latencies.back());
+  auto pct = [&](double q) {
+    return latencies[std::min(latencies.size() - 1, static_cast<size_t>(q * latencies.size()))];
+  };
+  std::printf(
+      "%-16s passes %6d  queue %4zu  running %3zu  decisions/pass %.2f  pass p50 %6.1f us  p99 "
+      "%6.1f us  max %6.1f us\n",
+      spec.c_str(), passes, scheduler.main_queue().size(), running.size(),
+      static_cast<double>(decisions) / passes, pct(0.5), pct(0.99), latencies.back());
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #include "cli/sim_command.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 
@@ -60,19 +61,23 @@ std::vector<std::string> SplitSpecs(const std::string& list) {
 
 int PrintCalibration() {
   const auto rows = CalibrationTable(InterferenceModel{}, PowerModel{});
-  fmt::print("Interference and power models against the H100 measurements (measured -> predicted, error)\n");
-  fmt::print("{:<22} {:>4} {:>6}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode", "throughput gain",
-             "SMACT", "power W");
+  fmt::print(
+      "Interference and power models against the H100 measurements (measured -> predicted, "
+      "error)\n");
+  fmt::print("{:<22} {:>4} {:>6}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode",
+             "throughput gain", "SMACT", "power W");
   double worst_gain = 0, worst_power = 0;
   for (const auto& r : rows) {
     auto err = [](double m, double p) { return 100.0 * (p - m) / m; };
     worst_gain = std::max(worst_gain, std::abs(err(r.measured_gain, r.predicted_gain)));
     worst_power = std::max(worst_power, std::abs(err(r.measured_watts, r.predicted_watts)));
-    fmt::print("{:<22} {:>4} {:>6}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} -> {:5.0f} {:+6.1f}%\n",
-               r.set, r.jobs, ToString(r.mode), r.measured_gain, r.predicted_gain,
-               err(r.measured_gain, r.predicted_gain), r.measured_smact, r.predicted_smact,
-               err(r.measured_smact, r.predicted_smact), r.measured_watts, r.predicted_watts,
-               err(r.measured_watts, r.predicted_watts));
+    fmt::print(
+        "{:<22} {:>4} {:>6}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} "
+        "-> {:5.0f} {:+6.1f}%\n",
+        r.set, r.jobs, ToString(r.mode), r.measured_gain, r.predicted_gain,
+        err(r.measured_gain, r.predicted_gain), r.measured_smact, r.predicted_smact,
+        err(r.measured_smact, r.predicted_smact), r.measured_watts, r.predicted_watts,
+        err(r.measured_watts, r.predicted_watts));
   }
   fmt::print("worst error: throughput {:.1f}%, power {:.1f}%\n", worst_gain, worst_power);
   return 0;
@@ -81,36 +86,56 @@ int PrintCalibration() {
 }  // namespace
 
 void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
-  CLI::App* sim = app.add_subcommand("sim", "Replay a job trace on simulated GPU servers and compare policies");
-  sim->add_option("--trace", o.trace,
-                  "thesis-90, thesis-60, synthetic, carma:SCRIPT, philly:LOG.json, or a colo CSV file")
+  CLI::App* sim =
+      app.add_subcommand("sim", "Replay a job trace on simulated GPU servers and compare policies");
+  sim->add_option(
+         "--trace", o.trace,
+         "thesis-90, thesis-60, synthetic, carma:SCRIPT, philly:LOG.json, or a colo CSV file")
       ->capture_default_str();
-  sim->add_option("--server", o.server, "server profile: a100x4, h100x8, h200x8 (xN sets the GPU count)")
+  sim->add_option("--server", o.server,
+                  "server profile: a100x4, h100x8, h200x8 (xN sets the GPU count)")
       ->capture_default_str();
-  sim->add_option("--servers", o.servers, "number of identical servers")->capture_default_str()->check(CLI::Range(1, 100000));
-  sim->add_option("--policy", o.policy, "one policy spec, e.g. worst-fit or least-utilized:margin=5GiB");
+  sim->add_option("--servers", o.servers, "number of identical servers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sim->add_option("--policy", o.policy,
+                  "one policy spec, e.g. worst-fit or least-utilized:margin=5GiB");
   sim->add_option("--compare", o.compare,
                   "policy specs separated by commas, or 'thesis' for the thesis comparison set");
-  sim->add_option("--estimator", o.estimator, "oracle, none, declared, noisy:SIGMA[:BIAS], bucket:SIZE")
+  sim->add_option("--estimator", o.estimator,
+                  "oracle, none, declared, noisy:SIGMA[:BIAS], bucket:SIZE")
       ->capture_default_str();
-  sim->add_option("--sharing", o.sharing, "how collocated jobs share a GPU: mps or plain")->capture_default_str();
-  sim->add_option("--recovery", o.recovery, "OOM recovery: adaptive or thesis")->capture_default_str();
-  sim->add_option("--seed", o.seed, "seed for generated traces and noisy estimators")->capture_default_str();
+  sim->add_option("--sharing", o.sharing, "how collocated jobs share a GPU: mps or plain")
+      ->capture_default_str();
+  sim->add_option("--recovery", o.recovery, "OOM recovery: adaptive or thesis")
+      ->capture_default_str();
+  sim->add_option("--seed", o.seed, "seed for generated traces and noisy estimators")
+      ->capture_default_str();
   sim->add_option("--jobs", o.jobs, "jobs in a synthetic trace")->capture_default_str();
-  sim->add_option("--rate", o.rate, "synthetic arrivals per hour (whole cluster)")->capture_default_str();
-  sim->add_option("--users", o.users, "distinct owners in a synthetic trace")->capture_default_str();
-  sim->add_flag("--backfill", o.backfill, "let later jobs start on GPUs not earmarked for a waiting head");
-  sim->add_option("--window", o.window, "samples in the utilization window")->capture_default_str()->check(CLI::Range(1, 3600));
-  sim->add_option("--grace", o.grace_s, "launch grace in seconds")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  sim->add_option("--rate", o.rate, "synthetic arrivals per hour (whole cluster)")
+      ->capture_default_str();
+  sim->add_option("--users", o.users, "distinct owners in a synthetic trace")
+      ->capture_default_str();
+  sim->add_flag("--backfill", o.backfill,
+                "let later jobs start on GPUs not earmarked for a waiting head");
+  sim->add_option("--window", o.window, "samples in the utilization window")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  sim->add_option("--grace", o.grace_s, "launch grace in seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   sim->add_option("--margin", o.margin, "memory margin of the memory gate")->capture_default_str();
-  sim->add_option("--smact-max", o.smact_max, "SMACT threshold of the utilization gate")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sim->add_option("--smact-max", o.smact_max, "SMACT threshold of the utilization gate")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   sim->add_flag("--json", o.json, "print JSON instead of the table");
   sim->add_flag("--csv", o.csv, "print CSV instead of the table");
   sim->add_flag("--with-jobs", o.with_jobs, "include every job's result in --json");
   sim->add_option("--report", o.report, "write an HTML report to this path");
   sim->add_flag("--list-workloads", o.list_workloads, "print the workload catalogue and exit");
   sim->add_flag("--list-policies", o.list_policies, "print the policies and exit");
-  sim->add_flag("--calibration", o.calibration, "print the interference/power fit to the H100 measurements");
+  sim->add_flag("--calibration", o.calibration,
+                "print the interference/power fit to the H100 measurements");
   sim->add_flag("--timings", o.timings, "print wall time and jobs/s per policy to stderr");
 }
 
@@ -126,11 +151,12 @@ int RunSimCommand(const SimCommandOptions& o) {
     return 0;
   }
   if (o.list_workloads) {
-    fmt::print("{:<36} {:>6} {:>4} {:>9} {:>6} {:>10} {:>8}\n", "workload", "class", "gpus", "solo_min", "smact",
-               "peak_MiB", "warmup_s");
+    fmt::print("{:<36} {:>6} {:>4} {:>9} {:>6} {:>10} {:>8}\n", "workload", "class", "gpus",
+               "solo_min", "smact", "peak_MiB", "warmup_s");
     for (const auto& w : ThesisCatalogue()) {
-      fmt::print("{:<36} {:>6} {:>4} {:>9.1f} {:>6.2f} {:>10.0f} {:>8.0f}\n", w.name, ToString(w.cls), w.gpus,
-                 ToSeconds(w.duration) / 60, w.smact, w.peak.mib(), ToSeconds(w.warmup));
+      fmt::print("{:<36} {:>6} {:>4} {:>9.1f} {:>6.2f} {:>10.0f} {:>8.0f}\n", w.name,
+                 ToString(w.cls), w.gpus, ToSeconds(w.duration) / 60, w.smact, w.peak.mib(),
+                 ToSeconds(w.warmup));
     }
     return 0;
   }
@@ -153,7 +179,8 @@ int RunSimCommand(const SimCommandOptions& o) {
   auto margin = ParseBytes(o.margin);
   auto recovery = ParseRecoveryMode(o.recovery);
   if (!margin.ok() || !recovery.ok()) {
-    fmt::print(stderr, "colo sim: {}\n", !margin.ok() ? margin.status().message() : recovery.status().message());
+    fmt::print(stderr, "colo sim: {}\n",
+               !margin.ok() ? margin.status().message() : recovery.status().message());
     return 2;
   }
   SimOptions options;
@@ -170,7 +197,8 @@ int RunSimCommand(const SimCommandOptions& o) {
   RunSpec defaults;
   defaults.estimator = o.estimator;
   defaults.recovery = *recovery;
-  if (o.sharing == "plain" || o.sharing == "streams") defaults.sharing = SharingMode::kPlain;
+  if (o.sharing == "plain" || o.sharing == "streams")
+    defaults.sharing = SharingMode::kPlain;
   else if (o.sharing != "mps") {
     fmt::print(stderr, "colo sim: --sharing takes mps or plain, not '{}'\n", o.sharing);
     return 2;
@@ -180,9 +208,12 @@ int RunSimCommand(const SimCommandOptions& o) {
     fmt::print(stderr, "colo sim: give --policy or --compare, not both\n");
     return 2;
   }
-  if (o.compare == "thesis" || (o.policy.empty() && o.compare.empty())) specs = kThesisComparison;
-  else if (!o.compare.empty()) specs = SplitSpecs(o.compare);
-  else specs = {o.policy};
+  if (o.compare == "thesis" || (o.policy.empty() && o.compare.empty()))
+    specs = kThesisComparison;
+  else if (!o.compare.empty())
+    specs = SplitSpecs(o.compare);
+  else
+    specs = {o.policy};
 
   std::vector<SimResult> results;
   for (const std::string& text : specs) {
@@ -193,24 +224,28 @@ int RunSimCommand(const SimCommandOptions& o) {
     }
     const auto begin = std::chrono::steady_clock::now();
     auto result = Simulate(*trace, *spec, options);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (!result.ok()) {
       fmt::print(stderr, "colo sim: {}: {}\n", text, result.status().message());
       return 2;
     }
     if (o.timings) {
-      fmt::print(stderr, "{}: {} jobs in {:.3f} s wall = {:.0f} jobs/s ({} events, {} passes)\n", text,
-                 trace->jobs.size(), wall, static_cast<double>(trace->jobs.size()) / wall, result->metrics.events,
-                 result->metrics.passes);
+      fmt::print(stderr, "{}: {} jobs in {:.3f} s wall = {:.0f} jobs/s ({} events, {} passes)\n",
+                 text, trace->jobs.size(), wall, static_cast<double>(trace->jobs.size()) / wall,
+                 result->metrics.events, result->metrics.passes);
     }
     results.push_back(std::move(*result));
   }
   ReportContext context{trace->name, server->name, o.servers, o.seed};
   const std::string baseline = "exclusive";
-  if (o.json) fmt::print("{}", ToJson(context, results, o.with_jobs));
-  else if (o.csv) fmt::print("{}", ToCsv(results));
+  if (o.json)
+    fmt::print("{}", ToJson(context, results, o.with_jobs));
+  else if (o.csv)
+    fmt::print("{}", ToCsv(results));
   else {
-    fmt::print("trace {} ({} jobs) on {} x {}\n", trace->name, trace->jobs.size(), o.servers, server->name);
+    fmt::print("trace {} ({} jobs) on {} x {}\n", trace->name, trace->jobs.size(), o.servers,
+               server->name);
     fmt::print("{}", FormatTable(results, baseline));
   }
   if (!o.report.empty()) {

@@ -7,6 +7,8 @@ TimePoint SystemClock::Now() const {
   return TimePoint(std::chrono::duration_cast<Duration>(since));
 }
 
-WallTime SystemClock::WallNow() const { return std::chrono::system_clock::now(); }
+WallTime SystemClock::WallNow() const {
+  return std::chrono::system_clock::now();
+}
 
 }  // namespace colo

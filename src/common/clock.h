@@ -1,5 +1,6 @@
-// The one source of time. Core, policies and estimators receive a Clock& and never read real time, so the
-// daemon (SystemClock) and the simulator (ManualClock driven by its event queue) share them unchanged.
+// The one source of time. Core, policies and estimators receive a Clock& and never read real time,
+// so the daemon (SystemClock) and the simulator (ManualClock driven by its event queue) share them
+// unchanged.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
-// Seeded, portable random numbers. std::*_distribution differ between standard libraries, so colo draws
-// from its own transforms of a fixed generator to keep simulator output byte-identical everywhere.
+// Seeded, portable random numbers. std::*_distribution differ between standard libraries, so colo
+// draws from its own transforms of a fixed generator to keep simulator output byte-identical
+// everywhere.
 #pragma once
 
 #include <cmath>

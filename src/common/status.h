@@ -1,5 +1,6 @@
-// Status and Result<T>: errors that come from the environment (files, user input, devices) are values,
-// not exceptions. Broken invariants are not Status; they are COLO_CHECK failures (see check.h).
+// Status and Result<T>: errors that come from the environment (files, user input, devices) are
+// values, not exceptions. Broken invariants are not Status; they are COLO_CHECK failures (see
+// check.h).
 #pragma once
 
 #include <string>
@@ -34,19 +35,27 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 // Holds either a value or a non-OK Status.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(data_); }
@@ -69,8 +78,8 @@ class [[nodiscard]] Result {
 }  // namespace colo
 
 // Returns early from the enclosing function when `expr` yields a non-OK Status.
-#define COLO_RETURN_IF_ERROR(expr)         \
-  do {                                     \
-    ::colo::Status colo_status_ = (expr);  \
+#define COLO_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::colo::Status colo_status_ = (expr);        \
     if (!colo_status_.ok()) return colo_status_; \
   } while (0)

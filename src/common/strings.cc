@@ -1,9 +1,10 @@
 #include "common/strings.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 
 namespace colo {
 
@@ -37,7 +38,8 @@ Result<double> ParseDouble(std::string_view field) {
   if (text.empty()) return InvalidArgument("empty number");
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (end != text.c_str() + text.size()) return InvalidArgument(fmt::format("'{}' is not a number", text));
+  if (end != text.c_str() + text.size())
+    return InvalidArgument(fmt::format("'{}' is not a number", text));
   if (!std::isfinite(value)) return InvalidArgument(fmt::format("'{}' is not finite", text));
   return value;
 }

@@ -1,13 +1,15 @@
 #include "common/units.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 
 namespace colo {
 namespace {
 
-// Splits "12.5GiB" into 12.5 and "GiB". Fails on empty, non-numeric, non-finite or negative numbers.
+// Splits "12.5GiB" into 12.5 and "GiB". Fails on empty, non-numeric, non-finite or negative
+// numbers.
 Status SplitNumber(const std::string& text, double* number, std::string* unit) {
   if (text.empty()) return InvalidArgument("empty quantity");
   const char* begin = text.c_str();
@@ -39,8 +41,8 @@ Result<Bytes> ParseBytes(const std::string& text) {
   } else if (unit == "T" || unit == "TiB" || unit == "TB") {
     scale = static_cast<double>(int64_t{1} << 40);
   } else {
-    return InvalidArgument(fmt::format("unknown memory unit '{}' in '{}' (use B, KiB, MiB, GiB, TiB)",
-                                       unit, text));
+    return InvalidArgument(
+        fmt::format("unknown memory unit '{}' in '{}' (use B, KiB, MiB, GiB, TiB)", unit, text));
   }
   const double bytes = number * scale;
   if (bytes > 1e18) return InvalidArgument(fmt::format("'{}' is absurdly large", text));
@@ -69,7 +71,8 @@ Result<Duration> ParseDuration(const std::string& text) {
   } else if (unit == "d") {
     seconds = number * 86400;
   } else {
-    return InvalidArgument(fmt::format("unknown time unit '{}' in '{}' (use ms, s, m, h, d)", unit, text));
+    return InvalidArgument(
+        fmt::format("unknown time unit '{}' in '{}' (use ms, s, m, h, d)", unit, text));
   }
   if (seconds > 1e9) return InvalidArgument(fmt::format("'{}' is absurdly long", text));
   return SecondsF(seconds);

@@ -1,5 +1,5 @@
-// Strong types for quantities: Bytes for memory, Duration/TimePoint for time. Bare integers for bytes or
-// time are not used anywhere in colo.
+// Strong types for quantities: Bytes for memory, Duration/TimePoint for time. Bare integers for
+// bytes or time are not used anywhere in colo.
 #pragma once
 
 #include <chrono>
@@ -39,14 +39,24 @@ class Bytes {
   int64_t count_ = 0;
 };
 
-constexpr Bytes KiB(int64_t n) { return Bytes(n << 10); }
-constexpr Bytes MiB(int64_t n) { return Bytes(n << 20); }
-constexpr Bytes GiB(int64_t n) { return Bytes(n << 30); }
-inline Bytes MiBf(double n) { return Bytes(static_cast<int64_t>(n * (1 << 20) + 0.5)); }
-inline Bytes GiBf(double n) { return Bytes(static_cast<int64_t>(n * (1 << 30) + 0.5)); }
+constexpr Bytes KiB(int64_t n) {
+  return Bytes(n << 10);
+}
+constexpr Bytes MiB(int64_t n) {
+  return Bytes(n << 20);
+}
+constexpr Bytes GiB(int64_t n) {
+  return Bytes(n << 30);
+}
+inline Bytes MiBf(double n) {
+  return Bytes(static_cast<int64_t>(n * (1 << 20) + 0.5));
+}
+inline Bytes GiBf(double n) {
+  return Bytes(static_cast<int64_t>(n * (1 << 30) + 0.5));
+}
 
-// Parses "12GiB", "512MiB", "40000" (MiB when no unit, as CARMA's files give), "1.5GB" (GB is read as
-// GiB: GPU tools report binary units under decimal names).
+// Parses "12GiB", "512MiB", "40000" (MiB when no unit, as CARMA's files give), "1.5GB" (GB is read
+// as GiB: GPU tools report binary units under decimal names).
 Result<Bytes> ParseBytes(const std::string& text);
 // "11.5 GiB", "512 MiB".
 std::string FormatBytes(Bytes b);
@@ -56,11 +66,21 @@ using Duration = std::chrono::microseconds;
 struct MonotonicTag {};
 using TimePoint = std::chrono::time_point<MonotonicTag, Duration>;
 
-constexpr Duration Seconds(int64_t s) { return std::chrono::seconds(s); }
-inline Duration SecondsF(double s) { return Duration(static_cast<int64_t>(s * 1e6 + 0.5)); }
-inline double ToSeconds(Duration d) { return static_cast<double>(d.count()) / 1e6; }
-inline double ToSeconds(TimePoint t) { return ToSeconds(t.time_since_epoch()); }
-inline TimePoint AtSeconds(double s) { return TimePoint(SecondsF(s)); }
+constexpr Duration Seconds(int64_t s) {
+  return std::chrono::seconds(s);
+}
+inline Duration SecondsF(double s) {
+  return Duration(static_cast<int64_t>(s * 1e6 + 0.5));
+}
+inline double ToSeconds(Duration d) {
+  return static_cast<double>(d.count()) / 1e6;
+}
+inline double ToSeconds(TimePoint t) {
+  return ToSeconds(t.time_since_epoch());
+}
+inline TimePoint AtSeconds(double s) {
+  return TimePoint(SecondsF(s));
+}
 
 // Parses "30s", "5m", "2h", "1.5" (seconds when no unit).
 Result<Duration> ParseDuration(const std::string& text);

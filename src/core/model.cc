@@ -49,7 +49,8 @@ Result<SharingPreference> ParseSharingPreference(std::string_view text) {
   if (text == "mps") return SharingPreference::kMps;
   if (text == "plain") return SharingPreference::kPlain;
   if (text == "exclusive") return SharingPreference::kExclusive;
-  return InvalidArgument(fmt::format("unknown sharing '{}' (use any, mps, plain, exclusive)", text));
+  return InvalidArgument(
+      fmt::format("unknown sharing '{}' (use any, mps, plain, exclusive)", text));
 }
 
 std::string_view ToString(JobState s) {

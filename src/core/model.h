@@ -75,7 +75,8 @@ struct GpuInfo {
   SharingMode default_mode = SharingMode::kMps;
 };
 
-// One monitoring sample of a GPU. Utilizations are fractions in [0, 1]; negative means not measured.
+// One monitoring sample of a GPU. Utilizations are fractions in [0, 1]; negative means not
+// measured.
 struct GpuSample {
   GpuIndex gpu = 0;
   TimePoint time;

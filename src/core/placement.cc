@@ -58,7 +58,8 @@ std::string GateVerdict::Describe() const {
     case Gate::kUtilization:
       return fmt::format("utilization: SMACT {:.2f} over threshold {:.2f}", value, limit);
     case Gate::kNode:
-      return fmt::format("its server has only {:.0f} usable GPU(s), job needs {:.0f}", value, limit);
+      return fmt::format("its server has only {:.0f} usable GPU(s), job needs {:.0f}", value,
+                         limit);
     case Gate::kEarmarked:
       return "kept free for the job at the head of the queue";
   }

@@ -1,5 +1,6 @@
-// The contract between the scheduler and placement policies. A policy reads a ClusterView snapshot and
-// a PlacementRequest and returns a decision; it never mutates state. The scheduler does the bookkeeping.
+// The contract between the scheduler and placement policies. A policy reads a ClusterView snapshot
+// and a PlacementRequest and returns a decision; it never mutates state. The scheduler does the
+// bookkeeping.
 #pragma once
 
 #include <string>
@@ -42,8 +43,8 @@ struct PlacementRequest {
   JobId job = 0;
   std::string_view owner;
   int gpus = 1;
-  MemoryNeed memory;   // per GPU
-  Bytes memory_need;   // what the job must reserve per GPU (need incl. uncertainty); 0 if unknown
+  MemoryNeed memory;  // per GPU
+  Bytes memory_need;  // what the job must reserve per GPU (need incl. uncertainty); 0 if unknown
   SharingPreference sharing = SharingPreference::kAny;
   bool require_idle = false;  // recovery after OOM in the thesis mode, or the last adaptive retry
   double expected_smact = -1;
@@ -61,8 +62,8 @@ enum class Gate {
   kLaunchGrace,
   kMemory,
   kUtilization,
-  kNode,        // not enough passing GPUs on this GPU's server for a multi-GPU job
-  kEarmarked,   // kept for the head of the queue while backfilling
+  kNode,       // not enough passing GPUs on this GPU's server for a multi-GPU job
+  kEarmarked,  // kept for the head of the queue while backfilling
 };
 std::string_view ToString(Gate g);
 
@@ -92,7 +93,8 @@ class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
   virtual std::string_view name() const = 0;
-  virtual PlacementDecision Place(const ClusterView& view, const PlacementRequest& request) const = 0;
+  virtual PlacementDecision Place(const ClusterView& view,
+                                  const PlacementRequest& request) const = 0;
 };
 
 }  // namespace colo

@@ -1,7 +1,8 @@
 #include "core/scheduler.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <map>
 
 #include "common/check.h"
@@ -22,7 +23,8 @@ GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   std::map<int, int> per_node;
   for (const auto& g : gpus_) per_node[g.info.node]++;
   max_gpus_per_node_ = 0;
-  for (const auto& [node, count] : per_node) max_gpus_per_node_ = std::max(max_gpus_per_node_, count);
+  for (const auto& [node, count] : per_node)
+    max_gpus_per_node_ = std::max(max_gpus_per_node_, count);
   max_capacity_ = std::max(max_capacity_, info.capacity);
   return static_cast<GpuIndex>(gpus_.size() - 1);
 }
@@ -39,11 +41,13 @@ const JobRecord* Scheduler::job(JobId id) const {
 }
 
 Status Scheduler::Submit(const JobSpec& spec) {
-  if (jobs_.count(spec.id)) return InvalidArgument(fmt::format("job id {} already exists", spec.id));
-  if (spec.gpus < 1) return InvalidArgument(fmt::format("job {} asks for {} GPUs", spec.id, spec.gpus));
+  if (jobs_.count(spec.id))
+    return InvalidArgument(fmt::format("job id {} already exists", spec.id));
+  if (spec.gpus < 1)
+    return InvalidArgument(fmt::format("job {} asks for {} GPUs", spec.id, spec.gpus));
   if (spec.gpus > max_gpus_per_node_) {
-    return InvalidArgument(fmt::format("job {} needs {} GPUs on one server; the largest has {}", spec.id,
-                                       spec.gpus, max_gpus_per_node_));
+    return InvalidArgument(fmt::format("job {} needs {} GPUs on one server; the largest has {}",
+                                       spec.id, spec.gpus, max_gpus_per_node_));
   }
   if (spec.memory.known() && spec.memory.peak > max_capacity_) {
     return InvalidArgument(fmt::format("job {} needs {} per GPU; the largest GPU has {}", spec.id,
@@ -68,7 +72,8 @@ Status Scheduler::Cancel(JobId id) {
   if (IsTerminal(job.state)) {
     return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(job.state)));
   }
-  if (job.state == JobState::kRunning) return Status::Ok();  // the caller stops it; OnJobExit ends it
+  if (job.state == JobState::kRunning)
+    return Status::Ok();  // the caller stops it; OnJobExit ends it
   auto& queue = job.state == JobState::kRecovering ? recovery_queue_ : main_queue_;
   queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
   job.state = JobState::kCancelled;
@@ -146,8 +151,9 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   job.oom_count++;
   if (job.oom_count > config_.max_oom_retries) {
     job.state = JobState::kFailed;
-    job.end_reason = fmt::format("out of memory {} times (retry cap {}); last peak seen {}", job.oom_count,
-                                 config_.max_oom_retries, FormatBytes(job.attempt_peak));
+    job.end_reason =
+        fmt::format("out of memory {} times (retry cap {}); last peak seen {}", job.oom_count,
+                    config_.max_oom_retries, FormatBytes(job.attempt_peak));
     return ExitAction::kFailedRetryCap;
   }
   if (config_.recovery == RecoveryMode::kThesis) {
@@ -254,7 +260,8 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
                             Reservation(job), job.attempts});
 }
 
-Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view, std::vector<Launch>& launches,
+Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
+                                       std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
   PlacementRequest request = MakeRequest(job);
   PlacementDecision decision;
@@ -296,7 +303,8 @@ void Scheduler::Backfill(const JobRecord& head, ClusterView& view, std::vector<L
     return view.gpus[a].free_for_placement > view.gpus[b].free_for_placement;
   });
   std::vector<bool> earmarked(view.gpus.size(), false);
-  for (int i = 0; i < head.spec.gpus && i < static_cast<int>(order.size()); ++i) earmarked[order[i]] = true;
+  for (int i = 0; i < head.spec.gpus && i < static_cast<int>(order.size()); ++i)
+    earmarked[order[i]] = true;
 
   int looked = 0;
   for (size_t pos = 1; pos < main_queue_.size() && looked < config_.backfill_depth; ++looked) {

@@ -35,7 +35,7 @@ struct SchedulerConfig {
   Duration settle_timeout = Seconds(600);
   RecoveryMode recovery = RecoveryMode::kAdaptive;
   int max_oom_retries = 3;
-  double oom_growth = 1.1;    // new need = observed peak * growth + extra
+  double oom_growth = 1.1;  // new need = observed peak * growth + extra
   Bytes oom_extra = GiB(1);
   // Bounded backfill: when the head waits, up to `backfill_depth` later jobs may start on GPUs that
   // are not earmarked for the head. Off by default, as in the thesis.
@@ -92,8 +92,8 @@ class Scheduler {
 
   // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order.
   std::vector<Launch> Schedule();
-  // When the scheduler wants to run again even if no event arrives (grace ends, reservations settle,
-  // utilization windows slide). nullopt: only events can change its mind.
+  // When the scheduler wants to run again even if no event arrives (grace ends, reservations
+  // settle, utilization windows slide). nullopt: only events can change its mind.
   std::optional<TimePoint> NextWakeup() const;
 
   const JobRecord* job(JobId id) const;
@@ -110,7 +110,10 @@ class Scheduler {
  private:
   struct GpuRecord {
     GpuRecord(GpuInfo i, int samples, Duration interval)
-        : info(std::move(i)), smact(samples, interval), smocc(samples, interval), drama(samples, interval) {}
+        : info(std::move(i)),
+          smact(samples, interval),
+          smocc(samples, interval),
+          drama(samples, interval) {}
     GpuInfo info;
     SignalWindow smact, smocc, drama;
     Bytes used;
@@ -125,7 +128,8 @@ class Scheduler {
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
   Outcome TryPlace(JobRecord& job, ClusterView& view, std::vector<Launch>& launches,
                    const std::vector<bool>* earmarked);
-  void Apply(JobRecord& job, const Placed& placed, ClusterView& view, std::vector<Launch>& launches);
+  void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
+             std::vector<Launch>& launches);
   void Detach(JobRecord& job);
   void Backfill(const JobRecord& head, ClusterView& view, std::vector<Launch>& launches);
   JobRecord& Get(JobId id);

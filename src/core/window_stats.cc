@@ -72,7 +72,8 @@ WindowSummary SignalWindow::Summarize(TimePoint now) const {
     return s;
   }
   s.mean = weighted / total;
-  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.value < b.value; });
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.value < b.value; });
   // One pass for both quantiles.
   double acc = 0;
   bool have_median = false;

@@ -1,9 +1,9 @@
 // Window statistics of a GPU signal (SMACT, SMOCC, DRAMA) over the last N sample intervals.
 //
 // Samples are treated as a piecewise-constant signal: each value holds until the next sample. The
-// daemon feeds one sample per interval, which makes these the plain statistics of the last N samples;
-// the simulator feeds a sample only when the signal changes, and gets the same numbers without
-// one event per second.
+// daemon feeds one sample per interval, which makes these the plain statistics of the last N
+// samples; the simulator feeds a sample only when the signal changes, and gets the same numbers
+// without one event per second.
 #pragma once
 
 #include <deque>
@@ -44,7 +44,7 @@ class SignalWindow {
   Duration interval_;
   double ema_decay_;  // per interval: 1 - 2/(N+1)
   std::deque<Point> points_;
-  double ema_ = 0;       // EMA of the signal up to ema_time_
+  double ema_ = 0;  // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts
 };

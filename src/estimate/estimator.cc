@@ -1,7 +1,8 @@
 #include "estimate/estimator.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "common/rng.h"
 #include "common/strings.h"
@@ -13,7 +14,8 @@ MemoryNeed MemoryEstimate::AsNeed() const {
   need.peak = peak;
   need.source = MemorySource::kEstimated;
   if (peak > Bytes(0) && upper > peak) {
-    need.uncertainty = static_cast<double>((upper - peak).count()) / static_cast<double>(peak.count());
+    need.uncertainty =
+        static_cast<double>((upper - peak).count()) / static_cast<double>(peak.count());
   }
   return need;
 }
@@ -50,7 +52,8 @@ class DeclaredEstimator final : public MemoryEstimator {
 // job gets the same error whatever the order of estimation.
 class NoisyEstimator final : public MemoryEstimator {
  public:
-  NoisyEstimator(double sigma, double bias, uint64_t seed) : sigma_(sigma), bias_(bias), seed_(seed) {}
+  NoisyEstimator(double sigma, double bias, uint64_t seed)
+      : sigma_(sigma), bias_(bias), seed_(seed) {}
   std::string_view name() const override { return "noisy"; }
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
     if (!job.true_peak) return Unavailable("the noisy estimator needs the job's measured peak");
@@ -74,7 +77,8 @@ class BucketEstimator final : public MemoryEstimator {
     if (!job.true_peak) return Unavailable("the bucket estimator needs the job's measured peak");
     const int64_t n = (job.true_peak->count() + bucket_.count() - 1) / bucket_.count();
     const Bytes upper(std::max<int64_t>(1, n) * bucket_.count());
-    return MemoryEstimate{upper, upper - bucket_, upper, fmt::format("bucket:{}", FormatBytes(bucket_))};
+    return MemoryEstimate{upper, upper - bucket_, upper,
+                          fmt::format("bucket:{}", FormatBytes(bucket_))};
   }
 
  private:
@@ -86,21 +90,25 @@ class BucketEstimator final : public MemoryEstimator {
 Result<std::unique_ptr<MemoryEstimator>> MakeEstimator(const std::string& spec, uint64_t seed) {
   const auto parts = Split(spec, ':');
   const std::string& kind = parts[0];
-  if (kind == "oracle" && parts.size() == 1) return std::unique_ptr<MemoryEstimator>(new OracleEstimator());
-  if (kind == "none" && parts.size() == 1) return std::unique_ptr<MemoryEstimator>(new NoEstimator());
+  if (kind == "oracle" && parts.size() == 1)
+    return std::unique_ptr<MemoryEstimator>(new OracleEstimator());
+  if (kind == "none" && parts.size() == 1)
+    return std::unique_ptr<MemoryEstimator>(new NoEstimator());
   if (kind == "declared" && parts.size() == 1) {
     return std::unique_ptr<MemoryEstimator>(new DeclaredEstimator());
   }
   if (kind == "noisy" && (parts.size() == 2 || parts.size() == 3)) {
     auto sigma = ParseDouble(parts[1]);
     if (!sigma.ok() || *sigma < 0 || *sigma > 3) {
-      return InvalidArgument(fmt::format("noisy estimator: sigma '{}' must be in [0, 3]", parts[1]));
+      return InvalidArgument(
+          fmt::format("noisy estimator: sigma '{}' must be in [0, 3]", parts[1]));
     }
     double bias = 0;
     if (parts.size() == 3) {
       auto b = ParseDouble(parts[2]);
       if (!b.ok() || std::fabs(*b) > 3) {
-        return InvalidArgument(fmt::format("noisy estimator: bias '{}' must be in [-3, 3]", parts[2]));
+        return InvalidArgument(
+            fmt::format("noisy estimator: bias '{}' must be in [-3, 3]", parts[2]));
       }
       bias = *b;
     }
@@ -109,12 +117,14 @@ Result<std::unique_ptr<MemoryEstimator>> MakeEstimator(const std::string& spec, 
   if (kind == "bucket" && parts.size() == 2) {
     auto bucket = ParseBytes(parts[1]);
     if (!bucket.ok() || *bucket < MiB(1)) {
-      return InvalidArgument(fmt::format("bucket estimator: bucket '{}' must be at least 1 MiB", parts[1]));
+      return InvalidArgument(
+          fmt::format("bucket estimator: bucket '{}' must be at least 1 MiB", parts[1]));
     }
     return std::unique_ptr<MemoryEstimator>(new BucketEstimator(*bucket));
   }
   return InvalidArgument(fmt::format(
-      "unknown estimator '{}' (use oracle, none, declared, noisy:SIGMA[:BIAS], bucket:SIZE)", spec));
+      "unknown estimator '{}' (use oracle, none, declared, noisy:SIGMA[:BIAS], bucket:SIZE)",
+      spec));
 }
 
 }  // namespace colo

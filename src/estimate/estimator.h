@@ -40,9 +40,9 @@ class MemoryEstimator {
   virtual Result<MemoryEstimate> Estimate(const JobDescription& job) const = 0;
 };
 
-// Builds an estimator from a spec: "oracle", "none", "declared", "noisy:SIGMA[:BIAS]" (multiplicative
-// log-normal error, e.g. noisy:0.2), "bucket:8GiB" (the true peak rounded up to the bucket's upper
-// edge, as GPUMemNet hands its class to the scheduler).
+// Builds an estimator from a spec: "oracle", "none", "declared", "noisy:SIGMA[:BIAS]"
+// (multiplicative log-normal error, e.g. noisy:0.2), "bucket:8GiB" (the true peak rounded up to the
+// bucket's upper edge, as GPUMemNet hands its class to the scheduler).
 Result<std::unique_ptr<MemoryEstimator>> MakeEstimator(const std::string& spec, uint64_t seed);
 
 }  // namespace colo

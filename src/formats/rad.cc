@@ -15,8 +15,8 @@ Result<std::optional<Bytes>> ParseMiB(const std::string& line, const std::string
   if (field.empty()) return std::optional<Bytes>();
   auto value = ParseDouble(field);
   if (!value.ok() || *value < 0 || *value > 16 * 1024 * 1024) {
-    return InvalidArgument(
-        fmt::format("{}:{}: {} must be a memory size in MiB, got '{}'", origin, index + 1, what, field));
+    return InvalidArgument(fmt::format("{}:{}: {} must be a memory size in MiB, got '{}'", origin,
+                                       index + 1, what, field));
   }
   if (static_cast<int64_t>(*value) == kUnknownMiB) return std::optional<Bytes>();
   return std::optional<Bytes>(MiBf(*value));
@@ -42,22 +42,26 @@ Result<RadTask> ParseRad(const std::string& text, const std::string& origin) {
   RadTask task;
   task.comment = line(0);
   task.environment = line(1);
-  if (StartsWith(task.environment, "conda activate")) task.environment = std::string(Trim(task.environment.substr(14)));
+  if (StartsWith(task.environment, "conda activate"))
+    task.environment = std::string(Trim(task.environment.substr(14)));
   task.command = line(2);
-  if (task.command.empty()) return InvalidArgument(fmt::format("{}:3: the command line is empty", origin));
+  if (task.command.empty())
+    return InvalidArgument(fmt::format("{}:3: the command line is empty", origin));
   task.summary_file = line(3);
   task.dataset = line(4);
   if (!line(5).empty()) {
     auto batch = ParseInt(line(5));
     if (!batch.ok() || *batch < 1 || *batch > 1'000'000) {
-      return InvalidArgument(fmt::format("{}:6: batch size must be a positive integer, got '{}'", origin, line(5)));
+      return InvalidArgument(
+          fmt::format("{}:6: batch size must be a positive integer, got '{}'", origin, line(5)));
     }
     task.batch = static_cast<int>(*batch);
   }
   if (!line(7).empty()) {
     auto gpus = ParseInt(line(7));
     if (!gpus.ok() || *gpus < 1 || *gpus > 64) {
-      return InvalidArgument(fmt::format("{}:8: number of GPUs must be 1..64, got '{}'", origin, line(7)));
+      return InvalidArgument(
+          fmt::format("{}:8: number of GPUs must be 1..64, got '{}'", origin, line(7)));
     }
     task.gpus = static_cast<int>(*gpus);
   }

@@ -1,8 +1,9 @@
 #include "policies/gated_policy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <map>
 
 namespace colo {
@@ -18,16 +19,19 @@ bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& 
     case Chooser::kFirstFit:
       break;
     case Chooser::kBestFit:
-      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement < b.free_for_placement;
+      if (a.free_for_placement != b.free_for_placement)
+        return a.free_for_placement < b.free_for_placement;
       break;
     case Chooser::kWorstFit:
-      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement > b.free_for_placement;
+      if (a.free_for_placement != b.free_for_placement)
+        return a.free_for_placement > b.free_for_placement;
       break;
     case Chooser::kLeastUtilized: {
       const double ua = a.idle() ? 0.0 : UtilizationOf(a, gates_.stat);
       const double ub = b.idle() ? 0.0 : UtilizationOf(b, gates_.stat);
       if (ua != ub) return ua < ub;
-      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement > b.free_for_placement;
+      if (a.free_for_placement != b.free_for_placement)
+        return a.free_for_placement > b.free_for_placement;
       break;
     }
     case Chooser::kRoundRobin: {
@@ -41,22 +45,26 @@ bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& 
       const double ua = UtilizationOf(a, gates_.stat);
       const double ub = UtilizationOf(b, gates_.stat);
       if (ua != ub) return ua > ub;
-      if (a.free_for_placement != b.free_for_placement) return a.free_for_placement < b.free_for_placement;
+      if (a.free_for_placement != b.free_for_placement)
+        return a.free_for_placement < b.free_for_placement;
       break;
     }
   }
   return a.index < b.index;
 }
 
-PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementRequest& request) const {
+PlacementDecision GatedPolicy::Place(const ClusterView& view,
+                                     const PlacementRequest& request) const {
   if (request.gpus < 1) return Infeasible{"a job needs at least one GPU"};
   // Nodes are small dense integers; per-node counts live in flat vectors (this runs every pass).
   int nodes = 0;
   for (const GpuView& g : view.gpus) nodes = std::max(nodes, g.node + 1);
   std::vector<int> gpus_per_node(static_cast<size_t>(nodes), 0);
   for (const GpuView& g : view.gpus) gpus_per_node[static_cast<size_t>(g.node)]++;
-  if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(), [&](int n) { return n >= request.gpus; })) {
-    return Infeasible{fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
+  if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(),
+                   [&](int n) { return n >= request.gpus; })) {
+    return Infeasible{
+        fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
   }
 
   Wait wait;
@@ -99,16 +107,17 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementReq
     Placed placed;
     placed.gpus = chosen;
     placed.mode = ModeFor(view.gpus[chosen.front()], request, gates_);
-    placed.thread_percent = placed.mode == SharingMode::kMps ? ThreadPercentFor(request.expected_smact) : 100;
+    placed.thread_percent =
+        placed.mode == SharingMode::kMps ? ThreadPercentFor(request.expected_smact) : 100;
     return placed;
   }
   // Passing GPUs exist but are spread over servers: say so per GPU.
   std::vector<int> passing_per_node(static_cast<size_t>(nodes), 0);
   for (const GpuView* g : passing) passing_per_node[static_cast<size_t>(g->node)]++;
   for (const GpuView* g : passing) {
-    wait.per_gpu.push_back(
-        GateVerdict{g->index, Gate::kNode, static_cast<double>(passing_per_node[static_cast<size_t>(g->node)]),
-                    static_cast<double>(request.gpus)});
+    wait.per_gpu.push_back(GateVerdict{
+        g->index, Gate::kNode, static_cast<double>(passing_per_node[static_cast<size_t>(g->node)]),
+        static_cast<double>(request.gpus)});
   }
   std::sort(wait.per_gpu.begin(), wait.per_gpu.end(),
             [](const GateVerdict& a, const GateVerdict& b) { return a.gpu < b.gpu; });
@@ -119,8 +128,8 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view, const PlacementReq
   for (int g = 1; g <= static_cast<int>(Gate::kEarmarked); ++g) {
     if (counts[g] > counts[top]) top = g;
   }
-  wait.reason = fmt::format("{} of {} GPUs blocked, mostly by {}", wait.per_gpu.size(), view.gpus.size(),
-                            ToString(static_cast<Gate>(top)));
+  wait.reason = fmt::format("{} of {} GPUs blocked, mostly by {}", wait.per_gpu.size(),
+                            view.gpus.size(), ToString(static_cast<Gate>(top)));
   return wait;
 }
 

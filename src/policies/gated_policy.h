@@ -1,5 +1,6 @@
 // A placement policy built the way all of colo's are: the shared gates filter the GPUs, then a
-// chooser orders the survivors. Multi-GPU jobs take the best-ordered GPUs of one server, all or none.
+// chooser orders the survivors. Multi-GPU jobs take the best-ordered GPUs of one server, all or
+// none.
 #pragma once
 
 #include <string>
@@ -18,8 +19,9 @@ enum class Chooser {
   kConsolidate,    // busiest GPUs first, idle ones last (MUG): keeps idle GPUs idle
 };
 
-// MPS active-thread percentage for a job: twice its expected solo SMACT, rounded up to a multiple of
-// 10, within [20, 100]; 100 when unknown. Measured on H100: a light job capped at 50% threads lost 1%.
+// MPS active-thread percentage for a job: twice its expected solo SMACT, rounded up to a multiple
+// of 10, within [20, 100]; 100 when unknown. Measured on H100: a light job capped at 50% threads
+// lost 1%.
 int ThreadPercentFor(double expected_smact);
 
 class GatedPolicy final : public PlacementPolicy {

@@ -24,7 +24,8 @@ SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const G
   return gpu.mode == SharingMode::kExclusive ? SharingMode::kMps : gpu.mode;
 }
 
-GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config) {
+GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
+                          const GateConfig& config) {
   GateVerdict v;
   v.gpu = gpu.index;
   auto fail = [&](Gate gate, double value, double limit) {
@@ -37,7 +38,8 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request, c
   if (gpu.mig_instance && !gpu.idle()) return fail(Gate::kMigBusy, gpu.job_count, 0);
   if (gpu.holds_exclusive) return fail(Gate::kExclusiveHeld, gpu.job_count, 0);
   const SharingMode mode = ModeFor(gpu, request, config);
-  const bool needs_idle = config.idle_only || request.require_idle || mode == SharingMode::kExclusive;
+  const bool needs_idle =
+      config.idle_only || request.require_idle || mode == SharingMode::kExclusive;
   if (needs_idle && !gpu.idle()) return fail(Gate::kNotIdle, gpu.job_count, 0);
   if (!gpu.idle()) {
     if (gpu.mode != mode) return fail(Gate::kModeMismatch, 0, 0);
@@ -62,7 +64,8 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request, c
     if (config.compound) {
       const double smocc = gpu.smocc.empty ? 0.0 : gpu.smocc.Risk();
       const double drama = gpu.drama.empty ? 0.0 : gpu.drama.Risk();
-      excluded = smact >= config.smact_max && (smocc >= config.smocc_max || drama >= config.drama_max);
+      excluded =
+          smact >= config.smact_max && (smocc >= config.smocc_max || drama >= config.drama_max);
     }
     if (excluded) return fail(Gate::kUtilization, smact, config.smact_max);
   }

@@ -17,7 +17,8 @@ struct GateConfig {
   bool utilization = true;
   double smact_max = 0.80;
   UtilizationStat stat = UtilizationStat::kRisk;
-  bool compound = false;  // exclude if smact >= smact_max and (smocc >= smocc_max or drama >= drama_max)
+  bool compound =
+      false;  // exclude if smact >= smact_max and (smocc >= smocc_max or drama >= drama_max)
   double smocc_max = 0.45;
   double drama_max = 0.40;
   // Launch grace: a GPU that got a job moments ago takes no other until the grace period ends.
@@ -34,7 +35,8 @@ struct GateConfig {
 SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
 
 // Checks one GPU against every gate, in order; returns the first that fails, or kPass.
-GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
+GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
+                          const GateConfig& config);
 
 // The SMACT figure the utilization gate and the utilization-ordering choosers use.
 double UtilizationOf(const GpuView& gpu, UtilizationStat stat);

@@ -15,16 +15,26 @@ struct Entry {
 
 const std::vector<Entry>& Entries() {
   static const std::vector<Entry> entries = {
-      {{"exclusive", {}, "idle GPUs only: the conventional whole-GPU baseline"}, Chooser::kFirstFit, true},
+      {{"exclusive", {}, "idle GPUs only: the conventional whole-GPU baseline"},
+       Chooser::kFirstFit,
+       true},
       {{"round-robin", {"rr"}, "cycle over GPUs, starting after the previous placement"},
-       Chooser::kRoundRobin, false},
-      {{"first-fit", {"ff"}, "the lowest-numbered GPU that passes the gates"}, Chooser::kFirstFit, false},
-      {{"best-fit", {"bf"}, "the GPU with the least memory left (tight packing)"}, Chooser::kBestFit, false},
-      {{"worst-fit", {"magm", "wf"}, "the GPU with the most available memory (MAGM)"}, Chooser::kWorstFit,
+       Chooser::kRoundRobin,
        false},
-      {{"least-utilized", {"lug"}, "the GPU with the lowest SM activity (LUG)"}, Chooser::kLeastUtilized,
+      {{"first-fit", {"ff"}, "the lowest-numbered GPU that passes the gates"},
+       Chooser::kFirstFit,
        false},
-      {{"consolidate", {"mug"}, "busiest GPUs first, keep idle GPUs idle (MUG)"}, Chooser::kConsolidate,
+      {{"best-fit", {"bf"}, "the GPU with the least memory left (tight packing)"},
+       Chooser::kBestFit,
+       false},
+      {{"worst-fit", {"magm", "wf"}, "the GPU with the most available memory (MAGM)"},
+       Chooser::kWorstFit,
+       false},
+      {{"least-utilized", {"lug"}, "the GPU with the lowest SM activity (LUG)"},
+       Chooser::kLeastUtilized,
+       false},
+      {{"consolidate", {"mug"}, "busiest GPUs first, keep idle GPUs idle (MUG)"},
+       Chooser::kConsolidate,
        false},
   };
   return entries;
@@ -65,20 +75,30 @@ Status ApplySetting(const std::string& key, const std::string& value, GateConfig
     return Status::Ok();
   }
   if (key == "stat") {
-    if (value == "last") gates.stat = UtilizationStat::kLast;
-    else if (value == "mean") gates.stat = UtilizationStat::kMean;
-    else if (value == "risk") gates.stat = UtilizationStat::kRisk;
-    else return InvalidArgument(fmt::format("stat takes last, mean or risk, not '{}'", value));
+    if (value == "last")
+      gates.stat = UtilizationStat::kLast;
+    else if (value == "mean")
+      gates.stat = UtilizationStat::kMean;
+    else if (value == "risk")
+      gates.stat = UtilizationStat::kRisk;
+    else
+      return InvalidArgument(fmt::format("stat takes last, mean or risk, not '{}'", value));
     return Status::Ok();
   }
   auto flag = ParseSwitch(key, value);
   if (!flag.ok()) return flag.status();
-  if (key == "memory") gates.memory = *flag;
-  else if (key == "utilization") gates.utilization = *flag;
-  else if (key == "grace") gates.launch_grace = *flag;
-  else if (key == "compound") gates.compound = *flag;
-  else if (key == "same-user") gates.same_user_mps = *flag;
-  else if (key == "exclusive-first") gates.exclusive_first = *flag;
+  if (key == "memory")
+    gates.memory = *flag;
+  else if (key == "utilization")
+    gates.utilization = *flag;
+  else if (key == "grace")
+    gates.launch_grace = *flag;
+  else if (key == "compound")
+    gates.compound = *flag;
+  else if (key == "same-user")
+    gates.same_user_mps = *flag;
+  else if (key == "exclusive-first")
+    gates.exclusive_first = *flag;
   else {
     return InvalidArgument(fmt::format(
         "unknown policy setting '{}' (use gates, margin, smact, stat, memory, utilization, grace, "
@@ -99,7 +119,8 @@ const std::vector<PolicyInfo>& KnownPolicies() {
   return infos;
 }
 
-Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec, const GateConfig& defaults) {
+Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec,
+                                                const GateConfig& defaults) {
   const auto colon = spec.find(':');
   const std::string name(Trim(spec.substr(0, colon)));
   const Entry* found = nullptr;
@@ -120,7 +141,8 @@ Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec, const G
     for (const std::string& setting : Split(spec.substr(colon + 1), ',')) {
       const auto eq = setting.find('=');
       if (eq == std::string::npos) {
-        return InvalidArgument(fmt::format("policy setting '{}' in '{}' is not key=value", setting, spec));
+        return InvalidArgument(
+            fmt::format("policy setting '{}' in '{}' is not key=value", setting, spec));
       }
       COLO_RETURN_IF_ERROR(ApplySetting(std::string(Trim(setting.substr(0, eq))),
                                         std::string(Trim(setting.substr(eq + 1))), gates));

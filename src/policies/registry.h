@@ -23,6 +23,7 @@ struct PolicyInfo {
 const std::vector<PolicyInfo>& KnownPolicies();
 
 // Builds a policy from a spec. Unknown names or settings give an error listing what is accepted.
-Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec, const GateConfig& defaults = {});
+Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec,
+                                                const GateConfig& defaults = {});
 
 }  // namespace colo

@@ -9,7 +9,8 @@ double InterferenceModel::ThreadLimit(const CoRunner& job) const {
   return std::max(1.0, job.smact / (job.thread_percent / 100.0 * mps_capacity));
 }
 
-std::vector<double> InterferenceModel::Slowdowns(SharingMode mode, const std::vector<CoRunner>& jobs) const {
+std::vector<double> InterferenceModel::Slowdowns(SharingMode mode,
+                                                 const std::vector<CoRunner>& jobs) const {
   std::vector<double> out(jobs.size(), 1.0);
   if (jobs.size() <= 1 || mode == SharingMode::kExclusive) {
     // Alone, a thread limit below the job's solo demand still slows it.
@@ -44,10 +45,12 @@ std::vector<double> InterferenceModel::Slowdowns(SharingMode mode, const std::ve
 double PowerModel::Watts(double idle_watts, double tdp_watts, bool busy, double smact) const {
   if (!busy) return idle_watts;
   const double s = std::clamp(smact, 0.0, 1.0);
-  return idle_watts + tdp_watts / 700.0 * (active_watts + linear_watts * s + quadratic_watts * s * s);
+  return idle_watts +
+         tdp_watts / 700.0 * (active_watts + linear_watts * s + quadratic_watts * s * s);
 }
 
-std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference, const PowerModel& power) {
+std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference,
+                                             const PowerModel& power) {
   // measurements.md, H100 80GB, 2026-11-21: iteration time alone and shared, SMACT and power.
   struct Measured {
     const char* set;

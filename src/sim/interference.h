@@ -10,7 +10,7 @@
 namespace colo {
 
 struct CoRunner {
-  double smact = 0.2;       // solo SM activity
+  double smact = 0.2;        // solo SM activity
   int thread_percent = 100;  // MPS active-thread limit
 };
 
@@ -52,6 +52,7 @@ struct CalibrationRow {
   double measured_slowdown = 1, measured_gain = 1, measured_smact = 0, measured_watts = 0;
   double predicted_slowdown = 1, predicted_gain = 1, predicted_smact = 0, predicted_watts = 0;
 };
-std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference, const PowerModel& power);
+std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference,
+                                             const PowerModel& power);
 
 }  // namespace colo

@@ -1,7 +1,8 @@
 #include "sim/simulator.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <memory>
 #include <queue>
 
@@ -29,9 +30,13 @@ Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults) {
       if (key == "est") {
         spec.estimator = value;
       } else if (key == "share") {
-        if (value == "mps") spec.sharing = SharingMode::kMps;
-        else if (value == "plain" || value == "streams") spec.sharing = SharingMode::kPlain;
-        else return InvalidArgument(fmt::format("share takes mps or plain, not '{}' in '{}'", value, text));
+        if (value == "mps")
+          spec.sharing = SharingMode::kMps;
+        else if (value == "plain" || value == "streams")
+          spec.sharing = SharingMode::kPlain;
+        else
+          return InvalidArgument(
+              fmt::format("share takes mps or plain, not '{}' in '{}'", value, text));
       } else if (key == "recovery") {
         auto mode = ParseRecoveryMode(value);
         if (!mode.ok()) return mode.status();
@@ -68,7 +73,7 @@ struct SimJob {
   int server = -1;
   bool running = false;
   uint64_t attempt = 0;
-  uint64_t version = 0;  // bumps invalidate scheduled completions
+  uint64_t version = 0;   // bumps invalidate scheduled completions
   std::vector<int> gpus;  // global GPU numbers
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
@@ -103,8 +108,8 @@ struct Server {
 
 class Engine {
  public:
-  Engine(const Trace& trace, const RunSpec& spec, const SimOptions& options, const PlacementPolicy& policy,
-         const MemoryEstimator& estimator)
+  Engine(const Trace& trace, const RunSpec& spec, const SimOptions& options,
+         const PlacementPolicy& policy, const MemoryEstimator& estimator)
       : trace_(trace), spec_(spec), options_(options), policy_(policy), estimator_(estimator) {}
 
   SimResult Run();
@@ -157,7 +162,8 @@ void Engine::Integrate(SimGpu& gpu, TimePoint to) {
 std::vector<int> Engine::Touch(const std::vector<int>& gpus) {
   std::vector<int> closure = gpus;
   for (int g : gpus) {
-    for (int j : gpus_[g].jobs) closure.insert(closure.end(), jobs_[j].gpus.begin(), jobs_[j].gpus.end());
+    for (int j : gpus_[g].jobs)
+      closure.insert(closure.end(), jobs_[j].gpus.begin(), jobs_[j].gpus.end());
   }
   std::sort(closure.begin(), closure.end());
   closure.erase(std::unique(closure.begin(), closure.end()), closure.end());
@@ -216,16 +222,19 @@ void Engine::Refresh(const std::vector<int>& gpus) {
     }
     gpu.smact = std::min(1.0, smact);
     gpu.used = used;
-    gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts, !gpu.jobs.empty(),
-                                     gpu.smact);
-    server.scheduler->OnGpuSample(GpuSample{gpu.local, now, std::min(used, options_.server.capacity),
-                                            gpu.smact, -1, -1, true});
-    for (int j : gpu.jobs) server.scheduler->OnJobMemory(jobs_[j].trace->id, gpu.local, jobs_[j].memory);
+    gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts,
+                                     !gpu.jobs.empty(), gpu.smact);
+    server.scheduler->OnGpuSample(GpuSample{
+        gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1, true});
+    for (int j : gpu.jobs)
+      server.scheduler->OnJobMemory(jobs_[j].trace->id, gpu.local, jobs_[j].memory);
     if (options_.record_timeline) {
       auto& series = timeline_.series[static_cast<size_t>(g)];
       const Timeline::Point point{ToSeconds(now), used.gib(), gpu.smact, gpu.watts};
-      if (!series.empty() && series.back().t_s == point.t_s) series.back() = point;
-      else series.push_back(point);
+      if (!series.empty() && series.back().t_s == point.t_s)
+        series.back() = point;
+      else
+        series.push_back(point);
     }
   }
 }
@@ -239,8 +248,8 @@ void Engine::Detach(SimJob& job, const char* outcome) {
     gpu.slowdown.erase(gpu.slowdown.begin() + (it - gpu.jobs.begin()));
     gpu.jobs.erase(it);
     if (options_.record_timeline) {
-      timeline_.segments.push_back(Timeline::Segment{g, job.trace->id, job.trace->name, ToSeconds(job.started),
-                                                     ToSeconds(Now()), outcome});
+      timeline_.segments.push_back(Timeline::Segment{
+          g, job.trace->id, job.trace->name, ToSeconds(job.started), ToSeconds(Now()), outcome});
     }
   }
   job.running = false;
@@ -262,8 +271,8 @@ void Engine::Arrive(int index) {
   spec.owner = t.owner;
   spec.gpus = t.profile.gpus;
   spec.expected_smact = t.profile.smact;
-  JobDescription description{static_cast<uint64_t>(t.id), t.profile.name, t.profile.batch, t.profile.peak,
-                             t.declared};
+  JobDescription description{static_cast<uint64_t>(t.id), t.profile.name, t.profile.batch,
+                             t.profile.peak, t.declared};
   auto estimate = estimator_.Estimate(description);
   if (estimate.ok()) spec.memory = estimate->AsNeed();
   const Status submitted = server.scheduler->Submit(spec);
@@ -483,7 +492,8 @@ SimResult Engine::Finish() {
       result.jobs.push_back(r);
       continue;
     }
-    const JobRecord* record = servers_[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
+    const JobRecord* record =
+        servers_[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
     COLO_CHECK(record != nullptr);
     r.state = record->state;
     r.attempts = record->attempts;

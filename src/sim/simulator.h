@@ -58,8 +58,8 @@ struct Metrics {
   int oom_crashes = 0;
   double lost_gpu_hours = 0;
   double energy_mj = 0;
-  double mean_smact = 0;         // over all GPUs and the trace's duration
-  double mean_memory_frac = 0;   // used / capacity, likewise
+  double mean_smact = 0;          // over all GPUs and the trace's duration
+  double mean_memory_frac = 0;    // used / capacity, likewise
   std::vector<double> gpu_smact;  // per GPU
   std::vector<double> gpu_memory_gib;
   int64_t events = 0;

@@ -1,9 +1,10 @@
 #include "sim/trace.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -19,11 +20,11 @@ namespace {
 // Inter-arrival seconds of the first 90 non-failed Philly jobs submitted on 2017-12-20 (CC-BY-4.0,
 // Jeon et al., ATC'19), as the thesis used them.
 constexpr int kThesisGaps[90] = {
-    0,   73,  441, 52,  51,  365, 18,  166, 439, 83,  23,  56,  260, 26,  313, 17,  301, 187,
-    8,   56,  31,  52,  84,  465, 199, 272, 125, 4,   286, 283, 30,  63,  341, 196, 88,  9,
-    4,   2,   2,   3,   108, 232, 152, 249, 52,  300, 419, 181, 49,  1,   272, 247, 30,  221,
-    19,  100, 256, 4,   589, 11,  95,  370, 91,  45,  197, 147, 257, 0,   175, 208, 191, 24,
-    94,  126, 74,  5,   7,   294, 394, 123, 83,  30,  36,  228, 80,  65,  2,   4,   60,  43};
+    0,  73,  441, 52, 51,  365, 18,  166, 439, 83,  23,  56,  260, 26, 313, 17,  301, 187,
+    8,  56,  31,  52, 84,  465, 199, 272, 125, 4,   286, 283, 30,  63, 341, 196, 88,  9,
+    4,  2,   2,   3,  108, 232, 152, 249, 52,  300, 419, 181, 49,  1,  272, 247, 30,  221,
+    19, 100, 256, 4,  589, 11,  95,  370, 91,  45,  197, 147, 257, 0,  175, 208, 191, 24,
+    94, 126, 74,  5,  7,   294, 394, 123, 83,  30,  36,  228, 80,  65, 2,   4,   60,  43};
 
 std::vector<const SoloProfile*> OfClass(WorkloadClass cls) {
   std::vector<const SoloProfile*> out;
@@ -44,7 +45,8 @@ Result<std::string> ReadFile(const std::string& path) {
   if (!in) return NotFound(fmt::format("cannot open '{}'", path));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (ss.str().size() > (size_t{1} << 31)) return InvalidArgument(fmt::format("'{}' is too large", path));
+  if (ss.str().size() > (size_t{1} << 31))
+    return InvalidArgument(fmt::format("'{}' is too large", path));
   return ss.str();
 }
 
@@ -63,23 +65,28 @@ std::optional<int64_t> ParsePhillyTime(const nlohmann::json& value) {
   if (!value.is_string()) return std::nullopt;
   const std::string s = value.get<std::string>();
   int y, mo, d, h, mi, se;
-  if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &se) != 6) return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 || se > 60) {
+  if (std::sscanf(s.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &se) != 6)
+    return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || se < 0 ||
+      se > 60) {
     return std::nullopt;
   }
-  return DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 + mi * 60 +
-         se;
+  return DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
+         mi * 60 + se;
 }
 
 WorkloadClass DrawClass(Rng& rng) {
   const double u = rng.Uniform();
-  return u < 0.65 ? WorkloadClass::kLight : u < 0.92 ? WorkloadClass::kMedium : WorkloadClass::kHeavy;
+  return u < 0.65   ? WorkloadClass::kLight
+         : u < 0.92 ? WorkloadClass::kMedium
+                    : WorkloadClass::kHeavy;
 }
 
 // Takes memory and SMACT from a catalogue workload of a random class, the rest from the caller.
 SoloProfile ProfileLike(Rng& rng, Duration duration, int gpus) {
-  static const std::vector<const SoloProfile*> by_class[3] = {
-      OfClass(WorkloadClass::kLight), OfClass(WorkloadClass::kMedium), OfClass(WorkloadClass::kHeavy)};
+  static const std::vector<const SoloProfile*> by_class[3] = {OfClass(WorkloadClass::kLight),
+                                                              OfClass(WorkloadClass::kMedium),
+                                                              OfClass(WorkloadClass::kHeavy)};
   const auto& pool = by_class[static_cast<int>(DrawClass(rng))];
   SoloProfile p = *pool[rng.Below(pool.size())];
   p.name = fmt::format("{}-like", p.name);
@@ -138,7 +145,8 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
       }
       continue;
     }
-    if (fields.size() > column.size()) return where(fmt::format("{} fields, header has {}", fields.size(), column.size()));
+    if (fields.size() > column.size())
+      return where(fmt::format("{} fields, header has {}", fields.size(), column.size()));
     auto field = [&](const char* name) -> std::string {
       auto it = column.find(name);
       if (it == column.end() || it->second >= fields.size()) return "";
@@ -146,38 +154,45 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
     };
     TraceJob job;
     auto submit = ParseDouble(field("submit_s"));
-    if (!submit.ok() || *submit < 0 || *submit > 1e9) return where(fmt::format("submit_s '{}' must be 0..1e9 seconds", field("submit_s")));
+    if (!submit.ok() || *submit < 0 || *submit > 1e9)
+      return where(fmt::format("submit_s '{}' must be 0..1e9 seconds", field("submit_s")));
     job.submit = SecondsF(*submit);
     const std::string workload = field("workload");
     if (!workload.empty()) {
       const SoloProfile* p = FindWorkload(workload);
-      if (!p) return where(fmt::format("unknown workload '{}' (see `colo sim --list-workloads`)", workload));
+      if (!p)
+        return where(
+            fmt::format("unknown workload '{}' (see `colo sim --list-workloads`)", workload));
       job.profile = *p;
     } else {
       job.profile.name = "custom";
     }
     if (const auto s = field("duration_s"); !s.empty()) {
       auto d = ParseDouble(s);
-      if (!d.ok() || *d <= 0 || *d > 1e8) return where(fmt::format("duration_s '{}' must be in (0, 1e8]", s));
+      if (!d.ok() || *d <= 0 || *d > 1e8)
+        return where(fmt::format("duration_s '{}' must be in (0, 1e8]", s));
       job.profile.duration = SecondsF(*d);
     } else if (workload.empty()) {
       return where("duration_s is empty and no workload is named");
     }
     if (const auto s = field("peak_mem"); !s.empty()) {
       auto b = ParseBytes(s);
-      if (!b.ok() || *b <= Bytes(0) || *b > GiB(1024)) return where(fmt::format("peak_mem '{}' must be a size in (0, 1 TiB]", s));
+      if (!b.ok() || *b <= Bytes(0) || *b > GiB(1024))
+        return where(fmt::format("peak_mem '{}' must be a size in (0, 1 TiB]", s));
       job.profile.peak = *b;
     } else if (workload.empty()) {
       return where("peak_mem is empty and no workload is named");
     }
     if (const auto s = field("smact"); !s.empty()) {
       auto v = ParseDouble(s);
-      if (!v.ok() || *v < 0 || *v > 1) return where(fmt::format("smact '{}' must be a fraction in [0, 1]", s));
+      if (!v.ok() || *v < 0 || *v > 1)
+        return where(fmt::format("smact '{}' must be a fraction in [0, 1]", s));
       job.profile.smact = *v;
     }
     if (const auto s = field("warmup_s"); !s.empty()) {
       auto v = ParseDouble(s);
-      if (!v.ok() || *v < 0 || *v > 1e6) return where(fmt::format("warmup_s '{}' must be 0..1e6", s));
+      if (!v.ok() || *v < 0 || *v > 1e6)
+        return where(fmt::format("warmup_s '{}' must be 0..1e6", s));
       job.profile.warmup = SecondsF(*v);
     }
     if (job.profile.warmup >= job.profile.duration) job.profile.warmup = job.profile.duration / 2;
@@ -188,7 +203,8 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
     }
     if (const auto s = field("declared_mem"); !s.empty()) {
       auto b = ParseBytes(s);
-      if (!b.ok() || *b > GiB(1024)) return where(fmt::format("declared_mem '{}' must be a size up to 1 TiB", s));
+      if (!b.ok() || *b > GiB(1024))
+        return where(fmt::format("declared_mem '{}' must be a size up to 1 TiB", s));
       job.declared = *b;
     }
     if (const auto s = field("owner"); !s.empty()) job.owner = s;
@@ -227,7 +243,8 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
     if (argv[0] == "sleep") {
       if (argv.size() != 2) return where("sleep takes one number of seconds");
       auto secs = ParseDouble(argv[1]);
-      if (!secs.ok() || *secs < 0 || *secs > 1e7) return where(fmt::format("sleep '{}' is not a sane number of seconds", argv[1]));
+      if (!secs.ok() || *secs < 0 || *secs > 1e7)
+        return where(fmt::format("sleep '{}' is not a sane number of seconds", argv[1]));
       at += *secs;
       continue;
     }
@@ -236,7 +253,8 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
     });
     if (!submits) continue;  // cd, echo, conda and the like do not change the trace
     auto task_arg = std::find(argv.begin(), argv.end(), "--task");
-    if (task_arg == argv.end() || task_arg + 1 == argv.end()) return where("submit.py without --task FILE");
+    if (task_arg == argv.end() || task_arg + 1 == argv.end())
+      return where("submit.py without --task FILE");
     std::filesystem::path rad_path = *(task_arg + 1);
     if (rad_path.is_relative() && !std::filesystem::exists(rad_path)) rad_path = dir / rad_path;
     auto rad_text = ReadFile(rad_path.string());
@@ -258,9 +276,10 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
       }
     }
     if (!best) {
-      return InvalidArgument(fmt::format("{}:3: cannot tell which catalogued model '{}' trains; the simulator "
-                                         "needs its solo profile (see `colo sim --list-workloads`)",
-                                         rad_path.string(), task->command));
+      return InvalidArgument(
+          fmt::format("{}:3: cannot tell which catalogued model '{}' trains; the simulator "
+                      "needs its solo profile (see `colo sim --list-workloads`)",
+                      rad_path.string(), task->command));
     }
     TraceJob job;
     job.submit = SecondsF(at);
@@ -274,10 +293,12 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
   return trace;
 }
 
-Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin, const PhillyOptions& options) {
+Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin,
+                              const PhillyOptions& options) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", origin));
-  if (!doc.is_array()) return InvalidArgument(fmt::format("{}: expected a JSON array of jobs", origin));
+  if (!doc.is_array())
+    return InvalidArgument(fmt::format("{}: expected a JSON array of jobs", origin));
   struct Raw {
     int64_t submitted;
     int64_t duration;
@@ -288,10 +309,13 @@ Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin
   for (const auto& entry : doc) {
     if (!entry.is_object()) continue;
     const std::string status = entry.value("status", "");
-    if (std::find(options.statuses.begin(), options.statuses.end(), status) == options.statuses.end()) continue;
+    if (std::find(options.statuses.begin(), options.statuses.end(), status) ==
+        options.statuses.end())
+      continue;
     const auto submitted = ParsePhillyTime(entry.value("submitted_time", nlohmann::json()));
     const auto attempts = entry.find("attempts");
-    if (!submitted || attempts == entry.end() || !attempts->is_array() || attempts->empty()) continue;
+    if (!submitted || attempts == entry.end() || !attempts->is_array() || attempts->empty())
+      continue;
     const auto start = ParsePhillyTime(attempts->front().value("start_time", nlohmann::json()));
     const auto end = ParsePhillyTime(attempts->back().value("end_time", nlohmann::json()));
     if (!start || !end || *end <= *start) continue;
@@ -299,14 +323,17 @@ Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin
     const auto detail = attempts->front().find("detail");
     if (detail != attempts->front().end() && detail->is_array()) {
       for (const auto& d : *detail) {
-        if (d.is_object() && d.contains("gpus") && d["gpus"].is_array()) gpus += static_cast<int>(d["gpus"].size());
+        if (d.is_object() && d.contains("gpus") && d["gpus"].is_array())
+          gpus += static_cast<int>(d["gpus"].size());
       }
     }
     if (gpus < 1) continue;
     raws.push_back({*submitted, *end - *start, gpus, entry.value("user", "philly")});
   }
-  if (raws.empty()) return InvalidArgument(fmt::format("{}: no usable jobs (status filter, times, GPUs)", origin));
-  std::stable_sort(raws.begin(), raws.end(), [](const Raw& a, const Raw& b) { return a.submitted < b.submitted; });
+  if (raws.empty())
+    return InvalidArgument(fmt::format("{}: no usable jobs (status filter, times, GPUs)", origin));
+  std::stable_sort(raws.begin(), raws.end(),
+                   [](const Raw& a, const Raw& b) { return a.submitted < b.submitted; });
   if (options.max_jobs && raws.size() > options.max_jobs) raws.resize(options.max_jobs);
   Rng rng(options.seed);
   Trace trace;

@@ -1,6 +1,7 @@
 // Job traces the simulator replays, and the readers that build them: colo's CSV, CARMA's submission
 // scripts with .rad files, Microsoft Philly's cluster_job_log, the thesis' 90/60-task traces and a
-// seeded generator with Philly's statistics. Every reader reports bad input as "FILE:LINE: problem".
+// seeded generator with Philly's statistics. Every reader reports bad input as "FILE:LINE:
+// problem".
 #pragma once
 
 #include <optional>
@@ -27,8 +28,9 @@ struct Trace {
   std::vector<TraceJob> jobs;  // ordered by submit time, ids 1..n
 };
 
-// The thesis' traces: Philly arrival gaps (first 90 non-failed jobs of 2017-12-20) mapped onto table
-// 6.2's workloads with the thesis' mix (90: 65/27/8% light/medium/heavy; 60: 83/17% medium/heavy).
+// The thesis' traces: Philly arrival gaps (first 90 non-failed jobs of 2017-12-20) mapped onto
+// table 6.2's workloads with the thesis' mix (90: 65/27/8% light/medium/heavy; 60: 83/17%
+// medium/heavy).
 Trace ThesisTrace(int tasks);
 
 // colo's CSV. Header names the columns; see docs/formats.md.
@@ -43,7 +45,8 @@ struct PhillyOptions {
   size_t max_jobs = 0;  // 0: all
   uint64_t seed = 1;    // picks each job's solo profile class (Philly does not name models)
 };
-Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin, const PhillyOptions& options);
+Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin,
+                              const PhillyOptions& options);
 Result<Trace> ReadPhillyJson(const std::string& path, const PhillyOptions& options);
 
 struct SyntheticOptions {
@@ -55,7 +58,8 @@ struct SyntheticOptions {
   int max_gpus = 8;
 };
 // Philly-like: 1/2/4/8-GPU mix, log-normal durations (median 19 min, mean 3.6 h), hyper-exponential
-// arrivals with the given CV; memory and SMACT from the catalogue with the 90-task trace's class mix.
+// arrivals with the given CV; memory and SMACT from the catalogue with the 90-task trace's class
+// mix.
 Trace SyntheticPhilly(const SyntheticOptions& options);
 
 // "thesis-90", "thesis-60", "synthetic", "carma:SCRIPT", "philly:FILE.json", or a CSV path.

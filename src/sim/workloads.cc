@@ -1,8 +1,9 @@
 #include "sim/workloads.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 
 #include "common/strings.h"
 
@@ -25,11 +26,15 @@ namespace {
 // Solo SMACT and warm-up by class and batch, grounded in the H100 measurements: a CIFAR-size
 // ResNet-18 at batch 128 ran at SMACT 0.21; ResNet-50 at batch 64 on 224x224 at 0.80. Transformer
 // training saturates the SMs (~0.9). Warm-up covers start-up, data loader, cuDNN autotuning.
-double CnnSmact(int batch) { return batch >= 128 ? 0.85 : batch >= 64 ? 0.80 : 0.62; }
-double CifarSmact(int batch) { return batch >= 128 ? 0.24 : batch >= 64 ? 0.20 : 0.16; }
+double CnnSmact(int batch) {
+  return batch >= 128 ? 0.85 : batch >= 64 ? 0.80 : 0.62;
+}
+double CifarSmact(int batch) {
+  return batch >= 128 ? 0.24 : batch >= 64 ? 0.20 : 0.16;
+}
 
-SoloProfile Make(std::string model, std::string data, int batch, int gpus, double epoch_min, int epochs,
-                 double mem_mb, WorkloadClass cls, double smact) {
+SoloProfile Make(std::string model, std::string data, int batch, int gpus, double epoch_min,
+                 int epochs, double mem_mb, WorkloadClass cls, double smact) {
   SoloProfile p;
   p.name = fmt::format("{}-{}-bs{}", model, data, batch);
   if (cls == WorkloadClass::kLight) p.name += fmt::format("-e{}", epochs);
@@ -67,8 +72,8 @@ std::vector<SoloProfile> BuildCatalogue() {
   const int batches[3] = {128, 64, 32};
   for (const Cnn& cnn : cnns) {
     for (int i = 0; i < 3; ++i) {
-      c.push_back(Make(cnn.model, "imagenet", batches[i], 1, cnn.minutes[i], 1, cnn.mem[i], W::kMedium,
-                       CnnSmact(batches[i])));
+      c.push_back(Make(cnn.model, "imagenet", batches[i], 1, cnn.minutes[i], 1, cnn.mem[i],
+                       W::kMedium, CnnSmact(batches[i])));
     }
   }
   struct Cifar {

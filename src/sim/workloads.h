@@ -19,13 +19,14 @@ struct SoloProfile {
   WorkloadClass cls = WorkloadClass::kLight;
   Duration duration{0};  // wall time alone, warm-up included
   double smact = 0.2;    // SM activity alone, 0..1
-  Bytes peak;            // peak memory per GPU as nvidia-smi/NVML reports it (CUDA context included)
-  Duration warmup{0};    // time from launch until the peak is reached
+  Bytes peak;          // peak memory per GPU as nvidia-smi/NVML reports it (CUDA context included)
+  Duration warmup{0};  // time from launch until the peak is reached
   int gpus = 1;
   int batch = 0;
 };
 
-// Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (see docs/simulator.md).
+// Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (see
+// docs/simulator.md).
 const std::vector<SoloProfile>& ThesisCatalogue();
 // By exact name, e.g. "resnet50-imagenet-bs64".
 const SoloProfile* FindWorkload(std::string_view name);

@@ -47,7 +47,9 @@ TEST(Cli, BadInputGivesExitCodeTwo) {
 
 TEST(Cli, JsonOutputParsesBack) {
   testing::internal::CaptureStdout();
-  EXPECT_EQ(Colo({"sim", "--trace", "synthetic", "--jobs", "50", "--server", "h100x8", "--policy", "worst-fit", "--json"}), 0);
+  EXPECT_EQ(Colo({"sim", "--trace", "synthetic", "--jobs", "50", "--server", "h100x8", "--policy",
+                  "worst-fit", "--json"}),
+            0);
   const std::string out = testing::internal::GetCapturedStdout();
   EXPECT_EQ(out.front(), '{');
   EXPECT_NE(out.find("\"policy\": \"worst-fit\""), std::string::npos);

@@ -1,9 +1,10 @@
+#include "common/rng.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/clock.h"
-#include "common/rng.h"
 
 namespace colo {
 namespace {

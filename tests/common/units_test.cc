@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "common/units.h"
+
+#include <gtest/gtest.h>
 
 namespace colo {
 namespace {

@@ -59,12 +59,14 @@ TEST_F(SchedulerTest, ReservationFollowsObservedPeakOnceSteady) {
   scheduler_->OnJobMemory(1, 0, GiB(28));
   scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(28), 0.2, -1, -1, true});
   clock_.Advance(Seconds(10));
-  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(30)) << "not steady yet: the plan holds";
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(30))
+      << "not steady yet: the plan holds";
   EXPECT_TRUE(scheduler_->Schedule().empty());
   clock_.Advance(Seconds(60));
   scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(28), 0.2, -1, -1, true});
   EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(28));
-  EXPECT_EQ(scheduler_->Schedule().size(), 1u) << "28 GiB reserved + 10 GiB + 2 GiB margin fit in 40";
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u)
+      << "28 GiB reserved + 10 GiB + 2 GiB margin fit in 40";
 }
 
 TEST_F(SchedulerTest, AJobFarBelowItsPlanKeepsItsReservationUntilTheSettleTimeout) {
@@ -76,7 +78,8 @@ TEST_F(SchedulerTest, AJobFarBelowItsPlanKeepsItsReservationUntilTheSettleTimeou
   clock_.Advance(Seconds(120));
   EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(30));
   clock_.Advance(Seconds(600));
-  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(1)) << "an over-estimate is let go eventually";
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(1)), GiB(1))
+      << "an over-estimate is let go eventually";
 }
 
 TEST_F(SchedulerTest, MemoryUsedByUnmanagedProcessesCounts) {
@@ -111,7 +114,8 @@ TEST_F(SchedulerTest, BackfillUsesOnlyGpusNotEarmarkedForTheHead) {
   const auto launches = scheduler_->Schedule();
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].job, 4);
-  // GPU 1 (job 2, 25 GiB) has the most free memory: it is earmarked for job 3, so job 4 went to GPU 0.
+  // GPU 1 (job 2, 25 GiB) has the most free memory: it is earmarked for job 3, so job 4 went to GPU
+  // 0.
   EXPECT_EQ(launches[0].gpus[0], 0);
 }
 
@@ -132,7 +136,8 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   auto launches = scheduler_->Schedule();
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].attempt, 2);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kRequeuedForRecovery);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}),
+            ExitAction::kRequeuedForRecovery);
   EXPECT_TRUE(scheduler_->job(1)->require_idle) << "the last retry runs alone";
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
   EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
@@ -152,7 +157,8 @@ TEST_F(SchedulerTest, ThesisRecoveryWaitsForAnIdleGpuWithStrictPriority) {
   scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""});
   ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(1))).ok());
   clock_.Advance(Seconds(60));
-  EXPECT_TRUE(scheduler_->Schedule().empty()) << "job 1 needs an idle GPU, and job 3 may not pass it";
+  EXPECT_TRUE(scheduler_->Schedule().empty())
+      << "job 1 needs an idle GPU, and job 3 may not pass it";
   scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""});
   const auto launches = scheduler_->Schedule();
   ASSERT_GE(launches.size(), 1u);
@@ -170,11 +176,11 @@ TEST_F(SchedulerTest, OtherFailuresAreNeverRetried) {
 
 TEST_F(SchedulerTest, RejectsWhatCanNeverRun) {
   Build("worst-fit");
-  EXPECT_FALSE(scheduler_->Submit(Job(1, GiB(4), 3)).ok());   // 3 GPUs on a 2-GPU server
-  EXPECT_FALSE(scheduler_->Submit(Job(2, GiB(50))).ok());     // larger than any GPU
+  EXPECT_FALSE(scheduler_->Submit(Job(1, GiB(4), 3)).ok());  // 3 GPUs on a 2-GPU server
+  EXPECT_FALSE(scheduler_->Submit(Job(2, GiB(50))).ok());    // larger than any GPU
   EXPECT_FALSE(scheduler_->Submit(Job(3, GiB(4), 0)).ok());
   ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
-  EXPECT_FALSE(scheduler_->Submit(Job(4, GiB(4))).ok());      // duplicate id
+  EXPECT_FALSE(scheduler_->Submit(Job(4, GiB(4))).ok());  // duplicate id
 }
 
 TEST_F(SchedulerTest, CancelEndsQueuedJobsAndLeavesRunningOnesToTheirExit) {

@@ -1,9 +1,9 @@
+#include "core/window_stats.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
-
-#include "core/window_stats.h"
 
 namespace colo {
 namespace {

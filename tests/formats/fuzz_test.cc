@@ -51,7 +51,9 @@ TEST(Fuzz, CsvParserSurvivesMutations) {
 }
 
 TEST(Fuzz, RadParserSurvivesMutations) {
-  const std::string seed = "# c\nconda activate torch\npython3 t.py\ns.txt\nimagenet\n64\nexclusive\n1\n8536\n9000\n40000\n16384\n";
+  const std::string seed =
+      "# c\nconda activate torch\npython3 "
+      "t.py\ns.txt\nimagenet\n64\nexclusive\n1\n8536\n9000\n40000\n16384\n";
   Rng rng(12);
   for (int i = 0; i < 20000; ++i) {
     auto r = ParseRad(Mutate(rng, seed), "fuzz.rad");
@@ -63,7 +65,8 @@ TEST(Fuzz, RadParserSurvivesMutations) {
 }
 
 TEST(Fuzz, PhillyParserSurvivesMutations) {
-  const std::string seed = R"([{"status":"Pass","user":"u1","submitted_time":"2017-10-03 02:43:15","attempts":[{"start_time":"2017-10-03 02:43:20","end_time":"2017-10-03 03:43:20","detail":[{"ip":"m1","gpus":["gpu0","gpu1"]}]}]}])";
+  const std::string seed =
+      R"([{"status":"Pass","user":"u1","submitted_time":"2017-10-03 02:43:15","attempts":[{"start_time":"2017-10-03 02:43:20","end_time":"2017-10-03 03:43:20","detail":[{"ip":"m1","gpus":["gpu0","gpu1"]}]}]}])";
   Rng rng(13);
   for (int i = 0; i < 5000; ++i) {
     auto r = ParsePhillyJson(Mutate(rng, seed), "fuzz.json", PhillyOptions{});

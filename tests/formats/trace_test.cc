@@ -36,8 +36,10 @@ TEST(ColoCsv, ErrorsNameFileAndLine) {
   for (const auto& [line, expected] : cases) {
     auto trace = ParseColoCsv(std::string(header) + line, "bad.csv");
     ASSERT_FALSE(trace.ok()) << line;
-    EXPECT_NE(trace.status().message().find("bad.csv:2:"), std::string::npos) << trace.status().message();
-    EXPECT_NE(trace.status().message().find(expected), std::string::npos) << trace.status().message();
+    EXPECT_NE(trace.status().message().find("bad.csv:2:"), std::string::npos)
+        << trace.status().message();
+    EXPECT_NE(trace.status().message().find(expected), std::string::npos)
+        << trace.status().message();
   }
   EXPECT_FALSE(ParseColoCsv("workload\nresnet50-imagenet-bs64\n", "nosubmit.csv").ok());
   EXPECT_FALSE(ParseColoCsv("", "empty.csv").ok());

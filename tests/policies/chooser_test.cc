@@ -1,17 +1,11 @@
 // What each chooser prefers, and what each gate refuses, on small hand-built clusters.
 #include <gtest/gtest.h>
 
+#include "policies/flat_window.h"
 #include "policies/registry.h"
 
 namespace colo {
 namespace {
-
-WindowSummary Flat(double v) {
-  WindowSummary s;
-  s.empty = false;
-  s.last = s.mean = s.median = s.p95 = s.ema = v;
-  return s;
-}
 
 // Four GPUs on one server: 0 idle; 1 busy, 30 GiB free, SMACT 0.5; 2 busy, 10 GiB free, SMACT 0.2;
 // 3 busy, 20 GiB free, SMACT 0.7.
@@ -99,10 +93,12 @@ TEST(Gates, CarmaCompoundRuleNeedsOccupancyOrDramToo) {
   view.gpus[1].drama = Flat(0.1);
   auto simple = MakePolicy("worst-fit");
   auto compound = MakePolicy("worst-fit:compound=on");
-  EXPECT_EQ(EvaluateGates(view.gpus[1], Request(GiB(1)), (*simple)->gates()).gate, Gate::kUtilization);
+  EXPECT_EQ(EvaluateGates(view.gpus[1], Request(GiB(1)), (*simple)->gates()).gate,
+            Gate::kUtilization);
   EXPECT_EQ(EvaluateGates(view.gpus[1], Request(GiB(1)), (*compound)->gates()).gate, Gate::kPass);
   view.gpus[1].smocc = Flat(0.5);
-  EXPECT_EQ(EvaluateGates(view.gpus[1], Request(GiB(1)), (*compound)->gates()).gate, Gate::kUtilization);
+  EXPECT_EQ(EvaluateGates(view.gpus[1], Request(GiB(1)), (*compound)->gates()).gate,
+            Gate::kUtilization);
 }
 
 TEST(Choosers, ExclusiveFirstPrefersIdleGpus) {

@@ -1,23 +1,18 @@
 // One conformance suite, run against every registered policy: whatever a policy prefers, it never
 // over-commits memory by reservation, never places a job twice or on a GPU a gate refuses, keeps
-// multi-GPU jobs on one server, waits only when it must, and decides the same way for the same input.
+// multi-GPU jobs on one server, waits only when it must, and decides the same way for the same
+// input.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 
 #include "common/rng.h"
+#include "policies/flat_window.h"
 #include "policies/registry.h"
 
 namespace colo {
 namespace {
-
-WindowSummary Flat(double v) {
-  WindowSummary s;
-  s.empty = false;
-  s.last = s.mean = s.median = s.p95 = s.ema = v;
-  return s;
-}
 
 ClusterView RandomView(Rng& rng) {
   ClusterView view;
@@ -31,11 +26,13 @@ ClusterView RandomView(Rng& rng) {
       g.node = n;
       g.capacity = GiB(40);
       g.job_count = static_cast<int>(rng.Below(4));
-      g.free_for_placement = g.job_count == 0 ? GiB(40) : Bytes(static_cast<int64_t>(rng.Below(GiB(40).count())));
+      g.free_for_placement =
+          g.job_count == 0 ? GiB(40) : Bytes(static_cast<int64_t>(rng.Below(GiB(40).count())));
       g.healthy = rng.Uniform() > 0.05;
       g.mig_instance = rng.Uniform() < 0.1;
       g.holds_exclusive = g.job_count > 0 && rng.Uniform() < 0.1;
-      g.mps_owner = g.job_count > 0 && rng.Uniform() < 0.5 ? (rng.Uniform() < 0.5 ? "alice" : "bob") : "";
+      g.mps_owner =
+          g.job_count > 0 && rng.Uniform() < 0.5 ? (rng.Uniform() < 0.5 ? "alice" : "bob") : "";
       g.mode = rng.Uniform() < 0.8 ? SharingMode::kMps : SharingMode::kPlain;
       g.smact = g.job_count == 0 ? Flat(0) : Flat(rng.Uniform());
       g.smocc = Flat(rng.Uniform());
@@ -55,12 +52,15 @@ PlacementRequest RandomRequest(Rng& rng) {
   r.owner = rng.Uniform() < 0.5 ? "alice" : "bob";
   r.gpus = 1 + static_cast<int>(rng.Below(3));
   if (rng.Uniform() < 0.8) {
-    r.memory = MemoryNeed{Bytes(static_cast<int64_t>(rng.Below(GiB(30).count()))), MemorySource::kEstimated, 0.1};
+    r.memory = MemoryNeed{Bytes(static_cast<int64_t>(rng.Below(GiB(30).count()))),
+                          MemorySource::kEstimated, 0.1};
     r.memory_need = r.memory.Upper();
   }
   const double u = rng.Uniform();
-  r.sharing = u < 0.7 ? SharingPreference::kAny : u < 0.8 ? SharingPreference::kMps
-              : u < 0.9 ? SharingPreference::kPlain : SharingPreference::kExclusive;
+  r.sharing = u < 0.7   ? SharingPreference::kAny
+              : u < 0.8 ? SharingPreference::kMps
+              : u < 0.9 ? SharingPreference::kPlain
+                        : SharingPreference::kExclusive;
   r.require_idle = rng.Uniform() < 0.1;
   r.expected_smact = rng.Uniform() < 0.5 ? rng.Uniform() : -1;
   return r;
@@ -69,7 +69,8 @@ PlacementRequest RandomRequest(Rng& rng) {
 class PolicyConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
-  auto made = MakePolicy(GetParam() + ":exclusive-first=" + (GetParam() == "worst-fit" ? "on" : "off"));
+  auto made =
+      MakePolicy(GetParam() + ":exclusive-first=" + (GetParam() == "worst-fit" ? "on" : "off"));
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   const GatedPolicy& policy = **made;
   Rng rng(std::hash<std::string>{}(GetParam()));
@@ -100,7 +101,8 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
       EXPECT_EQ(distinct.size(), placed->gpus.size()) << "a GPU used twice";
       for (GpuIndex g : placed->gpus) {
         const GpuView& gpu = view.gpus[static_cast<size_t>(g)];
-        EXPECT_EQ(gpu.node, view.gpus[static_cast<size_t>(placed->gpus[0])].node) << "spans servers";
+        EXPECT_EQ(gpu.node, view.gpus[static_cast<size_t>(placed->gpus[0])].node)
+            << "spans servers";
         EXPECT_EQ(EvaluateGates(gpu, request, policy.gates()).gate, Gate::kPass);
         if (policy.gates().memory) {
           EXPECT_LE(request.memory_need + policy.gates().memory_margin, gpu.free_for_placement)
@@ -117,7 +119,8 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
       ++wait_count;
       EXPECT_LT(best_node, request.gpus) << "waits although a server has enough passing GPUs";
       EXPECT_FALSE(wait->reason.empty());
-      EXPECT_EQ(wait->per_gpu.size(), view.gpus.size()) << "every GPU needs a verdict for `colo explain`";
+      EXPECT_EQ(wait->per_gpu.size(), view.gpus.size())
+          << "every GPU needs a verdict for `colo explain`";
     } else {
       EXPECT_LT(biggest_node, request.gpus) << "infeasible although a server is large enough";
     }
@@ -135,14 +138,16 @@ std::vector<std::string> AllPolicies() {
 INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyConformance, ::testing::ValuesIn(AllPolicies()),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
-                           for (char& c : n) if (c == '-') c = '_';
+                           for (char& c : n)
+                             if (c == '-') c = '_';
                            return n;
                          });
 
 TEST(PolicyRegistry, UnknownNamesAndSettingsAreTypedErrors) {
   auto unknown = MakePolicy("fastest-fit");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("worst-fit"), std::string::npos) << "lists the known policies";
+  EXPECT_NE(unknown.status().message().find("worst-fit"), std::string::npos)
+      << "lists the known policies";
   EXPECT_FALSE(MakePolicy("worst-fit:smact=1.5").ok());
   EXPECT_FALSE(MakePolicy("worst-fit:margin=lots").ok());
   EXPECT_FALSE(MakePolicy("worst-fit:colour=blue").ok());

@@ -20,8 +20,9 @@ TEST(Golden, Thesis90MatchesTheCommittedOutput) {
   options.server = *FindServer("a100x4");
   options.record_timeline = false;
   std::vector<SimResult> results;
-  for (const char* text : {"exclusive", "round-robin:est=none,gates=none,recovery=thesis", "worst-fit",
-                           "least-utilized:est=none,margin=5GiB", "best-fit:est=noisy:0.2"}) {
+  for (const char* text :
+       {"exclusive", "round-robin:est=none,gates=none,recovery=thesis", "worst-fit",
+        "least-utilized:est=none,margin=5GiB", "best-fit:est=noisy:0.2"}) {
     auto result = Simulate(trace, *ParseRunSpec(text, RunSpec{}), options);
     ASSERT_TRUE(result.ok()) << result.status().ToString();
     results.push_back(*result);

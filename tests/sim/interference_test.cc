@@ -26,9 +26,12 @@ TEST(Interference, MpsBeatsTimeSlicingAndSaturates) {
   const double mps = model.Slowdowns(SharingMode::kMps, light)[0];
   const double naive = model.Slowdowns(SharingMode::kPlain, light)[0];
   EXPECT_LT(mps, naive);
-  EXPECT_GT(model.Slowdowns(SharingMode::kMps, heavy)[0], 1.6) << "two saturating jobs cannot both run at full speed";
-  EXPECT_EQ(model.Slowdowns(SharingMode::kMps, {CoRunner{0.9, 100}})[0], 1.0) << "alone runs at solo speed";
-  EXPECT_GT(model.Slowdowns(SharingMode::kMps, {CoRunner{0.9, 40}})[0], 2.0) << "a tight thread limit slows it";
+  EXPECT_GT(model.Slowdowns(SharingMode::kMps, heavy)[0], 1.6)
+      << "two saturating jobs cannot both run at full speed";
+  EXPECT_EQ(model.Slowdowns(SharingMode::kMps, {CoRunner{0.9, 100}})[0], 1.0)
+      << "alone runs at solo speed";
+  EXPECT_GT(model.Slowdowns(SharingMode::kMps, {CoRunner{0.9, 40}})[0], 2.0)
+      << "a tight thread limit slows it";
 }
 
 TEST(Power, ScalesWithTdpAndIdlesAtIdle) {

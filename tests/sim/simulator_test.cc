@@ -22,14 +22,16 @@ SimResult RunSim(const Trace& trace, const std::string& spec_text, SimOptions op
 }
 
 Trace Csv(const std::string& rows) {
-  auto t = ParseColoCsv("submit_s,duration_s,peak_mem,smact,warmup_s,gpus,owner\n" + rows, "test.csv");
+  auto t =
+      ParseColoCsv("submit_s,duration_s,peak_mem,smact,warmup_s,gpus,owner\n" + rows, "test.csv");
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return *t;
 }
 
 TEST(Simulator, ExclusiveRunsOneJobPerGpuInFifoOrder) {
-  const Trace trace = Csv("0,100,2GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n"
-                          "0,100,2GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n");
+  const Trace trace =
+      Csv("0,100,2GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n"
+          "0,100,2GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n");
   const SimResult r = RunSim(trace, "exclusive");
   EXPECT_EQ(r.metrics.succeeded, 5);
   EXPECT_NEAR(r.metrics.total_time_s, 200, 1e-6) << "four at once, the fifth after them";
@@ -50,8 +52,8 @@ TEST(Simulator, LightJobsCollocateUnderMpsAndFinishSooner) {
 }
 
 TEST(Simulator, OverflowCrashesWithOomAndRecoveryFinishesEveryJob) {
-  // Two 25 GiB jobs on one 40 GiB GPU, placed blind (no estimator, no gates): the second crashes when
-  // it reaches its peak, is recovered, and both finish.
+  // Two 25 GiB jobs on one 40 GiB GPU, placed blind (no estimator, no gates): the second crashes
+  // when it reaches its peak, is recovered, and both finish.
   const Trace trace = Csv("0,1000,25GiB,0.3,60,1,a\n1,1000,25GiB,0.3,60,1,a\n");
   SimOptions options = A100x4();
   options.server.gpus = 1;
