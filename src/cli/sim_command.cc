@@ -45,10 +45,10 @@ std::vector<std::string> SplitSpecs(const std::string& list) {
       is_policy |= info.name == name;
       for (const auto& alias : info.aliases) is_policy |= alias == name;
     }
-    if (is_policy && part.find('=') == std::string::npos) {
-      if (!current.empty()) specs.push_back(current);
-      current = std::string(Trim(part));
-    } else if (is_policy && part.find(':') != std::string::npos) {
+    // "worst-fit" or "worst-fit:k=v" starts a spec; "k=v" continues the current one.
+    const bool starts_spec =
+        is_policy && (part.find('=') == std::string::npos || part.find(':') != std::string::npos);
+    if (starts_spec) {
       if (!current.empty()) specs.push_back(current);
       current = std::string(Trim(part));
     } else {
