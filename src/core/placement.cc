@@ -34,6 +34,18 @@ std::string_view ToString(Gate g) {
   return "?";
 }
 
+std::string Wait::Reason() const {
+  // Name the gate that stopped the most GPUs.
+  int counts[static_cast<int>(Gate::kEarmarked) + 1] = {};
+  for (const auto& v : per_gpu) counts[static_cast<int>(v.gate)]++;
+  int top = 0;
+  for (int g = 1; g <= static_cast<int>(Gate::kEarmarked); ++g) {
+    if (counts[g] > counts[top]) top = g;
+  }
+  return fmt::format("{} of {} GPUs blocked, mostly by {}", per_gpu.size(), gpus_considered,
+                     ToString(static_cast<Gate>(top)));
+}
+
 std::string GateVerdict::Describe() const {
   switch (gate) {
     case Gate::kPass:

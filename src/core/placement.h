@@ -81,8 +81,11 @@ struct Placed {
   int thread_percent = 100;  // MPS active-thread percentage
 };
 struct Wait {
-  std::string reason;
-  std::vector<GateVerdict> per_gpu;
+  std::vector<GateVerdict> per_gpu;  // the GPUs that stopped the job, by index
+  int gpus_considered = 0;
+  // "3 of 4 GPUs blocked, mostly by memory". Built on demand: a waiting head is re-evaluated at
+  // every pass and its reason is rarely read.
+  std::string Reason() const;
 };
 struct Infeasible {
   std::string reason;

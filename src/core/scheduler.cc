@@ -20,6 +20,7 @@ Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, Schedule
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   gpus_.emplace_back(info, config_.window_samples, config_.sample_interval);
+  changed_ = true;
   std::map<int, int> per_node;
   for (const auto& g : gpus_) per_node[g.info.node]++;
   max_gpus_per_node_ = 0;
@@ -61,6 +62,8 @@ Status Scheduler::Submit(const JobSpec& spec) {
   record.need = spec.memory;
   record.submitted = clock_.Now();
   jobs_.emplace(spec.id, std::move(record));
+  // A job queued behind a waiting head changes nothing unless backfill may start it.
+  if (config_.backfill || (main_queue_.empty() && recovery_queue_.empty())) changed_ = true;
   main_queue_.push_back(spec.id);
   return Status::Ok();
 }
@@ -74,6 +77,7 @@ Status Scheduler::Cancel(JobId id) {
   }
   if (job.state == JobState::kRunning)
     return Status::Ok();  // the caller stops it; OnJobExit ends it
+  changed_ = true;
   auto& queue = job.state == JobState::kRecovering ? recovery_queue_ : main_queue_;
   queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
   job.state = JobState::kCancelled;
@@ -85,6 +89,7 @@ Status Scheduler::Cancel(JobId id) {
 void Scheduler::OnGpuSample(const GpuSample& sample) {
   if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return;
   GpuRecord& g = gpus_[sample.gpu];
+  changed_ = true;
   g.used = sample.used;
   g.healthy = sample.healthy;
   if (sample.smact >= 0) g.smact.Add(sample.time, sample.smact);
@@ -97,7 +102,8 @@ void Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
   JobRecord& job = it->second;
   for (size_t i = 0; i < job.gpus.size(); ++i) {
-    if (job.gpus[i] != gpu) continue;
+    if (job.gpus[i] != gpu || job.current_use[i] == used) continue;
+    changed_ = true;
     job.current_use[i] = used;
     if (used > job.attempt_peak) {
       job.attempt_peak = used;
@@ -120,7 +126,7 @@ Bytes Scheduler::Reservation(const JobRecord& job) const {
 void Scheduler::Detach(JobRecord& job) {
   for (GpuIndex g : job.gpus) {
     auto& list = gpus_[g].jobs;
-    list.erase(std::remove(list.begin(), list.end(), job.spec.id), list.end());
+    list.erase(std::remove(list.begin(), list.end(), &job), list.end());
   }
 }
 
@@ -129,6 +135,7 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return ExitAction::kIgnored;
   JobRecord& job = it->second;
   Detach(job);
+  changed_ = true;
   const TimePoint now = clock_.Now();
   job.finished = now;
   job.end_reason = exit.detail;
@@ -186,8 +193,8 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
   v.job_count = static_cast<int>(g.jobs.size());
   v.mode = g.info.default_mode;
   Bytes reserved, observed;
-  for (JobId id : g.jobs) {
-    const JobRecord& job = jobs_.at(id);
+  for (const JobRecord* record : g.jobs) {
+    const JobRecord& job = *record;
     reserved += Reservation(job);
     for (size_t i = 0; i < job.gpus.size(); ++i) {
       if (job.gpus[i] == index) observed += job.current_use[i];
@@ -249,8 +256,8 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   job.last_wait.reset();
   for (GpuIndex g : placed.gpus) {
     auto& list = gpus_[g].jobs;
-    COLO_CHECK(std::find(list.begin(), list.end(), job.spec.id) == list.end());  // never twice
-    list.push_back(job.spec.id);
+    COLO_CHECK(std::find(list.begin(), list.end(), &job) == list.end());  // never twice
+    list.push_back(&job);
     gpus_[g].last_placement = now;
   }
   last_placed_ = placed.gpus.back();
@@ -319,6 +326,14 @@ void Scheduler::Backfill(const JobRecord& head, ClusterView& view, std::vector<L
 }
 
 std::vector<Launch> Scheduler::Schedule() {
+  if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return {};
+  std::vector<Launch> launches = Pass();
+  changed_ = false;
+  wake_at_ = ComputeNextWakeup();
+  return launches;
+}
+
+std::vector<Launch> Scheduler::Pass() {
   std::vector<Launch> launches;
   head_blocked_by_utilization_ = false;
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
@@ -356,6 +371,11 @@ std::vector<Launch> Scheduler::Schedule() {
 }
 
 std::optional<TimePoint> Scheduler::NextWakeup() const {
+  if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return wake_at_;
+  return ComputeNextWakeup();
+}
+
+std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
   if (main_queue_.empty() && recovery_queue_.empty()) return std::nullopt;
   const TimePoint now = clock_.Now();
   std::optional<TimePoint> next;
@@ -364,8 +384,8 @@ std::optional<TimePoint> Scheduler::NextWakeup() const {
   };
   for (const GpuRecord& g : gpus_) {
     if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
-    for (JobId id : g.jobs) {
-      const JobRecord& job = jobs_.at(id);
+    for (const JobRecord* job_record : g.jobs) {
+      const JobRecord& job = *job_record;
       if (job.attempt_peak > Bytes(0)) {
         consider(job.last_growth + config_.steady_after);
         consider(job.started + config_.settle_timeout);

@@ -118,10 +118,13 @@ class Scheduler {
     SignalWindow smact, smocc, drama;
     Bytes used;
     bool healthy = true;
-    std::vector<JobId> jobs;
+    // Jobs running here. Records live in jobs_, whose nodes never move, and are never erased.
+    std::vector<const JobRecord*> jobs;
     std::optional<TimePoint> last_placement;
   };
 
+  std::vector<Launch> Pass();
+  std::optional<TimePoint> ComputeNextWakeup() const;
   GpuView MakeView(GpuIndex g) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
@@ -145,6 +148,10 @@ class Scheduler {
   std::deque<JobId> recovery_queue_;
   GpuIndex last_placed_ = -1;
   bool head_blocked_by_utilization_ = false;
+  // A pass whose inputs have not changed since the last one, before the time the last one said it
+  // would change its mind, decides the same: it is skipped. Events set `changed_`.
+  bool changed_ = true;
+  std::optional<TimePoint> wake_at_;
 };
 
 }  // namespace colo

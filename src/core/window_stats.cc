@@ -7,6 +7,11 @@
 #include "common/check.h"
 
 namespace colo {
+namespace {
+// Within this distance of the latest value the EMA is taken to have reached it. Past that point a
+// window's summary stops changing with time, which lets the scheduler know when to look again.
+constexpr double kEmaSettled = 1e-2;
+}  // namespace
 
 SignalWindow::SignalWindow(int samples, Duration interval)
     : window_(interval * samples), interval_(interval), ema_decay_(1.0 - 2.0 / (samples + 1.0)) {
@@ -22,14 +27,41 @@ void SignalWindow::Add(TimePoint t, double value) {
     ema_ = held + (ema_ - held) * std::pow(ema_decay_, steps);
     ema_time_ = t;
     if (held == value) return;  // the signal did not change
+    if (points_.back().time == t) {
+      // Two values for one instant: the later one wins; the earlier held for no time at all.
+      by_value_.erase(FindPiece(t));
+      points_.pop_back();
+      if (!points_.empty()) FindPiece(points_.back().time)->to = TimePoint::max();
+      return Add(t, value);
+    }
+    FindPiece(points_.back().time)->to = t;
   } else {
     ema_ = value;
     ema_time_ = t;
     last_sample_ = t;
   }
   points_.push_back({t, value});
+  InsertPiece({value, t, TimePoint::max()});
   // Drop points whose whole hold time is older than any window we can still be asked about.
-  while (points_.size() > 1 && points_[1].time <= t - window_ - interval_) points_.pop_front();
+  while (points_.size() > 1 && points_[1].time <= t - window_ - interval_) {
+    by_value_.erase(FindPiece(points_.front().time));
+    points_.pop_front();
+  }
+}
+
+void SignalWindow::InsertPiece(const Piece& piece) {
+  auto at = std::upper_bound(by_value_.begin(), by_value_.end(), piece.value,
+                             [](double v, const Piece& p) { return v < p.value; });
+  by_value_.insert(at, piece);
+}
+
+std::vector<SignalWindow::Piece>::iterator SignalWindow::FindPiece(TimePoint from) {
+  // Change points have distinct times, so the start time names a piece. The window holds a few
+  // dozen pieces; a scan is cheaper than keeping a second index.
+  auto it = std::find_if(by_value_.begin(), by_value_.end(),
+                         [&](const Piece& p) { return p.from == from; });
+  COLO_CHECK(it != by_value_.end());
+  return it;
 }
 
 TimePoint SignalWindow::WindowEnd(TimePoint now) const {
@@ -39,7 +71,15 @@ TimePoint SignalWindow::WindowEnd(TimePoint now) const {
 
 TimePoint SignalWindow::SettledAt() const {
   if (points_.empty()) return TimePoint{};
-  return points_.back().time + window_;
+  // Mean and quantiles stop moving one window after the last change; the EMA keeps closing in on
+  // the latest value, and counts as settled once within kEmaSettled of it.
+  const TimePoint window_settled = points_.back().time + window_;
+  const double gap = std::abs(ema_ - points_.back().value);
+  if (gap <= kEmaSettled || ema_decay_ <= 0) return window_settled;
+  const double steps = std::log(kEmaSettled / gap) / std::log(ema_decay_);
+  const TimePoint ema_settled =
+      ema_time_ + std::chrono::duration_cast<Duration>(interval_ * std::ceil(steps));
+  return std::max(window_settled, ema_settled);
 }
 
 WindowSummary SignalWindow::Summarize(TimePoint now) const {
@@ -49,48 +89,38 @@ WindowSummary SignalWindow::Summarize(TimePoint now) const {
   s.last = points_.back().value;
   const TimePoint end = WindowEnd(now);
   const TimePoint begin = end - window_;
-
-  struct Piece {
-    double value;
-    double weight;
-  };
-  // Reused across calls: a placement pass summarizes every GPU's windows, and allocation dominated.
-  thread_local std::vector<Piece> pieces;
-  pieces.clear();
-  double total = 0, weighted = 0;
-  for (size_t i = 0; i < points_.size(); ++i) {
-    const TimePoint from = std::max(points_[i].time, begin);
-    const TimePoint to = i + 1 < points_.size() ? points_[i + 1].time : end;
-    if (to <= from) continue;
-    const double w = ToSeconds(to - from);
-    pieces.push_back({points_[i].value, w});
-    total += w;
-    weighted += w * points_[i].value;
-  }
+  // The pieces tile [max(first point, begin), end] without gaps, so the total weight is known
+  // before the walk and both quantiles fall out of one pass in value order.
+  // Weights stay in integer microseconds: exact, and cheaper than converting every piece.
+  const int64_t total = (end - std::max(points_.front().time, begin)).count();
+  const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
+  s.ema = steps == 0 ? ema_ : s.last + (ema_ - s.last) * std::pow(ema_decay_, steps);
+  if (std::abs(s.ema - s.last) <= kEmaSettled) s.ema = s.last;
   if (total <= 0) {
-    s.mean = s.median = s.p95 = s.ema = s.last;
+    s.mean = s.median = s.p95 = s.last;
     return s;
   }
-  s.mean = weighted / total;
-  std::sort(pieces.begin(), pieces.end(),
-            [](const Piece& a, const Piece& b) { return a.value < b.value; });
-  // One pass for both quantiles.
-  double acc = 0;
-  bool have_median = false;
-  s.p95 = pieces.back().value;
-  for (const Piece& p : pieces) {
-    acc += p.weight;
-    if (!have_median && acc >= 0.5 * total - 1e-12) {
+  // Smallest value whose cumulative weight reaches half (95% of) the total.
+  const int64_t median_at = (total + 1) / 2;
+  const int64_t p95_at = (total * 95 + 99) / 100;
+  int64_t acc = 0;
+  double weighted = 0;
+  bool have_median = false, have_p95 = false;
+  for (const Piece& p : by_value_) {
+    const int64_t w = (std::min(p.to, end) - std::max(p.from, begin)).count();
+    if (w <= 0) continue;
+    acc += w;
+    weighted += static_cast<double>(w) * p.value;
+    if (!have_median && acc >= median_at) {
       s.median = p.value;
       have_median = true;
     }
-    if (acc >= 0.95 * total - 1e-12) {
+    if (!have_p95 && acc >= p95_at) {
       s.p95 = p.value;
-      break;
+      have_p95 = true;
     }
   }
-  const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
-  s.ema = s.last + (ema_ - s.last) * std::pow(ema_decay_, steps);
+  s.mean = weighted / static_cast<double>(total);
   return s;
 }
 

@@ -4,9 +4,13 @@
 // daemon feeds one sample per interval, which makes these the plain statistics of the last N
 // samples; the simulator feeds a sample only when the signal changes, and gets the same numbers
 // without one event per second.
+//
+// Summaries are taken at every placement pass for every GPU, so the window keeps its pieces ordered
+// by value as they arrive: a summary is then one linear walk, with no sorting.
 #pragma once
 
 #include <deque>
+#include <vector>
 
 #include "common/units.h"
 
@@ -38,13 +42,22 @@ class SignalWindow {
     TimePoint time;
     double value;
   };
+  // A piece of the signal: `value` held from `from` until `to` (TimePoint::max() for the latest).
+  struct Piece {
+    double value;
+    TimePoint from;
+    TimePoint to;
+  };
   TimePoint WindowEnd(TimePoint now) const;
+  void InsertPiece(const Piece& piece);
+  std::vector<Piece>::iterator FindPiece(TimePoint from);
 
   Duration window_;
   Duration interval_;
-  double ema_decay_;  // per interval: 1 - 2/(N+1)
-  std::deque<Point> points_;
-  double ema_ = 0;  // EMA of the signal up to ema_time_
+  double ema_decay_;             // per interval: 1 - 2/(N+1)
+  std::deque<Point> points_;     // change points, oldest first
+  std::vector<Piece> by_value_;  // the same points as pieces, ordered by value
+  double ema_ = 0;               // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts
 };

@@ -121,15 +121,7 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
   }
   std::sort(wait.per_gpu.begin(), wait.per_gpu.end(),
             [](const GateVerdict& a, const GateVerdict& b) { return a.gpu < b.gpu; });
-  // The reason names the gate that stopped the most GPUs.
-  int counts[static_cast<int>(Gate::kEarmarked) + 1] = {};
-  for (const auto& v : wait.per_gpu) counts[static_cast<int>(v.gate)]++;
-  int top = 0;
-  for (int g = 1; g <= static_cast<int>(Gate::kEarmarked); ++g) {
-    if (counts[g] > counts[top]) top = g;
-  }
-  wait.reason = fmt::format("{} of {} GPUs blocked, mostly by {}", wait.per_gpu.size(),
-                            view.gpus.size(), ToString(static_cast<Gate>(top)));
+  wait.gpus_considered = static_cast<int>(view.gpus.size());
   return wait;
 }
 

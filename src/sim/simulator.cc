@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <memory>
 #include <queue>
+#include <set>
+#include <utility>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -124,6 +126,7 @@ class Engine {
   void Warmup(int index, uint64_t attempt);
   void Complete(int index, uint64_t version);
   void Pass(int server);
+  void AddDemand(int server, int gpus);
   // Brings energy, progress and the timeline up to now for `gpus` and everything sharing a job with
   // them, so a change can be applied; returns that closure.
   std::vector<int> Touch(const std::vector<int>& gpus);
@@ -143,6 +146,9 @@ class Engine {
   std::vector<SimJob> jobs_;
   std::vector<SimGpu> gpus_;
   std::vector<Server> servers_;
+  // (demand, server), so the dispatcher finds the least-loaded server without scanning them all;
+  // ties go to the lowest index.
+  std::set<std::pair<int, int>> by_demand_;
   std::vector<int> dirty_;
   Timeline timeline_;
   int oom_crashes_ = 0;
@@ -260,10 +266,7 @@ void Engine::Arrive(int index) {
   SimJob& job = jobs_[static_cast<size_t>(index)];
   const TraceJob& t = *job.trace;
   // The dispatcher sends a job to the server with the least outstanding GPU demand.
-  int chosen = 0;
-  for (int s = 1; s < static_cast<int>(servers_.size()); ++s) {
-    if (servers_[s].demand < servers_[chosen].demand) chosen = s;
-  }
+  const int chosen = by_demand_.begin()->second;
   Server& server = servers_[static_cast<size_t>(chosen)];
   JobSpec spec;
   spec.id = t.id;
@@ -282,7 +285,7 @@ void Engine::Arrive(int index) {
     job.reject_reason = submitted.message();
     return;
   }
-  server.demand += spec.gpus;
+  AddDemand(chosen, spec.gpus);
   if (!server.dirty) {
     server.dirty = true;
     dirty_.push_back(chosen);
@@ -340,7 +343,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
   Server& server = servers_[static_cast<size_t>(job.server)];
   const ExitAction action = server.scheduler->OnJobExit(
       job.trace->id, JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory"});
-  if (action != ExitAction::kRequeuedForRecovery) server.demand -= job.trace->profile.gpus;
+  if (action != ExitAction::kRequeuedForRecovery) AddDemand(job.server, -job.trace->profile.gpus);
   if (!server.dirty) {
     server.dirty = true;
     dirty_.push_back(job.server);
@@ -356,7 +359,7 @@ void Engine::Complete(int index, uint64_t version) {
   Refresh(closure);
   Server& server = servers_[static_cast<size_t>(job.server)];
   server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
-  server.demand -= job.trace->profile.gpus;
+  AddDemand(job.server, -job.trace->profile.gpus);
   if (!server.dirty) {
     server.dirty = true;
     dirty_.push_back(job.server);
@@ -372,6 +375,13 @@ void Engine::Pass(int server_index) {
     server.wakeup = wake;
     Push(*wake, EventType::kWakeup, server_index, 0);
   }
+}
+
+void Engine::AddDemand(int server_index, int gpus) {
+  Server& server = servers_[static_cast<size_t>(server_index)];
+  by_demand_.erase({server.demand, server_index});
+  server.demand += gpus;
+  by_demand_.insert({server.demand, server_index});
 }
 
 SimResult Engine::Run() {
@@ -397,17 +407,28 @@ SimResult Engine::Run() {
       gpus_.push_back(gpu);
     }
     servers_.push_back(std::move(server));
+    by_demand_.insert({0, s});
   }
   if (options_.record_timeline) {
     timeline_.series.resize(gpus_.size());
     timeline_.capacity_gib = options_.server.capacity.gib();
   }
   jobs_.resize(trace_.jobs.size());
+  // Arrivals are known up front: they are taken from a sorted list rather than the event heap,
+  // which then holds only what running jobs and wake-ups schedule (a few per GPU, not the trace).
+  std::vector<int> arrivals(trace_.jobs.size());
   for (size_t i = 0; i < trace_.jobs.size(); ++i) {
     jobs_[i].trace = &trace_.jobs[i];
     COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
-    Push(TimePoint(trace_.jobs[i].submit), EventType::kArrival, static_cast<int64_t>(i), 0);
+    arrivals[i] = static_cast<int>(i);
   }
+  std::stable_sort(arrivals.begin(), arrivals.end(), [&](int a, int b) {
+    return trace_.jobs[static_cast<size_t>(a)].submit < trace_.jobs[static_cast<size_t>(b)].submit;
+  });
+  size_t next_arrival = 0;
+  auto arrival_time = [&](size_t k) {
+    return TimePoint(trace_.jobs[static_cast<size_t>(arrivals[k])].submit);
+  };
   // Initial samples so every GPU's window starts at the trace's beginning.
   for (int s = 0; s < options_.servers; ++s) {
     for (int i = 0; i < per_server; ++i) {
@@ -415,9 +436,17 @@ SimResult Engine::Run() {
           GpuSample{i, Now(), options_.server.baseline_used, 0.0, -1, -1, true});
     }
   }
-  while (!events_.empty()) {
-    const Event event = events_.top();
-    events_.pop();
+  while (!events_.empty() || next_arrival < arrivals.size()) {
+    Event event;
+    // At equal times arrivals come first, as if they had been scheduled before everything else.
+    if (next_arrival < arrivals.size() &&
+        (events_.empty() || arrival_time(next_arrival) <= events_.top().time)) {
+      event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival], 0};
+      ++next_arrival;
+    } else {
+      event = events_.top();
+      events_.pop();
+    }
     ++event_count_;
     clock_.AdvanceTo(event.time);
     const int subject = static_cast<int>(event.subject);
@@ -444,7 +473,10 @@ SimResult Engine::Run() {
       }
     }
     // One placement pass per server per instant, after every event of that instant.
-    if (events_.empty() || events_.top().time > event.time) {
+    const bool instant_ends =
+        (events_.empty() || events_.top().time > event.time) &&
+        (next_arrival == arrivals.size() || arrival_time(next_arrival) > event.time);
+    if (instant_ends) {
       for (size_t i = 0; i < dirty_.size(); ++i) {
         const int s = dirty_[i];
         servers_[static_cast<size_t>(s)].dirty = false;
@@ -504,7 +536,8 @@ SimResult Engine::Finish() {
     if (!IsTerminal(record->state)) {
       // Nothing more could happen to it: the trace ended with the job still waiting.
       r.state = JobState::kFailed;
-      r.reason = record->last_wait ? "never placed: " + record->last_wait->reason : "never placed";
+      r.reason =
+          record->last_wait ? "never placed: " + record->last_wait->Reason() : "never placed";
     }
     if (r.state == JobState::kSucceeded) {
       ++m.succeeded;

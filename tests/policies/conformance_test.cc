@@ -118,7 +118,8 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
     } else if (const auto* wait = std::get_if<Wait>(&decision)) {
       ++wait_count;
       EXPECT_LT(best_node, request.gpus) << "waits although a server has enough passing GPUs";
-      EXPECT_FALSE(wait->reason.empty());
+      EXPECT_EQ(wait->gpus_considered, static_cast<int>(view.gpus.size()));
+      EXPECT_NE(wait->Reason().find("blocked"), std::string::npos);
       EXPECT_EQ(wait->per_gpu.size(), view.gpus.size())
           << "every GPU needs a verdict for `colo explain`";
     } else {
