@@ -18,7 +18,7 @@ build: deps $(BUILD)/build.ninja
 # The main job on the embedded default: the thesis' 90-task trace on a simulated 4xA100-40GB server,
 # every policy side by side, and an HTML report.
 demo: build
-	./$(BUILD)/src/cli/colo sim --trace thesis-90 --server a100x4 --compare thesis --report $(REPORT)
+	./$(BUILD)/bin/colo sim --trace thesis-90 --server a100x4 --compare thesis --report $(REPORT)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -30,7 +30,7 @@ asan: deps
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
 bench: build
-	./$(BUILD)/bench/colo_bench
+	./$(BUILD)/bin/colo_bench
 	./scripts/bench-sim.sh $(BUILD)
 
 format:

@@ -8,6 +8,8 @@ packages=(
   libfmt-dev            # string formatting
   libgtest-dev libgmock-dev  # unit, conformance and integration tests
   libbenchmark-dev      # scheduler and simulator benchmarks
+  libsqlite3-dev        # colod's state database
+  libtomlplusplus-dev   # colod's configuration file
 )
 missing=()
 for p in "${packages[@]}"; do

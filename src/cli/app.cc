@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/client_commands.h"
 #include "cli/sim_command.h"
 
 namespace colo {
@@ -12,13 +13,16 @@ int RunColo(int argc, char** argv) {
   app.set_version_flag("--version", "colo 0.1.0");
   SimCommandOptions sim;
   AddSimCommand(app, sim);
+  ClientOptions client;
+  AddClientCommands(app, client);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (app.got_subcommand("sim")) return RunSimCommand(sim);
-  return 2;
+  const int code = RunClientCommand(app, client);
+  return code >= 0 ? code : 2;
 }
 
 }  // namespace colo

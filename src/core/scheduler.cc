@@ -68,6 +68,44 @@ Status Scheduler::Submit(const JobSpec& spec) {
   return Status::Ok();
 }
 
+Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
+                        int thread_percent, int attempt, TimePoint started) {
+  if (jobs_.count(spec.id))
+    return InvalidArgument(fmt::format("job id {} already exists", spec.id));
+  if (gpus.empty() || static_cast<int>(gpus.size()) != spec.gpus)
+    return InvalidArgument(
+        fmt::format("job {} runs on {} GPUs but asked for {}", spec.id, gpus.size(), spec.gpus));
+  for (GpuIndex g : gpus) {
+    if (g < 0 || static_cast<size_t>(g) >= gpus_.size())
+      return NotFound(
+          fmt::format("job {} runs on GPU {}, which this server does not have", spec.id, g));
+  }
+  JobRecord record;
+  record.spec = spec;
+  record.need = spec.memory;
+  record.submitted = started;
+  auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
+  JobRecord& job = it->second;
+  job.state = JobState::kRunning;
+  job.gpus = gpus;
+  job.current_use.assign(gpus.size(), Bytes(0));
+  job.mode = mode;
+  job.thread_percent = thread_percent;
+  job.attempts = attempt;
+  job.started = job.first_started = job.last_growth = started;
+  job.ever_started = true;
+  for (GpuIndex g : gpus) gpus_[g].jobs.push_back(&job);
+  changed_ = true;
+  return Status::Ok();
+}
+
+std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
+  const JobRecord* record = job(id);
+  if (!record || (record->state != JobState::kQueued && record->state != JobState::kRecovering))
+    return std::nullopt;
+  return policy_.Place(View(), MakeRequest(*record));
+}
+
 Status Scheduler::Cancel(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));

@@ -84,7 +84,13 @@ class Scheduler {
   // Validates and enqueues. Rejects what can never run (more GPUs than a server has, a need larger
   // than any GPU, a duplicate id) with a reason.
   Status Submit(const JobSpec& spec);
-  Status Cancel(JobId id);  // queued jobs end now; running ones end when their exit is reported
+  Status Cancel(JobId id);
+  // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
+  // reservation starts from the plan, as for a fresh launch.
+  Status Adopt(
+      const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode, int thread_percent,
+      int attempt,
+      TimePoint started);  // queued jobs end now; running ones end when their exit is reported
   void OnGpuSample(const GpuSample& sample);
   // Memory the job's processes use on one of its GPUs right now.
   void OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
@@ -97,6 +103,9 @@ class Scheduler {
   std::optional<TimePoint> NextWakeup() const;
 
   const JobRecord* job(JobId id) const;
+  // What the policy would decide for this job now, as if it were at the head of its queue:
+  // for `colo explain` (only the head's verdicts are recorded by a pass).
+  std::optional<PlacementDecision> Explain(JobId id) const;
   const std::deque<JobId>& main_queue() const { return main_queue_; }
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
   size_t gpu_count() const { return gpus_.size(); }

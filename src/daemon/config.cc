@@ -1,0 +1,219 @@
+#include "daemon/config.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#define TOML_EXCEPTIONS 0
+#include <toml++/toml.h>
+
+#include "policies/registry.h"
+
+namespace colo {
+namespace {
+
+// Key checking: every table lists the keys it knows, so a typo is an error, not a silent default.
+const std::map<std::string, std::set<std::string>> kKnownKeys = {
+    {"scheduler",
+     {"policy", "sample_interval", "window", "launch_grace", "steady_after", "settle_timeout",
+      "recovery", "max_oom_retries", "oom_growth", "oom_extra", "backfill", "backfill_depth"}},
+    {"gates", {"memory_margin", "smact_max", "compound", "exclusive_first"}},
+    {"sharing", {"default", "gpus"}},
+    {"mps", {"enabled", "control", "pipe_dir", "log_dir", "health_interval"}},
+    {"paths", {"state_dir", "socket", "shim"}},
+    {"jobs", {"cancel_grace"}},
+    {"metrics", {"enabled", "address", "port"}},
+    {"limits", {"max_request_bytes", "max_clients"}},
+};
+
+Result<SharingMode> ParseMode(const std::string& text, const std::string& key) {
+  if (text == "mps") return SharingMode::kMps;
+  if (text == "plain") return SharingMode::kPlain;
+  if (text == "exclusive") return SharingMode::kExclusive;
+  return InvalidArgument(fmt::format("{}: '{}' is not mps, plain or exclusive", key, text));
+}
+
+}  // namespace
+
+std::string DaemonConfig::PolicySpec() const {
+  std::string spec = policy;
+  spec += spec.find(':') == std::string::npos ? ":" : ",";
+  spec += fmt::format("margin={},smact={}", memory_margin, smact_max);
+  if (compound) spec += ",compound=on";
+  if (exclusive_first) spec += ",exclusive-first=on";
+  return spec;
+}
+
+Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& origin) {
+  toml::parse_result parsed = toml::parse(text, origin);
+  if (!parsed) {
+    const auto& e = parsed.error();
+    return InvalidArgument(fmt::format("{}:{}:{}: {}", origin, e.source().begin.line,
+                                       e.source().begin.column, e.description()));
+  }
+  const toml::table& root = parsed.table();
+  DaemonConfig c;
+  std::string problem;
+  auto fail = [&](const std::string& message) {
+    if (problem.empty()) problem = fmt::format("{}: {}", origin, message);
+  };
+  for (const auto& [table_key, node] : root) {
+    const std::string table(table_key.str());
+    auto known = kKnownKeys.find(table);
+    if (known == kKnownKeys.end()) {
+      fail(fmt::format("unknown section [{}]", table));
+      continue;
+    }
+    if (!node.is_table()) {
+      fail(fmt::format("[{}] must be a table", table));
+      continue;
+    }
+    for (const auto& [key, value] : *node.as_table()) {
+      if (!known->second.count(std::string(key.str())))
+        fail(fmt::format("unknown key {}.{}", table, key.str()));
+    }
+  }
+  auto str = [&](const char* table, const char* key, std::string& out) {
+    const auto node = root[table][key];
+    if (!node) return;
+    if (auto v = node.value<std::string>()) out = *v;
+    else fail(fmt::format("{}.{} must be a string", table, key));
+  };
+  auto num = [&](const char* table, const char* key, auto& out) {
+    const auto node = root[table][key];
+    if (!node) return;
+    if (auto v = node.value<double>()) out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
+    else fail(fmt::format("{}.{} must be a number", table, key));
+  };
+  auto flag = [&](const char* table, const char* key, bool& out) {
+    const auto node = root[table][key];
+    if (!node) return;
+    if (auto v = node.value<bool>()) out = *v;
+    else fail(fmt::format("{}.{} must be true or false", table, key));
+  };
+  auto duration = [&](const char* table, const char* key, Duration& out) {
+    std::string text_value;
+    str(table, key, text_value);
+    if (text_value.empty()) return;
+    auto d = ParseDuration(text_value);
+    if (!d.ok()) fail(fmt::format("{}.{}: {}", table, key, d.status().message()));
+    else out = *d;
+  };
+
+  str("scheduler", "policy", c.policy);
+  duration("scheduler", "sample_interval", c.scheduler.sample_interval);
+  num("scheduler", "window", c.scheduler.window_samples);
+  duration("scheduler", "launch_grace", c.scheduler.launch_grace);
+  duration("scheduler", "steady_after", c.scheduler.steady_after);
+  duration("scheduler", "settle_timeout", c.scheduler.settle_timeout);
+  std::string recovery;
+  str("scheduler", "recovery", recovery);
+  if (!recovery.empty()) {
+    auto r = ParseRecoveryMode(recovery);
+    if (!r.ok()) fail("scheduler.recovery: " + r.status().message());
+    else c.scheduler.recovery = *r;
+  }
+  num("scheduler", "max_oom_retries", c.scheduler.max_oom_retries);
+  num("scheduler", "oom_growth", c.scheduler.oom_growth);
+  std::string extra;
+  str("scheduler", "oom_extra", extra);
+  if (!extra.empty()) {
+    auto b = ParseBytes(extra);
+    if (!b.ok()) fail("scheduler.oom_extra: " + b.status().message());
+    else c.scheduler.oom_extra = *b;
+  }
+  flag("scheduler", "backfill", c.scheduler.backfill);
+  num("scheduler", "backfill_depth", c.scheduler.backfill_depth);
+
+  str("gates", "memory_margin", c.memory_margin);
+  num("gates", "smact_max", c.smact_max);
+  flag("gates", "compound", c.compound);
+  flag("gates", "exclusive_first", c.exclusive_first);
+
+  std::string mode;
+  str("sharing", "default", mode);
+  if (!mode.empty()) {
+    auto m = ParseMode(mode, "sharing.default");
+    if (!m.ok()) fail(m.status().message());
+    else c.default_mode = *m;
+  }
+  if (const toml::table* gpus = root["sharing"]["gpus"].as_table()) {
+    for (const auto& [gpu, value] : *gpus) {
+      const std::string key = fmt::format("sharing.gpus.{}", gpu.str());
+      auto v = value.value<std::string>();
+      if (!v) {
+        fail(key + " must be a string");
+        continue;
+      }
+      auto m = ParseMode(*v, key);
+      if (!m.ok()) fail(m.status().message());
+      else c.per_gpu[std::string(gpu.str())] = *m;
+    }
+  }
+
+  flag("mps", "enabled", c.mps_enabled);
+  str("mps", "control", c.mps_control);
+  str("mps", "pipe_dir", c.mps_pipe_dir);
+  str("mps", "log_dir", c.mps_log_dir);
+  duration("mps", "health_interval", c.mps_health_interval);
+  str("paths", "state_dir", c.state_dir);
+  str("paths", "socket", c.socket);
+  str("paths", "shim", c.shim);
+  duration("jobs", "cancel_grace", c.cancel_grace);
+  flag("metrics", "enabled", c.metrics_enabled);
+  str("metrics", "address", c.metrics_address);
+  num("metrics", "port", c.metrics_port);
+  num("limits", "max_request_bytes", c.max_request_bytes);
+  num("limits", "max_clients", c.max_clients);
+
+  if (!problem.empty()) return InvalidArgument(problem);
+  if (c.scheduler.window_samples < 1) return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
+  if (c.scheduler.sample_interval <= Duration::zero())
+    return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
+  if (c.metrics_port < 1 || c.metrics_port > 65535)
+    return InvalidArgument(origin + ": metrics.port must be 1..65535");
+  // The policy spec must resolve now, not at the first placement.
+  if (auto policy = MakePolicy(c.PolicySpec()); !policy.ok())
+    return InvalidArgument(fmt::format("{}: scheduler.policy/gates: {}", origin,
+                                       policy.status().message()));
+  return c;
+}
+
+Result<DaemonConfig> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(fmt::format("cannot read config {}", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+std::string DefaultSocketPath() {
+  if (const char* explicit_path = std::getenv("COLO_SOCKET")) return explicit_path;
+  if (geteuid() == 0) return "/run/colo/colod.sock";
+  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime)
+    return fmt::format("{}/colo/colod.sock", runtime);
+  return fmt::format("/tmp/colo-{}/colod.sock", geteuid());
+}
+
+void ApplyDefaultPaths(DaemonConfig& c, const std::string& program_dir) {
+  if (c.state_dir.empty()) {
+    if (geteuid() == 0) {
+      c.state_dir = "/var/lib/colo";
+    } else if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
+      c.state_dir = fmt::format("{}/colo", xdg);
+    } else if (const char* home = std::getenv("HOME"); home && *home) {
+      c.state_dir = fmt::format("{}/.local/state/colo", home);
+    } else {
+      c.state_dir = fmt::format("/tmp/colo-{}/state", geteuid());
+    }
+  }
+  if (c.socket.empty()) c.socket = DefaultSocketPath();
+  if (c.shim.empty()) c.shim = program_dir + "/colo-shim";
+  if (c.mps_pipe_dir.empty()) c.mps_pipe_dir = c.state_dir + "/mps/pipe";
+  if (c.mps_log_dir.empty()) c.mps_log_dir = c.state_dir + "/mps/log";
+}
+
+}  // namespace colo

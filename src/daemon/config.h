@@ -1,0 +1,56 @@
+// colod's configuration (TOML). Every key is optional; docs/colod.toml documents each one with
+// its default.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "common/status.h"
+#include "core/model.h"
+#include "core/scheduler.h"
+
+namespace colo {
+
+struct DaemonConfig {
+  // [scheduler]
+  std::string policy = "worst-fit";  // a policy spec, as `colo sim --list-policies` shows
+  SchedulerConfig scheduler;
+  // [gates]: appended to the policy spec
+  std::string memory_margin = "2GiB";
+  double smact_max = 0.8;
+  bool compound = false;
+  bool exclusive_first = false;
+  // [sharing]
+  SharingMode default_mode = SharingMode::kMps;
+  std::map<std::string, SharingMode> per_gpu;  // by UUID or index ("0")
+  // [mps]
+  bool mps_enabled = true;
+  std::string mps_control = "nvidia-cuda-mps-control";
+  std::string mps_pipe_dir;  // default: STATE/mps/pipe
+  std::string mps_log_dir;   // default: STATE/mps/log
+  Duration mps_health_interval = Seconds(30);
+  // [paths]
+  std::string state_dir;  // default: /var/lib/colo (root) or $XDG_STATE_HOME/colo
+  std::string socket;     // default: /run/colo/colod.sock (root) or $XDG_RUNTIME_DIR/colo/colod.sock
+  std::string shim;       // default: colo-shim next to colod
+  // [jobs]
+  Duration cancel_grace = Seconds(10);
+  // [metrics]
+  bool metrics_enabled = false;
+  std::string metrics_address = "127.0.0.1";
+  int metrics_port = 9464;
+  // [limits]
+  size_t max_request_bytes = 1 << 20;
+  int max_clients = 256;
+
+  std::string PolicySpec() const;
+};
+
+// Reads a TOML file; unknown keys and wrong types are errors naming the key.
+Result<DaemonConfig> LoadConfig(const std::string& path);
+Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& origin);
+// Fills the paths left empty with the defaults for this user.
+void ApplyDefaultPaths(DaemonConfig& config, const std::string& program_dir);
+std::string DefaultSocketPath();
+
+}  // namespace colo

@@ -1,0 +1,58 @@
+// Reading GPUs: the devices a server has and one sample of each. The daemon talks to this
+// interface only; the NVML backend reads real GPUs, the fake backend serves tests and demos.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+
+namespace colo {
+
+// A placement target as the hardware reports it: a whole GPU or an existing MIG instance.
+struct DeviceInfo {
+  int index = 0;         // NVML index of the GPU (the parent, for a MIG instance)
+  int mig_index = -1;    // index of the MIG instance within its GPU; -1 for a whole GPU
+  std::string uuid;      // what CUDA_VISIBLE_DEVICES takes ("GPU-…" or "MIG-…")
+  std::string name;      // "NVIDIA H100 80GB HBM3"
+  Bytes memory_total;
+  bool gpm_supported = false;  // SM activity and occupancy through GPM (Hopper and newer)
+};
+
+struct ProcessMemory {
+  int pid = 0;
+  Bytes used;
+};
+
+// One reading of one placement target. Negative numbers mean "not available".
+struct DeviceSample {
+  Bytes memory_used;
+  Bytes memory_total;
+  double utilization = -1;  // NVML's coarse "a kernel ran" utilization, 0..1
+  double smact = -1;        // GPM SM activity, 0..1
+  double smocc = -1;        // GPM SM occupancy, 0..1
+  double drama = -1;        // GPM DRAM bandwidth utilization, 0..1
+  double power_watts = -1;
+  double energy_joules = -1;  // the board's running total since the driver loaded
+  std::vector<ProcessMemory> processes;
+  bool ok = true;
+  std::string error;  // why the sample is incomplete, if it is
+};
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+  virtual std::string name() const = 0;
+  virtual const std::vector<DeviceInfo>& devices() const = 0;
+  // One sample of every device, in the order of devices(). May block on the driver; the daemon
+  // calls it from a thread of its own.
+  virtual std::vector<DeviceSample> SampleAll() = 0;
+};
+
+// Loads libnvidia-ml at run time. Fails with a message naming what is missing (no library, no
+// driver, no GPU) so colod can say so and suggest --fake-gpus.
+Result<std::unique_ptr<GpuBackend>> OpenNvml();
+
+}  // namespace colo

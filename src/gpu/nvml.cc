@@ -1,0 +1,320 @@
+// The NVML backend. libnvidia-ml is opened with dlopen so colo builds and runs without the CUDA
+// toolkit; the few declarations it needs are our own, checked against NVML's documented ABI
+// (all of them stable across the 5xx drivers).
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpu/gpu.h"
+
+namespace colo {
+namespace {
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct NvmlDevice*;
+using nvmlGpmSample_t = struct NvmlGpmSample*;
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kInsufficientSize = 7;
+
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
+struct nvmlUtilization_t {
+  unsigned int gpu, memory;
+};
+struct nvmlProcessInfo_t {  // the layout the _v3 process queries fill
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+};
+struct nvmlGpmSupport_t {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+};
+struct nvmlGpmMetric_t {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;
+};
+// The driver fills only the first numMetrics entries; the array is sized generously so a newer
+// driver's larger maximum can never write past it.
+struct nvmlGpmMetricsGet_t {
+  unsigned int version;
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[512];
+};
+constexpr unsigned int kGpmSupportVersion = 1;
+constexpr unsigned int kGpmMetricsGetVersion = 1;
+constexpr unsigned int kGpmSmUtil = 2;       // SM activity, percent (DCGM's SMACT)
+constexpr unsigned int kGpmSmOccupancy = 3;  // percent (DCGM's SMOCC)
+constexpr unsigned int kGpmDramBwUtil = 10;  // percent (DCGM's DRAMA)
+
+struct NvmlApi {
+  void* library = nullptr;
+  nvmlReturn_t (*Init)() = nullptr;
+  const char* (*ErrorString)(nvmlReturn_t) = nullptr;
+  nvmlReturn_t (*GetCount)(unsigned int*) = nullptr;
+  nvmlReturn_t (*GetHandleByIndex)(unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*GetName)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*GetUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*GetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  nvmlReturn_t (*GetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
+  nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*GetTotalEnergyConsumption)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*GetComputeRunningProcesses)(nvmlDevice_t, unsigned int*,
+                                             nvmlProcessInfo_t*) = nullptr;
+  nvmlReturn_t (*GetMigMode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+  nvmlReturn_t (*GetMaxMigDeviceCount)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*GetMigDeviceHandleByIndex)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*GpmQueryDeviceSupport)(nvmlDevice_t, nvmlGpmSupport_t*) = nullptr;
+  nvmlReturn_t (*GpmSampleAlloc)(nvmlGpmSample_t*) = nullptr;
+  nvmlReturn_t (*GpmSampleFree)(nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*GpmSampleGet)(nvmlDevice_t, nvmlGpmSample_t) = nullptr;
+  nvmlReturn_t (*GpmMetricsGet)(nvmlGpmMetricsGet_t*) = nullptr;
+
+  std::string Error(nvmlReturn_t r) const {
+    return ErrorString ? ErrorString(r) : fmt::format("NVML error {}", r);
+  }
+};
+
+template <typename F>
+bool Bind(void* library, const char* symbol, F*& out) {
+  out = reinterpret_cast<F*>(dlsym(library, symbol));
+  return out != nullptr;
+}
+
+class NvmlGpus : public GpuBackend {
+ public:
+  struct Target {
+    nvmlDevice_t handle = nullptr;
+    nvmlGpmSample_t previous = nullptr;  // GPM metrics are rates between two samples
+  };
+
+  NvmlGpus(NvmlApi api, std::vector<DeviceInfo> devices, std::vector<Target> targets)
+      : api_(api), devices_(std::move(devices)), targets_(std::move(targets)) {}
+  ~NvmlGpus() override {
+    for (auto& t : targets_) {
+      if (t.previous) api_.GpmSampleFree(t.previous);
+    }
+  }
+
+  std::string name() const override { return "nvml"; }
+  const std::vector<DeviceInfo>& devices() const override { return devices_; }
+
+  std::vector<DeviceSample> SampleAll() override {
+    std::vector<DeviceSample> out;
+    out.reserve(devices_.size());
+    for (size_t i = 0; i < devices_.size(); ++i) out.push_back(Sample(devices_[i], targets_[i]));
+    return out;
+  }
+
+ private:
+  DeviceSample Sample(const DeviceInfo& info, Target& target) {
+    DeviceSample s;
+    auto note = [&](const char* what, nvmlReturn_t r) {
+      s.ok = false;
+      if (!s.error.empty()) s.error += "; ";
+      s.error += fmt::format("{}: {}", what, api_.Error(r));
+    };
+    nvmlMemory_t memory{};
+    if (nvmlReturn_t r = api_.GetMemoryInfo(target.handle, &memory); r == kSuccess) {
+      s.memory_total = Bytes(static_cast<int64_t>(memory.total));
+      s.memory_used = Bytes(static_cast<int64_t>(memory.used));
+    } else {
+      note("memory", r);
+    }
+    ReadProcesses(target.handle, s, note);
+    if (info.mig_index < 0) {
+      nvmlUtilization_t util{};
+      if (api_.GetUtilizationRates(target.handle, &util) == kSuccess)
+        s.utilization = util.gpu / 100.0;
+      unsigned int milliwatts = 0;
+      if (api_.GetPowerUsage(target.handle, &milliwatts) == kSuccess)
+        s.power_watts = milliwatts / 1000.0;
+      unsigned long long millijoules = 0;
+      if (api_.GetTotalEnergyConsumption(target.handle, &millijoules) == kSuccess)
+        s.energy_joules = static_cast<double>(millijoules) / 1000.0;
+      if (info.gpm_supported) ReadGpm(target, s);
+    }
+    return s;
+  }
+
+  template <typename Note>
+  void ReadProcesses(nvmlDevice_t handle, DeviceSample& s, Note& note) {
+    std::vector<nvmlProcessInfo_t> infos(16);
+    for (int tries = 0; tries < 4; ++tries) {
+      unsigned int count = static_cast<unsigned int>(infos.size());
+      const nvmlReturn_t r = api_.GetComputeRunningProcesses(handle, &count, infos.data());
+      if (r == kInsufficientSize) {
+        infos.resize(count + 16);  // processes may start between the two calls
+        continue;
+      }
+      if (r != kSuccess) {
+        note("processes", r);
+        return;
+      }
+      for (unsigned int i = 0; i < count; ++i) {
+        // NVML reports "not available" as the all-ones value (e.g. without permission).
+        const auto used = infos[i].usedGpuMemory;
+        s.processes.push_back({static_cast<int>(infos[i].pid),
+                               Bytes(used == ~0ULL ? 0 : static_cast<int64_t>(used))});
+      }
+      return;
+    }
+    note("processes", kInsufficientSize);
+  }
+
+  void ReadGpm(Target& target, DeviceSample& s) {
+    nvmlGpmSample_t current = nullptr;
+    if (api_.GpmSampleAlloc(&current) != kSuccess) return;
+    if (api_.GpmSampleGet(target.handle, current) != kSuccess) {
+      api_.GpmSampleFree(current);
+      return;
+    }
+    if (target.previous) {
+      auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+      std::memset(get.get(), 0, sizeof(nvmlGpmMetricsGet_t));
+      get->version = kGpmMetricsGetVersion;
+      get->numMetrics = 3;
+      get->sample1 = target.previous;
+      get->sample2 = current;
+      get->metrics[0].metricId = kGpmSmUtil;
+      get->metrics[1].metricId = kGpmSmOccupancy;
+      get->metrics[2].metricId = kGpmDramBwUtil;
+      if (api_.GpmMetricsGet(get.get()) == kSuccess) {
+        auto fraction = [](const nvmlGpmMetric_t& m) {
+          return m.nvmlReturn == kSuccess ? std::clamp(m.value / 100.0, 0.0, 1.0) : -1.0;
+        };
+        s.smact = fraction(get->metrics[0]);
+        s.smocc = fraction(get->metrics[1]);
+        s.drama = fraction(get->metrics[2]);
+      }
+      api_.GpmSampleFree(target.previous);
+    }
+    target.previous = current;
+  }
+
+  NvmlApi api_;
+  std::vector<DeviceInfo> devices_;
+  std::vector<Target> targets_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<GpuBackend>> OpenNvml() {
+  std::vector<std::string> candidates;
+  if (const char* explicit_path = std::getenv("COLO_NVML_LIBRARY")) {
+    candidates.push_back(explicit_path);
+  }
+  candidates.insert(candidates.end(), {"libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
+                                       "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+                                       "/usr/lib64/libnvidia-ml.so.1"});
+  NvmlApi api;
+  std::string tried;
+  for (const auto& path : candidates) {
+    api.library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (api.library) break;
+    tried += fmt::format("\n  {}: {}", path, dlerror());
+  }
+  if (!api.library) {
+    return Unavailable(
+        "cannot load NVML (libnvidia-ml.so.1): is the NVIDIA driver installed? Tried:" + tried +
+        "\nUse --fake-gpus N to run without GPUs.");
+  }
+  void* lib = api.library;
+  const bool bound =
+      Bind(lib, "nvmlInit_v2", api.Init) && Bind(lib, "nvmlErrorString", api.ErrorString) &&
+      Bind(lib, "nvmlDeviceGetCount_v2", api.GetCount) &&
+      Bind(lib, "nvmlDeviceGetHandleByIndex_v2", api.GetHandleByIndex) &&
+      Bind(lib, "nvmlDeviceGetName", api.GetName) && Bind(lib, "nvmlDeviceGetUUID", api.GetUuid) &&
+      Bind(lib, "nvmlDeviceGetMemoryInfo", api.GetMemoryInfo) &&
+      Bind(lib, "nvmlDeviceGetUtilizationRates", api.GetUtilizationRates) &&
+      Bind(lib, "nvmlDeviceGetPowerUsage", api.GetPowerUsage) &&
+      Bind(lib, "nvmlDeviceGetTotalEnergyConsumption", api.GetTotalEnergyConsumption) &&
+      Bind(lib, "nvmlDeviceGetComputeRunningProcesses_v3", api.GetComputeRunningProcesses);
+  if (!bound) return Unavailable(fmt::format("NVML is too old: {}", dlerror()));
+  // Optional: MIG (Ampere+) and GPM (Hopper+, driver 520+).
+  Bind(lib, "nvmlDeviceGetMigMode", api.GetMigMode);
+  Bind(lib, "nvmlDeviceGetMaxMigDeviceCount", api.GetMaxMigDeviceCount);
+  Bind(lib, "nvmlDeviceGetMigDeviceHandleByIndex", api.GetMigDeviceHandleByIndex);
+  const bool gpm = Bind(lib, "nvmlGpmQueryDeviceSupport", api.GpmQueryDeviceSupport) &&
+                   Bind(lib, "nvmlGpmSampleAlloc", api.GpmSampleAlloc) &&
+                   Bind(lib, "nvmlGpmSampleFree", api.GpmSampleFree) &&
+                   Bind(lib, "nvmlGpmSampleGet", api.GpmSampleGet) &&
+                   Bind(lib, "nvmlGpmMetricsGet", api.GpmMetricsGet);
+
+  if (nvmlReturn_t r = api.Init(); r != kSuccess) {
+    return Unavailable(fmt::format("NVML did not initialise: {} (is the driver loaded?)",
+                                   api.Error(r)));
+  }
+  unsigned int count = 0;
+  if (nvmlReturn_t r = api.GetCount(&count); r != kSuccess)
+    return Unavailable(fmt::format("NVML cannot count GPUs: {}", api.Error(r)));
+  if (count == 0) return Unavailable("NVML sees no GPU");
+
+  std::vector<DeviceInfo> devices;
+  std::vector<NvmlGpus::Target> targets;
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t handle = nullptr;
+    if (nvmlReturn_t r = api.GetHandleByIndex(i, &handle); r != kSuccess)
+      return Unavailable(fmt::format("GPU {}: {}", i, api.Error(r)));
+    std::array<char, 128> name{}, uuid{};
+    api.GetName(handle, name.data(), name.size());
+    api.GetUuid(handle, uuid.data(), uuid.size());
+    nvmlMemory_t memory{};
+    api.GetMemoryInfo(handle, &memory);
+    nvmlGpmSupport_t support{kGpmSupportVersion, 0};
+    const bool has_gpm =
+        gpm && api.GpmQueryDeviceSupport(handle, &support) == kSuccess && support.isSupportedDevice;
+
+    unsigned int mig_current = 0, mig_pending = 0;
+    const bool mig = api.GetMigMode && api.GetMigMode(handle, &mig_current, &mig_pending) ==
+                                           kSuccess && mig_current == 1;
+    if (mig && api.GetMaxMigDeviceCount && api.GetMigDeviceHandleByIndex) {
+      // Existing MIG instances are the placement targets; colo never changes the layout.
+      unsigned int max = 0;
+      api.GetMaxMigDeviceCount(handle, &max);
+      for (unsigned int m = 0; m < max; ++m) {
+        nvmlDevice_t mig_handle = nullptr;
+        if (api.GetMigDeviceHandleByIndex(handle, m, &mig_handle) != kSuccess) continue;
+        std::array<char, 128> mig_uuid{};
+        api.GetUuid(mig_handle, mig_uuid.data(), mig_uuid.size());
+        nvmlMemory_t mig_memory{};
+        api.GetMemoryInfo(mig_handle, &mig_memory);
+        DeviceInfo d;
+        d.index = static_cast<int>(i);
+        d.mig_index = static_cast<int>(m);
+        d.uuid = mig_uuid.data();
+        d.name = fmt::format("{} MIG {}", name.data(), m);
+        d.memory_total = Bytes(static_cast<int64_t>(mig_memory.total));
+        devices.push_back(d);
+        targets.push_back({mig_handle, nullptr});
+      }
+      continue;
+    }
+    DeviceInfo d;
+    d.index = static_cast<int>(i);
+    d.uuid = uuid.data();
+    d.name = name.data();
+    d.memory_total = Bytes(static_cast<int64_t>(memory.total));
+    d.gpm_supported = has_gpm;
+    devices.push_back(d);
+    targets.push_back({handle, nullptr});
+  }
+  return std::unique_ptr<GpuBackend>(
+      std::make_unique<NvmlGpus>(api, std::move(devices), std::move(targets)));
+}
+
+}  // namespace colo

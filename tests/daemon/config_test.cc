@@ -1,0 +1,82 @@
+#include "daemon/config.h"
+
+#include <gtest/gtest.h>
+
+#include "cli/client_commands.h"
+
+namespace colo {
+namespace {
+
+TEST(DaemonConfig, ReadsEverySectionAndKeepsDefaults) {
+  auto c = ParseConfig(R"(
+[scheduler]
+policy = "least-utilized"
+sample_interval = "500ms"
+window = 20
+recovery = "thesis"
+[gates]
+memory_margin = "4GiB"
+smact_max = 0.7
+[sharing]
+default = "plain"
+gpus = { "GPU-abc" = "exclusive", "1" = "mps" }
+[metrics]
+enabled = true
+port = 9500
+)",
+                       "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->policy, "least-utilized");
+  EXPECT_EQ(c->scheduler.sample_interval, SecondsF(0.5));
+  EXPECT_EQ(c->scheduler.window_samples, 20);
+  EXPECT_EQ(c->scheduler.recovery, RecoveryMode::kThesis);
+  EXPECT_EQ(c->default_mode, SharingMode::kPlain);
+  EXPECT_EQ(c->per_gpu.at("GPU-abc"), SharingMode::kExclusive);
+  EXPECT_EQ(c->per_gpu.at("1"), SharingMode::kMps);
+  EXPECT_EQ(c->PolicySpec(), "least-utilized:margin=4GiB,smact=0.7");
+  EXPECT_TRUE(c->metrics_enabled);
+  EXPECT_EQ(c->metrics_port, 9500);
+  EXPECT_EQ(c->scheduler.launch_grace, Seconds(30));  // untouched default
+  EXPECT_TRUE(ParseConfig("", "empty.toml").ok());
+}
+
+TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"[scheduler]\npolcy = \"worst-fit\"", "unknown key scheduler.polcy"},
+      {"[colo]\nx = 1", "unknown section [colo]"},
+      {"[scheduler]\nwindow = \"thirty\"", "scheduler.window must be a number"},
+      {"[scheduler]\nsample_interval = \"soon\"", "scheduler.sample_interval"},
+      {"[scheduler]\npolicy = \"fastest\"", "unknown policy"},
+      {"[sharing]\ndefault = \"shared\"", "not mps, plain or exclusive"},
+      {"[gates]\nsmact_max = 3", "smact"},
+      {"[scheduler\n", "test.toml:"},
+  };
+  for (const auto& [text, expected] : cases) {
+    auto c = ParseConfig(text, "test.toml");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(expected), std::string::npos)
+        << text << " -> " << c.status().message();
+  }
+}
+
+TEST(ScriptDirectives, ReadLikeSbatchLines) {
+  std::string error;
+  const auto d = ParseDirectives(
+      "#!/bin/bash\n#COLO --gpus=2 --mem=8GiB\n#COLO --share=mps --threads=50 --name=bert\n"
+      "# a comment\npython train.py\n#COLO --gpus=4\n",
+      &error);
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(d.gpus, 2);  // directives after the first command are ignored, as with #SBATCH
+  EXPECT_EQ(d.memory, "8GiB");
+  EXPECT_EQ(d.share, "mps");
+  EXPECT_EQ(d.threads, 50);
+  EXPECT_EQ(d.name, "bert");
+  ParseDirectives("#COLO --gpus=zero\n", &error);
+  EXPECT_NE(error.find("line 1"), std::string::npos);
+  error.clear();
+  ParseDirectives("#!/bin/sh\n#COLO --memory=8GiB\n", &error);
+  EXPECT_NE(error.find("unknown directive '--memory'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace colo
