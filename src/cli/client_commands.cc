@@ -50,7 +50,8 @@ std::string StateCode(const std::string& state) {
 std::string Elapsed(double seconds) {
   if (seconds < 0) seconds = 0;
   const auto s = static_cast<long long>(seconds);
-  if (s >= 86400) return fmt::format("{}-{:02}:{:02}:{:02}", s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+  if (s >= 86400)
+    return fmt::format("{}-{:02}:{:02}:{:02}", s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
   return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
 }
 
@@ -68,7 +69,9 @@ std::string FormatWallTime(double t) {
   return buffer;
 }
 
-std::string Truncate(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 1) + "+"; }
+std::string Truncate(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 1) + "+";
+}
 
 void PrintJobs(const json& jobs, bool history) {
   fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", "JOBID", "NAME", "USER", "ST",
@@ -78,8 +81,10 @@ void PrintJobs(const json& jobs, bool history) {
     const double started = j.value("started", 0.0);
     const double finished = j.value("finished", 0.0);
     double elapsed = 0;
-    if (state == "running") elapsed = Now() - started;
-    else if (history && started > 0) elapsed = finished - started;
+    if (state == "running")
+      elapsed = Now() - started;
+    else if (history && started > 0)
+      elapsed = finished - started;
     std::string where;
     if (state == "running") {
       std::string uuids;
@@ -87,18 +92,24 @@ void PrintJobs(const json& jobs, bool history) {
         uuids += (uuids.empty() ? "" : ",") + u;
       where = fmt::format("{} ({})", uuids, j.value("mode", ""));
     } else if (history) {
-      where = FormatWallTime(finished) + (j.value("reason", "").empty() ? "" : "  " + j.value("reason", ""));
+      where = FormatWallTime(finished) +
+              (j.value("reason", "").empty() ? "" : "  " + j.value("reason", ""));
     } else {
       where = "(" + j.value("reason", "") + ")";
     }
     fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", j.value("id", 0),
                Truncate(j.value("name", ""), 18), Truncate(j.value("user", ""), 10),
-               StateCode(state), j.value("gpus", 1), j.value("memory", ""), Elapsed(elapsed), where);
+               StateCode(state), j.value("gpus", 1), j.value("memory", ""), Elapsed(elapsed),
+               where);
   }
 }
 
-std::string Gib(int64_t bytes) { return bytes < 0 ? "-" : fmt::format("{:.1f}", bytes / double(1LL << 30)); }
-std::string Pct(double v) { return v < 0 ? "-" : fmt::format("{:.0f}%", 100 * v); }
+std::string Gib(int64_t bytes) {
+  return bytes < 0 ? "-" : fmt::format("{:.1f}", bytes / double(1LL << 30));
+}
+std::string Pct(double v) {
+  return v < 0 ? "-" : fmt::format("{:.0f}%", 100 * v);
+}
 
 Result<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -109,7 +120,8 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 int Submit(const ClientOptions& o) {
-  if (o.command.empty()) return Fail(InvalidArgument("nothing to submit: give a job file or -- COMMAND"));
+  if (o.command.empty())
+    return Fail(InvalidArgument("nothing to submit: give a job file or -- COMMAND"));
   json request{{"op", "submit"}};
   std::vector<std::string> command = o.command;
   int gpus = o.gpus;
@@ -155,8 +167,9 @@ int Submit(const ClientOptions& o) {
     }
   }
   if (!o.estimate_from.empty()) {
-    return Fail(InvalidArgument("--estimate-from needs the memory estimators, which this build "
-                                "does not have yet; declare the need with --mem"));
+    return Fail(
+        InvalidArgument("--estimate-from needs the memory estimators, which this build "
+                        "does not have yet; declare the need with --mem"));
   }
   request["command"] = command;
   request["gpus"] = gpus > 0 ? gpus : 1;
@@ -164,15 +177,18 @@ int Submit(const ClientOptions& o) {
   if (!share.empty()) request["share"] = share;
   if (threads) request["threads"] = threads;
   if (!name.empty()) request["name"] = name;
-  request["workdir"] = o.workdir.empty() ? fs::current_path().string() : fs::absolute(o.workdir).string();
+  request["workdir"] =
+      o.workdir.empty() ? fs::current_path().string() : fs::absolute(o.workdir).string();
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.push_back(*e);
   request["env"] = env;
   request["source"] = source;
   auto reply = Call(o, request);
   if (!reply.ok()) return Fail(reply.status());
-  if (o.json) fmt::print("{}\n", reply->dump());
-  else fmt::print("Submitted job {}\n", (*reply)["job"].get<long long>());
+  if (o.json)
+    fmt::print("{}\n", reply->dump());
+  else
+    fmt::print("Submitted job {}\n", (*reply)["job"].get<long long>());
   return 0;
 }
 
@@ -227,7 +243,8 @@ ScriptDirectives ParseDirectives(const std::string& text, std::string* error) {
     for (const std::string& word : Split(line.substr(5), ' ')) {
       if (word.empty()) continue;
       const size_t eq = word.find('=');
-      const std::string key = word.substr(0, eq), value = eq == std::string::npos ? "" : word.substr(eq + 1);
+      const std::string key = word.substr(0, eq),
+                        value = eq == std::string::npos ? "" : word.substr(eq + 1);
       auto bad = [&](const std::string& why) {
         if (error->empty()) *error = fmt::format("line {}: {}", line_number, why);
       };
@@ -235,19 +252,25 @@ ScriptDirectives ParseDirectives(const std::string& text, std::string* error) {
         bad(fmt::format("'{}' needs a value (--key=value)", word));
       } else if (key == "--gpus") {
         auto n = ParseInt(value);
-        if (!n.ok() || *n < 1) bad(fmt::format("--gpus takes a positive number, not '{}'", value));
-        else d.gpus = static_cast<int>(*n);
+        if (!n.ok() || *n < 1)
+          bad(fmt::format("--gpus takes a positive number, not '{}'", value));
+        else
+          d.gpus = static_cast<int>(*n);
       } else if (key == "--mem") {
-        if (auto b = ParseBytes(value); !b.ok()) bad("--mem: " + b.status().message());
-        else d.memory = value;
+        if (auto b = ParseBytes(value); !b.ok())
+          bad("--mem: " + b.status().message());
+        else
+          d.memory = value;
       } else if (key == "--share") {
         d.share = value;
       } else if (key == "--name") {
         d.name = value;
       } else if (key == "--threads") {
         auto n = ParseInt(value);
-        if (!n.ok() || *n < 1 || *n > 100) bad(fmt::format("--threads takes 1..100, not '{}'", value));
-        else d.threads = static_cast<int>(*n);
+        if (!n.ok() || *n < 1 || *n > 100)
+          bad(fmt::format("--threads takes 1..100, not '{}'", value));
+        else
+          d.threads = static_cast<int>(*n);
       } else {
         bad(fmt::format("unknown directive '{}'", key));
       }
@@ -257,12 +280,15 @@ ScriptDirectives ParseDirectives(const std::string& text, std::string* error) {
 }
 
 void AddClientCommands(CLI::App& app, ClientOptions& o) {
-  app.add_option("--socket", o.socket, "colod's socket (default: $COLO_SOCKET, then the user's or system's)");
-  auto* submit = app.add_subcommand("submit", "submit a job: colo submit [options] -- CMD ARGS, or a job.sh / task.rad file");
+  app.add_option("--socket", o.socket,
+                 "colod's socket (default: $COLO_SOCKET, then the user's or system's)");
+  auto* submit = app.add_subcommand(
+      "submit", "submit a job: colo submit [options] -- CMD ARGS, or a job.sh / task.rad file");
   submit->add_option("--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)");
   submit->add_option("--mem", o.memory, "peak GPU memory per GPU, e.g. 12GiB");
   submit->add_option("--share", o.share, "mps, plain or exclusive (default: the GPU's mode)");
-  submit->add_option("--threads", o.threads, "MPS active-thread percentage (default: from the expected SM activity)");
+  submit->add_option("--threads", o.threads,
+                     "MPS active-thread percentage (default: from the expected SM activity)");
   submit->add_option("--name", o.name, "job name (default: the command)");
   submit->add_option("--workdir", o.workdir, "working directory (default: the current one)");
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");
@@ -272,9 +298,10 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
   queue->add_option("--user", o.user, "only this user's jobs");
   queue->add_flag("--json", o.json);
-  for (auto [name, help] : {std::pair{"show", "everything about one job"},
-                            std::pair{"cancel", "cancel a job (your own; root may cancel any)"},
-                            std::pair{"explain", "why a job waits: the gate that stopped it on each GPU"}}) {
+  for (auto [name, help] :
+       {std::pair{"show", "everything about one job"},
+        std::pair{"cancel", "cancel a job (your own; root may cancel any)"},
+        std::pair{"explain", "why a job waits: the gate that stopped it on each GPU"}}) {
     auto* sub = app.add_subcommand(name, help);
     sub->add_option("job", o.job, "job id")->required();
     sub->add_flag("--json", o.json);
@@ -296,13 +323,20 @@ int RunClientCommand(CLI::App& app, const ClientOptions& o) {
   if (app.got_subcommand("submit")) return Submit(o);
   if (app.got_subcommand("logs")) return Logs(o);
   json request;
-  if (app.got_subcommand("queue")) request = {{"op", "queue"}, {"user", o.user}};
-  else if (app.got_subcommand("show")) request = {{"op", "show"}, {"job", o.job}};
-  else if (app.got_subcommand("cancel")) request = {{"op", "cancel"}, {"job", o.job}};
-  else if (app.got_subcommand("explain")) request = {{"op", "explain"}, {"job", o.job}};
-  else if (app.got_subcommand("gpus")) request = {{"op", "gpus"}};
-  else if (app.got_subcommand("history")) request = {{"op", "history"}, {"limit", o.limit}, {"all", o.all}};
-  else return -1;
+  if (app.got_subcommand("queue"))
+    request = {{"op", "queue"}, {"user", o.user}};
+  else if (app.got_subcommand("show"))
+    request = {{"op", "show"}, {"job", o.job}};
+  else if (app.got_subcommand("cancel"))
+    request = {{"op", "cancel"}, {"job", o.job}};
+  else if (app.got_subcommand("explain"))
+    request = {{"op", "explain"}, {"job", o.job}};
+  else if (app.got_subcommand("gpus"))
+    request = {{"op", "gpus"}};
+  else if (app.got_subcommand("history"))
+    request = {{"op", "history"}, {"limit", o.limit}, {"all", o.all}};
+  else
+    return -1;
   auto reply = Call(o, request);
   if (!reply.ok()) return Fail(reply.status());
   if (o.json) {
@@ -318,44 +352,57 @@ int RunClientCommand(CLI::App& app, const ClientOptions& o) {
     fmt::print("job {}: {}\n", o.job, r.value("state", ""));
   } else if (app.got_subcommand("explain")) {
     fmt::print("job {} ({}): {}\n", o.job, r.value("state", ""), r.value("summary", ""));
-    if (r.contains("position")) fmt::print("  position {} in the {} queue\n", r["position"].get<int>(), r.value("queue", ""));
+    if (r.contains("position"))
+      fmt::print("  position {} in the {} queue\n", r["position"].get<int>(), r.value("queue", ""));
     for (const auto& g : r.value("gpus", json::array()))
-      fmt::print("  GPU {:<3} {:<14} {}\n", g.value("gpu", 0), g.value("gate", ""), g.value("detail", ""));
+      fmt::print("  GPU {:<3} {:<14} {}\n", g.value("gpu", 0), g.value("gate", ""),
+                 g.value("detail", ""));
   } else if (app.got_subcommand("gpus")) {
-    fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", "GPU", "NAME", "USED",
-               "TOTAL", "FREE4JOB", "SMACT", "SMOCC", "POWER", "ENERGY_kJ", "MODE", "JOBS");
+    fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", "GPU", "NAME",
+               "USED", "TOTAL", "FREE4JOB", "SMACT", "SMOCC", "POWER", "ENERGY_kJ", "MODE", "JOBS");
     for (const auto& g : r["gpus"]) {
       std::string jobs;
       for (const auto& j : g["jobs"])
-        jobs += fmt::format("{}{}({},{})", jobs.empty() ? "" : " ", j.value("id", 0), j.value("user", ""), j.value("mode", ""));
+        jobs += fmt::format("{}{}({},{})", jobs.empty() ? "" : " ", j.value("id", 0),
+                            j.value("user", ""), j.value("mode", ""));
       const double power = g.value("power_watts", -1.0), energy = g.value("energy_joules", -1.0);
-      fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", g.value("index", 0),
-                 Truncate(g.value("name", ""), 24), Gib(g.value("memory_used", int64_t{-1})),
-                 Gib(g.value("memory_total", int64_t{-1})), Gib(g.value("free_for_placement", int64_t{-1})),
-                 Pct(g.value("smact", -1.0)), Pct(g.value("smocc", -1.0)),
-                 power < 0 ? "-" : fmt::format("{:.0f}W", power), energy < 0 ? "-" : fmt::format("{:.1f}", energy / 1000),
-                 g.value("mode", ""), jobs.empty() ? "-" : jobs);
+      fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n",
+                 g.value("index", 0), Truncate(g.value("name", ""), 24),
+                 Gib(g.value("memory_used", int64_t{-1})),
+                 Gib(g.value("memory_total", int64_t{-1})),
+                 Gib(g.value("free_for_placement", int64_t{-1})), Pct(g.value("smact", -1.0)),
+                 Pct(g.value("smocc", -1.0)), power < 0 ? "-" : fmt::format("{:.0f}W", power),
+                 energy < 0 ? "-" : fmt::format("{:.1f}", energy / 1000), g.value("mode", ""),
+                 jobs.empty() ? "-" : jobs);
     }
   } else if (app.got_subcommand("show")) {
     const json& j = r["job"];
-    fmt::print("JobId={} Name={} User={} State={} Attempts={}\n", j.value("id", 0), j.value("name", ""),
-               j.value("user", ""), j.value("state", ""), j.value("attempts", 0));
+    fmt::print("JobId={} Name={} User={} State={} Attempts={}\n", j.value("id", 0),
+               j.value("name", ""), j.value("user", ""), j.value("state", ""),
+               j.value("attempts", 0));
     std::string cmd;
-    for (const auto& a : j.value("command", std::vector<std::string>{})) cmd += (cmd.empty() ? "" : " ") + a;
-    fmt::print("   Command={}\n   WorkDir={} Source={}\n", cmd, j.value("workdir", ""), j.value("source", ""));
-    fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", j.value("gpus", 1), j.value("memory", ""),
-               j.value("need", "-"), j.value("need_source", "-"), j.value("share", ""));
-    fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(j.value("submitted", 0.0)), FormatWallTime(j.value("finished", 0.0)));
+    for (const auto& a : j.value("command", std::vector<std::string>{}))
+      cmd += (cmd.empty() ? "" : " ") + a;
+    fmt::print("   Command={}\n   WorkDir={} Source={}\n", cmd, j.value("workdir", ""),
+               j.value("source", ""));
+    fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", j.value("gpus", 1),
+               j.value("memory", ""), j.value("need", "-"), j.value("need_source", "-"),
+               j.value("share", ""));
+    fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(j.value("submitted", 0.0)),
+               FormatWallTime(j.value("finished", 0.0)));
     if (!j.value("reason", "").empty()) fmt::print("   Reason={}\n", j.value("reason", ""));
     for (const auto& a : j.value("attempt_list", json::array())) {
       std::string uuids;
-      for (const auto& u : a.value("gpu_uuids", std::vector<std::string>{})) uuids += (uuids.empty() ? "" : ",") + u;
-      fmt::print("   Attempt {}: {} {} pid={} peak={} GiB {} {}\n", a.value("number", 0), uuids, a.value("mode", ""),
-                 a.value("pid", 0), Gib(a.value("peak", int64_t{0})),
-                 a.value("exit_kind", "").empty() ? "running" : a.value("exit_kind", ""), a.value("detail", ""));
+      for (const auto& u : a.value("gpu_uuids", std::vector<std::string>{}))
+        uuids += (uuids.empty() ? "" : ",") + u;
+      fmt::print("   Attempt {}: {} {} pid={} peak={} GiB {} {}\n", a.value("number", 0), uuids,
+                 a.value("mode", ""), a.value("pid", 0), Gib(a.value("peak", int64_t{0})),
+                 a.value("exit_kind", "").empty() ? "running" : a.value("exit_kind", ""),
+                 a.value("detail", ""));
     }
     for (const auto& e : j.value("events", json::array()))
-      fmt::print("   {} {:<10} {}\n", FormatWallTime(e.value("time", 0.0)), e.value("kind", ""), e.value("detail", ""));
+      fmt::print("   {} {:<10} {}\n", FormatWallTime(e.value("time", 0.0)), e.value("kind", ""),
+                 e.value("detail", ""));
   }
   return 0;
 }

@@ -20,9 +20,10 @@ Result<ApiClient> ApiClient::Connect(const std::string& socket_path) {
   if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     const int error = errno;
     close(fd);
-    return Unavailable(fmt::format("cannot reach colod at {}: {} (is colod running? set "
-                                   "COLO_SOCKET or --socket)",
-                                   socket_path, strerror(error)));
+    return Unavailable(
+        fmt::format("cannot reach colod at {}: {} (is colod running? set "
+                    "COLO_SOCKET or --socket)",
+                    socket_path, strerror(error)));
   }
   return ApiClient(fd);
 }

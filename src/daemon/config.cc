@@ -79,28 +79,36 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   auto str = [&](const char* table, const char* key, std::string& out) {
     const auto node = root[table][key];
     if (!node) return;
-    if (auto v = node.value<std::string>()) out = *v;
-    else fail(fmt::format("{}.{} must be a string", table, key));
+    if (auto v = node.value<std::string>())
+      out = *v;
+    else
+      fail(fmt::format("{}.{} must be a string", table, key));
   };
   auto num = [&](const char* table, const char* key, auto& out) {
     const auto node = root[table][key];
     if (!node) return;
-    if (auto v = node.value<double>()) out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
-    else fail(fmt::format("{}.{} must be a number", table, key));
+    if (auto v = node.value<double>())
+      out = static_cast<std::remove_reference_t<decltype(out)>>(*v);
+    else
+      fail(fmt::format("{}.{} must be a number", table, key));
   };
   auto flag = [&](const char* table, const char* key, bool& out) {
     const auto node = root[table][key];
     if (!node) return;
-    if (auto v = node.value<bool>()) out = *v;
-    else fail(fmt::format("{}.{} must be true or false", table, key));
+    if (auto v = node.value<bool>())
+      out = *v;
+    else
+      fail(fmt::format("{}.{} must be true or false", table, key));
   };
   auto duration = [&](const char* table, const char* key, Duration& out) {
     std::string text_value;
     str(table, key, text_value);
     if (text_value.empty()) return;
     auto d = ParseDuration(text_value);
-    if (!d.ok()) fail(fmt::format("{}.{}: {}", table, key, d.status().message()));
-    else out = *d;
+    if (!d.ok())
+      fail(fmt::format("{}.{}: {}", table, key, d.status().message()));
+    else
+      out = *d;
   };
 
   str("scheduler", "policy", c.policy);
@@ -113,8 +121,10 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("scheduler", "recovery", recovery);
   if (!recovery.empty()) {
     auto r = ParseRecoveryMode(recovery);
-    if (!r.ok()) fail("scheduler.recovery: " + r.status().message());
-    else c.scheduler.recovery = *r;
+    if (!r.ok())
+      fail("scheduler.recovery: " + r.status().message());
+    else
+      c.scheduler.recovery = *r;
   }
   num("scheduler", "max_oom_retries", c.scheduler.max_oom_retries);
   num("scheduler", "oom_growth", c.scheduler.oom_growth);
@@ -122,8 +132,10 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("scheduler", "oom_extra", extra);
   if (!extra.empty()) {
     auto b = ParseBytes(extra);
-    if (!b.ok()) fail("scheduler.oom_extra: " + b.status().message());
-    else c.scheduler.oom_extra = *b;
+    if (!b.ok())
+      fail("scheduler.oom_extra: " + b.status().message());
+    else
+      c.scheduler.oom_extra = *b;
   }
   flag("scheduler", "backfill", c.scheduler.backfill);
   num("scheduler", "backfill_depth", c.scheduler.backfill_depth);
@@ -137,8 +149,10 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("sharing", "default", mode);
   if (!mode.empty()) {
     auto m = ParseMode(mode, "sharing.default");
-    if (!m.ok()) fail(m.status().message());
-    else c.default_mode = *m;
+    if (!m.ok())
+      fail(m.status().message());
+    else
+      c.default_mode = *m;
   }
   if (const toml::table* gpus = root["sharing"]["gpus"].as_table()) {
     for (const auto& [gpu, value] : *gpus) {
@@ -149,8 +163,10 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
         continue;
       }
       auto m = ParseMode(*v, key);
-      if (!m.ok()) fail(m.status().message());
-      else c.per_gpu[std::string(gpu.str())] = *m;
+      if (!m.ok())
+        fail(m.status().message());
+      else
+        c.per_gpu[std::string(gpu.str())] = *m;
     }
   }
 
@@ -170,15 +186,16 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   num("limits", "max_clients", c.max_clients);
 
   if (!problem.empty()) return InvalidArgument(problem);
-  if (c.scheduler.window_samples < 1) return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
+  if (c.scheduler.window_samples < 1)
+    return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
   if (c.scheduler.sample_interval <= Duration::zero())
     return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
   if (c.metrics_port < 1 || c.metrics_port > 65535)
     return InvalidArgument(origin + ": metrics.port must be 1..65535");
   // The policy spec must resolve now, not at the first placement.
   if (auto policy = MakePolicy(c.PolicySpec()); !policy.ok())
-    return InvalidArgument(fmt::format("{}: scheduler.policy/gates: {}", origin,
-                                       policy.status().message()));
+    return InvalidArgument(
+        fmt::format("{}: scheduler.policy/gates: {}", origin, policy.status().message()));
   return c;
 }
 

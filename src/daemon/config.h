@@ -31,8 +31,8 @@ struct DaemonConfig {
   Duration mps_health_interval = Seconds(30);
   // [paths]
   std::string state_dir;  // default: /var/lib/colo (root) or $XDG_STATE_HOME/colo
-  std::string socket;     // default: /run/colo/colod.sock (root) or $XDG_RUNTIME_DIR/colo/colod.sock
-  std::string shim;       // default: colo-shim next to colod
+  std::string socket;  // default: /run/colo/colod.sock (root) or $XDG_RUNTIME_DIR/colo/colod.sock
+  std::string shim;    // default: colo-shim next to colod
   // [jobs]
   Duration cancel_grace = Seconds(10);
   // [metrics]

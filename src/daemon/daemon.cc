@@ -40,12 +40,13 @@ std::string UserName(unsigned uid) {
   std::vector<char> buffer(4096);
   passwd pw{};
   passwd* found = nullptr;
-  if (getpwuid_r(uid, &pw, buffer.data(), buffer.size(), &found) == 0 && found)
-    return pw.pw_name;
+  if (getpwuid_r(uid, &pw, buffer.data(), buffer.size(), &found) == 0 && found) return pw.pw_name;
   return fmt::format("uid{}", uid);
 }
 
-std::string_view ModeName(SharingMode m) { return ToString(m); }
+std::string_view ModeName(SharingMode m) {
+  return ToString(m);
+}
 
 bool Active(const std::string& state) {
   return state == "queued" || state == "recovering" || state == "running";
@@ -71,7 +72,9 @@ std::string StateName(JobState s) {
   return "unknown";
 }
 
-json Error(const std::string& message) { return json{{"ok", false}, {"error", message}}; }
+json Error(const std::string& message) {
+  return json{{"ok", false}, {"error", message}};
+}
 
 }  // namespace
 
@@ -246,8 +249,8 @@ Status Daemon::Recover() {
     }
     if (SameProcess(attempt->pid, attempt->pid_start)) {
       running_[attempt->pid] = Running{id, false, std::nullopt};
-      Event(id, "adopted", fmt::format("attempt {} (pid {}) still running", attempt->number,
-                                       attempt->pid));
+      Event(id, "adopted",
+            fmt::format("attempt {} (pid {}) still running", attempt->number, attempt->pid));
     } else {
       // It ended while colod was down; the shim's exit file says how, if it got to write it.
       const auto end = ReadExitFile(attempt->exit_path);
@@ -306,7 +309,8 @@ void Daemon::ConsumeSamples() {
     for (const ProcessMemory& p : s.processes) {
       const auto session = SessionOf(p.pid);
       if (!session) continue;
-      if (auto it = by_session.find(*session); it != by_session.end()) per_job[it->second] += p.used;
+      if (auto it = by_session.find(*session); it != by_session.end())
+        per_job[it->second] += p.used;
     }
     for (auto& [pid, r] : running_) {
       JobRecordDoc* doc = Find(r.job);
@@ -377,11 +381,11 @@ void Daemon::Finish(JobId id, const ProcessEnd& end) {
   }
   SyncState(*doc);
   Event(id, attempt.exit_kind,
-        fmt::format("attempt {}: {}{}", attempt.number, exit.detail.empty() ? "done" : exit.detail,
-                    action == ExitAction::kRequeuedForRecovery
-                        ? fmt::format("; re-queued needing {} per GPU",
-                                      FormatBytes(doc->spec.memory.peak))
-                        : ""));
+        fmt::format(
+            "attempt {}: {}{}", attempt.number, exit.detail.empty() ? "done" : exit.detail,
+            action == ExitAction::kRequeuedForRecovery
+                ? fmt::format("; re-queued needing {} per GPU", FormatBytes(doc->spec.memory.peak))
+                : ""));
 }
 
 void Daemon::EscalateCancels() {
@@ -437,9 +441,8 @@ void Daemon::Launch(const colo::Launch& launch) {
   if (mode == SharingMode::kMps) {
     Status mps = mps_ ? mps_->EnsureRunning() : Unavailable("MPS is disabled in the config");
     if (mps.ok()) {
-      extra = mps_->ClientEnv(attempt.thread_percent, launch.memory_limit, launch.gpus.size() > 0
-                                                                            ? static_cast<int>(launch.gpus.size())
-                                                                            : 1);
+      extra = mps_->ClientEnv(attempt.thread_percent, launch.memory_limit,
+                              launch.gpus.size() > 0 ? static_cast<int>(launch.gpus.size()) : 1);
     } else {
       if (mps_problem_ != mps.message()) {
         mps_problem_ = mps.message();
@@ -518,7 +521,8 @@ void Daemon::SyncState(JobRecordDoc& doc) {
     const std::string state = StateName(r->state);
     if (state != doc.state && IsTerminal(r->state)) doc.finished = WallSeconds();
     doc.state = state;
-    if (!r->end_reason.empty()) doc.reason = r->end_reason;
+    // A job that succeeded after OOM retries keeps its story in the attempts, not as a reason.
+    doc.reason = r->state == JobState::kSucceeded ? "" : r->end_reason;
   }
   Persist(doc);
 }
@@ -553,7 +557,8 @@ Status Daemon::Run() {
     // (adopted jobs, cancel escalation, child exits when signals are not ours).
     int timeout_ms = 250;
     if (auto wake = scheduler_->NextWakeup()) {
-      const auto until = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - clock_.Now());
+      const auto until =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*wake - clock_.Now());
       timeout_ms = std::clamp(static_cast<int>(until.count()) + 1, 0, timeout_ms);
     }
     if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
@@ -578,8 +583,10 @@ Status Daemon::Run() {
         if (p.revents & (POLLIN | POLLHUP | POLLERR)) ReadClient(c);
         if (!c.out.empty()) {
           const ssize_t n = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
-          if (n > 0) c.out.erase(0, static_cast<size_t>(n));
-          else if (n < 0 && errno != EAGAIN && errno != EINTR) c.closing = true, c.out.clear();
+          if (n > 0)
+            c.out.erase(0, static_cast<size_t>(n));
+          else if (n < 0 && errno != EAGAIN && errno != EINTR)
+            c.closing = true, c.out.clear();
         }
       }
     }
@@ -661,8 +668,9 @@ void Daemon::ReadClient(Client& c) {
       HandleLine(c, line);
     }
     if (c.in.size() > config_.max_request_bytes) {
-      c.out += Error(fmt::format("request larger than {} bytes", config_.max_request_bytes)).dump() +
-               "\n";
+      c.out +=
+          Error(fmt::format("request larger than {} bytes", config_.max_request_bytes)).dump() +
+          "\n";
       c.in.clear();
       c.closing = true;
       break;
@@ -712,7 +720,8 @@ json Daemon::Submit(const Client& c, const json& r) {
     doc.spec.command.push_back(arg.get<std::string>());
   }
   doc.spec.gpus = r.value("gpus", 1);
-  if (doc.spec.gpus < 1) return Error(fmt::format("--gpus must be at least 1, not {}", doc.spec.gpus));
+  if (doc.spec.gpus < 1)
+    return Error(fmt::format("--gpus must be at least 1, not {}", doc.spec.gpus));
   if (r.contains("memory") && !r["memory"].is_null()) {
     auto bytes = r["memory"].is_string() ? ParseBytes(r["memory"].get<std::string>())
                                          : Result<Bytes>(Bytes(r["memory"].get<int64_t>()));
@@ -730,7 +739,8 @@ json Daemon::Submit(const Client& c, const json& r) {
   doc.workdir = r.value("workdir", "/");
   if (doc.workdir.empty() || doc.workdir[0] != '/')
     return Error("workdir must be an absolute path");
-  if (!fs::is_directory(doc.workdir)) return Error(fmt::format("workdir {} is not a directory", doc.workdir));
+  if (!fs::is_directory(doc.workdir))
+    return Error(fmt::format("workdir {} is not a directory", doc.workdir));
   doc.env = r.value("env", std::vector<std::string>{});
   doc.source = r.value("source", "cli");
   doc.uid = c.uid;
@@ -754,10 +764,14 @@ json Daemon::Submit(const Client& c, const json& r) {
 }
 
 json Daemon::Summary(const JobRecordDoc& d) const {
-  json j{{"id", d.spec.id},          {"name", d.spec.name},
-         {"user", d.spec.owner},     {"state", d.state},
-         {"gpus", d.spec.gpus},      {"submitted", d.submitted},
-         {"finished", d.finished},   {"reason", d.reason},
+  json j{{"id", d.spec.id},
+         {"name", d.spec.name},
+         {"user", d.spec.owner},
+         {"state", d.state},
+         {"gpus", d.spec.gpus},
+         {"submitted", d.submitted},
+         {"finished", d.finished},
+         {"reason", d.reason},
          {"attempts", d.attempts.size()},
          {"memory", d.spec.memory.known() ? FormatBytes(d.spec.memory.peak) : "unknown"},
          {"share", std::string(ToString(d.spec.sharing))}};
@@ -805,12 +819,14 @@ json Daemon::Show(const Client&, const json& r) {
   if (const JobRecord* rec = scheduler_->job(id)) {
     j["need"] = rec->need.known() ? FormatBytes(rec->need.Upper()) : "unknown";
     j["need_source"] = std::string(ToString(rec->need.source));
-    if (rec->state == JobState::kRunning) j["reservation"] = FormatBytes(scheduler_->Reservation(*rec));
+    if (rec->state == JobState::kRunning)
+      j["reservation"] = FormatBytes(scheduler_->Reservation(*rec));
     j["oom_count"] = rec->oom_count;
   }
   json events = json::array();
   if (auto stored = store_->Events(id); stored.ok()) {
-    for (const auto& e : *stored) events.push_back({{"time", e.time}, {"kind", e.kind}, {"detail", e.detail}});
+    for (const auto& e : *stored)
+      events.push_back({{"time", e.time}, {"kind", e.kind}, {"detail", e.detail}});
   }
   j["events"] = events;
   return json{{"job", j}};
@@ -831,8 +847,9 @@ json Daemon::Cancel(const Client& c, const json& r) {
     kill(-a->pid, SIGTERM);
     if (auto it = running_.find(a->pid); it != running_.end())
       it->second.kill_at = clock_.Now() + config_.cancel_grace;
-    Event(id, "cancel", fmt::format("SIGTERM to process group {}; SIGKILL in {:.0f} s", a->pid,
-                                    ToSeconds(config_.cancel_grace)));
+    Event(id, "cancel",
+          fmt::format("SIGTERM to process group {}; SIGKILL in {:.0f} s", a->pid,
+                      ToSeconds(config_.cancel_grace)));
     return json{{"job", id}, {"state", "cancelling"}};
   }
   if (Status s = scheduler_->Cancel(id); !s.ok()) return Error(s.message());
@@ -861,8 +878,7 @@ json Daemon::Gpus() {
       j["utilization"] = s.utilization;
       j["power_watts"] = s.power_watts;
       j["energy_joules"] = s.energy_joules;
-      j["sample_age_s"] =
-          std::chrono::duration<double>(clock_.WallNow() - current_->wall).count();
+      j["sample_age_s"] = std::chrono::duration<double>(clock_.WallNow() - current_->wall).count();
       if (!s.ok) j["sample_error"] = s.error;
     }
     json jobs = json::array();
@@ -871,8 +887,11 @@ json Daemon::Gpus() {
       if (!d || !d->current()) continue;
       const auto& gpus = d->current()->gpus;
       if (std::find(gpus.begin(), gpus.end(), static_cast<int>(g)) == gpus.end()) continue;
-      jobs.push_back({{"id", d->spec.id}, {"name", d->spec.name}, {"user", d->spec.owner},
-                      {"mode", d->current()->mode}, {"peak", d->current()->peak}});
+      jobs.push_back({{"id", d->spec.id},
+                      {"name", d->spec.name},
+                      {"user", d->spec.owner},
+                      {"mode", d->current()->mode},
+                      {"peak", d->current()->peak}});
     }
     j["jobs"] = jobs;
     out.push_back(j);
@@ -889,23 +908,27 @@ json Daemon::Explain(const json& r) {
     j["summary"] = d->state == "running" ? "running; nothing to explain" : "ended: " + d->reason;
     return j;
   }
-  const auto& queue = d->state == "recovering" ? scheduler_->recovery_queue() : scheduler_->main_queue();
+  const auto& queue =
+      d->state == "recovering" ? scheduler_->recovery_queue() : scheduler_->main_queue();
   const auto pos = std::find(queue.begin(), queue.end(), id) - queue.begin();
   j["position"] = pos + 1;
   j["queue"] = d->state == "recovering" ? "recovery" : "main";
   std::string summary;
   if (pos > 0) summary = fmt::format("waits behind job {} (queue order)", queue.front());
   if (d->state == "queued" && !scheduler_->recovery_queue().empty())
-    summary = fmt::format("the recovery queue goes first (job {} waits there)", scheduler_->recovery_queue().front());
+    summary = fmt::format("the recovery queue goes first (job {} waits there)",
+                          scheduler_->recovery_queue().front());
   json gpus = json::array();
   if (auto decision = scheduler_->Explain(id)) {
     if (const auto* wait = std::get_if<Wait>(&*decision)) {
       if (summary.empty()) summary = wait->Reason();
       for (const auto& v : wait->per_gpu)
-        gpus.push_back({{"gpu", v.gpu}, {"gate", std::string(ToString(v.gate))}, {"detail", v.Describe()}});
+        gpus.push_back(
+            {{"gpu", v.gpu}, {"gate", std::string(ToString(v.gate))}, {"detail", v.Describe()}});
     } else if (const auto* placed = std::get_if<Placed>(&*decision)) {
       if (summary.empty()) summary = "fits now; starts at the next scheduling pass";
-      for (GpuIndex g : placed->gpus) gpus.push_back({{"gpu", g}, {"gate", "pass"}, {"detail", "fits"}});
+      for (GpuIndex g : placed->gpus)
+        gpus.push_back({{"gpu", g}, {"gate", "pass"}, {"detail", "fits"}});
     } else if (const auto* no = std::get_if<Infeasible>(&*decision)) {
       summary = "can never run here: " + no->reason;
     }
@@ -943,7 +966,8 @@ std::string Daemon::Metrics() {
   line("# HELP colo_queue_jobs Jobs waiting, by queue.");
   line("# TYPE colo_queue_jobs gauge");
   line(fmt::format("colo_queue_jobs{{queue=\"main\"}} {}", scheduler_->main_queue().size()));
-  line(fmt::format("colo_queue_jobs{{queue=\"recovery\"}} {}", scheduler_->recovery_queue().size()));
+  line(
+      fmt::format("colo_queue_jobs{{queue=\"recovery\"}} {}", scheduler_->recovery_queue().size()));
   line("# HELP colo_running_jobs Jobs running now.");
   line("# TYPE colo_running_jobs gauge");
   line(fmt::format("colo_running_jobs {}", running_.size()));
@@ -961,7 +985,8 @@ std::string Daemon::Metrics() {
        [](const DeviceSample& s) { return s.smact; }},
       {"colo_gpu_smocc", "SM occupancy (GPM), 0..1; -1 where not available.",
        [](const DeviceSample& s) { return s.smocc; }},
-      {"colo_gpu_power_watts", "Board power draw.", [](const DeviceSample& s) { return s.power_watts; }},
+      {"colo_gpu_power_watts", "Board power draw.",
+       [](const DeviceSample& s) { return s.power_watts; }},
   };
   for (const Gauge& g : gauges) {
     line(fmt::format("# HELP {} {}", g.name, g.help));
@@ -980,10 +1005,12 @@ std::string Daemon::Metrics() {
   const std::string policy(policy_->name());
   line("# HELP colo_placements_total Attempts started, by policy.");
   line("# TYPE colo_placements_total counter");
-  line(fmt::format("colo_placements_total{{policy=\"{}\"}} {}", policy, counters_["placements_" + policy]));
+  line(fmt::format("colo_placements_total{{policy=\"{}\"}} {}", policy,
+                   counters_["placements_" + policy]));
   line("# HELP colo_oom_crashes_total Attempts that ended out of memory, by policy.");
   line("# TYPE colo_oom_crashes_total counter");
-  line(fmt::format("colo_oom_crashes_total{{policy=\"{}\"}} {}", policy, counters_["oom_" + policy]));
+  line(fmt::format("colo_oom_crashes_total{{policy=\"{}\"}} {}", policy,
+                   counters_["oom_" + policy]));
   line("# HELP colo_oom_recoveries_total OOM-crashed jobs re-queued for another attempt.");
   line("# TYPE colo_oom_recoveries_total counter");
   line(fmt::format("colo_oom_recoveries_total{{policy=\"{}\"}} {}", policy,
@@ -993,7 +1020,8 @@ std::string Daemon::Metrics() {
   int64_t cumulative = 0;
   for (size_t b = 0; b < std::size(kPassBuckets); ++b) {
     cumulative += pass_buckets_[b];
-    line(fmt::format("colo_scheduler_pass_seconds_bucket{{le=\"{}\"}} {}", kPassBuckets[b], cumulative));
+    line(fmt::format("colo_scheduler_pass_seconds_bucket{{le=\"{}\"}} {}", kPassBuckets[b],
+                     cumulative));
   }
   line(fmt::format("colo_scheduler_pass_seconds_bucket{{le=\"+Inf\"}} {}", pass_count_));
   line(fmt::format("colo_scheduler_pass_seconds_sum {}", pass_sum_));

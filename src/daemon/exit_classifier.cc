@@ -12,18 +12,18 @@ namespace {
 
 // Substrings, matched case-sensitively as the frameworks print them.
 constexpr std::array<std::string_view, 12> kOutOfMemoryPatterns = {
-    "torch.OutOfMemoryError",           // PyTorch >= 2.5
-    "torch.cuda.OutOfMemoryError",      // PyTorch 1.13 - 2.4
-    "CUDA out of memory",               // PyTorch's message text
+    "torch.OutOfMemoryError",             // PyTorch >= 2.5
+    "torch.cuda.OutOfMemoryError",        // PyTorch 1.13 - 2.4
+    "CUDA out of memory",                 // PyTorch's message text
     "RESOURCE_EXHAUSTED: Out of memory",  // JAX / XLA
-    "OOM when allocating",              // TensorFlow
-    "ResourceExhaustedError",           // TensorFlow's exception type
-    "CUBLAS_STATUS_ALLOC_FAILED",       // cuBLAS
-    "CUDNN_STATUS_ALLOC_FAILED",        // cuDNN
+    "OOM when allocating",                // TensorFlow
+    "ResourceExhaustedError",             // TensorFlow's exception type
+    "CUBLAS_STATUS_ALLOC_FAILED",         // cuBLAS
+    "CUDNN_STATUS_ALLOC_FAILED",          // cuDNN
     "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",  // cuDNN with no room for its workspace
-    "cudaErrorMemoryAllocation",        // CUDA runtime
-    "CUDA_ERROR_OUT_OF_MEMORY",         // CUDA driver API
-    "out of memory (CUDA error 2)",     // CUDA runtime error strings in C++ programs
+    "cudaErrorMemoryAllocation",          // CUDA runtime
+    "CUDA_ERROR_OUT_OF_MEMORY",           // CUDA driver API
+    "out of memory (CUDA error 2)",       // CUDA runtime error strings in C++ programs
 };
 
 // TensorFlow prints RESOURCE_EXHAUSTED for other quotas too; it counts only next to "OOM".
@@ -49,7 +49,8 @@ std::string FindOutOfMemoryLine(std::string_view text) {
   for (const std::string& line : Split(text, '\n')) {
     for (std::string_view pattern : kOutOfMemoryPatterns) {
       if (line.find(pattern) != std::string::npos) {
-        found = std::string(Trim(line));  // keep the last one: the final error, not a warning before it
+        found =
+            std::string(Trim(line));  // keep the last one: the final error, not a warning before it
         break;
       }
     }

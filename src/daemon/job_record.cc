@@ -45,14 +45,22 @@ Result<JobSpec> JobSpecFromJson(const json& j) {
 }
 
 json ToJson(const AttemptRecord& a) {
-  return json{{"number", a.number},       {"pid", a.pid},
-              {"pid_start", a.pid_start}, {"gpus", a.gpus},
-              {"gpu_uuids", a.gpu_uuids}, {"mode", a.mode},
-              {"thread_percent", a.thread_percent}, {"memory_limit", a.memory_limit},
-              {"started", a.started},     {"ended", a.ended},
-              {"exit_kind", a.exit_kind}, {"detail", a.detail},
-              {"peak", a.peak},           {"stdout", a.stdout_path},
-              {"stderr", a.stderr_path},  {"exit_file", a.exit_path}};
+  return json{{"number", a.number},
+              {"pid", a.pid},
+              {"pid_start", a.pid_start},
+              {"gpus", a.gpus},
+              {"gpu_uuids", a.gpu_uuids},
+              {"mode", a.mode},
+              {"thread_percent", a.thread_percent},
+              {"memory_limit", a.memory_limit},
+              {"started", a.started},
+              {"ended", a.ended},
+              {"exit_kind", a.exit_kind},
+              {"detail", a.detail},
+              {"peak", a.peak},
+              {"stdout", a.stdout_path},
+              {"stderr", a.stderr_path},
+              {"exit_file", a.exit_path}};
 }
 
 json ToJson(const JobRecordDoc& r) {

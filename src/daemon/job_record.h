@@ -12,18 +12,18 @@ namespace colo {
 
 struct AttemptRecord {
   int number = 0;
-  int pid = 0;                // the shim: session leader and process group of the attempt
-  uint64_t pid_start = 0;     // its start time in clock ticks since boot, to recognise it again
-  std::vector<int> gpus;      // scheduler indices
+  int pid = 0;             // the shim: session leader and process group of the attempt
+  uint64_t pid_start = 0;  // its start time in clock ticks since boot, to recognise it again
+  std::vector<int> gpus;   // scheduler indices
   std::vector<std::string> gpu_uuids;
-  std::string mode;           // mps | plain | exclusive
+  std::string mode;  // mps | plain | exclusive
   int thread_percent = 100;
-  int64_t memory_limit = 0;   // bytes per GPU given to MPS; 0: none
-  double started = 0;         // wall-clock seconds since the epoch
+  int64_t memory_limit = 0;  // bytes per GPU given to MPS; 0: none
+  double started = 0;        // wall-clock seconds since the epoch
   double ended = 0;
-  std::string exit_kind;      // empty while running
+  std::string exit_kind;  // empty while running
   std::string detail;
-  int64_t peak = 0;           // highest per-GPU memory seen, bytes
+  int64_t peak = 0;  // highest per-GPU memory seen, bytes
   std::string stdout_path, stderr_path, exit_path;
 };
 

@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   bool check_only = false;
   int metrics_port = 0;
   app.add_option("-c,--config", config_path, "TOML config (see docs/colod.toml)");
-  app.add_flag("--check-config", check_only, "validate the config, print the effective settings, exit");
+  app.add_flag("--check-config", check_only,
+               "validate the config, print the effective settings, exit");
   app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)");
   app.add_option("--state-dir", state_dir, "where the database and job logs live");
   app.add_option("--socket", socket, "the API socket");
@@ -46,15 +47,15 @@ int main(int argc, char** argv) {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   ApplyDefaultPaths(config, ec ? "." : self.parent_path().string());
   if (check_only) {
-    fmt::print("config ok\n  policy      {}\n  state_dir   {}\n  socket      {}\n  shim        {}\n"
-               "  sampling    every {:.1f} s, window {}\n  sharing     {} by default\n  mps         {}\n"
-               "  metrics     {}\n",
-               config.PolicySpec(), config.state_dir, config.socket, config.shim,
-               ToSeconds(config.scheduler.sample_interval), config.scheduler.window_samples,
-               ToString(config.default_mode), config.mps_enabled ? config.mps_control : "disabled",
-               config.metrics_enabled
-                   ? fmt::format("{}:{}", config.metrics_address, config.metrics_port)
-                   : "off");
+    fmt::print(
+        "config ok\n  policy      {}\n  state_dir   {}\n  socket      {}\n  shim        {}\n"
+        "  sampling    every {:.1f} s, window {}\n  sharing     {} by default\n  mps         {}\n"
+        "  metrics     {}\n",
+        config.PolicySpec(), config.state_dir, config.socket, config.shim,
+        ToSeconds(config.scheduler.sample_interval), config.scheduler.window_samples,
+        ToString(config.default_mode), config.mps_enabled ? config.mps_control : "disabled",
+        config.metrics_enabled ? fmt::format("{}:{}", config.metrics_address, config.metrics_port)
+                               : "off");
     return 0;
   }
   if (access(config.shim.c_str(), X_OK) != 0) {

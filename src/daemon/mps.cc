@@ -57,7 +57,8 @@ Result<std::string> RunControl(const MpsSettings& s, const std::vector<std::stri
   for (;;) {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    const long elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    const long elapsed =
+        (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     if (elapsed >= timeout_ms) {
       kill(pid, SIGKILL);
       break;
@@ -75,18 +76,19 @@ Result<std::string> RunControl(const MpsSettings& s, const std::vector<std::stri
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Unavailable(fmt::format("{} {} failed ({}): {}", args[0],
-                                   args.size() > 1 ? args[1] : "",
-                                   WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
-                                                     : "killed",
-                                   output.empty() ? "no output" : output));
+    return Unavailable(
+        fmt::format("{} {} failed ({}): {}", args[0], args.size() > 1 ? args[1] : "",
+                    WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status)) : "killed",
+                    output.empty() ? "no output" : output));
   }
   return output;
 }
 
 }  // namespace
 
-MpsDaemon::~MpsDaemon() { Stop(); }
+MpsDaemon::~MpsDaemon() {
+  Stop();
+}
 
 Result<std::string> MpsDaemon::Command(const std::string& command) {
   return RunControl(settings_, {settings_.control}, command + "\n", 5000);
@@ -99,7 +101,12 @@ bool MpsDaemon::Healthy() {
 }
 
 Status MpsDaemon::EnsureRunning() {
-  if (started_ && Healthy()) return Status::Ok();
+  if (Healthy()) {
+    // Ours, or one a previous colod started in the same pipe directory before it was killed:
+    // either way colod owns it now and stops it when it stops.
+    started_ = true;
+    return Status::Ok();
+  }
   std::error_code ec;
   std::filesystem::create_directories(settings_.pipe_dir, ec);
   std::filesystem::create_directories(settings_.log_dir, ec);
@@ -115,8 +122,7 @@ Status MpsDaemon::EnsureRunning() {
     }
     usleep(100 * 1000);
   }
-  return Unavailable("the MPS control daemon started but does not answer on " +
-                     settings_.pipe_dir);
+  return Unavailable("the MPS control daemon started but does not answer on " + settings_.pipe_dir);
 }
 
 void MpsDaemon::Stop() {
@@ -127,10 +133,10 @@ void MpsDaemon::Stop() {
 
 std::vector<std::string> MpsDaemon::ClientEnv(int thread_percent, Bytes memory_limit,
                                               int gpus) const {
-  std::vector<std::string> env = {"CUDA_MPS_PIPE_DIRECTORY=" + settings_.pipe_dir,
-                                  "CUDA_MPS_LOG_DIRECTORY=" + settings_.log_dir,
-                                  fmt::format("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={}",
-                                              thread_percent)};
+  std::vector<std::string> env = {
+      "CUDA_MPS_PIPE_DIRECTORY=" + settings_.pipe_dir,
+      "CUDA_MPS_LOG_DIRECTORY=" + settings_.log_dir,
+      fmt::format("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={}", thread_percent)};
   if (memory_limit > Bytes(0)) {
     std::string limits;
     const int64_t mib = std::max<int64_t>(1, memory_limit.count() >> 20);

@@ -22,8 +22,8 @@ struct ChildFailure {
   int step;
   int error;
 };
-constexpr const char* kSteps[] = {"setsid",       "open stdout", "open stderr", "setgroups",
-                                  "setgid",       "setuid",      "chdir",       "exec colo-shim"};
+constexpr const char* kSteps[] = {"setsid", "open stdout", "open stderr", "setgroups",
+                                  "setgid", "setuid",      "chdir",       "exec colo-shim"};
 
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;

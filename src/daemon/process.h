@@ -11,13 +11,13 @@
 namespace colo {
 
 struct LaunchPlan {
-  std::string shim;                 // path of colo-shim
-  std::vector<std::string> argv;    // the job's command
-  std::vector<std::string> env;     // its whole environment, NAME=value
+  std::string shim;               // path of colo-shim
+  std::vector<std::string> argv;  // the job's command
+  std::vector<std::string> env;   // its whole environment, NAME=value
   std::string workdir;
-  bool switch_user = false;         // colod runs as root: become uid/gid (with their groups)
+  bool switch_user = false;  // colod runs as root: become uid/gid (with their groups)
   unsigned uid = 0, gid = 0;
-  std::string user;                 // for the supplementary groups
+  std::string user;  // for the supplementary groups
   std::string stdout_path, stderr_path, exit_path;
 };
 

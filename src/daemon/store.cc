@@ -9,7 +9,9 @@ namespace {
 // A prepared statement that finalizes itself.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return stmt_; }
@@ -60,7 +62,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   return store;
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() {
+  sqlite3_close(db_);
+}
 
 Status Store::Exec(const char* sql) {
   char* error = nullptr;
@@ -125,9 +129,10 @@ Result<std::vector<JobRecordDoc>> Store::LoadAll() {
 }
 
 Result<std::vector<JobRecordDoc>> Store::History(int limit, unsigned uid_filter, bool all_users) {
-  Statement s(db_,
-              "SELECT record, id FROM jobs WHERE state IN ('succeeded','failed','cancelled','lost') "
-              "AND (?1 OR uid = ?2) ORDER BY finished DESC, id DESC LIMIT ?3");
+  Statement s(
+      db_,
+      "SELECT record, id FROM jobs WHERE state IN ('succeeded','failed','cancelled','lost') "
+      "AND (?1 OR uid = ?2) ORDER BY finished DESC, id DESC LIMIT ?3");
   if (!s.ok()) return Error(db_, "history");
   sqlite3_bind_int(s.get(), 1, all_users ? 1 : 0);
   sqlite3_bind_int64(s.get(), 2, uid_filter);
@@ -135,8 +140,7 @@ Result<std::vector<JobRecordDoc>> Store::History(int limit, unsigned uid_filter,
   return ReadRecords(db_, s.get());
 }
 
-Status Store::AddEvent(double time, JobId job, const std::string& kind,
-                       const std::string& detail) {
+Status Store::AddEvent(double time, JobId job, const std::string& kind, const std::string& detail) {
   Statement s(db_, "INSERT INTO events(time, job, kind, detail) VALUES(?,?,?,?)");
   if (!s.ok()) return Error(db_, "add event");
   sqlite3_bind_double(s.get(), 1, time);

@@ -2,8 +2,8 @@
 // utilization that tests set, and power and energy that follow the utilization.
 #pragma once
 
-#include <map>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 
 #include "gpu/gpu.h"

@@ -218,9 +218,10 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
   if (const char* explicit_path = std::getenv("COLO_NVML_LIBRARY")) {
     candidates.push_back(explicit_path);
   }
-  candidates.insert(candidates.end(), {"libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
-                                       "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
-                                       "/usr/lib64/libnvidia-ml.so.1"});
+  candidates.insert(
+      candidates.end(),
+      {"libnvidia-ml.so.1", "/usr/local/nvidia/lib64/libnvidia-ml.so.1",
+       "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1"});
   NvmlApi api;
   std::string tried;
   for (const auto& path : candidates) {
@@ -256,8 +257,8 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
                    Bind(lib, "nvmlGpmMetricsGet", api.GpmMetricsGet);
 
   if (nvmlReturn_t r = api.Init(); r != kSuccess) {
-    return Unavailable(fmt::format("NVML did not initialise: {} (is the driver loaded?)",
-                                   api.Error(r)));
+    return Unavailable(
+        fmt::format("NVML did not initialise: {} (is the driver loaded?)", api.Error(r)));
   }
   unsigned int count = 0;
   if (nvmlReturn_t r = api.GetCount(&count); r != kSuccess)
@@ -280,8 +281,9 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
         gpm && api.GpmQueryDeviceSupport(handle, &support) == kSuccess && support.isSupportedDevice;
 
     unsigned int mig_current = 0, mig_pending = 0;
-    const bool mig = api.GetMigMode && api.GetMigMode(handle, &mig_current, &mig_pending) ==
-                                           kSuccess && mig_current == 1;
+    const bool mig = api.GetMigMode &&
+                     api.GetMigMode(handle, &mig_current, &mig_pending) == kSuccess &&
+                     mig_current == 1;
     if (mig && api.GetMaxMigDeviceCount && api.GetMigDeviceHandleByIndex) {
       // Existing MIG instances are the placement targets; colo never changes the layout.
       unsigned int max = 0;

@@ -1,16 +1,15 @@
 // colod end to end, in process: real sockets, real SQLite, real processes, fake GPUs.
 #include "daemon/daemon.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -125,6 +124,7 @@ TEST_F(DaemonTest, OutOfMemoryIsRecoveredWithALargerNeedAndOtherFailuresAreNot) 
   EXPECT_EQ(done["attempt_list"][0].value("peak", int64_t{0}), GiB(10).count());
   // Adaptive recovery: 10 GiB observed x 1.1 + 1 GiB.
   EXPECT_EQ(done.value("memory", ""), "12.0 GiB");
+  EXPECT_EQ(done.value("reason", "?"), "");
 
   const JobId failing = Submit({"sh", "-c", "echo 'ValueError: nope' >&2; exit 3"});
   const json failed = WaitFor(failing, "failed");
@@ -201,9 +201,11 @@ TEST_F(DaemonTest, GarbageAndOversizedRequestsGetErrorsAndTheDaemonKeepsServing)
             std::string::npos);
   EXPECT_NE(raw(std::string(200 * 1024, 'x')).find("request larger than"), std::string::npos);
   raw("{\"api\":1,\"op\":\"sub", false);  // truncated, then the client goes away
-  const json bad_gpus = Call({{"op", "submit"}, {"command", {"true"}}, {"gpus", 3}, {"workdir", dir_}});
+  const json bad_gpus =
+      Call({{"op", "submit"}, {"command", {"true"}}, {"gpus", 3}, {"workdir", dir_}});
   EXPECT_NE(bad_gpus.value("error", "").find("needs 3 GPUs on one server"), std::string::npos);
-  const json bad_mem = Call({{"op", "submit"}, {"command", {"true"}}, {"memory", "lots"}, {"workdir", dir_}});
+  const json bad_mem =
+      Call({{"op", "submit"}, {"command", {"true"}}, {"memory", "lots"}, {"workdir", dir_}});
   EXPECT_NE(bad_mem.value("error", "").find("--mem"), std::string::npos);
   EXPECT_EQ(Call({{"op", "hello"}}).value("server", ""), "colod");
 }
@@ -219,8 +221,11 @@ TEST_F(DaemonTest, AThousandConcurrentSubmissionsAreAllAcceptedOnce) {
       auto client = ApiClient::Connect(config_.socket);
       ASSERT_TRUE(client.ok());
       for (int i = 0; i < 125; ++i) {
-        auto r = client->Call({{"op", "submit"}, {"command", {"true"}}, {"memory", "79GiB"},
-                               {"gpus", 2}, {"workdir", dir_}});
+        auto r = client->Call({{"op", "submit"},
+                               {"command", {"true"}},
+                               {"memory", "79GiB"},
+                               {"gpus", 2},
+                               {"workdir", dir_}});
         ASSERT_TRUE(r.ok()) << r.status().message();
         ids[c].push_back((*r)["job"].get<JobId>());
       }
@@ -273,7 +278,9 @@ TEST_F(DaemonTest, MetricsSpeakPrometheusText) {
   EXPECT_NE(body.find("HTTP/1.1 200 OK"), std::string::npos);
   EXPECT_NE(body.find("colo_gpu_smact{gpu=\"1\",uuid=\"GPU-fake-0001\"} 0.5"), std::string::npos);
   EXPECT_NE(body.find("colo_gpu_power_watts{gpu=\"1\""), std::string::npos);
-  EXPECT_NE(body.find("colo_placements_total{policy=\"worst-fit:margin=2GiB,smact=0.8\"} 1"), std::string::npos) << body;
+  EXPECT_NE(body.find("colo_placements_total{policy=\"worst-fit:margin=2GiB,smact=0.8\"} 1"),
+            std::string::npos)
+      << body;
   EXPECT_NE(body.find("colo_scheduler_pass_seconds_count"), std::string::npos);
 }
 

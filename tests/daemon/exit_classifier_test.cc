@@ -21,7 +21,8 @@ TEST(ExitClassifier, RecognisesEachFrameworksOutOfMemoryError) {
       "terminate called after throwing: cudaErrorMemoryAllocation: out of memory",
   };
   for (const char* m : messages) {
-    const std::string stderr_text = std::string("Traceback (most recent call last):\n  ...\n") + m + "\n";
+    const std::string stderr_text =
+        std::string("Traceback (most recent call last):\n  ...\n") + m + "\n";
     const JobExit exit = ClassifyExit(kFailed, false, stderr_text);
     EXPECT_EQ(exit.kind, ExitKind::kOutOfMemory) << m;
     EXPECT_EQ(exit.detail, m);
