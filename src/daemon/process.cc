@@ -22,8 +22,8 @@ struct ChildFailure {
   int step;
   int error;
 };
-constexpr const char* kSteps[] = {"setsid", "open stdout", "open stderr", "setgroups",
-                                  "setgid", "setuid",      "chdir",       "exec colo-shim"};
+constexpr const char* kSteps[] = {"setsid",      "setgroups",   "setgid", "setuid",
+                                  "open stdout", "open stderr", "chdir",  "exec colo-shim"};
 
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
@@ -70,19 +70,20 @@ Result<StartedProcess> StartAttempt(const LaunchPlan& plan) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);  // colod blocks signals for its signalfd
     if (setsid() < 0) fail(0);
+    // Become the user first: the logs are theirs, and nothing after this runs as root.
+    if (plan.switch_user) {
+      if (setgroups(groups.size(), groups.data()) != 0) fail(1);
+      if (setgid(plan.gid) != 0) fail(2);
+      if (setuid(plan.uid) != 0) fail(3);
+    }
     const int out = open(plan.stdout_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
-    if (out < 0) fail(1);
+    if (out < 0) fail(4);
     const int err = open(plan.stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
-    if (err < 0) fail(2);
+    if (err < 0) fail(5);
     const int null = open("/dev/null", O_RDONLY);
     if (null >= 0) dup2(null, 0);
     dup2(out, 1);
     dup2(err, 2);
-    if (plan.switch_user) {
-      if (setgroups(groups.size(), groups.data()) != 0) fail(3);
-      if (setgid(plan.gid) != 0) fail(4);
-      if (setuid(plan.uid) != 0) fail(5);
-    }
     if (chdir(plan.workdir.c_str()) != 0) fail(6);
     execve(plan.shim.c_str(), argv.data(), envp.data());
     fail(7);

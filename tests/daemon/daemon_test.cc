@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -253,6 +254,39 @@ TEST_F(DaemonTest, AHungGpuSamplerDoesNotStallTheApi) {
   EXPECT_EQ(WaitFor(id, "succeeded").value("state", ""), "succeeded");
   EXPECT_EQ(Call({{"op", "gpus"}})["gpus"].size(), 2u);
   gpus_.Hang(false);
+}
+
+TEST_F(DaemonTest, JobsRunAsTheirSubmitterWhoMayCancelOnlyTheirOwn) {
+  if (geteuid() != 0 || access("/usr/sbin/runuser", X_OK) != 0)
+    GTEST_SKIP() << "needs root and runuser to act as another user";
+  chmod(dir_.c_str(), 0755);
+  Start();
+  const std::string colo = (fs::path(COLO_SHIM_PATH).parent_path() / "colo").string();
+  auto as_nobody = [&](const std::string& args) {
+    const std::string command = fmt::format(
+        "cd /tmp && runuser -u nobody -- {} --socket {} {} 2>&1", colo, config_.socket, args);
+    std::string output;
+    FILE* pipe = popen(command.c_str(), "r");
+    char buffer[512];
+    while (pipe && fgets(buffer, sizeof buffer, pipe)) output += buffer;
+    if (pipe) pclose(pipe);
+    return output;
+  };
+  const std::string submitted = as_nobody("submit --mem 1GiB -- sh -c 'id -u; sleep 30'");
+  ASSERT_EQ(submitted.rfind("Submitted job ", 0), 0u) << submitted;
+  const JobId theirs = std::stoll(submitted.substr(14));
+  WaitFor(theirs, "running");
+  const JobId mine = Submit({"sleep", "30"});
+  WaitFor(mine, "running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(as_nobody(fmt::format("logs {}", theirs)), "65534\n");  // not root: nobody
+  EXPECT_NE(as_nobody(fmt::format("cancel {}", mine)).find("only its owner or root may cancel it"),
+            std::string::npos);
+  EXPECT_NE(as_nobody(fmt::format("cancel {}", theirs)).find("cancelling"), std::string::npos);
+  WaitFor(theirs, "cancelled");
+  EXPECT_EQ(Show(mine).value("state", ""), "running");
+  EXPECT_TRUE(Call({{"op", "cancel"}, {"job", mine}}).value("ok", false));  // root may
+  WaitFor(mine, "cancelled");
 }
 
 TEST_F(DaemonTest, MetricsSpeakPrometheusText) {
