@@ -149,7 +149,7 @@ int Submit(const ClientOptions& o) {
     }
     if (name.empty()) name = fs::path(first).stem().string();
     source = "rad " + first;
-  } else if (command.size() >= 1 && fs::is_regular_file(first)) {
+  } else if (fs::is_regular_file(first)) {
     auto text = ReadFile(first);
     if (!text.ok()) return Fail(text.status());
     if (text->find("#COLO") != std::string::npos) {

@@ -44,32 +44,8 @@ std::string UserName(unsigned uid) {
   return fmt::format("uid{}", uid);
 }
 
-std::string_view ModeName(SharingMode m) {
-  return ToString(m);
-}
-
 bool Active(const std::string& state) {
   return state == "queued" || state == "recovering" || state == "running";
-}
-
-std::string StateName(JobState s) {
-  switch (s) {
-    case JobState::kQueued:
-      return "queued";
-    case JobState::kRecovering:
-      return "recovering";
-    case JobState::kRunning:
-      return "running";
-    case JobState::kSucceeded:
-      return "succeeded";
-    case JobState::kFailed:
-      return "failed";
-    case JobState::kCancelled:
-      return "cancelled";
-    case JobState::kLost:
-      return "lost";
-  }
-  return "unknown";
 }
 
 json Error(const std::string& message) {
@@ -451,7 +427,7 @@ void Daemon::Launch(const colo::Launch& launch) {
       mode = SharingMode::kPlain;
     }
   }
-  attempt.mode = std::string(ModeName(mode));
+  attempt.mode = std::string(ToString(mode));
   const std::string dir = fmt::format("{}/jobs/{}", config_.state_dir, launch.job);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -518,7 +494,7 @@ JobRecordDoc* Daemon::Find(JobId id) {
 
 void Daemon::SyncState(JobRecordDoc& doc) {
   if (const JobRecord* r = scheduler_->job(doc.spec.id)) {
-    const std::string state = StateName(r->state);
+    const std::string state(ToString(r->state));
     if (state != doc.state && IsTerminal(r->state)) doc.finished = WallSeconds();
     doc.state = state;
     // A job that succeeded after OOM retries keeps its story in the attempts, not as a reason.
@@ -791,11 +767,9 @@ json Daemon::Summary(const JobRecordDoc& d) const {
 }
 
 json Daemon::Queue(const Client&, const json& r) {
-  const bool all = r.value("all", true);
   const std::string user = r.value("user", "");
   json jobs = json::array();
   for (const auto& [id, d] : jobs_) {
-    if (!Active(d.state) && !all) continue;
     if (!Active(d.state)) continue;
     if (!user.empty() && d.spec.owner != user) continue;
     jobs.push_back(Summary(d));
