@@ -255,11 +255,16 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
 
 ClusterView Scheduler::View() const {
   ClusterView view;
+  FillView(view);
+  return view;
+}
+
+void Scheduler::FillView(ClusterView& view) const {
   view.now = clock_.Now();
   view.last_placed = last_placed_;
+  view.gpus.clear();
   view.gpus.reserve(gpus_.size());
   for (size_t i = 0; i < gpus_.size(); ++i) view.gpus.push_back(MakeView(static_cast<GpuIndex>(i)));
-  return view;
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -375,7 +380,9 @@ std::vector<Launch> Scheduler::Pass() {
   std::vector<Launch> launches;
   head_blocked_by_utilization_ = false;
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
-  ClusterView view = View();
+  // The pass's view reuses one buffer: passes run at every event in the simulator.
+  ClusterView& view = pass_view_;
+  FillView(view);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;

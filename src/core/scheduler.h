@@ -133,6 +133,7 @@ class Scheduler {
   };
 
   std::vector<Launch> Pass();
+  void FillView(ClusterView& view) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
   GpuView MakeView(GpuIndex g) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
@@ -161,6 +162,7 @@ class Scheduler {
   // would change its mind, decides the same: it is skipped. Events set `changed_`.
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
+  ClusterView pass_view_;
 };
 
 }  // namespace colo

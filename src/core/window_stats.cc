@@ -14,17 +14,27 @@ constexpr double kEmaSettled = 1e-2;
 }  // namespace
 
 SignalWindow::SignalWindow(int samples, Duration interval)
-    : window_(interval * samples), interval_(interval), ema_decay_(1.0 - 2.0 / (samples + 1.0)) {
+    : window_(interval * samples),
+      interval_(interval),
+      ema_decay_(1.0 - 2.0 / (samples + 1.0)),
+      log_decay_(ema_decay_ > 0 ? std::log(ema_decay_) : 0.0) {
   COLO_CHECK(samples > 0 && interval > Duration::zero());
 }
 
+double SignalWindow::DecayOver(double steps) const {
+  if (steps <= 0) return 1.0;
+  if (ema_decay_ <= 0) return 0.0;  // a window of one sample: the EMA is the last value
+  return std::exp(steps * log_decay_);
+}
+
 void SignalWindow::Add(TimePoint t, double value) {
+  settled_at_.reset();
   if (!points_.empty()) {
     if (t < last_sample_) return;  // late sample: ignore rather than reorder history
     last_sample_ = t;
     const double held = points_.back().value;
     const double steps = ToSeconds(t - ema_time_) / ToSeconds(interval_);
-    ema_ = held + (ema_ - held) * std::pow(ema_decay_, steps);
+    ema_ = held + (ema_ - held) * DecayOver(steps);
     ema_time_ = t;
     if (held == value) return;  // the signal did not change
     if (points_.back().time == t) {
@@ -71,15 +81,17 @@ TimePoint SignalWindow::WindowEnd(TimePoint now) const {
 
 TimePoint SignalWindow::SettledAt() const {
   if (points_.empty()) return TimePoint{};
+  if (settled_at_) return *settled_at_;
   // Mean and quantiles stop moving one window after the last change; the EMA keeps closing in on
   // the latest value, and counts as settled once within kEmaSettled of it.
   const TimePoint window_settled = points_.back().time + window_;
   const double gap = std::abs(ema_ - points_.back().value);
   if (gap <= kEmaSettled || ema_decay_ <= 0) return window_settled;
-  const double steps = std::log(kEmaSettled / gap) / std::log(ema_decay_);
+  const double steps = std::log(kEmaSettled / gap) / log_decay_;
   const TimePoint ema_settled =
       ema_time_ + std::chrono::duration_cast<Duration>(interval_ * std::ceil(steps));
-  return std::max(window_settled, ema_settled);
+  settled_at_ = std::max(window_settled, ema_settled);
+  return *settled_at_;
 }
 
 WindowSummary SignalWindow::Summarize(TimePoint now) const {
@@ -94,7 +106,7 @@ WindowSummary SignalWindow::Summarize(TimePoint now) const {
   // Weights stay in integer microseconds: exact, and cheaper than converting every piece.
   const int64_t total = (end - std::max(points_.front().time, begin)).count();
   const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
-  s.ema = steps == 0 ? ema_ : s.last + (ema_ - s.last) * std::pow(ema_decay_, steps);
+  s.ema = s.last + (ema_ - s.last) * DecayOver(steps);
   if (std::abs(s.ema - s.last) <= kEmaSettled) s.ema = s.last;
   if (total <= 0) {
     s.mean = s.median = s.p95 = s.last;

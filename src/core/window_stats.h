@@ -10,6 +10,7 @@
 #pragma once
 
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "common/units.h"
@@ -54,10 +55,13 @@ class SignalWindow {
 
   Duration window_;
   Duration interval_;
-  double ema_decay_;             // per interval: 1 - 2/(N+1)
-  std::deque<Point> points_;     // change points, oldest first
-  std::vector<Piece> by_value_;  // the same points as pieces, ordered by value
-  double ema_ = 0;               // EMA of the signal up to ema_time_
+  double ema_decay_;  // per interval: 1 - 2/(N+1)
+  double log_decay_;  // its logarithm: decay^steps = exp(steps * log_decay_)
+  double DecayOver(double steps) const;
+  mutable std::optional<TimePoint> settled_at_;  // SettledAt() until the next Add
+  std::deque<Point> points_;                     // change points, oldest first
+  std::vector<Piece> by_value_;                  // the same points as pieces, ordered by value
+  double ema_ = 0;                               // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts
 };

@@ -59,7 +59,9 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
   // Nodes are small dense integers; per-node counts live in flat vectors (this runs every pass).
   int nodes = 0;
   for (const GpuView& g : view.gpus) nodes = std::max(nodes, g.node + 1);
-  std::vector<int> gpus_per_node(static_cast<size_t>(nodes), 0);
+  // Scratch buffers reused across calls: a policy decides at every pass.
+  thread_local std::vector<int> gpus_per_node;
+  gpus_per_node.assign(static_cast<size_t>(nodes), 0);
   for (const GpuView& g : view.gpus) gpus_per_node[static_cast<size_t>(g.node)]++;
   if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(),
                    [&](int n) { return n >= request.gpus; })) {
@@ -68,8 +70,9 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
   }
 
   Wait wait;
-  std::vector<const GpuView*> passing;
-  passing.reserve(view.gpus.size());
+  wait.per_gpu.reserve(view.gpus.size());
+  thread_local std::vector<const GpuView*> passing;
+  passing.clear();
   for (const GpuView& g : view.gpus) {
     const GateVerdict verdict = EvaluateGates(g, request, gates_);
     if (verdict.gate == Gate::kPass) {
@@ -78,8 +81,9 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
       wait.per_gpu.push_back(verdict);
     }
   }
-  std::stable_sort(passing.begin(), passing.end(),
-                   [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); });
+  // Before() breaks every tie by index, so the plain sort is deterministic (and allocates nothing).
+  std::sort(passing.begin(), passing.end(),
+            [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); });
 
   // Take the first server to collect enough passing GPUs in chooser order; with exclusive-first,
   // idle GPUs are tried alone before any sharing.

@@ -117,8 +117,42 @@ class Engine {
   SimResult Run();
 
  private:
+  const Event& Top() const { return events_.front(); }
+  Event Pop() {
+    std::pop_heap(events_.begin(), events_.end(), Later{});
+    Event e = events_.back();
+    events_.pop_back();
+    return e;
+  }
+  // False for an event that a later one superseded (its handler would ignore it).
+  bool Live(const Event& e) const {
+    switch (e.type) {
+      case EventType::kArrival:
+        return true;
+      case EventType::kWarmup: {
+        const SimJob& job = jobs_[static_cast<size_t>(e.subject)];
+        return job.running && job.attempt == e.tag;
+      }
+      case EventType::kCompletion: {
+        const SimJob& job = jobs_[static_cast<size_t>(e.subject)];
+        return job.running && job.version == e.tag;
+      }
+      case EventType::kWakeup: {
+        const auto& wakeup = servers_[static_cast<size_t>(e.subject)].wakeup;
+        return wakeup && *wakeup == e.time;
+      }
+    }
+    return true;
+  }
+  void Compact() {
+    std::erase_if(events_, [&](const Event& e) { return !Live(e); });
+    std::make_heap(events_.begin(), events_.end(), Later{});
+    compact_at_ = std::max(kMinCompaction, 2 * events_.size());
+  }
   void Push(TimePoint t, EventType type, int64_t subject, uint64_t tag) {
-    events_.push(Event{t, next_seq_++, type, subject, tag});
+    events_.push_back(Event{t, next_seq_++, type, subject, tag});
+    std::push_heap(events_.begin(), events_.end(), Later{});
+    if (events_.size() >= compact_at_) Compact();
   }
   TimePoint Now() const { return clock_.Now(); }
   void Arrive(int index);
@@ -141,7 +175,11 @@ class Engine {
   const PlacementPolicy& policy_;
   const MemoryEstimator& estimator_;
   ManualClock clock_;
-  std::priority_queue<Event, std::vector<Event>, Later> events_;
+  // A binary heap (earliest on top). Rescheduling leaves superseded events behind; Compact() drops
+  // them when the heap has doubled, so it stays the size of what is really pending.
+  std::vector<Event> events_;
+  size_t compact_at_ = kMinCompaction;
+  static constexpr size_t kMinCompaction = 1 << 12;
   uint64_t next_seq_ = 0;
   std::vector<SimJob> jobs_;
   std::vector<SimGpu> gpus_;
@@ -440,12 +478,11 @@ SimResult Engine::Run() {
     Event event;
     // At equal times arrivals come first, as if they had been scheduled before everything else.
     if (next_arrival < arrivals.size() &&
-        (events_.empty() || arrival_time(next_arrival) <= events_.top().time)) {
+        (events_.empty() || arrival_time(next_arrival) <= Top().time)) {
       event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival], 0};
       ++next_arrival;
     } else {
-      event = events_.top();
-      events_.pop();
+      event = Pop();
     }
     ++event_count_;
     clock_.AdvanceTo(event.time);
@@ -474,7 +511,7 @@ SimResult Engine::Run() {
     }
     // One placement pass per server per instant, after every event of that instant.
     const bool instant_ends =
-        (events_.empty() || events_.top().time > event.time) &&
+        (events_.empty() || Top().time > event.time) &&
         (next_arrival == arrivals.size() || arrival_time(next_arrival) > event.time);
     if (instant_ends) {
       for (size_t i = 0; i < dirty_.size(); ++i) {
