@@ -11,11 +11,18 @@ double InterferenceModel::ThreadLimit(const CoRunner& job) const {
 
 std::vector<double> InterferenceModel::Slowdowns(SharingMode mode,
                                                  const std::vector<CoRunner>& jobs) const {
-  std::vector<double> out(jobs.size(), 1.0);
+  std::vector<double> out;
+  Slowdowns(mode, jobs, out);
+  return out;
+}
+
+void InterferenceModel::Slowdowns(SharingMode mode, const std::vector<CoRunner>& jobs,
+                                  std::vector<double>& out) const {
+  out.assign(jobs.size(), 1.0);
   if (jobs.size() <= 1 || mode == SharingMode::kExclusive) {
     // Alone, a thread limit below the job's solo demand still slows it.
     for (size_t i = 0; i < jobs.size(); ++i) out[i] = ThreadLimit(jobs[i]);
-    return out;
+    return;
   }
   if (mode == SharingMode::kMps) {
     double total = 0;
@@ -27,19 +34,15 @@ std::vector<double> InterferenceModel::Slowdowns(SharingMode mode,
       const double limit = ThreadLimit(jobs[i]);
       out[i] = std::max({1.0, contention, saturation, limit});
     }
-    return out;
+    return;
   }
   double total = 0;
-  std::vector<double> occupancy(jobs.size());
+  for (const auto& j : jobs) total += std::min(1.0, naive_k * j.smact);
   for (size_t i = 0; i < jobs.size(); ++i) {
-    occupancy[i] = std::min(1.0, naive_k * jobs[i].smact);
-    total += occupancy[i];
-  }
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const double switching = 1.0 + naive_delta * (total - occupancy[i]);
+    const double occupancy = std::min(1.0, naive_k * jobs[i].smact);
+    const double switching = 1.0 + naive_delta * (total - occupancy);
     out[i] = std::max({1.0, switching, total / naive_capacity});
   }
-  return out;
 }
 
 double PowerModel::Watts(double idle_watts, double tdp_watts, bool busy, double smact) const {

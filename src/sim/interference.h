@@ -28,6 +28,9 @@ struct InterferenceModel {
 
   // Slowdown factor (>= 1) of every job on one GPU.
   std::vector<double> Slowdowns(SharingMode mode, const std::vector<CoRunner>& jobs) const;
+  // The same into `out`, reusing its storage (the simulator calls this at every event).
+  void Slowdowns(SharingMode mode, const std::vector<CoRunner>& jobs,
+                 std::vector<double>& out) const;
   // A job held below its solo SM demand by an MPS thread limit runs proportionally slower.
   double ThreadLimit(const CoRunner& job) const;
 };

@@ -188,6 +188,7 @@ class Engine {
   // ties go to the lowest index.
   std::set<std::pair<int, int>> by_demand_;
   std::vector<int> dirty_;
+  std::vector<CoRunner> runners_;  // scratch for Refresh
   Timeline timeline_;
   int oom_crashes_ = 0;
   double lost_gpu_seconds_ = 0;
@@ -226,7 +227,7 @@ std::vector<int> Engine::Touch(const std::vector<int>& gpus) {
 void Engine::Refresh(const std::vector<int>& gpus) {
   const TimePoint now = Now();
   // Slowdowns depend only on who shares each GPU; rates on the slowest GPU of each job.
-  std::vector<CoRunner> runners;
+  std::vector<CoRunner>& runners = runners_;
   for (int g : gpus) {
     SimGpu& gpu = gpus_[g];
     runners.clear();
@@ -235,7 +236,7 @@ void Engine::Refresh(const std::vector<int>& gpus) {
       runners.push_back(CoRunner{jobs_[j].trace->profile.smact, jobs_[j].thread_percent});
       mode = jobs_[j].mode;
     }
-    gpu.slowdown = options_.interference.Slowdowns(mode, runners);
+    options_.interference.Slowdowns(mode, runners, gpu.slowdown);
   }
   for (int g : gpus) {
     for (int j : gpus_[g].jobs) {
