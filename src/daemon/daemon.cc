@@ -418,7 +418,7 @@ void Daemon::Launch(const colo::Launch& launch) {
     Status mps = mps_ ? mps_->EnsureRunning() : Unavailable("MPS is disabled in the config");
     if (mps.ok()) {
       extra = mps_->ClientEnv(attempt.thread_percent, launch.memory_limit,
-                              launch.gpus.size() > 0 ? static_cast<int>(launch.gpus.size()) : 1);
+                              static_cast<int>(launch.gpus.size()));
     } else {
       if (mps_problem_ != mps.message()) {
         mps_problem_ = mps.message();
