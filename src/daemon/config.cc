@@ -29,11 +29,11 @@ const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"limits", {"max_request_bytes", "max_clients"}},
 };
 
-Result<SharingMode> ParseMode(const std::string& text, const std::string& key) {
+Result<SharingMode> ParseMode(const std::string& text) {
   if (text == "mps") return SharingMode::kMps;
   if (text == "plain") return SharingMode::kPlain;
   if (text == "exclusive") return SharingMode::kExclusive;
-  return InvalidArgument(fmt::format("{}: '{}' is not mps, plain or exclusive", key, text));
+  return InvalidArgument(fmt::format("'{}' is not mps, plain or exclusive", text));
 }
 
 }  // namespace
@@ -100,15 +100,19 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
     else
       fail(fmt::format("{}.{} must be true or false", table, key));
   };
-  auto duration = [&](const char* table, const char* key, Duration& out) {
+  // A string value read through one of colo's parsers (durations, sizes, modes).
+  auto read_parsed = [&](const char* table, const char* key, auto parse, auto& out) {
     std::string text_value;
     str(table, key, text_value);
     if (text_value.empty()) return;
-    auto d = ParseDuration(text_value);
-    if (!d.ok())
-      fail(fmt::format("{}.{}: {}", table, key, d.status().message()));
+    auto value = parse(text_value);
+    if (!value.ok())
+      fail(fmt::format("{}.{}: {}", table, key, value.status().message()));
     else
-      out = *d;
+      out = *value;
+  };
+  auto duration = [&](const char* table, const char* key, Duration& out) {
+    read_parsed(table, key, ParseDuration, out);
   };
 
   str("scheduler", "policy", c.policy);
@@ -117,26 +121,12 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   duration("scheduler", "launch_grace", c.scheduler.launch_grace);
   duration("scheduler", "steady_after", c.scheduler.steady_after);
   duration("scheduler", "settle_timeout", c.scheduler.settle_timeout);
-  std::string recovery;
-  str("scheduler", "recovery", recovery);
-  if (!recovery.empty()) {
-    auto r = ParseRecoveryMode(recovery);
-    if (!r.ok())
-      fail("scheduler.recovery: " + r.status().message());
-    else
-      c.scheduler.recovery = *r;
-  }
+  read_parsed(
+      "scheduler", "recovery", [](const std::string& t) { return ParseRecoveryMode(t); },
+      c.scheduler.recovery);
   num("scheduler", "max_oom_retries", c.scheduler.max_oom_retries);
   num("scheduler", "oom_growth", c.scheduler.oom_growth);
-  std::string extra;
-  str("scheduler", "oom_extra", extra);
-  if (!extra.empty()) {
-    auto b = ParseBytes(extra);
-    if (!b.ok())
-      fail("scheduler.oom_extra: " + b.status().message());
-    else
-      c.scheduler.oom_extra = *b;
-  }
+  read_parsed("scheduler", "oom_extra", ParseBytes, c.scheduler.oom_extra);
   flag("scheduler", "backfill", c.scheduler.backfill);
   num("scheduler", "backfill_depth", c.scheduler.backfill_depth);
 
@@ -145,15 +135,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   flag("gates", "compound", c.compound);
   flag("gates", "exclusive_first", c.exclusive_first);
 
-  std::string mode;
-  str("sharing", "default", mode);
-  if (!mode.empty()) {
-    auto m = ParseMode(mode, "sharing.default");
-    if (!m.ok())
-      fail(m.status().message());
-    else
-      c.default_mode = *m;
-  }
+  read_parsed("sharing", "default", ParseMode, c.default_mode);
   if (const toml::table* gpus = root["sharing"]["gpus"].as_table()) {
     for (const auto& [gpu, value] : *gpus) {
       const std::string key = fmt::format("sharing.gpus.{}", gpu.str());
@@ -162,9 +144,9 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
         fail(key + " must be a string");
         continue;
       }
-      auto m = ParseMode(*v, key);
+      auto m = ParseMode(*v);
       if (!m.ok())
-        fail(m.status().message());
+        fail(key + ": " + m.status().message());
       else
         c.per_gpu[std::string(gpu.str())] = *m;
     }
