@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/client_commands.h"
+#include "cli/estimate_command.h"
 #include "cli/sim_command.h"
 
 namespace colo {
@@ -15,12 +16,15 @@ int RunColo(int argc, char** argv) {
   AddSimCommand(app, sim);
   ClientOptions client;
   AddClientCommands(app, client);
+  EstimateCommandOptions estimate;
+  AddEstimateCommand(app, estimate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (app.got_subcommand("sim")) return RunSimCommand(sim);
+  if (app.got_subcommand("estimate")) return RunEstimateCommand(estimate);
   const int code = RunClientCommand(app, client);
   return code >= 0 ? code : 2;
 }

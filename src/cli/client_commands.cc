@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/estimate_command.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "daemon/api.h"
@@ -167,9 +168,33 @@ int Submit(const ClientOptions& o) {
     }
   }
   if (!o.estimate_from.empty()) {
-    return Fail(
-        InvalidArgument("--estimate-from needs the memory estimators, which this build "
-                        "does not have yet; declare the need with --mem"));
+    // Estimated here, where the user's files are; colod stores the answer with the job, refines
+    // it with earlier runs of the same model and plans with it unless --mem was given.
+    EstimateCommandOptions eo;
+    eo.summary = o.estimate_from;
+    eo.batch = o.batch;
+    eo.gpu = o.estimate_gpu;
+    auto report = RunEstimates(eo);
+    if (!report.ok()) return Fail(report.status());
+    const NamedEstimate* best = BestEstimate(report->estimates);
+    if (!best) {
+      std::string why;
+      for (const auto& e : report->estimates)
+        why += fmt::format("\n  {}: {}", e.estimator, e.estimate.status().message());
+      return Fail(InvalidArgument(
+          fmt::format("no estimator could answer for {}:{}", o.estimate_from, why)));
+    }
+    request["estimate"] = {
+        {"estimator", best->estimator},
+        {"peak", best->estimate->peak.count()},
+        {"lower", best->estimate->lower.count()},
+        {"upper", best->estimate->upper.count()},
+        {"detail", best->estimate->detail},
+        {"signature", fmt::format("{:016x}-b{}", report->summary->Signature(), report->batch)}};
+    if (!o.json) {
+      fmt::print(stderr, "colo: {} estimates {} (plans with {})\n", best->estimator,
+                 FormatBytes(best->estimate->peak), FormatBytes(best->estimate->upper));
+    }
   }
   request["command"] = command;
   request["gpus"] = gpus > 0 ? gpus : 1;
@@ -293,6 +318,8 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   submit->add_option("--workdir", o.workdir, "working directory (default: the current one)");
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");
   submit->add_option("--batch", o.batch, "batch size, with --estimate-from");
+  submit->add_option("--gpu-model", o.estimate_gpu,
+                     "GPU model whose calibration the estimate uses (default: the first shipped)");
   submit->add_option("command", o.command, "the command, or a job file")->expected(-1);
   submit->add_flag("--json", o.json);
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
@@ -388,6 +415,17 @@ int RunClientCommand(CLI::App& app, const ClientOptions& o) {
     fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", j.value("gpus", 1),
                j.value("memory", ""), j.value("need", "-"), j.value("need_source", "-"),
                j.value("share", ""));
+    if (j.contains("estimate")) {
+      const json& e = j["estimate"];
+      fmt::print("   Estimate={} peak={} GiB upper={} GiB ({})\n", e.value("estimator", ""),
+                 Gib(e.value("peak", int64_t{0})), Gib(e.value("upper", int64_t{0})),
+                 e.value("detail", ""));
+      if (e.contains("history")) {
+        fmt::print("   Learned from {} earlier run(s): peak={} GiB upper={} GiB\n",
+                   e["history"].value("runs", 0), Gib(e["history"].value("peak", int64_t{0})),
+                   Gib(e["history"].value("upper", int64_t{0})));
+      }
+    }
     fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(j.value("submitted", 0.0)),
                FormatWallTime(j.value("finished", 0.0)));
     if (!j.value("reason", "").empty()) fmt::print("   Reason={}\n", j.value("reason", ""));

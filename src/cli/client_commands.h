@@ -13,7 +13,7 @@ struct ClientOptions {
   bool json = false;
   // submit
   int gpus = 0;  // 0: from the file's directives, else 1
-  std::string memory, share, name, workdir, estimate_from;
+  std::string memory, share, name, workdir, estimate_from, estimate_gpu;
   int threads = 0, batch = 0;
   std::vector<std::string> command;
   // show, logs, cancel, explain

@@ -12,6 +12,8 @@ namespace colo {
 std::string_view Trim(std::string_view s);
 std::vector<std::string> Split(std::string_view s, char sep);
 bool StartsWith(std::string_view s, std::string_view prefix);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+std::string ToLower(std::string_view s);
 // Strict number parsing: the whole (trimmed) field must be a finite number.
 Result<double> ParseDouble(std::string_view field);
 Result<int64_t> ParseInt(std::string_view field);

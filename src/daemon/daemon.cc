@@ -24,6 +24,7 @@
 
 #include "daemon/api.h"
 #include "daemon/process.h"
+#include "estimate/job_estimators.h"
 #include "policies/gated_policy.h"
 #include "policies/registry.h"
 
@@ -705,6 +706,9 @@ json Daemon::Submit(const Client& c, const json& r) {
     if (*bytes <= Bytes(0)) return Error("--mem must be positive");
     doc.spec.memory = MemoryNeed{*bytes, MemorySource::kDeclared, 0.0};
   }
+  if (auto e = r.find("estimate"); e != r.end() && !e->is_null()) {
+    if (json error = AcceptEstimate(*e, doc); !error.is_null()) return error;
+  }
   auto sharing = ParseSharingPreference(r.value("share", "any"));
   if (!sharing.ok()) return Error("--share: " + sharing.status().message());
   doc.spec.sharing = *sharing;
@@ -737,6 +741,45 @@ json Daemon::Submit(const Client& c, const json& r) {
         fmt::format("by {}: {} GPU(s), memory {}", doc.spec.owner, doc.spec.gpus,
                     doc.spec.memory.known() ? FormatBytes(doc.spec.memory.peak) : "unknown"));
   return json{{"job", doc.spec.id}};
+}
+
+// A client-side estimate (colo submit --estimate-from): checked, stored with the job, and used as
+// its memory need unless the user declared one. Earlier successful runs with the same model
+// signature refine it: their observed peaks are the best evidence there is.
+json Daemon::AcceptEstimate(const json& e, JobRecordDoc& doc) {
+  if (!e.is_object()) return Error("estimate must be an object");
+  const int64_t peak = e.value("peak", int64_t{0});
+  const int64_t upper = e.value("upper", int64_t{0});
+  if (peak <= 0 || upper < peak) return Error("estimate needs peak > 0 and upper >= peak");
+  doc.estimate = {{"estimator", e.value("estimator", "")}, {"peak", peak},
+                  {"lower", e.value("lower", peak)},       {"upper", upper},
+                  {"detail", e.value("detail", "")},       {"signature", e.value("signature", "")}};
+  std::vector<Bytes> history;
+  const std::string signature = e.value("signature", "");
+  if (!signature.empty()) {
+    for (const auto& [id, other] : jobs_) {
+      if (other.state != "succeeded" || !other.estimate.is_object() ||
+          other.estimate.value("signature", "") != signature)
+        continue;
+      for (const auto& a : other.attempts) {
+        if (a.exit_kind == "success" && a.peak > 0) history.push_back(Bytes(a.peak));
+      }
+    }
+  }
+  if (doc.spec.memory.known()) return nullptr;  // declared: the user's number is the limit
+  JobDescription job;
+  job.history = history;
+  if (auto learned = MakeHistoryEstimator()->Estimate(job); learned.ok()) {
+    doc.estimate["history"] = {{"runs", history.size()},
+                               {"peak", learned->peak.count()},
+                               {"upper", learned->upper.count()}};
+    doc.spec.memory = learned->AsNeed();
+    doc.spec.memory.source = MemorySource::kLearned;
+    return nullptr;
+  }
+  MemoryEstimate estimate{Bytes(peak), Bytes(e.value("lower", peak)), Bytes(upper), "client"};
+  doc.spec.memory = estimate.AsNeed();
+  return nullptr;
 }
 
 json Daemon::Summary(const JobRecordDoc& d) const {
@@ -787,6 +830,7 @@ json Daemon::Show(const Client&, const json& r) {
   j["command"] = d->spec.command;
   j["workdir"] = d->workdir;
   j["source"] = d->source;
+  if (!d->estimate.is_null()) j["estimate"] = d->estimate;
   json attempts = json::array();
   for (const auto& a : d->attempts) attempts.push_back(ToJson(a));
   j["attempt_list"] = attempts;

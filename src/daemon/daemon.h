@@ -79,6 +79,7 @@ class Daemon {
 
   // API operations.
   nlohmann::json Submit(const Client& client, const nlohmann::json& request);
+  nlohmann::json AcceptEstimate(const nlohmann::json& estimate, JobRecordDoc& doc);
   nlohmann::json Queue(const Client& client, const nlohmann::json& request);
   nlohmann::json Show(const Client& client, const nlohmann::json& request);
   nlohmann::json Cancel(const Client& client, const nlohmann::json& request);

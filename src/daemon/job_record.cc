@@ -72,7 +72,7 @@ json ToJson(const JobRecordDoc& r) {
               {"reason", r.reason},     {"submitted", r.submitted},
               {"finished", r.finished}, {"cancel_requested", r.cancel_requested},
               {"attempts", attempts},   {"source", r.source},
-              {"threads", r.threads}};
+              {"threads", r.threads},   {"estimate", r.estimate}};
 }
 
 Result<JobRecordDoc> JobRecordFromJson(const json& j) {
@@ -92,6 +92,7 @@ Result<JobRecordDoc> JobRecordFromJson(const json& j) {
     r.cancel_requested = j.value("cancel_requested", false);
     r.source = j.value("source", "");
     r.threads = j.value("threads", 0);
+    if (auto e = j.find("estimate"); e != j.end()) r.estimate = *e;
     for (const auto& a : j.value("attempts", json::array())) {
       AttemptRecord x;
       x.number = a.value("number", 0);

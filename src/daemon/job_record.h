@@ -39,6 +39,9 @@ struct JobRecordDoc {
   std::vector<AttemptRecord> attempts;
   std::string source;  // "cli", "script job.sh", "rad task.rad"
   int threads = 0;     // MPS thread percentage the user asked for; 0: the policy's choice
+  // The memory estimate the job was submitted with (colo submit --estimate-from): estimator,
+  // peak/lower/upper bytes, detail, and the model signature that links runs of the same job.
+  nlohmann::json estimate = nullptr;
 
   const AttemptRecord* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
   AttemptRecord* current() { return attempts.empty() ? nullptr : &attempts.back(); }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/units.h"
@@ -12,13 +13,17 @@
 
 namespace colo {
 
+struct ModelSummary;
+
 // What an estimator may look at. Fields are optional; each estimator says which it needs.
 struct JobDescription {
   uint64_t key = 0;  // stable identity of the job (for reproducible noise)
   std::string workload;
   int batch = 0;
-  std::optional<Bytes> true_peak;  // known only to the simulator and to offline evaluation
-  std::optional<Bytes> declared;   // what the user declared
+  std::optional<Bytes> true_peak;         // known only to the simulator and to offline evaluation
+  std::optional<Bytes> declared;          // what the user declared
+  const ModelSummary* summary = nullptr;  // colo-profile's or torchsummary's description
+  std::vector<Bytes> history{};           // peaks of earlier runs with the same signature
 };
 
 struct MemoryEstimate {
@@ -26,6 +31,7 @@ struct MemoryEstimate {
   Bytes lower;
   Bytes upper;
   std::string method;
+  std::string detail{};  // how it was obtained, and anything the user should know
 
   // As the scheduler plans with it: the peak plus the upper uncertainty.
   MemoryNeed AsNeed() const;

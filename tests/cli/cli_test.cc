@@ -3,6 +3,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cli/app.h"
@@ -53,6 +55,38 @@ TEST(Cli, JsonOutputParsesBack) {
   const std::string out = testing::internal::GetCapturedStdout();
   EXPECT_EQ(out.front(), '{');
   EXPECT_NE(out.find("\"policy\": \"worst-fit\""), std::string::npos);
+}
+
+TEST(Cli, EstimateAnswersWithEveryEstimatorAndPicksTheTrace) {
+  const std::string summary = std::string(COLO_TEST_DATA) + "/estimate/tv-resnet50-b32-adam.json";
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(Colo({"estimate", summary, "--json", "--gpu", "H200"}), 0);
+  const auto report = nlohmann::json::parse(testing::internal::GetCapturedStdout());
+  EXPECT_EQ(report.value("best", ""), "trace");
+  EXPECT_EQ(report.value("family", ""), "cnn");
+  std::set<std::string> answered;
+  for (const auto& e : report["estimates"]) {
+    if (e.contains("peak")) answered.insert(e.value("estimator", ""));
+  }
+  EXPECT_EQ(answered, (std::set<std::string>{"trace", "gpumemnet", "horus"}));
+}
+
+TEST(Cli, EstimateExplainsBadInput) {
+  const std::string dir = std::string(COLO_TEST_DATA) + "/estimate/";
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Colo({"estimate", dir + "resnet18.torchsummary.txt"}), 1);  // no batch known
+  EXPECT_EQ(Colo({"estimate", dir + "tv-resnet50-b32-adam.b32.trace", "--batch", "4"}), 1);
+  EXPECT_EQ(Colo({"estimate", dir + "tv-resnet50-b32-adam.json", "--estimator", "magic"}), 1);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("give --batch"), std::string::npos) << err;
+  EXPECT_NE(err.find("not a torchsummary file"), std::string::npos) << err;
+  EXPECT_NE(err.find("unknown estimator 'magic'"), std::string::npos) << err;
+  // A torchsummary file with a batch: the trace estimator says why it cannot answer.
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(Colo({"estimate", dir + "resnet18.torchsummary.txt", "--batch", "64"}), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("unknown layer types"), std::string::npos) << out;
+  EXPECT_NE(out.find("has no allocation trace"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -133,6 +133,45 @@ TEST_F(DaemonTest, OutOfMemoryIsRecoveredWithALargerNeedAndOtherFailuresAreNot) 
   EXPECT_NE(failed.value("reason", "").find("exit code 3"), std::string::npos);
 }
 
+// A job submitted with a client-side estimate plans with it; once a run of the same model has
+// succeeded, the next one plans with what that run was seen to use.
+TEST_F(DaemonTest, EstimatesAreStoredAndRefinedByEarlierRuns) {
+  Start();
+  const json estimate = {{"estimator", "trace"},    {"peak", GiB(6).count()},
+                         {"lower", GiB(6).count()}, {"upper", GiB(7).count()},
+                         {"detail", "test"},        {"signature", "abc-b32"}};
+  auto submit = [&](const std::vector<std::string>& command) {
+    json r =
+        Call({{"op", "submit"}, {"command", command}, {"estimate", estimate}, {"workdir", dir_}});
+    EXPECT_TRUE(r.value("ok", false)) << r.dump();
+    return r.value("job", JobId{0});
+  };
+  const JobId first = submit({"sh", "-c", "sleep 0.6"});
+  const json running = WaitFor(first, "running");
+  EXPECT_EQ(running.value("need_source", ""), "estimated");
+  EXPECT_EQ(running.value("need", ""), "7.0 GiB");
+  EXPECT_EQ(running["estimate"].value("estimator", ""), "trace");
+  const int pid = running["attempt_list"][0].value("pid", 0);
+  gpus_.SetProcessMemory(running["attempt_list"][0]["gpus"][0].get<int>(), pid, GiB(5));
+  WaitFor(first, "succeeded");
+  gpus_.RemoveProcess(pid);
+
+  const JobId second = submit({"true"});
+  const json learned = Show(second);
+  ASSERT_TRUE(learned["estimate"].contains("history")) << learned.dump(2);
+  EXPECT_EQ(learned["estimate"]["history"].value("runs", 0), 1);
+  EXPECT_EQ(learned["estimate"]["history"].value("peak", int64_t{0}), GiB(5).count());
+  EXPECT_EQ(learned.value("memory", ""), "5.0 GiB");
+  WaitFor(second, "succeeded");
+
+  json bad = Call({{"op", "submit"},
+                   {"command", {"true"}},
+                   {"workdir", dir_},
+                   {"estimate", {{"peak", -1}, {"upper", 3}}}});
+  EXPECT_FALSE(bad.value("ok", true));
+  EXPECT_NE(bad.value("error", "").find("estimate needs"), std::string::npos);
+}
+
 TEST_F(DaemonTest, CancelStopsTheWholeProcessGroup) {
   Start();
   const JobId id = Submit({"sh", "-c", "sleep 60 & sleep 60; wait"});

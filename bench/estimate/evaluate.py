@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""The estimator evaluation: real models trained for real on the GPU, next to what colo-profile
+recorded for them on fake tensors.
+
+    evaluate.py --out DIR [--cases all|smoke] [--profile-jobs 12] [--run-jobs 4] [--seconds 540]
+
+For every case (model, batch, optimizer, precision):
+  1. colo-profile on fake tensors, writing DIR/cases/ID.json and its allocation traces (its GPU
+     memory, which must be none, is recorded);
+  2. the same model and training loop on the GPU in a fresh process for STEPS steps, while this
+     process polls NVML for that process's memory every few milliseconds. The child also reports
+     torch's peak reserved/allocated bytes and writes the allocator's own event history as a trace
+     (DIR/real/ID.trace), so colo's allocator model can be checked on real allocations too.
+Results go to DIR/results.jsonl (one line per case, written as cases finish: a stopped run keeps
+what it measured and a re-run skips finished cases). bench/estimate/report.py turns them, with
+`colo estimate`, into the table in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOLS = os.path.join(HERE, "..", "..", "tools")
+sys.path.insert(0, TOOLS)
+REAL_STEPS = 8
+PROFILE_STEPS = 3
+
+LLAMA_SMALL = ("llama?hidden_size=1024&intermediate_size=2816&num_hidden_layers=8"
+               "&num_attention_heads=16&num_key_value_heads=16&vocab_size=32000")
+GPT2_MEDIUM = "gpt2?n_layer=24&n_embd=1024&n_head=16"
+
+
+def cases(which):
+    """(target, batch, optimizer, amp, seq_len)."""
+    out = []
+
+    def add(target, batches, optimizer="adam", amp=False, seq=None):
+        for b in batches:
+            out.append((target, b, optimizer, amp, seq))
+
+    if which == "smoke":
+        add("torchvision:resnet18", [32])
+        add("hf:gpt2?n_layer=2", [4], seq=128)
+        return out
+    add("torchvision:resnet18", [32, 128])
+    add("torchvision:resnet50", [32, 64, 128])
+    add("torchvision:resnet50", [64], optimizer="sgd")
+    add("torchvision:resnet50", [64], amp=True)
+    add("torchvision:vgg16", [32, 64])
+    add("torchvision:vgg16", [32], optimizer="sgd")
+    add("torchvision:mobilenet_v2", [64, 128])
+    add("torchvision:efficientnet_b0", [64, 128])
+    add("torchvision:efficientnet_b0", [128], amp=True)
+    add("torchvision:inception_v3", [32, 64])
+    add("torchvision:densenet121", [32, 64])
+    add("torchvision:convnext_tiny", [32])
+    add("timm:vit_small_patch16_224", [64, 128])
+    add("timm:vit_base_patch16_224", [32, 64])
+    add("timm:vit_base_patch16_224", [32], optimizer="sgd")
+    add("timm:vit_base_patch16_224", [32], amp=True)
+    add("timm:swin_tiny_patch4_window7_224", [32])
+    add("timm:efficientnet_b3", [32])
+    add("hf:bert", [8, 16], seq=512)
+    add("hf:bert", [16], amp=True, seq=512)
+    add("hf:distilbert", [16], seq=512)
+    add("hf:gpt2", [4, 8], seq=512)
+    add("hf:gpt2", [8], amp=True, seq=512)
+    add("hf:" + GPT2_MEDIUM, [4], seq=512)
+    add("hf:t5?decoder_start_token_id=0&pad_token_id=0", [8], seq=256)
+    add("hf:" + LLAMA_SMALL, [8], seq=512)
+    add("hf:" + LLAMA_SMALL, [8], optimizer="adamw", amp=True, seq=512)
+    return out
+
+
+def case_id(target, batch, optimizer, amp, seq):
+    name = target.replace("torchvision:", "tv-").replace("timm:", "timm-").replace("hf:", "hf-")
+    name = name.replace("?", "-").replace("&", "-").replace("=", "").replace(":", "-")
+    return f"{name}-b{batch}-{optimizer}{'-amp' if amp else ''}"
+
+
+# ----------------------------------------------------------------------------------------------
+# The real run (child process)
+
+
+def run_case(args):
+    import torch
+    import colo_profile
+
+    spec = colo_profile.ModelSpec(args.target, seq_len=args.seq_len)
+    model = spec.build().to("cuda")
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                             max_entries=2_000_000)
+    started = time.monotonic()
+    colo_profile.train(model, spec, args.batch, args.optimizer, args.amp, REAL_STEPS, "cuda")
+    torch.cuda.synchronize()
+    seconds = time.monotonic() - started
+    snapshot = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    events, ids, alloc = [], {}, 0
+    for entry in snapshot["device_traces"][0]:
+        action = entry["action"]
+        if action == "alloc":
+            ids[entry["addr"]] = alloc
+            events.append(f"a {entry['size']} {entry.get('stream', 0)}")
+            alloc += 1
+        elif action == "free_completed" and entry["addr"] in ids:
+            events.append(f"f {ids.pop(entry['addr'])}")
+    with open(args.real_trace, "w") as out:
+        out.write(colo_profile.TRACE_HEADER + "\n# source torch.cuda.memory history\n")
+        out.write("\n".join(events) + "\n")
+    print(json.dumps({
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+        "end_reserved_bytes": torch.cuda.memory_reserved(),
+        "seconds": round(seconds, 3),
+        "real_events": len(events),
+        "history_complete": len(snapshot["device_traces"][0]) < 2_000_000,
+    }))
+
+
+# ----------------------------------------------------------------------------------------------
+# The harness (parent)
+
+
+class Poller(threading.Thread):
+    """Polls NVML for every compute process's memory and keeps each pid's peak."""
+
+    def __init__(self, interval=0.002):
+        super().__init__(daemon=True)
+        from colo_calibrate import Nvml
+
+        self.nvml = Nvml()
+        self.handle = self.nvml.handle(0)
+        self.interval = interval
+        self.peaks = {}
+        self.polls = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                for pid, used in self.nvml.process_memory(self.handle).items():
+                    if used > self.peaks.get(pid, 0):
+                        self.peaks[pid] = used
+                self.polls += 1
+            except RuntimeError:
+                pass
+            time.sleep(self.interval)
+
+
+def profile_case(case, out_dir, poller):
+    target, batch, optimizer, amp, seq = case
+    cid = case_id(*case)
+    path = os.path.join(out_dir, "cases", cid + ".json")
+    if os.path.exists(path):
+        return {"id": cid, "profile": "cached"}
+    cmd = [sys.executable, os.path.join(TOOLS, "colo_profile.py"), target, "--batch", str(batch),
+           "--optimizer", optimizer, "--steps", str(PROFILE_STEPS), "-o", path]
+    if amp:
+        cmd.append("--amp")
+    if seq:
+        cmd += ["--seq-len", str(seq)]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+    # The profiler sees the GPU (its autograd engine wants one) but must not use its memory.
+    result = {"id": cid, "profile_rc": proc.returncode,
+              "profile_wall_seconds": round(time.monotonic() - started, 2),
+              "profile_gpu_bytes": poller.peaks.get(proc.pid, 0)}
+    if proc.returncode != 0:
+        result["profile_error"] = stderr[-1500:]
+    return result
+
+
+def real_case(case, out_dir, poller):
+    target, batch, optimizer, amp, seq = case
+    cid = case_id(*case)
+    cmd = [sys.executable, os.path.abspath(__file__), "--run-case", "--target", target,
+           "--batch", str(batch), "--optimizer", optimizer,
+           "--real-trace", os.path.join(out_dir, "real", cid + ".trace")]
+    if amp:
+        cmd.append("--amp")
+    if seq:
+        cmd += ["--seq-len", str(seq)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    time.sleep(0.01)
+    result = {"id": cid, "target": target, "batch": batch, "optimizer": optimizer, "amp": amp,
+              "seq_len": seq, "run_rc": proc.returncode,
+              "nvml_peak_bytes": poller.peaks.get(proc.pid)}
+    if proc.returncode == 0:
+        result.update(json.loads(stdout.strip().splitlines()[-1]))
+    else:
+        result["run_error"] = stderr[-1500:]
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out")
+    parser.add_argument("--cases", default="all", choices=["all", "smoke"])
+    parser.add_argument("--profile-jobs", type=int, default=12)
+    parser.add_argument("--run-jobs", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=540)
+    parser.add_argument("--only", choices=["profile", "run"], help="one phase only")
+    # The child's arguments.
+    parser.add_argument("--run-case", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--target")
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--optimizer")
+    parser.add_argument("--amp", action="store_true")
+    parser.add_argument("--seq-len", type=int)
+    parser.add_argument("--real-trace")
+    args = parser.parse_args()
+    if args.run_case:
+        return run_case(args)
+
+    deadline = time.time() + args.seconds
+    out = args.out
+    for sub in ("cases", "real"):
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+    results_path = os.path.join(out, "results.jsonl")
+    finished = set()
+    if os.path.exists(results_path):
+        with open(results_path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        finished = {r["id"] for r in rows if r.get("run_rc") == 0 and r.get("profile_rc") in (0, None)}
+    todo = [c for c in cases(args.cases) if case_id(*c) not in finished]
+    print(f"{len(todo)} cases to do", flush=True)
+
+    poller = Poller()
+    poller.start()
+    profiles = {}
+    if args.only != "run":
+        with concurrent.futures.ThreadPoolExecutor(args.profile_jobs) as pool:
+            for r in pool.map(lambda c: profile_case(c, out, poller), todo):
+                profiles[r["id"]] = r
+                print("profiled", r["id"], r.get("profile_rc", "cached"),
+                      r.get("profile_wall_seconds", ""), flush=True)
+    if args.only == "profile":
+        return 0
+
+    lock = threading.Lock()
+
+    def one(case):
+        if time.time() > deadline:
+            return
+        r = real_case(case, out, poller)
+        r.update(profiles.get(r["id"], {}))
+        with lock, open(results_path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+        print("ran", r["id"], r["run_rc"], r.get("nvml_peak_bytes"), r.get("peak_reserved_bytes"),
+              flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(args.run_jobs) as pool:
+        list(pool.map(one, todo))
+    poller.stop.set()
+    print(f"NVML polls: {poller.polls}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

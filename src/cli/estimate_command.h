@@ -1,0 +1,35 @@
+// `colo estimate SUMMARY --batch B`: every memory estimator's answer for one model, and the one
+// colo would plan with. `colo submit --estimate-from` uses the same code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "estimate/job_estimators.h"
+
+namespace colo {
+
+struct EstimateCommandOptions {
+  std::string summary;
+  int batch = 0;
+  std::vector<std::string> estimators;
+  std::string gpu, weights, declared;
+  int repeat = 1;
+  bool json = false;
+};
+
+struct EstimateReport {
+  std::shared_ptr<ModelSummary> summary;
+  int batch = 0;
+  std::vector<NamedEstimate> estimates;
+};
+
+void AddEstimateCommand(CLI::App& app, EstimateCommandOptions& options);
+Result<EstimateReport> RunEstimates(const EstimateCommandOptions& options);
+nlohmann::json ToJson(const EstimateReport& report);
+int RunEstimateCommand(const EstimateCommandOptions& options);
+
+}  // namespace colo

@@ -1,0 +1,91 @@
+// A model of PyTorch's CUDA caching allocator, faithful enough to predict how much memory it
+// reserves from the driver for a given sequence of allocations and frees.
+//
+// What it reproduces (c10/cuda/CUDACachingAllocator.cpp, default settings):
+//  * requests are rounded up to 512 bytes;
+//  * requests of at most 1 MiB come from the small pool, whose segments are 2 MiB; larger
+//    requests come from the large pool: below 10 MiB a 20 MiB segment, above it the request
+//    rounded up to 2 MiB;
+//  * a free block is reused best-fit (smallest block that fits, same stream, same pool);
+//  * a block is split when the remainder is at least 512 bytes (small pool) or more than 1 MiB
+//    (large pool); freed blocks merge with free neighbours of the same segment, never across
+//    segments; segments are never returned (no empty_cache, no OOM retry);
+//  * with expandable segments, each pool and stream has one segment that grows at its end in
+//    2 MiB (small) or 20 MiB (large) pages.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace colo {
+
+// One allocation trace, as colo-profile (or torch's memory history) wrote it.
+struct AllocationTrace {
+  struct Event {
+    // kWorkspace: a library call that allocates scratch memory inside the kernel and frees it
+    // before returning (cuDNN convolutions); its size is not known on fake tensors.
+    enum Kind : uint8_t { kAlloc, kFree, kWorkspace } kind;
+    int32_t stream;  // kAlloc only
+    // kAlloc: bytes; kFree: the allocation's index (0-based, in order of kAlloc);
+    // kWorkspace: the largest input or output of the call, in bytes.
+    int64_t value;
+  };
+  std::vector<Event> events;
+  int64_t allocations = 0;
+  // Index of the first event after the "m steps" marker (parameters come before it); 0 if none.
+  size_t steps_begin = 0;
+};
+
+// Parses the text format: "colo-alloc-trace 1", then lines "a BYTES [STREAM]", "f INDEX",
+// "w KIND INPUT_BYTES OUTPUT_BYTES" (a workspace), "m LABEL" (a marker) and "# ..." (comments).
+// Errors name the origin and line.
+Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin);
+
+struct AllocatorStats {
+  int64_t peak_reserved = 0;
+  int64_t peak_allocated = 0;  // block bytes (rounded sizes) in use at the worst moment
+  int64_t peak_requested = 0;  // requested bytes in use at the worst moment
+  int64_t segments = 0;
+  int64_t largest_workspace_tensor = 0;  // the largest tensor of any workspace event
+};
+
+class CachingAllocatorModel {
+ public:
+  explicit CachingAllocatorModel(bool expandable_segments = false);
+  ~CachingAllocatorModel();
+  CachingAllocatorModel(const CachingAllocatorModel&) = delete;
+  CachingAllocatorModel& operator=(const CachingAllocatorModel&) = delete;
+
+  // Returns a handle for Free.
+  int64_t Allocate(int64_t bytes, int stream = 0);
+  void Free(int64_t handle);
+
+  const AllocatorStats& stats() const { return stats_; }
+  int64_t reserved() const { return reserved_; }
+
+  static int64_t RoundSize(int64_t bytes);
+  static int64_t SegmentSize(int64_t rounded);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+  AllocatorStats stats_;
+  int64_t reserved_ = 0;
+  friend class Impl;
+};
+
+struct ReplayOptions {
+  // Blocks that live for the whole run (cuBLAS workspaces), allocated where the steps begin.
+  std::vector<int64_t> permanent;
+  // A workspace event allocates this multiple of its largest tensor, then frees it.
+  double workspace_ratio = 0;
+  bool expandable_segments = false;
+};
+
+Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options);
+
+}  // namespace colo

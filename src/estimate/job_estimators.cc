@@ -1,0 +1,376 @@
+#include "estimate/job_estimators.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/strings.h"
+
+#ifndef COLO_SOURCE_DATA_DIR
+#define COLO_SOURCE_DATA_DIR ""
+#endif
+
+namespace colo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Result<std::string> ReadText(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot read {} '{}'", what, path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string UnknownLayersNote(const ModelSummary& s) {
+  if (s.unknown_layer_types.empty()) return "";
+  return fmt::format("; unknown layer types (counted by parameters and outputs only): {}",
+                     Join(s.unknown_layer_types, ", "));
+}
+
+}  // namespace
+
+Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
+                                                const std::string& origin) {
+  GpuCalibration c;
+  try {
+    const auto doc = nlohmann::json::parse(text);
+    if (doc.value("format", "") != "colo-gpu-calibration") {
+      return InvalidArgument(fmt::format("{}: not a colo-calibrate profile", origin));
+    }
+    c.gpu = doc.at("gpu").get<std::string>();
+    c.driver = doc.value("driver", "");
+    c.torch = doc.value("torch", "");
+    c.context_bytes = doc.at("context_bytes").get<int64_t>();
+    c.cublas_workspace_bytes = doc.value("cublas_workspace_bytes", int64_t{0});
+    c.margin_ratio = doc.value("margin_ratio", c.margin_ratio);
+    c.margin_bytes = doc.value("margin_bytes", c.margin_bytes);
+    c.conv_workspace_ratio = doc.value("conv_workspace_ratio", c.conv_workspace_ratio);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(fmt::format("{}: malformed calibration ({})", origin, e.what()));
+  }
+  if (c.context_bytes < 0 || c.cublas_workspace_bytes < 0 || c.conv_workspace_ratio < 0 ||
+      c.margin_ratio < 0 || c.margin_bytes < 0) {
+    return InvalidArgument(fmt::format("{}: negative sizes", origin));
+  }
+  return c;
+}
+
+std::string FindDataFile(const std::string& name) {
+  std::vector<fs::path> roots;
+  if (const char* env = std::getenv("COLO_DATA_DIR"); env && *env) roots.emplace_back(env);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path().parent_path() / "share" / "colo");
+  if (*COLO_SOURCE_DATA_DIR) roots.emplace_back(COLO_SOURCE_DATA_DIR);
+  for (const auto& root : roots) {
+    if (fs::exists(root / name, ec)) return (root / name).string();
+  }
+  return "";
+}
+
+Result<GpuCalibration> LoadCalibration(const std::string& gpu_name) {
+  const std::string dir = FindDataFile("gpu-calibration");
+  if (dir.empty()) return NotFound("no gpu-calibration folder in colo's data (set COLO_DATA_DIR)");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> known;
+  const std::string wanted = ToLower(gpu_name);
+  for (const auto& file : files) {
+    auto text = ReadText(file.string(), "calibration");
+    if (!text.ok()) return text.status();
+    auto c = GpuCalibration::FromJson(*text, file.string());
+    if (!c.ok()) return c.status();
+    if (wanted.empty() || ToLower(c->gpu).find(wanted) != std::string::npos) return c;
+    known.push_back(c->gpu);
+  }
+  return NotFound(fmt::format("no calibration for GPU '{}' (have: {}); run colo-calibrate on it",
+                              gpu_name, known.empty() ? "none" : Join(known, ", ")));
+}
+
+namespace {
+
+int BatchOf(const JobDescription& job) {
+  if (job.batch > 0) return job.batch;
+  return job.summary ? job.summary->batch : 0;
+}
+
+class HorusEstimator final : public MemoryEstimator {
+ public:
+  std::string_view name() const override { return "horus"; }
+  Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
+    if (!job.summary) return Unavailable("Horus needs a model summary");
+    const int batch = BatchOf(job);
+    if (batch <= 0) return Unavailable("Horus needs the batch size");
+    // CARMA: 4 B x (A*B + P + B*P) / 2^20 + 800 MiB, capped at 40000 MiB.
+    const double a = static_cast<double>(job.summary->activations_per_sample);
+    const double p = static_cast<double>(job.summary->parameters);
+    const double mib = std::min(40000.0, 4.0 * (a * batch + p + batch * p) / (1 << 20) + 800.0);
+    const Bytes peak = MiB(static_cast<int64_t>(std::ceil(mib)));
+    return MemoryEstimate{
+        peak, peak, peak, "horus",
+        fmt::format("A={} activations/sample, P={} parameters, B={}",
+                    job.summary->activations_per_sample, job.summary->parameters, batch)};
+  }
+};
+
+class GpuMemNetEstimator final : public MemoryEstimator {
+ public:
+  GpuMemNetEstimator(std::shared_ptr<const GpuMemNetModel> model, int64_t bucket)
+      : model_(std::move(model)), bucket_(bucket) {}
+  std::string_view name() const override { return "gpumemnet"; }
+  Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
+    if (!job.summary) return Unavailable("GPUMemNet needs a model summary");
+    const int batch = BatchOf(job);
+    if (batch <= 0) return Unavailable("GPUMemNet needs the batch size");
+    const std::string family = job.summary->Family();
+    const GpuMemNetEnsemble* e = model_->Find(family, bucket_);
+    if (!e) {
+      return Unavailable(
+          fmt::format("GPUMemNet has no {} model{}", family, bucket_ ? " for that bucket" : ""));
+    }
+    const int cls = e->Classify(ExtractFeatures(*job.summary, batch).values);
+    const Bytes upper(static_cast<int64_t>(cls + 1) * e->bucket_bytes);
+    const Bytes lower(static_cast<int64_t>(cls) * e->bucket_bytes);
+    std::string detail = fmt::format("{} model, bucket {} of {}", family,
+                                     FormatBytes(Bytes(e->bucket_bytes)), FormatBytes(upper));
+    if (cls + 1 == e->classes) detail += " (the highest bucket it knows: may be more)";
+    return MemoryEstimate{upper, lower, upper,
+                          fmt::format("gpumemnet:{}", FormatBytes(Bytes(e->bucket_bytes))),
+                          detail + UnknownLayersNote(*job.summary)};
+  }
+
+ private:
+  std::shared_ptr<const GpuMemNetModel> model_;
+  int64_t bucket_;
+};
+
+class TraceEstimator final : public MemoryEstimator {
+ public:
+  TraceEstimator(GpuCalibration calibration, bool expandable)
+      : calibration_(std::move(calibration)), expandable_(expandable) {}
+  std::string_view name() const override { return "trace"; }
+
+  Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
+    if (!job.summary) return Unavailable("the trace estimator needs colo-profile's summary");
+    const int batch = BatchOf(job);
+    const ModelSummary& s = *job.summary;
+    if (s.traces.empty()) {
+      return Unavailable("the summary has no allocation trace (a torchsummary file has none)");
+    }
+    auto trace = TraceAt(s, batch);
+    if (!trace.ok()) return trace.status();
+    // Two cuBLAS workspaces (the forward's thread and the autograd engine's), for the run.
+    const int64_t half = calibration_.cublas_workspace_bytes / 2;
+    std::vector<int64_t> permanent;
+    if (half > 0) permanent = {half, calibration_.cublas_workspace_bytes - half};
+    auto stats = Replay(**trace, {permanent, 0.0, expandable_});
+    if (!stats.ok()) return stats.status();
+    const Bytes peak(stats->peak_reserved + calibration_.context_bytes);
+    const Bytes workspace(static_cast<int64_t>(
+        calibration_.conv_workspace_ratio * static_cast<double>(stats->largest_workspace_tensor)));
+    const Bytes upper =
+        peak.Scaled(1 + calibration_.margin_ratio) + Bytes(calibration_.margin_bytes) + workspace;
+    return MemoryEstimate{
+        peak, peak, upper, "trace",
+        fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}",
+                    (*trace)->events.size(), FormatBytes(Bytes(stats->peak_reserved)),
+                    FormatBytes(Bytes(stats->peak_allocated)),
+                    FormatBytes(Bytes(calibration_.context_bytes)), calibration_.gpu,
+                    workspace > Bytes(0)
+                        ? fmt::format("; up to {} of cuDNN workspace in the upper bound",
+                                      FormatBytes(workspace))
+                        : "",
+                    UnknownLayersNote(s))};
+  }
+
+ private:
+  // The recorded trace at `batch`, or one interpolated between two recorded batches: allocation
+  // sizes are affine in the batch when the operator sequence is the same.
+  Result<std::shared_ptr<const AllocationTrace>> TraceAt(const ModelSummary& s, int batch) const {
+    if (const TraceRef* exact = s.TraceFor(batch)) return Load(exact->path);
+    std::vector<const TraceRef*> sorted;
+    for (const auto& t : s.traces) sorted.push_back(&t);
+    std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->batch < b->batch; });
+    std::vector<std::string> have;
+    for (auto* t : sorted) have.push_back(std::to_string(t->batch));
+    if (sorted.size() < 2 || batch <= 0) {
+      return Unavailable(fmt::format(
+          "no trace for batch {} (recorded: {}); profile with --batch {} or with two batches",
+          batch, Join(have, ", "), batch));
+    }
+    // The two recorded batches around `batch` (or the nearest two when outside).
+    size_t hi = 1;
+    while (hi + 1 < sorted.size() && sorted[hi]->batch < batch) ++hi;
+    auto a = Load(sorted[hi - 1]->path);
+    if (!a.ok()) return a.status();
+    auto b = Load(sorted[hi]->path);
+    if (!b.ok()) return b.status();
+    const AllocationTrace& ta = **a;
+    const AllocationTrace& tb = **b;
+    bool same = ta.events.size() == tb.events.size();
+    for (size_t i = 0; same && i < ta.events.size(); ++i) {
+      same = ta.events[i].kind == tb.events[i].kind &&
+             (ta.events[i].kind != AllocationTrace::Event::kFree ||
+              ta.events[i].value == tb.events[i].value);
+    }
+    if (!same) {
+      return Unavailable(fmt::format(
+          "no trace for batch {}, and the traces of batches {} and {} differ in structure; "
+          "profile with --batch {}",
+          batch, sorted[hi - 1]->batch, sorted[hi]->batch, batch));
+    }
+    auto out = std::make_shared<AllocationTrace>(ta);
+    const double t = static_cast<double>(batch - sorted[hi - 1]->batch) /
+                     (sorted[hi]->batch - sorted[hi - 1]->batch);
+    for (size_t i = 0; i < out->events.size(); ++i) {
+      auto& e = out->events[i];
+      if (e.kind == AllocationTrace::Event::kFree) continue;
+      const double size = ta.events[i].value + t * (tb.events[i].value - ta.events[i].value);
+      e.value = std::max<int64_t>(1, std::llround(size));
+    }
+    return std::shared_ptr<const AllocationTrace>(out);
+  }
+
+  Result<std::shared_ptr<const AllocationTrace>> Load(const std::string& path) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cache_.find(path); it != cache_.end()) return it->second;
+    auto text = ReadText(path, "allocation trace");
+    if (!text.ok()) return text.status();
+    auto trace = ParseAllocationTrace(*text, path);
+    if (!trace.ok()) return trace.status();
+    auto shared = std::make_shared<const AllocationTrace>(std::move(*trace));
+    cache_.emplace(path, shared);
+    return shared;
+  }
+
+  GpuCalibration calibration_;
+  bool expandable_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<const AllocationTrace>> cache_;
+};
+
+class HistoryEstimator final : public MemoryEstimator {
+ public:
+  std::string_view name() const override { return "history"; }
+  Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
+    if (job.history.empty()) return Unavailable("no earlier run of this job");
+    Bytes lo = job.history[0], hi = job.history[0];
+    for (Bytes b : job.history) {
+      lo = std::min(lo, b);
+      hi = std::max(hi, b);
+    }
+    // The margin shrinks with evidence: 10% after one run, ~10%/sqrt(n) after n, never below
+    // the spread the runs showed.
+    const double n = static_cast<double>(job.history.size());
+    const Bytes margin = std::max(hi.Scaled(0.10 / std::sqrt(n)), hi - lo);
+    return MemoryEstimate{hi, lo, hi + margin, "history",
+                          fmt::format("{} earlier run(s), peaks {} to {}", job.history.size(),
+                                      FormatBytes(lo), FormatBytes(hi))};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryEstimator> MakeHorusEstimator() {
+  return std::make_unique<HorusEstimator>();
+}
+std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const GpuMemNetModel> model,
+                                                        int64_t bucket_bytes) {
+  return std::make_unique<GpuMemNetEstimator>(std::move(model), bucket_bytes);
+}
+std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable) {
+  return std::make_unique<TraceEstimator>(std::move(calibration), expandable);
+}
+std::unique_ptr<MemoryEstimator> MakeHistoryEstimator() {
+  return std::make_unique<HistoryEstimator>();
+}
+
+const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
+  for (std::string_view wanted : {"history", "trace", "gpumemnet", "horus"}) {
+    for (const auto& e : all) {
+      if (e.estimate.ok() && std::string_view(e.estimator).substr(0, wanted.size()) == wanted) {
+        return &e;
+      }
+    }
+  }
+  return nullptr;
+}
+
+Result<std::vector<NamedEstimate>> EstimateAll(const JobDescription& job,
+                                               const EstimateOptions& options) {
+  std::vector<std::string> names = options.names;
+  if (names.empty()) names = {"history", "trace", "gpumemnet", "horus", "declared"};
+  std::vector<NamedEstimate> out;
+  for (const auto& name : names) {
+    const auto parts = Split(name, ':');
+    Result<std::unique_ptr<MemoryEstimator>> made = Unavailable("");
+    if (parts[0] == "horus" && parts.size() == 1) {
+      made = MakeHorusEstimator();
+    } else if (parts[0] == "trace" && parts.size() == 1) {
+      auto calibration = LoadCalibration(options.gpu);
+      if (calibration.ok())
+        made = MakeTraceEstimator(*calibration);
+      else
+        made = calibration.status();
+    } else if (parts[0] == "gpumemnet" && parts.size() <= 2) {
+      int64_t bucket = 0;
+      if (parts.size() == 2) {
+        auto b = ParseBytes(parts[1]);
+        if (!b.ok()) return InvalidArgument(fmt::format("estimator '{}': bad bucket size", name));
+        bucket = b->count();
+      }
+      const std::string path = options.gpumemnet_weights.empty() ? FindDataFile("gpumemnet.json")
+                                                                 : options.gpumemnet_weights;
+      if (path.empty()) {
+        made = NotFound("no GPUMemNet weights (share/colo/gpumemnet.json); set COLO_DATA_DIR");
+      } else if (auto model = GpuMemNetModel::Load(path); model.ok()) {
+        made = MakeGpuMemNetEstimator(std::make_shared<const GpuMemNetModel>(std::move(*model)),
+                                      bucket);
+      } else {
+        made = model.status();
+      }
+    } else if (parts[0] == "history" && parts.size() == 1) {
+      made = MakeHistoryEstimator();
+    } else if (parts[0] == "declared" && parts.size() == 1) {
+      auto declared = MakeEstimator("declared", 0);
+      if (!declared.ok()) return declared.status();
+      made = std::move(*declared);
+    } else {
+      return InvalidArgument(fmt::format(
+          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], trace, history, declared)",
+          name));
+    }
+    NamedEstimate e{name, Unavailable(""), 0};
+    if (!made.ok()) {
+      e.estimate = made.status();
+    } else {
+      std::vector<double> times;
+      for (int i = 0; i < std::max(1, options.repeat); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        e.estimate = (*made)->Estimate(job);
+        times.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                .count());
+      }
+      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+      e.micros = times[times.size() / 2];
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace colo

@@ -1,0 +1,79 @@
+// The estimators for real jobs, behind MemoryEstimator: each reads what it needs from the job's
+// description (its model summary, batch, history, declared number) and says kUnavailable when
+// that is missing.
+//   horus      CARMA's formula, the baseline
+//   gpumemnet  the thesis' bucket classifier (weights shipped in share/colo/gpumemnet.json)
+//   trace      colo-profile's allocation trace replayed through the caching-allocator model, plus
+//              the calibrated context and cuBLAS workspaces of the target GPU
+//   history    the peaks earlier runs of the same job reached
+//   declared   the user's number
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "estimate/estimator.h"
+#include "estimate/gpumemnet.h"
+#include "estimate/model_summary.h"
+
+namespace colo {
+
+// What a training process holds on a GPU outside the caching allocator, measured by
+// colo-calibrate for one GPU model, driver and torch version.
+struct GpuCalibration {
+  std::string gpu;
+  std::string driver;
+  std::string torch;
+  int64_t context_bytes = 0;
+  int64_t cublas_workspace_bytes = 0;
+  // The trace estimator's upper bound: peak x (1 + margin_ratio) + margin_bytes +
+  // conv_workspace_ratio x the largest tensor of any convolution. cuDNN picks its algorithm (and
+  // workspace, measured up to 2x the largest tensor, two per backward call) on the GPU, so the
+  // workspaces are uncertainty, not part of the estimate. Fitted in bench/estimate.
+  double margin_ratio = 0.05;
+  int64_t margin_bytes = int64_t{256} << 20;
+  double conv_workspace_ratio = 3.0;
+  static Result<GpuCalibration> FromJson(const std::string& text, const std::string& origin);
+};
+
+// Where colo's data files are: $COLO_DATA_DIR, then share/colo beside the executable's folder,
+// then the source tree's data/ (for a build that was not installed).
+std::string FindDataFile(const std::string& name);
+
+// Loads every calibration in the data folder's gpu-calibration/ and picks one by GPU name
+// (case-insensitive substring); an empty name picks the first.
+Result<GpuCalibration> LoadCalibration(const std::string& gpu_name);
+
+std::unique_ptr<MemoryEstimator> MakeHorusEstimator();
+std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const GpuMemNetModel> model,
+                                                        int64_t bucket_bytes = 0);
+std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration,
+                                                    bool expandable_segments = false);
+std::unique_ptr<MemoryEstimator> MakeHistoryEstimator();
+
+// An answer from one estimator, or why it has none.
+struct NamedEstimate {
+  std::string estimator;
+  Result<MemoryEstimate> estimate;
+  double micros = 0;  // how long it took (the median of EstimateOptions::repeat calls)
+};
+
+// Every estimator colo has, run on one job. `names` chooses (empty: all); an estimator that
+// cannot be built (no weights, no calibration for the GPU) answers with that error.
+struct EstimateOptions {
+  std::vector<std::string> names;  // horus, gpumemnet[:BUCKET], trace, history, declared
+  std::string gpu;                 // which calibration the trace estimator uses ("" = first)
+  std::string gpumemnet_weights;   // "" = the shipped file
+  int repeat = 1;  // >1: each estimator answers that many times; `micros` is the median
+};
+Result<std::vector<NamedEstimate>> EstimateAll(const JobDescription& job,
+                                               const EstimateOptions& options);
+
+// Priority when several answer: history (measured on this job), trace, gpumemnet, horus.
+// Declared is a limit the job runs under, never a better estimate than a measurement.
+const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all);
+
+}  // namespace colo

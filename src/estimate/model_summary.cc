@@ -1,0 +1,415 @@
+#include "estimate/model_summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/strings.h"
+
+namespace colo {
+
+namespace {
+
+// torch.nn's layer classes (and the common library ones) by role. Matching is by exact class name;
+// library-specific subclasses that end in a known name ("NonDynamicallyQuantizableLinear",
+// "Conv1D" in transformers) are caught by the suffix rules in ClassifyLayer.
+const std::unordered_map<std::string, LayerKind>& KnownLayers() {
+  static const auto* table = new std::unordered_map<std::string, LayerKind>{
+      {"Linear", LayerKind::kLinear},
+      {"Bilinear", LayerKind::kLinear},
+      {"LazyLinear", LayerKind::kLinear},
+      {"Conv1D", LayerKind::kLinear},
+      {"Conv1d", LayerKind::kConv},
+      {"Conv2d", LayerKind::kConv},
+      {"Conv3d", LayerKind::kConv},
+      {"ConvTranspose1d", LayerKind::kConv},
+      {"ConvTranspose2d", LayerKind::kConv},
+      {"ConvTranspose3d", LayerKind::kConv},
+      {"Conv2dSame", LayerKind::kConv},
+      {"Conv2dNormActivation", LayerKind::kContainer},
+      {"BatchNorm1d", LayerKind::kBatchNorm},
+      {"BatchNorm2d", LayerKind::kBatchNorm},
+      {"BatchNorm3d", LayerKind::kBatchNorm},
+      {"SyncBatchNorm", LayerKind::kBatchNorm},
+      {"BatchNormAct2d", LayerKind::kBatchNorm},
+      {"LayerNorm", LayerKind::kLayerNorm},
+      {"RMSNorm", LayerKind::kLayerNorm},
+      {"LayerNorm2d", LayerKind::kLayerNorm},
+      {"GroupNorm", LayerKind::kOtherNorm},
+      {"InstanceNorm1d", LayerKind::kOtherNorm},
+      {"InstanceNorm2d", LayerKind::kOtherNorm},
+      {"InstanceNorm3d", LayerKind::kOtherNorm},
+      {"LocalResponseNorm", LayerKind::kOtherNorm},
+      {"Dropout", LayerKind::kDropout},
+      {"Dropout1d", LayerKind::kDropout},
+      {"Dropout2d", LayerKind::kDropout},
+      {"Dropout3d", LayerKind::kDropout},
+      {"AlphaDropout", LayerKind::kDropout},
+      {"DropPath", LayerKind::kDropout},
+      {"StochasticDepth", LayerKind::kDropout},
+      {"ReLU", LayerKind::kActivation},
+      {"ReLU6", LayerKind::kActivation},
+      {"ELU", LayerKind::kActivation},
+      {"SELU", LayerKind::kActivation},
+      {"CELU", LayerKind::kActivation},
+      {"GELU", LayerKind::kActivation},
+      {"SiLU", LayerKind::kActivation},
+      {"Mish", LayerKind::kActivation},
+      {"Tanh", LayerKind::kActivation},
+      {"Sigmoid", LayerKind::kActivation},
+      {"LeakyReLU", LayerKind::kActivation},
+      {"PReLU", LayerKind::kActivation},
+      {"Hardswish", LayerKind::kActivation},
+      {"Hardsigmoid", LayerKind::kActivation},
+      {"Hardtanh", LayerKind::kActivation},
+      {"Softplus", LayerKind::kActivation},
+      {"Softmax", LayerKind::kActivation},
+      {"LogSoftmax", LayerKind::kActivation},
+      {"Softmax2d", LayerKind::kActivation},
+      {"GELUActivation", LayerKind::kActivation},
+      {"NewGELUActivation", LayerKind::kActivation},
+      {"Swish", LayerKind::kActivation},
+      {"MaxPool1d", LayerKind::kPool},
+      {"MaxPool2d", LayerKind::kPool},
+      {"MaxPool3d", LayerKind::kPool},
+      {"AvgPool1d", LayerKind::kPool},
+      {"AvgPool2d", LayerKind::kPool},
+      {"AvgPool3d", LayerKind::kPool},
+      {"AdaptiveAvgPool1d", LayerKind::kPool},
+      {"AdaptiveAvgPool2d", LayerKind::kPool},
+      {"AdaptiveAvgPool3d", LayerKind::kPool},
+      {"AdaptiveMaxPool2d", LayerKind::kPool},
+      {"SelectAdaptivePool2d", LayerKind::kPool},
+      {"Embedding", LayerKind::kEmbedding},
+      {"EmbeddingBag", LayerKind::kEmbedding},
+      {"MultiheadAttention", LayerKind::kAttention},
+      {"Flatten", LayerKind::kShape},
+      {"Unflatten", LayerKind::kShape},
+      {"Identity", LayerKind::kShape},
+      {"ZeroPad2d", LayerKind::kShape},
+      {"ConstantPad2d", LayerKind::kShape},
+      {"Upsample", LayerKind::kShape},
+      {"UpsamplingNearest2d", LayerKind::kShape},
+      {"PixelShuffle", LayerKind::kShape},
+      {"ChannelShuffle", LayerKind::kShape},
+      {"Sequential", LayerKind::kContainer},
+      {"ModuleList", LayerKind::kContainer},
+      {"ModuleDict", LayerKind::kContainer},
+  };
+  return *table;
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+LayerKind ClassifyLayer(const std::string& type) {
+  const auto& known = KnownLayers();
+  if (auto it = known.find(type); it != known.end()) return it->second;
+  // Subclasses and library variants named after what they are.
+  if (EndsWith(type, "Linear")) return LayerKind::kLinear;
+  if (EndsWith(type, "Conv2d") || EndsWith(type, "Conv1d") || EndsWith(type, "Conv3d")) {
+    return LayerKind::kConv;
+  }
+  if (EndsWith(type, "LayerNorm") || EndsWith(type, "RMSNorm")) return LayerKind::kLayerNorm;
+  if (EndsWith(type, "BatchNorm2d") || EndsWith(type, "BatchNorm1d")) return LayerKind::kBatchNorm;
+  if (EndsWith(type, "Attention") || EndsWith(type, "SelfAttention")) return LayerKind::kAttention;
+  if (EndsWith(type, "Embedding") || EndsWith(type, "Embeddings")) return LayerKind::kEmbedding;
+  if (EndsWith(type, "Dropout")) return LayerKind::kDropout;
+  return LayerKind::kUnknown;
+}
+
+int64_t LayerInfo::OutputPerSample() const {
+  if (output_shape.empty() || output_shape[0] != -1) return 0;
+  int64_t count = 1;
+  for (size_t i = 1; i < output_shape.size(); ++i) count *= std::max<int64_t>(0, output_shape[i]);
+  return count;
+}
+
+std::string ModelSummary::Family() const {
+  bool attention = false, embedding = false, layernorm = false, conv = false;
+  for (const auto& layer : layers) {
+    attention |= layer.kind == LayerKind::kAttention;
+    embedding |= layer.kind == LayerKind::kEmbedding;
+    layernorm |= layer.kind == LayerKind::kLayerNorm;
+    conv |= layer.kind == LayerKind::kConv;
+  }
+  if (attention || (embedding && layernorm)) return "transformer";
+  if (conv) return "cnn";
+  return "mlp";
+}
+
+const TraceRef* ModelSummary::TraceFor(int wanted) const {
+  for (const auto& t : traces) {
+    if (t.batch == wanted) return &t;
+  }
+  return nullptr;
+}
+
+uint64_t ModelSummary::Signature() const {
+  // FNV-1a over the fields that decide memory apart from the batch.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](std::string_view s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    h ^= 0xff;
+    h *= 1099511628211ULL;
+  };
+  mix(model);
+  mix(optimizer);
+  mix(precision);
+  for (const auto& layer : layers) {
+    mix(layer.type);
+    mix(std::to_string(layer.parameters));
+    for (int64_t d : layer.output_shape) mix(std::to_string(d));
+  }
+  return h;
+}
+
+namespace {
+
+void Finish(ModelSummary& s) {
+  std::set<std::string> unknown;
+  int64_t activations = 0;
+  for (auto& layer : s.layers) {
+    layer.kind = ClassifyLayer(layer.type);
+    if (layer.kind == LayerKind::kUnknown) unknown.insert(layer.type);
+    activations += layer.OutputPerSample();
+  }
+  if (s.activations_per_sample == 0) s.activations_per_sample = activations;
+  s.unknown_layer_types.assign(unknown.begin(), unknown.end());
+}
+
+}  // namespace
+
+Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::string& origin,
+                                           const std::string& base_dir) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(fmt::format("{}: not valid JSON ({})", origin, e.what()));
+  }
+  if (!doc.is_object() || doc.value("format", "") != "colo-model-summary") {
+    return InvalidArgument(fmt::format(
+        "{}: not a colo model summary (no \"format\": \"colo-model-summary\"); make one with "
+        "colo-profile",
+        origin));
+  }
+  const int version = doc.value("version", 0);
+  if (version != 1) {
+    return InvalidArgument(fmt::format(
+        "{}: summary version {} is not supported (this colo reads version 1)", origin, version));
+  }
+  ModelSummary s;
+  s.origin = origin;
+  s.format = "colo-model-summary v1";
+  try {
+    s.model = doc.value("model", "");
+    s.batch = doc.value("batch", 0);
+    s.optimizer = doc.value("optimizer", "");
+    s.precision = doc.value("precision", "fp32");
+    if (auto it = doc.find("framework"); it != doc.end() && it->is_object()) {
+      for (const auto& [key, value] : it->items()) {
+        if (value.is_string()) s.framework[key] = value.get<std::string>();
+      }
+    }
+    const auto& totals = doc.at("totals");
+    s.parameters = totals.at("parameters").get<int64_t>();
+    s.trainable_parameters = totals.value("trainable_parameters", s.parameters);
+    s.activations_per_sample = totals.value("activations_per_sample", int64_t{0});
+    for (const auto& layer : doc.at("layers")) {
+      LayerInfo info;
+      info.type = layer.at("type").get<std::string>();
+      info.parameters = layer.value("parameters", int64_t{0});
+      if (auto shape = layer.find("output_shape"); shape != layer.end() && shape->is_array()) {
+        info.output_shape = shape->get<std::vector<int64_t>>();
+      }
+      s.layers.push_back(std::move(info));
+    }
+    if (auto traces = doc.find("traces"); traces != doc.end()) {
+      for (const auto& t : *traces) {
+        TraceRef ref;
+        ref.batch = t.at("batch").get<int>();
+        ref.events = t.value("events", int64_t{0});
+        const std::filesystem::path file = t.at("file").get<std::string>();
+        ref.path =
+            file.is_absolute() ? file.string() : (std::filesystem::path(base_dir) / file).string();
+        s.traces.push_back(std::move(ref));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(fmt::format("{}: malformed summary ({})", origin, e.what()));
+  }
+  if (s.parameters < 0 || s.activations_per_sample < 0) {
+    return InvalidArgument(fmt::format("{}: negative totals", origin));
+  }
+  Finish(s);
+  return s;
+}
+
+Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::string& origin) {
+  // "      Conv2d-1       [-1, 64, 112, 112]        9,408"
+  static const std::regex row(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)-(\d+)\s+(\[.*\])\s+(-|[\d,]+)\s*$)");
+  static const std::regex total(R"(^\s*Total params:\s*([\d,]+)\s*$)");
+  static const std::regex trainable(R"(^\s*Trainable params:\s*([\d,]+)\s*$)");
+  ModelSummary s;
+  s.origin = origin;
+  s.format = "torchsummary";
+  auto number = [](std::string digits) {
+    digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+    return digits.empty() || digits == "-" ? int64_t{0} : std::stoll(digits);
+  };
+  std::istringstream in(text);
+  std::string line;
+  bool header = false;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::smatch m;
+    if (line.find("Layer (type)") != std::string::npos) {
+      header = true;
+    } else if (std::regex_match(line, m, row)) {
+      LayerInfo layer;
+      layer.type = m[1];
+      // The first bracketed list is the (first) output's shape.
+      const std::string shape = m[3];
+      const size_t open = shape.find_last_of('[', shape.find(']'));
+      const size_t close = shape.find(']', open);
+      for (const auto& dim : Split(shape.substr(open + 1, close - open - 1), ',')) {
+        auto d = ParseInt(Trim(dim));
+        if (!d.ok()) {
+          return InvalidArgument(
+              fmt::format("{}:{}: bad output shape '{}'", origin, line_no, shape));
+        }
+        layer.output_shape.push_back(*d);
+      }
+      try {
+        layer.parameters = number(m[4]);
+      } catch (const std::exception&) {
+        return InvalidArgument(fmt::format("{}:{}: bad parameter count", origin, line_no));
+      }
+      s.layers.push_back(std::move(layer));
+    } else if (std::regex_match(line, m, total)) {
+      s.parameters = number(m[1]);
+    } else if (std::regex_match(line, m, trainable)) {
+      s.trainable_parameters = number(m[1]);
+    }
+  }
+  if (!header || s.layers.empty()) {
+    return InvalidArgument(
+        fmt::format("{}: not a torchsummary file (no 'Layer (type)' table with rows like "
+                    "'Conv2d-1  [-1, 64, 112, 112]  9,408')",
+                    origin));
+  }
+  if (s.parameters == 0) {
+    for (const auto& layer : s.layers) s.parameters += layer.parameters;
+  }
+  if (s.trainable_parameters == 0) s.trainable_parameters = s.parameters;
+  Finish(s);
+  return s;
+}
+
+Result<ModelSummary> LoadModelSummary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(fmt::format("cannot read model summary '{}'", path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    return ParseModelSummaryJson(text, path, std::filesystem::path(path).parent_path().string());
+  }
+  return ParseTorchSummary(text, path);
+}
+
+const std::vector<std::string>& GpuMemNetFeatures::Names() {
+  static const std::vector<std::string> names = {
+      "depth",          "linear",          "conv",
+      "batchnorm",      "layernorm",       "dropout",
+      "embedding",      "attention",       "batch",
+      "log_parameters", "log_activations", "log_activations_x_batch",
+      "activation_sin", "activation_cos"};
+  return names;
+}
+
+GpuMemNetFeatures ExtractFeatures(const ModelSummary& summary, int batch) {
+  static const std::vector<std::string> activations = {"ReLU", "ELU",  "Tanh",    "LeakyReLU",
+                                                       "GELU", "SiLU", "Sigmoid", "Mish"};
+  double linear = 0, conv = 0, bn = 0, ln = 0, dropout = 0, embedding = 0, attention = 0;
+  std::map<std::string, int> seen;
+  for (const auto& layer : summary.layers) {
+    switch (layer.kind) {
+      case LayerKind::kLinear:
+        ++linear;
+        break;
+      case LayerKind::kConv:
+        ++conv;
+        break;
+      case LayerKind::kBatchNorm:
+        ++bn;
+        break;
+      case LayerKind::kLayerNorm:
+        ++ln;
+        break;
+      case LayerKind::kDropout:
+        ++dropout;
+        break;
+      case LayerKind::kEmbedding:
+        ++embedding;
+        break;
+      case LayerKind::kAttention:
+        ++attention;
+        break;
+      case LayerKind::kActivation:
+        ++seen[layer.type];
+        break;
+      default:
+        break;
+    }
+  }
+  // The most used activation, as an angle on a circle of the known ones (0 = none or other).
+  int index = 0, best = 0;
+  for (size_t i = 0; i < activations.size(); ++i) {
+    auto it = seen.find(activations[i]);
+    if (it != seen.end() && it->second > best) {
+      best = it->second;
+      index = static_cast<int>(i) + 1;
+    }
+  }
+  const double angle = 2 * std::numbers::pi * index / (activations.size() + 1);
+  const double acts = static_cast<double>(summary.activations_per_sample);
+  GpuMemNetFeatures f;
+  f.values = {linear + conv,
+              linear,
+              conv,
+              bn,
+              ln,
+              dropout,
+              embedding,
+              attention,
+              static_cast<double>(batch),
+              std::log1p(static_cast<double>(summary.parameters)),
+              std::log1p(acts),
+              std::log1p(acts * batch),
+              std::sin(angle),
+              std::cos(angle)};
+  return f;
+}
+
+}  // namespace colo

@@ -1,0 +1,85 @@
+// What is known about a training job's model before it runs: colo-profile's JSON summary, or a
+// torchsummary text file (the format GPUMemNet and CARMA's .rad files use).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "estimate/caching_allocator.h"
+
+namespace colo {
+
+// The layer types colo knows, by role. Unknown types are kept (and reported), never guessed.
+enum class LayerKind {
+  kLinear,
+  kConv,
+  kBatchNorm,
+  kLayerNorm,
+  kOtherNorm,
+  kDropout,
+  kActivation,
+  kPool,
+  kEmbedding,
+  kAttention,
+  kShape,
+  kContainer,
+  kUnknown
+};
+LayerKind ClassifyLayer(const std::string& type);
+
+struct LayerInfo {
+  std::string type;
+  LayerKind kind = LayerKind::kUnknown;
+  std::vector<int64_t> output_shape;  // -1 for the batch dimension; empty when not known
+  int64_t parameters = 0;
+  int64_t OutputPerSample() const;  // elements per sample, 0 when the shape is not known
+};
+
+struct TraceRef {
+  int batch = 0;
+  std::string path;  // resolved against the summary's folder
+  int64_t events = 0;
+};
+
+struct ModelSummary {
+  std::string origin;  // the file it came from, for messages
+  std::string format;  // "colo-model-summary v1" or "torchsummary"
+  std::string model;
+  int batch = 0;  // the batch the summary was made for (0: unknown)
+  std::string optimizer;
+  std::string precision;
+  std::map<std::string, std::string> framework;
+  std::vector<LayerInfo> layers;
+  int64_t parameters = 0;
+  int64_t trainable_parameters = 0;
+  int64_t activations_per_sample = 0;
+  std::vector<TraceRef> traces;
+  std::vector<std::string> unknown_layer_types;  // sorted, unique
+
+  // "mlp", "cnn" or "transformer": which of GPUMemNet's models applies.
+  std::string Family() const;
+  const TraceRef* TraceFor(int batch) const;
+  // A hash of what determines memory: model, layer table, optimizer, precision (not the batch).
+  uint64_t Signature() const;
+};
+
+// `origin` is used in messages; `base_dir` resolves trace file names.
+Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::string& origin,
+                                           const std::string& base_dir);
+Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::string& origin);
+// Reads a file and picks the parser by its content.
+Result<ModelSummary> LoadModelSummary(const std::string& path);
+
+// GPUMemNet's input features (thesis 5.4.4): depth, counts of linear/conv/batch-norm/dropout
+// layers, batch, parameters, activations, activations x batch, activation function (sin/cos).
+struct GpuMemNetFeatures {
+  static const std::vector<std::string>& Names();
+  std::vector<double> values;
+};
+GpuMemNetFeatures ExtractFeatures(const ModelSummary& summary, int batch);
+
+}  // namespace colo
