@@ -192,6 +192,12 @@ int Submit(const ClientOptions& o) {
         {"detail", best->estimate->detail},
         {"signature", fmt::format("{:016x}-b{}", report->summary->Signature(), report->batch)}};
     if (!o.json) {
+      // Say why the better estimators could not answer (no trace for this batch, no calibration).
+      for (const auto& e : report->estimates) {
+        if (&e == best) break;
+        if (!e.estimate.ok() && e.estimator != "history" && e.estimator != "declared")
+          fmt::print(stderr, "colo: {}: {}\n", e.estimator, e.estimate.status().message());
+      }
       fmt::print(stderr, "colo: {} estimates {} (plans with {})\n", best->estimator,
                  FormatBytes(best->estimate->peak), FormatBytes(best->estimate->upper));
     }

@@ -69,8 +69,9 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
         fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
   }
 
-  Wait wait;
-  wait.per_gpu.reserve(view.gpus.size());
+  // The verdicts go into a Wait only when the job waits: most decisions place it.
+  thread_local std::vector<GateVerdict> blocked;
+  blocked.clear();
   thread_local std::vector<const GpuView*> passing;
   passing.clear();
   for (const GpuView& g : view.gpus) {
@@ -78,7 +79,7 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
     if (verdict.gate == Gate::kPass) {
       passing.push_back(&g);
     } else {
-      wait.per_gpu.push_back(verdict);
+      blocked.push_back(verdict);
     }
   }
   // Before() breaks every tie by index, so the plain sort is deterministic (and allocates nothing).
@@ -115,6 +116,9 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
         placed.mode == SharingMode::kMps ? ThreadPercentFor(request.expected_smact) : 100;
     return placed;
   }
+  Wait wait;
+  wait.per_gpu.reserve(blocked.size() + passing.size());
+  wait.per_gpu.assign(blocked.begin(), blocked.end());
   // Passing GPUs exist but are spread over servers: say so per GPU.
   std::vector<int> passing_per_node(static_cast<size_t>(nodes), 0);
   for (const GpuView* g : passing) passing_per_node[static_cast<size_t>(g->node)]++;

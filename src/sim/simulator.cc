@@ -163,7 +163,9 @@ class Engine {
   void AddDemand(int server, int gpus);
   // Brings energy, progress and the timeline up to now for `gpus` and everything sharing a job with
   // them, so a change can be applied; returns that closure.
-  std::vector<int> Touch(const std::vector<int>& gpus);
+  // The GPUs whose jobs' progress must be brought up to now (these GPUs and every GPU their jobs
+  // also run on), in a buffer reused by every event.
+  const std::vector<int>& Touch(const std::vector<int>& gpus);
   void Refresh(const std::vector<int>& gpus);
   void Detach(SimJob& job, const char* outcome);
   void Integrate(SimGpu& gpu, TimePoint to);
@@ -189,6 +191,7 @@ class Engine {
   std::set<std::pair<int, int>> by_demand_;
   std::vector<int> dirty_;
   std::vector<CoRunner> runners_;  // scratch for Refresh
+  std::vector<int> closure_;       // scratch for Touch
   Timeline timeline_;
   int oom_crashes_ = 0;
   double lost_gpu_seconds_ = 0;
@@ -204,8 +207,9 @@ void Engine::Integrate(SimGpu& gpu, TimePoint to) {
   gpu.integrated_to = to;
 }
 
-std::vector<int> Engine::Touch(const std::vector<int>& gpus) {
-  std::vector<int> closure = gpus;
+const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
+  std::vector<int>& closure = closure_;
+  closure.assign(gpus.begin(), gpus.end());
   for (int g : gpus) {
     for (int j : gpus_[g].jobs)
       closure.insert(closure.end(), jobs_[j].gpus.begin(), jobs_[j].gpus.end());
@@ -338,7 +342,7 @@ void Engine::Start(int server_index, const Launch& launch) {
   COLO_CHECK(!job.running);
   job.gpus.clear();
   for (GpuIndex local : launch.gpus) job.gpus.push_back(server.first_gpu + local);
-  const auto closure = Touch(job.gpus);
+  const auto& closure = Touch(job.gpus);
   const TimePoint now = Now();
   job.running = true;
   ++job.attempt;
@@ -361,7 +365,7 @@ void Engine::Start(int server_index, const Launch& launch) {
 void Engine::Warmup(int index, uint64_t attempt) {
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.attempt != attempt) return;
-  const auto closure = Touch(job.gpus);
+  const auto& closure = Touch(job.gpus);
   job.memory = job.trace->profile.peak;
   // The allocation that overflows a GPU fails: this job crashes with out-of-memory.
   bool overflow = false;
@@ -392,7 +396,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
 void Engine::Complete(int index, uint64_t version) {
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.version != version) return;
-  const auto closure = Touch(job.gpus);
+  const auto& closure = Touch(job.gpus);
   Detach(job, "done");
   job.memory = Bytes(0);
   Refresh(closure);
