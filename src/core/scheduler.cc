@@ -437,8 +437,10 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
       }
     }
     // A sliding utilization window changes the gate's answer only gradually: look again each sample
-    // interval until it settles, as the daemon's own sampling would.
-    if (head_blocked_by_utilization_ && g.smact.SettledAt() > now) {
+    // interval until it settles, as the daemon's own sampling would. Windows that can only rise
+    // (the GPU just got busier) cannot let a waiting job in without a new event: no need to look.
+    if (head_blocked_by_utilization_ && g.smact.SettledAt() > now &&
+        !(g.smact.CannotFall(now) && g.smocc.CannotFall(now) && g.drama.CannotFall(now))) {
       consider(std::min(g.smact.SettledAt(), now + config_.sample_interval));
     }
   }

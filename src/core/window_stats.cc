@@ -94,6 +94,19 @@ TimePoint SignalWindow::SettledAt() const {
   return *settled_at_;
 }
 
+bool SignalWindow::CannotFall(TimePoint now) const {
+  if (points_.empty()) return true;
+  const double last = points_.back().value;
+  const double steps = ToSeconds(WindowEnd(now) - ema_time_) / ToSeconds(interval_);
+  if (last + (ema_ - last) * DecayOver(steps) > last) return false;  // the EMA is coming down
+  const TimePoint end = WindowEnd(now);
+  const TimePoint begin = end - window_;
+  for (auto it = by_value_.rbegin(); it != by_value_.rend() && it->value > last; ++it) {
+    if (std::min(it->to, end) > std::max(it->from, begin)) return false;
+  }
+  return true;
+}
+
 WindowSummary SignalWindow::Summarize(TimePoint now) const {
   WindowSummary s;
   if (points_.empty()) return s;

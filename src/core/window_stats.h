@@ -36,6 +36,10 @@ class SignalWindow {
   WindowSummary Summarize(TimePoint now) const;
   // The time from which the window holds only the latest value (its statistics stop changing).
   TimePoint SettledAt() const;
+  // True when, without new samples, no statistic of the window can fall after `now`: the latest
+  // value is at least every value still in the window and the EMA. Then time alone only raises
+  // the window's statistics, and a gate that excludes the GPU now keeps excluding it.
+  bool CannotFall(TimePoint now) const;
   bool empty() const { return points_.empty(); }
 
  private:

@@ -61,6 +61,58 @@ TEST(SignalWindow, SettlesWhenTheWindowAndTheEmaStopMoving) {
   EXPECT_EQ(flat.SettledAt(), AtSeconds(30));
 }
 
+// CannotFall is what lets the scheduler skip looking again at a GPU that just got busier: when it
+// says so, the risk must not drop at any later time; when the GPU got quieter it must not say so.
+TEST(SignalWindow, CannotFallOnlyWhenEveryStatisticCanOnlyRise) {
+  const TimePoint t0{};
+  SignalWindow rising(30, Seconds(1));
+  rising.Add(t0, 0.2);
+  rising.Add(t0 + Seconds(40), 0.9);
+  EXPECT_TRUE(rising.CannotFall(t0 + Seconds(40)));
+  double before = rising.Summarize(t0 + Seconds(40)).Risk();
+  for (int s = 41; s < 80; ++s) {
+    const double risk = rising.Summarize(t0 + Seconds(s)).Risk();
+    EXPECT_GE(risk, before - 1e-12) << "at " << s;
+    before = risk;
+  }
+  SignalWindow falling(30, Seconds(1));
+  falling.Add(t0, 0.9);
+  falling.Add(t0 + Seconds(40), 0.2);
+  EXPECT_FALSE(falling.CannotFall(t0 + Seconds(40)));
+  EXPECT_LT(falling.Summarize(t0 + Seconds(75)).Risk(), falling.Summarize(t0 + Seconds(41)).Risk());
+  // Down, then up but not to the old high inside the window: the high value will leave.
+  SignalWindow dip(30, Seconds(1));
+  dip.Add(t0, 0.9);
+  dip.Add(t0 + Seconds(10), 0.1);
+  dip.Add(t0 + Seconds(20), 0.5);
+  EXPECT_FALSE(dip.CannotFall(t0 + Seconds(20)));
+  EXPECT_TRUE(SignalWindow(30, Seconds(1)).CannotFall(t0));
+}
+
+TEST(SignalWindow, CannotFallHoldsOnRandomHistories) {
+  Rng rng(11);
+  const TimePoint t0{};
+  int checked = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    SignalWindow w(10, Seconds(1));
+    TimePoint t = t0;
+    const int changes = 1 + static_cast<int>(rng.Below(6));
+    for (int c = 0; c < changes; ++c) {
+      t += Seconds(static_cast<int64_t>(rng.Below(8)));
+      w.Add(t, std::round(rng.Uniform() * 10) / 10);
+    }
+    if (!w.CannotFall(t)) continue;
+    ++checked;
+    double before = w.Summarize(t).Risk();
+    for (int s = 1; s <= 40; ++s) {
+      const double risk = w.Summarize(t + Seconds(s)).Risk();
+      ASSERT_GE(risk, before - 1e-9) << "trial " << trial << " step " << s;
+      before = risk;
+    }
+  }
+  EXPECT_GT(checked, 200);
+}
+
 TEST(SignalWindow, EmptyWindowSaysSo) {
   SignalWindow w(30, Seconds(1));
   EXPECT_TRUE(w.Summarize(AtSeconds(1)).empty);
