@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <map>
 
 #include "common/strings.h"
@@ -107,32 +109,47 @@ class CachingAllocatorModel::Impl {
             static_cast<uint64_t>(address), block};
   }
 
-  // The free blocks of a pool, sorted. A vector: pools hold tens to hundreds of free blocks,
-  // where moving a few kilobytes beats a tree's node allocations.
+  // The free blocks of a pool, in size classes (powers of two), each class a sorted vector: a
+  // replay does a few searches per event, and classes keep both the binary searches and the
+  // shifting short. Best fit stays exact: the smallest fitting block is the first one not below
+  // (stream, size) in the request's class, or else the stream's first block in the next occupied
+  // class up.
   class FreeSet {
    public:
-    void insert(const FreeKey& k) { keys_.insert(lower_bound(k), k); }
+    void insert(const FreeKey& k) {
+      const int c = ClassOf(k);
+      auto& v = classes_[c];
+      v.insert(std::lower_bound(v.begin(), v.end(), k), k);
+      occupied_ |= uint64_t{1} << c;
+    }
     void erase(const FreeKey& k) {
-      auto it = lower_bound(k);
-      if (it != keys_.end() && *it == k) keys_.erase(it);
+      const int c = ClassOf(k);
+      auto& v = classes_[c];
+      auto it = std::lower_bound(v.begin(), v.end(), k);
+      if (it != v.end() && *it == k) v.erase(it);
+      if (v.empty()) occupied_ &= ~(uint64_t{1} << c);
     }
-    // Branchless binary search.
-    std::vector<FreeKey>::const_iterator lower_bound(const FreeKey& k) const {
-      const FreeKey* base = keys_.data();
-      size_t n = keys_.size();
-      if (n == 0) return keys_.end();
-      while (n > 1) {
-        const size_t half = n / 2;
-        base = base[half - 1] < k ? base + half : base;
-        n -= half;
+    // The block of the best fit, or -1.
+    int BestFit(int stream, int64_t size) const {
+      FreeKey wanted = MakeKey(stream, size, 0, -1);
+      for (uint64_t left = occupied_ & ~((uint64_t{1} << ClassOf(wanted)) - 1); left != 0;
+           left &= left - 1) {
+        const auto& v = classes_[std::countr_zero(left)];
+        auto it = std::lower_bound(v.begin(), v.end(), wanted);
+        if (it != v.end() && (it->hi >> 48) == static_cast<uint64_t>(stream)) return it->block;
+        // Nothing of the stream fits here: in a larger class any of its blocks fits.
+        wanted = MakeKey(stream, 0, 0, -1);
       }
-      if (*base < k) ++base;
-      return keys_.begin() + (base - keys_.data());
+      return -1;
     }
-    std::vector<FreeKey>::const_iterator end() const { return keys_.end(); }
 
    private:
-    std::vector<FreeKey> keys_;
+    // Sizes are below 2^48, so the class (the size's bit width) is below 64.
+    static int ClassOf(const FreeKey& k) {
+      return std::bit_width(k.hi & ((uint64_t{1} << 48) - 1));
+    }
+    std::array<std::vector<FreeKey>, 64> classes_;
+    uint64_t occupied_ = 0;
   };
 
   FreeKey Key(int block) const {
@@ -141,9 +158,7 @@ class CachingAllocatorModel::Impl {
   }
 
   int FindFree(const FreeSet& pool, int stream, int64_t size) const {
-    auto it = pool.lower_bound(MakeKey(stream, size, 0, -1));
-    if (it == pool.end() || (it->hi >> 48) != static_cast<uint64_t>(stream)) return -1;
-    return it->block;
+    return pool.BestFit(stream, size);
   }
 
   int NewBlock(int segment, int64_t address, int64_t size, int stream, bool small) {
