@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -309,11 +308,10 @@ const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
   return nullptr;
 }
 
-Result<std::vector<NamedEstimate>> EstimateAll(const JobDescription& job,
-                                               const EstimateOptions& options) {
+Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& options) {
   std::vector<std::string> names = options.names;
   if (names.empty()) names = {"history", "trace", "gpumemnet", "horus", "declared"};
-  std::vector<NamedEstimate> out;
+  std::vector<NamedEstimator> out;
   for (const auto& name : names) {
     const auto parts = Split(name, ':');
     Result<std::unique_ptr<MemoryEstimator>> made = Unavailable("");
@@ -353,22 +351,7 @@ Result<std::vector<NamedEstimate>> EstimateAll(const JobDescription& job,
           "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], trace, history, declared)",
           name));
     }
-    NamedEstimate e{name, Unavailable(""), 0};
-    if (!made.ok()) {
-      e.estimate = made.status();
-    } else {
-      std::vector<double> times;
-      for (int i = 0; i < std::max(1, options.repeat); ++i) {
-        const auto start = std::chrono::steady_clock::now();
-        e.estimate = (*made)->Estimate(job);
-        times.push_back(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                .count());
-      }
-      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-      e.micros = times[times.size() / 2];
-    }
-    out.push_back(std::move(e));
+    out.push_back(NamedEstimator{name, std::move(made)});
   }
   return out;
 }

@@ -58,19 +58,21 @@ std::unique_ptr<MemoryEstimator> MakeHistoryEstimator();
 struct NamedEstimate {
   std::string estimator;
   Result<MemoryEstimate> estimate;
-  double micros = 0;  // how long it took (the median of EstimateOptions::repeat calls)
+  double micros = 0;  // how long it took (measured by the caller: estimate reads no clock)
 };
 
-// Every estimator colo has, run on one job. `names` chooses (empty: all); an estimator that
-// cannot be built (no weights, no calibration for the GPU) answers with that error.
+// Every estimator colo has, built by name. `names` chooses (empty: all, in priority order); an
+// estimator that cannot be built (no weights, no calibration for the GPU) comes with that error.
 struct EstimateOptions {
   std::vector<std::string> names;  // horus, gpumemnet[:BUCKET], trace, history, declared
   std::string gpu;                 // which calibration the trace estimator uses ("" = first)
   std::string gpumemnet_weights;   // "" = the shipped file
-  int repeat = 1;  // >1: each estimator answers that many times; `micros` is the median
 };
-Result<std::vector<NamedEstimate>> EstimateAll(const JobDescription& job,
-                                               const EstimateOptions& options);
+struct NamedEstimator {
+  std::string name;
+  Result<std::unique_ptr<MemoryEstimator>> estimator;  // or why it cannot be built
+};
+Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& options);
 
 // Priority when several answer: history (measured on this job), trace, gpumemnet, horus.
 // Declared is a limit the job runs under, never a better estimate than a measurement.
