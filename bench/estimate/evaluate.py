@@ -156,6 +156,21 @@ class Poller(threading.Thread):
             time.sleep(self.interval)
 
 
+def run_child(cmd, timeout):
+    """Runs `cmd`, killing it after `timeout` seconds; returns (pid, returncode, stdout, stderr)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+    return proc.pid, proc.returncode, stdout, stderr
+
+
+def model_args(amp, seq):
+    return (["--amp"] if amp else []) + (["--seq-len", str(seq)] if seq else [])
+
+
 def profile_case(case, out_dir, poller):
     target, batch, optimizer, amp, seq = case
     cid = case_id(*case)
@@ -163,23 +178,15 @@ def profile_case(case, out_dir, poller):
     if os.path.exists(path):
         return {"id": cid, "profile": "cached"}
     cmd = [sys.executable, os.path.join(TOOLS, "colo_profile.py"), target, "--batch", str(batch),
-           "--optimizer", optimizer, "--steps", str(PROFILE_STEPS), "-o", path]
-    if amp:
-        cmd.append("--amp")
-    if seq:
-        cmd += ["--seq-len", str(seq)]
+           "--optimizer", optimizer, "--steps", str(PROFILE_STEPS), "-o", path] + model_args(amp, seq)
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, stderr = proc.communicate(timeout=600)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, stderr = proc.communicate()
-    # The profiler sees the GPU (its autograd engine wants one) but must not use its memory.
-    result = {"id": cid, "profile_rc": proc.returncode,
+    pid, rc, _, stderr = run_child(cmd, 600)
+    # The profiler allocates nothing on the GPU, but with one visible torch creates a CUDA context
+    # for fake CUDA tensors: recorded, so the README can say how much.
+    result = {"id": cid, "profile_rc": rc,
               "profile_wall_seconds": round(time.monotonic() - started, 2),
-              "profile_gpu_bytes": poller.peaks.get(proc.pid, 0)}
-    if proc.returncode != 0:
+              "profile_gpu_bytes": poller.peaks.get(pid, 0)}
+    if rc != 0:
         result["profile_error"] = stderr[-1500:]
     return result
 
@@ -189,22 +196,11 @@ def real_case(case, out_dir, poller):
     cid = case_id(*case)
     cmd = [sys.executable, os.path.abspath(__file__), "--run-case", "--target", target,
            "--batch", str(batch), "--optimizer", optimizer,
-           "--real-trace", os.path.join(out_dir, "real", cid + ".trace")]
-    if amp:
-        cmd.append("--amp")
-    if seq:
-        cmd += ["--seq-len", str(seq)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-    time.sleep(0.01)
+           "--real-trace", os.path.join(out_dir, "real", cid + ".trace")] + model_args(amp, seq)
+    pid, rc, stdout, stderr = run_child(cmd, 300)
     result = {"id": cid, "target": target, "batch": batch, "optimizer": optimizer, "amp": amp,
-              "seq_len": seq, "run_rc": proc.returncode,
-              "nvml_peak_bytes": poller.peaks.get(proc.pid)}
-    if proc.returncode == 0:
+              "seq_len": seq, "run_rc": rc, "nvml_peak_bytes": poller.peaks.get(pid)}
+    if rc == 0:
         result.update(json.loads(stdout.strip().splitlines()[-1]))
     else:
         result["run_error"] = stderr[-1500:]

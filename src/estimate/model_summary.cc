@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -351,38 +352,14 @@ const std::vector<std::string>& GpuMemNetFeatures::Names() {
 GpuMemNetFeatures ExtractFeatures(const ModelSummary& summary, int batch) {
   static const std::vector<std::string> activations = {"ReLU", "ELU",  "Tanh",    "LeakyReLU",
                                                        "GELU", "SiLU", "Sigmoid", "Mish"};
-  double linear = 0, conv = 0, bn = 0, ln = 0, dropout = 0, embedding = 0, attention = 0;
+  std::array<double, static_cast<size_t>(LayerKind::kUnknown) + 1> count{};
   std::map<std::string, int> seen;
   for (const auto& layer : summary.layers) {
-    switch (layer.kind) {
-      case LayerKind::kLinear:
-        ++linear;
-        break;
-      case LayerKind::kConv:
-        ++conv;
-        break;
-      case LayerKind::kBatchNorm:
-        ++bn;
-        break;
-      case LayerKind::kLayerNorm:
-        ++ln;
-        break;
-      case LayerKind::kDropout:
-        ++dropout;
-        break;
-      case LayerKind::kEmbedding:
-        ++embedding;
-        break;
-      case LayerKind::kAttention:
-        ++attention;
-        break;
-      case LayerKind::kActivation:
-        ++seen[layer.type];
-        break;
-      default:
-        break;
-    }
+    ++count[static_cast<size_t>(layer.kind)];
+    if (layer.kind == LayerKind::kActivation) ++seen[layer.type];
   }
+  auto n = [&](LayerKind k) { return count[static_cast<size_t>(k)]; };
+  const double linear = n(LayerKind::kLinear), conv = n(LayerKind::kConv);
   // The most used activation, as an angle on a circle of the known ones (0 = none or other).
   int index = 0, best = 0;
   for (size_t i = 0; i < activations.size(); ++i) {
@@ -398,11 +375,11 @@ GpuMemNetFeatures ExtractFeatures(const ModelSummary& summary, int batch) {
   f.values = {linear + conv,
               linear,
               conv,
-              bn,
-              ln,
-              dropout,
-              embedding,
-              attention,
+              n(LayerKind::kBatchNorm),
+              n(LayerKind::kLayerNorm),
+              n(LayerKind::kDropout),
+              n(LayerKind::kEmbedding),
+              n(LayerKind::kAttention),
               static_cast<double>(batch),
               std::log1p(static_cast<double>(summary.parameters)),
               std::log1p(acts),
