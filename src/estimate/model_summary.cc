@@ -229,16 +229,33 @@ Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::s
         if (value.is_string()) s.framework[key] = value.get<std::string>();
       }
     }
+    // Counts must be integers: a float (1e30) would not convert to int64_t safely.
+    auto count = [](const nlohmann::json& j, const char* key, int64_t fallback) -> int64_t {
+      auto it = j.find(key);
+      if (it == j.end()) return fallback;
+      if (!it->is_number_integer()) {
+        throw nlohmann::json::other_error::create(501, std::string(key) + " must be an integer",
+                                                  &j);
+      }
+      return it->get<int64_t>();
+    };
     const auto& totals = doc.at("totals");
-    s.parameters = totals.at("parameters").get<int64_t>();
-    s.trainable_parameters = totals.value("trainable_parameters", s.parameters);
-    s.activations_per_sample = totals.value("activations_per_sample", int64_t{0});
+    s.parameters = count(totals, "parameters", -1);
+    if (s.parameters < 0)
+      return InvalidArgument(fmt::format("{}: totals.parameters missing", origin));
+    s.trainable_parameters = count(totals, "trainable_parameters", s.parameters);
+    s.activations_per_sample = count(totals, "activations_per_sample", 0);
     for (const auto& layer : doc.at("layers")) {
       LayerInfo info;
       info.type = layer.at("type").get<std::string>();
-      info.parameters = layer.value("parameters", int64_t{0});
+      info.parameters = count(layer, "parameters", 0);
       if (auto shape = layer.find("output_shape"); shape != layer.end() && shape->is_array()) {
-        info.output_shape = shape->get<std::vector<int64_t>>();
+        for (const auto& d : *shape) {
+          if (!d.is_number_integer()) {
+            throw nlohmann::json::other_error::create(501, "output_shape must hold integers", &d);
+          }
+          info.output_shape.push_back(d.get<int64_t>());
+        }
       }
       s.layers.push_back(std::move(info));
     }
@@ -271,9 +288,13 @@ Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::strin
   ModelSummary s;
   s.origin = origin;
   s.format = "torchsummary";
-  auto number = [](std::string digits) {
+  // "9,408", or "-" for none.
+  auto number = [&](std::string digits, size_t at) -> Result<int64_t> {
     digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
-    return digits.empty() || digits == "-" ? int64_t{0} : std::stoll(digits);
+    if (digits.empty() || digits == "-") return int64_t{0};
+    auto n = ParseInt(digits);
+    if (!n.ok()) return InvalidArgument(fmt::format("{}:{}: bad count '{}'", origin, at, digits));
+    return n;
   };
   std::istringstream in(text);
   std::string line;
@@ -300,16 +321,14 @@ Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::strin
         }
         layer.output_shape.push_back(*d);
       }
-      try {
-        layer.parameters = number(m[4]);
-      } catch (const std::exception&) {
-        return InvalidArgument(fmt::format("{}:{}: bad parameter count", origin, line_no));
-      }
+      auto parameters = number(m[4], line_no);
+      if (!parameters.ok()) return parameters.status();
+      layer.parameters = *parameters;
       s.layers.push_back(std::move(layer));
-    } else if (std::regex_match(line, m, total)) {
-      s.parameters = number(m[1]);
-    } else if (std::regex_match(line, m, trainable)) {
-      s.trainable_parameters = number(m[1]);
+    } else if (std::regex_match(line, m, total) || std::regex_match(line, m, trainable)) {
+      auto n = number(m[1], line_no);
+      if (!n.ok()) return n.status();
+      (line.find("Trainable") != std::string::npos ? s.trainable_parameters : s.parameters) = *n;
     }
   }
   if (!header || s.layers.empty()) {

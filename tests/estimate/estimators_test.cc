@@ -64,10 +64,23 @@ TEST(ModelSummary, ForeignOrMalformedFilesGetClearErrors) {
       R"({"format": "colo-model-summary", "version": 1, "layers": [{"type": 3}]})", "d", ".");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("malformed summary"), std::string::npos);
+  auto floaty = ParseModelSummaryJson(
+      R"({"format": "colo-model-summary", "version": 1, "totals": {"parameters": 1e30},
+          "layers": []})",
+      "g", ".");
+  ASSERT_FALSE(floaty.ok());
+  EXPECT_NE(floaty.status().message().find("must be an integer"), std::string::npos)
+      << floaty.status().message();
   auto text = ParseTorchSummary("hello world\n", "e.txt");
   ASSERT_FALSE(text.ok());
   EXPECT_NE(text.status().message().find("not a torchsummary file"), std::string::npos);
   EXPECT_EQ(LoadModelSummary("/nonexistent/x.json").status().code(), StatusCode::kNotFound);
+  auto huge = ParseTorchSummary(
+      "Layer (type)  Output Shape  Param #\n  Linear-1  [-1, 10]  99,999,999,999,999,999,999\n",
+      "f");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("f:2: bad count"), std::string::npos)
+      << huge.status().message();
 }
 
 TEST(Estimators, HorusIsCarmasFormula) {
