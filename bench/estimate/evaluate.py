@@ -46,6 +46,25 @@ def cases(which):
         for b in batches:
             out.append((target, b, optimizer, amp, seq))
 
+    if which == "heldout":
+        # Models and settings not in the main set, to check the margins chosen on it.
+        add("torchvision:resnet101", [32])
+        add("torchvision:wide_resnet50_2", [32], optimizer="sgd")
+        add("torchvision:regnet_y_1_6gf", [64])
+        add("torchvision:mobilenet_v3_large", [128], amp=True)
+        add("torchvision:vgg11", [64], optimizer="sgd")
+        add("torchvision:densenet169", [32])
+        add("torchvision:efficientnet_b2", [64])
+        add("timm:deit_small_patch16_224", [96], optimizer="adamw")
+        add("timm:convnext_small", [32])
+        add("timm:resnet26d", [64], optimizer="sgd", amp=True)
+        add("hf:roberta", [8], seq=512)
+        add("hf:gpt2", [2], seq=1024)
+        add("hf:gpt2?n_layer=6", [16], optimizer="adamw", amp=True, seq=256)
+        add("hf:llama?hidden_size=768&intermediate_size=2048&num_hidden_layers=12"
+            "&num_attention_heads=12&num_key_value_heads=12&vocab_size=32000", [4], seq=1024)
+        add("hf:t5?decoder_start_token_id=0&pad_token_id=0", [4], seq=512)
+        return out
     if which == "smoke":
         add("torchvision:resnet18", [32])
         add("hf:gpt2?n_layer=2", [4], seq=128)
@@ -210,7 +229,7 @@ def real_case(case, out_dir, poller):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
-    parser.add_argument("--cases", default="all", choices=["all", "smoke"])
+    parser.add_argument("--cases", default="all", choices=["all", "smoke", "heldout"])
     parser.add_argument("--profile-jobs", type=int, default=12)
     parser.add_argument("--run-jobs", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=540)

@@ -6,6 +6,7 @@
 #   bench/estimate/run.sh collect SECONDS     GPUMemNet's dataset (resumable)
 #   bench/estimate/run.sh evaluate SECONDS    the real-model evaluation (resumable)
 #   bench/estimate/run.sh both S1 S2          collect for S1 seconds, then evaluate for S2
+#   bench/estimate/run.sh heldout SECONDS     models outside the main set (checks the margins)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -36,6 +37,10 @@ case $mode in
   evaluate)
     python3 "$here/evaluate.py" --out "$work/eval" --seconds "$seconds" 2>&1 | tee "$OUT/eval.log"
     tar czf "$OUT/eval.tgz" -C "$work" eval
+    ;;
+  heldout)  # models outside the main set, to check the trace estimator's margins
+    python3 "$here/evaluate.py" --out "$work/heldout" --cases heldout --seconds "$seconds" 2>&1 | tee "$OUT/heldout.log"
+    tar czf "$OUT/heldout.tgz" -C "$work" heldout
     ;;
   both)  # collect for SECONDS, then evaluate
     python3 "$here/gpumemnet_collect.py" --out "$work/gpumemnet" --workers "${WORKERS:-6}" \
