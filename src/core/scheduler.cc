@@ -41,7 +41,7 @@ const JobRecord* Scheduler::job(JobId id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-Status Scheduler::Submit(const JobSpec& spec) {
+Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   if (jobs_.count(spec.id))
     return InvalidArgument(fmt::format("job id {} already exists", spec.id));
   if (spec.gpus < 1)
@@ -61,6 +61,20 @@ Status Scheduler::Submit(const JobSpec& spec) {
   record.spec = spec;
   record.need = spec.memory;
   record.submitted = clock_.Now();
+  record.attempts = prior.attempts;
+  record.ever_started = prior.attempts > 0;
+  if (prior.out_of_memory > 0) {
+    // Back where the crash put it: the recovery queue, with the retry count it had.
+    record.oom_count = prior.out_of_memory;
+    record.state = JobState::kRecovering;
+    record.require_idle = config_.recovery == RecoveryMode::kThesis ||
+                          prior.out_of_memory >= config_.max_oom_retries ||
+                          (spec.memory.known() && spec.memory.peak >= max_capacity_);
+    jobs_.emplace(spec.id, std::move(record));
+    recovery_queue_.push_back(spec.id);
+    changed_ = true;
+    return Status::Ok();
+  }
   jobs_.emplace(spec.id, std::move(record));
   // A job queued behind a waiting head changes nothing unless backfill may start it.
   if (config_.backfill || (main_queue_.empty() && recovery_queue_.empty())) changed_ = true;
@@ -69,7 +83,8 @@ Status Scheduler::Submit(const JobSpec& spec) {
 }
 
 Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
-                        int thread_percent, int attempt, TimePoint started) {
+                        int thread_percent, int attempt, TimePoint started,
+                        int prior_out_of_memory) {
   if (jobs_.count(spec.id))
     return InvalidArgument(fmt::format("job id {} already exists", spec.id));
   if (gpus.empty() || static_cast<int>(gpus.size()) != spec.gpus)
@@ -92,6 +107,7 @@ Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, 
   job.mode = mode;
   job.thread_percent = thread_percent;
   job.attempts = attempt;
+  job.oom_count = prior_out_of_memory;
   job.started = job.first_started = job.last_growth = started;
   job.ever_started = true;
   for (GpuIndex g : gpus) gpus_[g].jobs.push_back(&job);

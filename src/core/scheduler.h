@@ -44,6 +44,13 @@ struct SchedulerConfig {
 };
 
 // A decision to start (an attempt of) a job.
+// What a job went through before a daemon restart, so that it keeps its place and its retry count:
+// attempts made, and how many of them ended out of memory.
+struct PriorAttempts {
+  int attempts = 0;
+  int out_of_memory = 0;
+};
+
 struct Launch {
   JobId job = 0;
   std::vector<GpuIndex> gpus;
@@ -82,15 +89,16 @@ class Scheduler {
 
   GpuIndex AddGpu(const GpuInfo& info);
   // Validates and enqueues. Rejects what can never run (more GPUs than a server has, a need larger
-  // than any GPU, a duplicate id) with a reason.
-  Status Submit(const JobSpec& spec);
+  // than any GPU, a duplicate id) with a reason. A job with out-of-memory attempts behind it goes
+  // back to the recovery queue, as it was before the restart.
+  Status Submit(const JobSpec& spec, PriorAttempts prior = {});
   Status Cancel(JobId id);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
   // reservation starts from the plan, as for a fresh launch.
-  Status Adopt(
-      const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode, int thread_percent,
-      int attempt,
-      TimePoint started);  // queued jobs end now; running ones end when their exit is reported
+  Status Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
+               int thread_percent, int attempt, TimePoint started,
+               int prior_out_of_memory =
+                   0);  // queued jobs end now; running ones end when their exit is reported
   void OnGpuSample(const GpuSample& sample);
   // Memory the job's processes use on one of its GPUs right now.
   void OnJobMemory(JobId id, GpuIndex gpu, Bytes used);

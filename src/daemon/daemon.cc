@@ -193,8 +193,13 @@ Status Daemon::Recover() {
     const JobId id = doc.spec.id;
     jobs_[id] = doc;
     JobRecordDoc& job = jobs_[id];
+    // Out-of-memory attempts so far: the retry cap and the recovery queue survive a restart.
+    const int ooms = static_cast<int>(
+        std::count_if(job.attempts.begin(), job.attempts.end(),
+                      [](const AttemptRecord& a) { return a.exit_kind == "out-of-memory"; }));
     if (job.state == "queued" || job.state == "recovering") {
-      if (Status s = scheduler_->Submit(job.spec); !s.ok()) {
+      const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
+      if (Status s = scheduler_->Submit(job.spec, prior); !s.ok()) {
         job.state = "failed";
         job.reason = "cannot be re-queued after a restart: " + s.message();
         job.finished = WallSeconds();
@@ -215,7 +220,8 @@ Status Daemon::Recover() {
     const TimePoint started =
         clock_.Now() - SecondsF(std::max(0.0, WallSeconds() - (attempt ? attempt->started : 0)));
     if (!attempt || static_cast<int>(gpus.size()) != job.spec.gpus ||
-        !scheduler_->Adopt(job.spec, gpus, mode, attempt->thread_percent, attempt->number, started)
+        !scheduler_
+             ->Adopt(job.spec, gpus, mode, attempt->thread_percent, attempt->number, started, ooms)
              .ok()) {
       job.state = "lost";
       job.reason = "was running on GPUs this server no longer has";

@@ -145,6 +145,25 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   EXPECT_NE(scheduler_->job(1)->end_reason.find("retry cap"), std::string::npos);
 }
 
+// A daemon restart re-submits jobs with what they went through: a job that had crashed out of
+// memory keeps its recovery priority and its retry count.
+TEST_F(SchedulerTest, PriorOutOfMemoryAttemptsSurviveARestart) {
+  SchedulerConfig config;
+  config.max_oom_retries = 2;
+  Build("worst-fit", config, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20)), PriorAttempts{2, 2}).ok());
+  const JobRecord* restored = scheduler_->job(2);
+  EXPECT_EQ(restored->state, JobState::kRecovering);
+  EXPECT_EQ(restored->oom_count, 2);
+  EXPECT_TRUE(restored->require_idle) << "its last retry runs alone";
+  auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 2) << "the recovery queue goes first";
+  EXPECT_EQ(launches[0].attempt, 3);
+  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
+}
+
 TEST_F(SchedulerTest, ThesisRecoveryWaitsForAnIdleGpuWithStrictPriority) {
   SchedulerConfig config;
   config.recovery = RecoveryMode::kThesis;
