@@ -60,6 +60,8 @@ def main():
             time.sleep(delay)
         cmd = ["submit", "--json", "--name", f"j{job['id']}-{job['workload']}", "--share",
                SHARE[args.mode]]
+        if SHARE[args.mode] == "mps" and "smact" in job:
+            cmd += ["--smact", str(job["smact"])]  # its solo SM activity sets its MPS thread share
         if args.mode in ESTIMATE:
             cmd += ["--estimate-from", os.path.join(args.profiles, job["workload"] + ".json"),
                     "--gpu-model", "H200"]

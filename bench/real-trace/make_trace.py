@@ -49,7 +49,8 @@ def main():
         seconds = rng.uniform(args.min_s, args.max_s)
         iters = max(10, round(seconds * 1000 / w["median_iter_ms"]))
         jobs.append({"id": i + 1, "arrival_s": round(t, 2), "workload": w["name"], "class": cls,
-                     "iters": iters, "solo_s": round(iters * w["median_iter_ms"] / 1000, 1)})
+                     "iters": iters, "solo_s": round(iters * w["median_iter_ms"] / 1000, 1),
+                     "smact": round(w["smact"], 3)})
     total = sum(j["solo_s"] for j in jobs)
     json.dump({"gap_scale": args.gap_scale, "seed": args.seed, "jobs": jobs}, open(args.output, "w"), indent=1)
     print(f"{len(jobs)} jobs ({counts}), arrivals over {t:.0f} s, solo work {total:.0f} s: "

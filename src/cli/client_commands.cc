@@ -207,6 +207,7 @@ int Submit(const ClientOptions& o) {
   if (!memory.empty()) request["memory"] = memory;
   if (!share.empty()) request["share"] = share;
   if (threads) request["threads"] = threads;
+  if (o.smact >= 0) request["expected_smact"] = o.smact;
   if (!name.empty()) request["name"] = name;
   request["workdir"] =
       o.workdir.empty() ? fs::current_path().string() : fs::absolute(o.workdir).string();
@@ -319,7 +320,12 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   submit->add_option("--mem", o.memory, "peak GPU memory per GPU, e.g. 12GiB");
   submit->add_option("--share", o.share, "mps, plain or exclusive (default: the GPU's mode)");
   submit->add_option("--threads", o.threads,
-                     "MPS active-thread percentage (default: from the expected SM activity)");
+                     "MPS active-thread percentage (default: from --smact)");
+  submit
+      ->add_option("--smact", o.smact,
+                   "the job's SM activity when alone, 0..1 (e.g. from a solo run): sets its MPS "
+                   "thread share")
+      ->check(CLI::Range(0.0, 1.0));
   submit->add_option("--name", o.name, "job name (default: the command)");
   submit->add_option("--workdir", o.workdir, "working directory (default: the current one)");
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");

@@ -15,6 +15,7 @@ struct ClientOptions {
   int gpus = 0;  // 0: from the file's directives, else 1
   std::string memory, share, name, workdir, estimate_from, estimate_gpu;
   int threads = 0, batch = 0;
+  double smact = -1;  // expected SM activity alone, 0..1; -1: unknown
   std::vector<std::string> command;
   // show, logs, cancel, explain
   long long job = 0;
