@@ -112,14 +112,6 @@ std::string Pct(double v) {
   return v < 0 ? "-" : fmt::format("{:.0f}%", 100 * v);
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(fmt::format("cannot read {}", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 int Submit(const ClientOptions& o) {
   if (o.command.empty())
     return Fail(InvalidArgument("nothing to submit: give a job file or -- COMMAND"));
@@ -131,7 +123,7 @@ int Submit(const ClientOptions& o) {
   const std::string& first = command.front();
   if (command.size() == 1 && fs::is_regular_file(first) && first.size() > 4 &&
       first.substr(first.size() - 4) == ".rad") {
-    auto text = ReadFile(first);
+    auto text = ReadTextFile(first);
     if (!text.ok()) return Fail(text.status());
     auto task = ParseRad(*text, first);
     if (!task.ok()) return Fail(task.status());
@@ -151,7 +143,7 @@ int Submit(const ClientOptions& o) {
     if (name.empty()) name = fs::path(first).stem().string();
     source = "rad " + first;
   } else if (fs::is_regular_file(first)) {
-    auto text = ReadFile(first);
+    auto text = ReadTextFile(first);
     if (!text.ok()) return Fail(text.status());
     if (text->find("#COLO") != std::string::npos) {
       std::string error;

@@ -44,13 +44,12 @@ class CachingAllocatorModel::Impl {
     const int64_t size = RoundSize(bytes);
     const bool small = size <= kSmallSize;
     auto& pool = small ? small_free_ : large_free_;
-    int block = FindFree(pool, stream, size);
+    int block = pool.TakeBestFit(stream, size);
     if (block < 0) block = Grow(small, stream, size);
-    pool.erase(Key(block));
     Block& b = blocks_[block];
     const int64_t remaining = b.size - size;
     if (small ? remaining >= kMinBlockSize : remaining > kSmallSize) {
-      const int rest = NewBlock(b.segment, b.address + size, remaining, b.stream, small);
+      const int rest = NewBlock(b.address + size, remaining, b.stream, small);
       Block& head = blocks_[block];  // NewBlock may have moved the vector
       blocks_[rest].prev = block;
       blocks_[rest].next = head.next;
@@ -90,9 +89,9 @@ class CachingAllocatorModel::Impl {
  private:
   struct Block {
     int64_t address, size, requested;
-    int segment, stream;
+    int stream;
     int prev = -1, next = -1;
-    bool small, allocated = false, dead = false;
+    bool small, allocated = false;
   };
   // Ordered by stream, size, address (best fit is the first key not below (stream, size, 0)),
   // packed into two words so that the comparison compiles without branches: searching the free
@@ -129,14 +128,20 @@ class CachingAllocatorModel::Impl {
       if (it != v.end() && *it == k) v.erase(it);
       if (v.empty()) occupied_ &= ~(uint64_t{1} << c);
     }
-    // The block of the best fit, or -1.
-    int BestFit(int stream, int64_t size) const {
+    // Removes the best fit from the set and returns its block, or -1.
+    int TakeBestFit(int stream, int64_t size) {
       FreeKey wanted = MakeKey(stream, size, 0, -1);
       for (uint64_t left = occupied_ & ~((uint64_t{1} << ClassOf(wanted)) - 1); left != 0;
            left &= left - 1) {
-        const auto& v = classes_[std::countr_zero(left)];
+        const int c = std::countr_zero(left);
+        auto& v = classes_[c];
         auto it = std::lower_bound(v.begin(), v.end(), wanted);
-        if (it != v.end() && (it->hi >> 48) == static_cast<uint64_t>(stream)) return it->block;
+        if (it != v.end() && (it->hi >> 48) == static_cast<uint64_t>(stream)) {
+          const int block = it->block;
+          v.erase(it);
+          if (v.empty()) occupied_ &= ~(uint64_t{1} << c);
+          return block;
+        }
         // Nothing of the stream fits here: in a larger class any of its blocks fits.
         wanted = MakeKey(stream, 0, 0, -1);
       }
@@ -157,11 +162,7 @@ class CachingAllocatorModel::Impl {
     return MakeKey(b.stream, b.size, b.address, block);
   }
 
-  int FindFree(const FreeSet& pool, int stream, int64_t size) const {
-    return pool.BestFit(stream, size);
-  }
-
-  int NewBlock(int segment, int64_t address, int64_t size, int stream, bool small) {
+  int NewBlock(int64_t address, int64_t size, int stream, bool small) {
     int id;
     if (!spare_.empty()) {
       id = spare_.back();
@@ -171,7 +172,7 @@ class CachingAllocatorModel::Impl {
       blocks_.emplace_back();
     }
     Block& b = blocks_[id];
-    b = Block{address, size, 0, segment, stream, -1, -1, small, false, false};
+    b = Block{address, size, 0, stream, -1, -1, small, false};
     return id;
   }
 
@@ -183,7 +184,6 @@ class CachingAllocatorModel::Impl {
     low.size += high.size;
     low.next = high.next;
     if (high.next >= 0) blocks_[high.next].prev = a;
-    high.dead = true;
     spare_.push_back(b);
     MoveTail(b, a);
     return a;
@@ -204,17 +204,15 @@ class CachingAllocatorModel::Impl {
   }
 
   // No free block fits: a new segment, or (expandable) more pages at the end of the pool's one.
-  // Returns a free block of at least `size` bytes, already in the pool's free set.
+  // Returns a free block of at least `size` bytes, not in the pool's free set.
   int Grow(bool small, int stream, int64_t size) {
     auto& pool = small ? small_free_ : large_free_;
     if (!expandable_) {
       const int64_t segment = SegmentSize(size);
       Reserve(segment);
       ++owner_.stats_.segments;
-      const int block =
-          NewBlock(static_cast<int>(owner_.stats_.segments), next_address_, segment, stream, small);
+      const int block = NewBlock(next_address_, segment, stream, small);
       next_address_ += segment + kSmallBuffer;  // a gap: segments are never adjacent
-      pool.insert(Key(block));
       return block;
     }
     const int64_t page = small ? kSmallBuffer : kLargeBuffer;
@@ -236,15 +234,12 @@ class CachingAllocatorModel::Impl {
     if (tail >= 0 && !blocks_[tail].allocated) {
       pool.erase(Key(tail));
       blocks_[tail].size += mapped;
-      pool.insert(Key(tail));
       return tail;
     }
-    const int block =
-        NewBlock(static_cast<int>(owner_.stats_.segments), end, mapped, stream, small);
+    const int block = NewBlock(end, mapped, stream, small);
     blocks_[block].prev = tail;
     if (tail >= 0) blocks_[tail].next = block;
     tail = block;
-    pool.insert(Key(block));
     return block;
   }
 

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace colo {
 
 void MlpClassifier::Predict(const std::vector<double>& input,
@@ -162,11 +164,9 @@ Result<GpuMemNetModel> GpuMemNetModel::FromJson(const std::string& text,
 }
 
 Result<GpuMemNetModel> GpuMemNetModel::Load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("cannot read GPUMemNet weights '{}'", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return FromJson(buffer.str(), path);
+  auto text = ReadTextFile(path, "GPUMemNet weights");
+  if (!text.ok()) return text.status();
+  return FromJson(*text, path);
 }
 
 // ------------------------------------------------------------------------------------------------

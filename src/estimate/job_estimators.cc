@@ -22,14 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result<std::string> ReadText(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("cannot read {} '{}'", what, path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 std::string UnknownLayersNote(const ModelSummary& s) {
   if (s.unknown_layer_types.empty()) return "";
   return fmt::format("; unknown layer types (counted by parameters and outputs only): {}",
@@ -88,7 +80,7 @@ Result<GpuCalibration> LoadCalibration(const std::string& gpu_name) {
   std::vector<std::string> known;
   const std::string wanted = ToLower(gpu_name);
   for (const auto& file : files) {
-    auto text = ReadText(file.string(), "calibration");
+    auto text = ReadTextFile(file.string(), "calibration");
     if (!text.ok()) return text.status();
     auto c = GpuCalibration::FromJson(*text, file.string());
     if (!c.ok()) return c.status();
@@ -246,7 +238,7 @@ class TraceEstimator final : public MemoryEstimator {
   Result<std::shared_ptr<const AllocationTrace>> Load(const std::string& path) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = cache_.find(path); it != cache_.end()) return it->second;
-    auto text = ReadText(path, "allocation trace");
+    auto text = ReadTextFile(path, "allocation trace");
     if (!text.ok()) return text.status();
     auto trace = ParseAllocationTrace(*text, path);
     if (!trace.ok()) return trace.status();

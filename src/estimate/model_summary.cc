@@ -346,11 +346,9 @@ Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::strin
 }
 
 Result<ModelSummary> LoadModelSummary(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(fmt::format("cannot read model summary '{}'", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  auto read = ReadTextFile(path, "model summary");
+  if (!read.ok()) return read.status();
+  const std::string& text = *read;
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     return ParseModelSummaryJson(text, path, std::filesystem::path(path).parent_path().string());

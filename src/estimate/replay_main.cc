@@ -12,6 +12,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/strings.h"
 #include "estimate/caching_allocator.h"
 
 int main(int argc, char** argv) {
@@ -28,11 +29,9 @@ int main(int argc, char** argv) {
                  "size of a library workspace per byte of its largest tensor");
   CLI11_PARSE(app, argc, argv);
   auto read = [](const std::string& file) -> colo::Result<colo::AllocationTrace> {
-    std::ifstream in(file);
-    if (!in) return colo::NotFound("cannot read " + file);
-    std::stringstream b;
-    b << in.rdbuf();
-    return colo::ParseAllocationTrace(b.str(), file);
+    auto text = colo::ReadTextFile(file);
+    if (!text.ok()) return text.status();
+    return colo::ParseAllocationTrace(*text, file);
   };
   auto trace = read(path);
   if (!trace.ok()) {
