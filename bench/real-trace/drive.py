@@ -49,24 +49,28 @@ def main():
     from profile_solo import Sampler
 
     jobs = json.load(open(args.trace))["jobs"]
-    sampler = Sampler(interval=1.0)
-    energy_start = sampler.n.nvmlDeviceGetTotalEnergyConsumption(sampler.h)
+    sampler = Sampler(interval=1.0, indices="all")
+    energy_start = sampler.total_energy_mj()
     sampler.start()
+    job_log = os.path.splitext(args.out)[0] + "-jobs.jsonl"  # each job's own report
+    if os.path.exists(job_log):
+        os.remove(job_log)
     t0 = time.time()
     ids = {}
     for job in jobs:
         delay = t0 + job["arrival_s"] - time.time()
         if delay > 0:
             time.sleep(delay)
+        gpus = job.get("gpus", 1)
         cmd = ["submit", "--json", "--name", f"j{job['id']}-{job['workload']}", "--share",
-               SHARE[args.mode]]
+               SHARE[args.mode], "--gpus", str(gpus)]
         if SHARE[args.mode] == "mps" and "smact" in job:
             cmd += ["--smact", str(job["smact"])]  # its solo SM activity sets its MPS thread share
         if args.mode in ESTIMATE:
             cmd += ["--estimate-from", os.path.join(args.profiles, job["workload"] + ".json"),
                     "--gpu-model", "H200"]
         cmd += ["--", sys.executable, os.path.join(HERE, "job.py"), job["workload"], "--iters",
-                str(job["iters"])]
+                str(job["iters"]), "--gpus", str(gpus), "--log", job_log]
         ids[job["id"]] = json.loads(colo(args, *cmd))["job"]
     while time.time() - t0 < args.timeout:
         if not json.loads(colo(args, "queue", "--json"))["jobs"]:
@@ -74,7 +78,7 @@ def main():
         time.sleep(0.5)
     ended = time.time()
     sampler.stop.set()
-    energy_j = (sampler.n.nvmlDeviceGetTotalEnergyConsumption(sampler.h) - energy_start) / 1000
+    energy_j = (sampler.total_energy_mj() - energy_start) / 1000
 
     records = []
     for job in jobs:
@@ -82,11 +86,13 @@ def main():
         attempts = shown.get("attempt_list", [])
         records.append({
             "trace_id": job["id"], "job": ids[job["id"]], "workload": job["workload"],
-            "class": job["class"], "solo_s": job["solo_s"], "state": shown.get("state"),
+            "class": job["class"], "solo_s": job["solo_s"], "gpus": job.get("gpus", 1),
+            "state": shown.get("state"),
             "submitted": shown.get("submitted"), "finished": shown.get("finished"),
             "first_start": attempts[0]["started"] if attempts else None,
             "last_start": attempts[-1]["started"] if attempts else None,
-            "attempts": [{"exit": a.get("exit_kind"), "started": a.get("started"),
+            "attempts": [{"exit": a.get("exit_kind"), "detail": a.get("detail"),
+                          "gpus": a.get("gpus"), "started": a.get("started"),
                           "ended": a.get("ended"), "mode": a.get("mode"),
                           "threads": a.get("thread_percent"), "limit": a.get("memory_limit"),
                           "peak": a.get("peak")} for a in attempts],
@@ -95,8 +101,12 @@ def main():
     done = [r for r in records if r["finished"]]
     first_submit = min(r["submitted"] for r in records)
     oom = sum(1 for r in records for a in r["attempts"] if a["exit"] == "out-of-memory")
-    lost_gpu_s = sum((a["ended"] or 0) - (a["started"] or 0) for r in records for a in r["attempts"]
-                     if a["exit"] not in ("success", None, ""))
+    lost_gpu_s = sum(((a["ended"] or 0) - (a["started"] or 0)) * r["gpus"] for r in records
+                     for a in r["attempts"] if a["exit"] not in ("success", None, ""))
+    reports = []
+    if os.path.exists(job_log):
+        with open(job_log) as f:
+            reports = [json.loads(line) for line in f if line.strip()]
     smact = [s["smact"] for s in sampler.samples]
     result = {
         "mode": args.mode, "jobs": len(records), "succeeded": sum(r["state"] == "succeeded" for r in records),
@@ -106,7 +116,8 @@ def main():
         "avg_exec_s": sum(r["finished"] - r["last_start"] for r in done) / len(done) if done else None,
         "oom_crashes": oom, "lost_gpu_seconds": lost_gpu_s, "energy_j": energy_j,
         "mean_smact": sum(smact) / len(smact) if smact else None,
-        "wall_s": ended - t0, "records": records,
+        "gpus": len(sampler.handles), "wall_s": ended - t0, "records": records,
+        "job_reports": reports,
         "timeline": sampler.samples,
     }
     json.dump(result, open(args.out, "w"), indent=1)

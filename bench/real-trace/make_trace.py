@@ -3,10 +3,13 @@
 gaps scaled down, a light/medium/heavy mix like the 90-task trace (65/27/8%), each job's iteration
 count chosen for a solo duration drawn uniformly from [--min-s, --max-s].
 
-    make_trace.py SOLO.json --jobs 30 --gap-scale 0.1 --min-s 20 --max-s 120 [--seed 1] -o trace.json
+    make_trace.py SOLO.json --jobs 30 --gap-scale 0.1 --min-s 20 --max-s 120 [--seed 1]
+                  [--gpus 2 --two-gpu-jobs 2] [--startup-s 9] -o trace.json
 
-Prints the exclusive lower bound (the sum of solo durations over the GPUs) so the trace can be sized
-to the time a lease allows.
+--two-gpu-jobs K makes K of the medium and heavy jobs data-parallel on 2 GPUs (job.py --gpus 2, each
+replica with the workload's batch; --two-gpu-cost is their iteration time over the solo one's).
+Prints the exclusive lower bound (the GPU-seconds of solo work plus each job's start-up, over the
+GPUs) so the trace can be sized to the time a lease allows.
 """
 
 import argparse
@@ -31,6 +34,10 @@ def main():
     parser.add_argument("--max-s", type=float, default=120)
     parser.add_argument("--gpus", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--two-gpu-jobs", type=int, default=0)
+    parser.add_argument("--two-gpu-cost", type=float, default=1.15)
+    parser.add_argument("--startup-s", type=float, default=9,
+                        help="a job's start-up before its first step (interpreter, imports, model)")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
     solo = [w for w in json.load(open(args.solo))["workloads"] if "median_iter_ms" in w]
@@ -51,10 +58,14 @@ def main():
         jobs.append({"id": i + 1, "arrival_s": round(t, 2), "workload": w["name"], "class": cls,
                      "iters": iters, "solo_s": round(iters * w["median_iter_ms"] / 1000, 1),
                      "smact": round(w["smact"], 3)})
-    total = sum(j["solo_s"] for j in jobs)
+    big = [j for j in jobs if j["class"] != "light"]
+    for j in rng.sample(big, min(args.two_gpu_jobs, len(big))):
+        j["gpus"] = 2
+        j["solo_s"] = round(j["solo_s"] * args.two_gpu_cost, 1)
+    total = sum((j["solo_s"] + args.startup_s) * j.get("gpus", 1) for j in jobs)
     json.dump({"gap_scale": args.gap_scale, "seed": args.seed, "jobs": jobs}, open(args.output, "w"), indent=1)
     print(f"{len(jobs)} jobs ({counts}), arrivals over {t:.0f} s, solo work {total:.0f} s: "
-          f"exclusive takes at least {max(t, total / args.gpus):.0f} s on {args.gpus} GPU(s)")
+          f"(start-up included) exclusive takes at least {max(t, total / args.gpus):.0f} s on {args.gpus} GPU(s)")
 
 
 if __name__ == "__main__":

@@ -24,29 +24,53 @@ TOOLS = os.path.join(HERE, "..", "..", "tools")
 
 
 class Sampler(threading.Thread):
-    """GPM SM activity/occupancy and power every `interval` s; per-process memory every 20 ms."""
+    """Every `interval` s, per GPU: GPM SM activity and occupancy, power, the energy counter and
+    memory in use; per-process memory every 20 ms. A sample's top-level fields are the GPUs' mean
+    SMACT/SMOCC and their summed power and energy; `gpus` holds each GPU's own."""
 
-    def __init__(self, interval=0.5):
+    def __init__(self, interval=0.5, indices=None):
         super().__init__(daemon=True)
         import pynvml as n
 
         self.n = n
         n.nvmlInit()
-        self.h = n.nvmlDeviceGetHandleByIndex(0)
+        if indices is None:
+            indices = [0]
+        elif indices == "all":
+            indices = list(range(n.nvmlDeviceGetCount()))
+        self.handles = [n.nvmlDeviceGetHandleByIndex(i) for i in indices]
+        self.h = self.handles[0]
         self.interval = interval
         self.samples = []
         self.peak = {}
         self.stop = threading.Event()
 
+    def total_energy_mj(self):
+        return sum(self.n.nvmlDeviceGetTotalEnergyConsumption(h) for h in self.handles)
+
     def process_memory(self):
-        for p in self.n.nvmlDeviceGetComputeRunningProcesses(self.h):
-            if p.usedGpuMemory and p.usedGpuMemory > self.peak.get(p.pid, 0):
-                self.peak[p.pid] = p.usedGpuMemory
+        for h in self.handles:
+            for p in self.n.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.usedGpuMemory and p.usedGpuMemory > self.peak.get(p.pid, 0):
+                    self.peak[p.pid] = p.usedGpuMemory
+
+    def gpm(self, prev, cur):
+        n = self.n
+        mg = n.c_nvmlGpmMetricsGet_t()
+        mg.version = n.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = 2
+        mg.sample1, mg.sample2 = prev, cur
+        mg.metrics[0].metricId = n.NVML_GPM_METRIC_SM_UTIL
+        mg.metrics[1].metricId = n.NVML_GPM_METRIC_SM_OCCUPANCY
+        n.nvmlGpmMetricsGet(mg)
+        return mg.metrics[0].value / 100, mg.metrics[1].value / 100
 
     def run(self):
         n = self.n
-        prev = n.nvmlGpmSampleAlloc()
-        n.nvmlGpmSampleGet(self.h, prev)
+        prev = []
+        for h in self.handles:
+            prev.append(n.nvmlGpmSampleAlloc())
+            n.nvmlGpmSampleGet(h, prev[-1])
         next_gpm = time.time() + self.interval
         while not self.stop.is_set():
             self.process_memory()
@@ -54,21 +78,22 @@ class Sampler(threading.Thread):
             if time.time() < next_gpm:
                 continue
             next_gpm += self.interval
-            cur = n.nvmlGpmSampleAlloc()
-            n.nvmlGpmSampleGet(self.h, cur)
-            mg = n.c_nvmlGpmMetricsGet_t()
-            mg.version = n.NVML_GPM_METRICS_GET_VERSION
-            mg.numMetrics = 2
-            mg.sample1, mg.sample2 = prev, cur
-            mg.metrics[0].metricId = n.NVML_GPM_METRIC_SM_UTIL
-            mg.metrics[1].metricId = n.NVML_GPM_METRIC_SM_OCCUPANCY
-            n.nvmlGpmMetricsGet(mg)
-            n.nvmlGpmSampleFree(prev)
-            prev = cur
-            self.samples.append({"t": time.time(), "smact": mg.metrics[0].value / 100,
-                                 "smocc": mg.metrics[1].value / 100,
-                                 "power_w": n.nvmlDeviceGetPowerUsage(self.h) / 1000,
-                                 "energy_mj": n.nvmlDeviceGetTotalEnergyConsumption(self.h)})
+            gpus = []
+            for i, h in enumerate(self.handles):
+                cur = n.nvmlGpmSampleAlloc()
+                n.nvmlGpmSampleGet(h, cur)
+                smact, smocc = self.gpm(prev[i], cur)
+                n.nvmlGpmSampleFree(prev[i])
+                prev[i] = cur
+                gpus.append({"smact": smact, "smocc": smocc,
+                             "power_w": n.nvmlDeviceGetPowerUsage(h) / 1000,
+                             "energy_mj": n.nvmlDeviceGetTotalEnergyConsumption(h),
+                             "used_bytes": n.nvmlDeviceGetMemoryInfo(h).used})
+            self.samples.append({"t": time.time(),
+                                 "smact": sum(g["smact"] for g in gpus) / len(gpus),
+                                 "smocc": sum(g["smocc"] for g in gpus) / len(gpus),
+                                 "power_w": sum(g["power_w"] for g in gpus),
+                                 "energy_mj": sum(g["energy_mj"] for g in gpus), "gpus": gpus})
 
 
 def main():

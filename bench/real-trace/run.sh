@@ -30,7 +30,8 @@ TOML
   pid=$!
   for _ in $(seq 50); do colo queue > /dev/null 2>&1 && break; sleep 0.1; done
   python3 "$here/drive.py" --trace "$trace" --mode "$mode" --profiles "$profiles" \
-    --out "$OUT/result-$mode.json" --colo "$BIN/colo" || echo "drive.py failed for $mode"
+    --out "$OUT/result-$mode.json" --colo "$BIN/colo" --timeout "${DRIVE_TIMEOUT:-1200}" \
+    || echo "drive.py failed for $mode"
   kill "$pid"; wait "$pid" 2>/dev/null
   CUDA_MPS_PIPE_DIRECTORY="$work/state/mps/pipe" timeout 10 nvidia-cuda-mps-control <<< quit > /dev/null 2>&1
   rm -rf "$work"
