@@ -9,7 +9,7 @@ count chosen for a solo duration drawn uniformly from [--min-s, --max-s].
 --two-gpu-jobs K makes K of the medium and heavy jobs data-parallel on 2 GPUs (job.py --gpus 2, each
 replica with the workload's batch; --two-gpu-cost is their iteration time over the solo one's).
 Prints the exclusive lower bound (the GPU-seconds of solo work plus each job's start-up, over the
-GPUs) so the trace can be sized to the time a lease allows.
+GPUs) so the trace can be sized to the time at hand.
 """
 
 import argparse

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes a real-trace benchmark trace as a `colo sim` CSV (docs/formats.md), with the solo profiles
-measured on this GPU as its catalogue: a job's solo duration is its iterations at the workload's
+"""Writes a real-trace benchmark trace as a `colo sim` CSV (docs/formats.md) before it runs, to size
+it, with the solo profiles of profile_solo.py as its catalogue (sim_compare.py does the same after a
+run, from the run's exclusive mode): a job's solo duration is its iterations at the workload's
 solo iteration time plus the workload's start-up (interpreter, imports, model build, warm-up steps
 and exit), its peak and SMACT the solo run's, `declared_mem` the memory colo's estimator plans with.
 
@@ -57,7 +58,7 @@ def main():
         with open(args.profiles) as f:
             planned = json.load(f)
     with open(args.output, "w") as out:
-        out.write("submit_s,name,duration_s,peak_mem,smact,gpus,warmup_s,declared_mem\n")
+        out.write("submit_s,name,duration_s,peak_mem,smact,gpus,warmup_s,startup_s,declared_mem\n")
         for j in jobs:
             w = by_name[j["workload"]]
             gpus = j.get("gpus", 1)
@@ -66,7 +67,8 @@ def main():
             peak_mib = round(w["peak_nvml_bytes"] / 2**20)
             declared = round(planned[j["workload"]] / 2**20) if j["workload"] in planned else ""
             out.write(f"{j['arrival_s']},j{j['id']}-{j['workload']},{duration:.2f},{peak_mib},"
-                      f"{w['smact']:.3f},{gpus},{min(extra, duration / 2):.2f},{declared}\n")
+                      f"{w['smact']:.3f},{gpus},{min(extra, duration / 2):.2f},{extra:.2f},"
+                      f"{declared}\n")
 
 
 if __name__ == "__main__":

@@ -128,6 +128,9 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_option("--smact-max", o.smact_max, "SMACT threshold of the utilization gate")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  sim->add_option("--power", o.power,
+                  "power model A,L,Q: watts above idle at SM activity s are A + L*s + Q*s^2 "
+                  "(default: the H100 fit, scaled by TDP)");
   sim->add_flag("--json", o.json, "print JSON instead of the table");
   sim->add_flag("--csv", o.csv, "print CSV instead of the table");
   sim->add_flag("--with-jobs", o.with_jobs, "include every job's result in --json");
@@ -193,6 +196,14 @@ int RunSimCommand(const SimCommandOptions& o) {
   options.gates.memory_margin = *margin;
   options.gates.smact_max = o.smact_max;
   options.record_timeline = !o.report.empty();
+  if (!o.power.empty()) {
+    auto power = ParsePowerModel(o.power);
+    if (!power.ok()) {
+      fmt::print(stderr, "colo sim: {}\n", power.status().message());
+      return 2;
+    }
+    options.power = *power;
+  }
 
   RunSpec defaults;
   defaults.estimator = o.estimator;

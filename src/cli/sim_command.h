@@ -25,6 +25,7 @@ struct SimCommandOptions {
   double grace_s = 30;
   std::string margin = "2GiB";
   double smact_max = 0.8;
+  std::string power;  // "ACTIVE,LINEAR,QUADRATIC" watts: the power model fitted to another GPU
   bool json = false;
   bool csv = false;
   bool with_jobs = false;

@@ -1,6 +1,11 @@
 #include "sim/interference.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+
+#include "common/strings.h"
 
 namespace colo {
 
@@ -48,8 +53,29 @@ void InterferenceModel::Slowdowns(SharingMode mode, const std::vector<CoRunner>&
 double PowerModel::Watts(double idle_watts, double tdp_watts, bool busy, double smact) const {
   if (!busy) return idle_watts;
   const double s = std::clamp(smact, 0.0, 1.0);
+  const double scale = fitted_to_server ? 1.0 : tdp_watts / 700.0;
   return idle_watts +
-         tdp_watts / 700.0 * (active_watts + linear_watts * s + quadratic_watts * s * s);
+         std::max(0.0, scale * (active_watts + linear_watts * s + quadratic_watts * s * s));
+}
+
+Result<PowerModel> ParsePowerModel(std::string_view text) {
+  const auto parts = Split(text, ',');
+  if (parts.size() != 3)
+    return InvalidArgument(fmt::format("power model '{}' must be three numbers A,L,Q", text));
+  double values[3];
+  for (size_t i = 0; i < 3; ++i) {
+    auto v = ParseDouble(Trim(parts[i]));
+    if (!v.ok() || std::abs(*v) > 1e5)
+      return InvalidArgument(
+          fmt::format("power model '{}': '{}' is not a number of watts", text, parts[i]));
+    values[i] = *v;
+  }
+  PowerModel model;
+  model.active_watts = values[0];
+  model.linear_watts = values[1];
+  model.quadratic_watts = values[2];
+  model.fitted_to_server = true;
+  return model;
 }
 
 std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference,

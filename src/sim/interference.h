@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "core/model.h"
 
 namespace colo {
@@ -41,9 +43,15 @@ struct PowerModel {
   double active_watts = 85;
   double linear_watts = 85;
   double quadratic_watts = 390;
+  bool fitted_to_server = false;  // true: the coefficients are the server's GPU's, not scaled
 
+  // Never below idle.
   double Watts(double idle_watts, double tdp_watts, bool busy, double smact) const;
 };
+
+// "A,L,Q": watts above idle at SM activity s are A + L*s + Q*s^2, fitted to a GPU of the TDP the
+// server profile names (no scaling then: the fit is that GPU's).
+Result<PowerModel> ParsePowerModel(std::string_view text);
 
 // One row of the H100 collocation table and the models' prediction of it.
 struct CalibrationRow {

@@ -196,6 +196,13 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
       job.profile.warmup = SecondsF(*v);
     }
     if (job.profile.warmup >= job.profile.duration) job.profile.warmup = job.profile.duration / 2;
+    if (const auto s = field("startup_s"); !s.empty()) {
+      auto v = ParseDouble(s);
+      if (!v.ok() || *v < 0 || SecondsF(*v) >= job.profile.duration)
+        return where(
+            fmt::format("startup_s '{}' must be at least 0 and less than the duration", s));
+      job.profile.startup = SecondsF(*v);
+    }
     if (const auto s = field("gpus"); !s.empty()) {
       auto v = ParseInt(s);
       if (!v.ok() || *v < 1 || *v > 64) return where(fmt::format("gpus '{}' must be 1..64", s));

@@ -138,10 +138,11 @@ Result<ServerProfile> FindServer(std::string_view name) {
     // The thesis' NVIDIA DGX Station A100: 4x A100-SXM4-40GB.
     s = {"", "A100-SXM4-40GB", 4, MiB(40960), MiB(420), 52, 400};
   } else if (base == "h100") {
-    // Measured on the lent H100: 81559 MiB, 480 MiB used and ~71 W when idle.
+    // Measured on an H100: 81559 MiB, 480 MiB used and ~71 W when idle.
     s = {"", "H100-80GB-HBM3", 8, MiB(81559), MiB(480), 71, 700};
   } else if (base == "h200") {
-    s = {"", "H200-141GB", 8, MiB(143771), MiB(480), 75, 700};
+    // Measured on H200s: 143771 MiB, ~615 MiB used and 78-80 W when idle.
+    s = {"", "H200-141GB", 8, MiB(143771), MiB(615), 78, 700};
   } else {
     return InvalidArgument(fmt::format("unknown server '{}' (use a100xN, h100xN, h200xN)", name));
   }

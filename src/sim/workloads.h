@@ -21,6 +21,9 @@ struct SoloProfile {
   double smact = 0.2;    // SM activity alone, 0..1
   Bytes peak;          // peak memory per GPU as nvidia-smi/NVML reports it (CUDA context included)
   Duration warmup{0};  // time from launch until the peak is reached
+  // The head of the run spent on the CPU before the first training step (interpreter, imports,
+  // building the model): no SM activity, and co-runners do not slow it down. Part of `duration`.
+  Duration startup{0};
   int gpus = 1;
   int batch = 0;
 };

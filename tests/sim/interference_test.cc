@@ -43,5 +43,19 @@ TEST(Power, ScalesWithTdpAndIdlesAtIdle) {
   EXPECT_NEAR(power.Watts(71, 700, true, 0.95), 590, 30);
 }
 
+TEST(Power, AFittedModelIsTheGpusOwnAndNeverBelowIdle) {
+  auto fitted = ParsePowerModel("-11.5, 729.5,-114.7");
+  ASSERT_TRUE(fitted.ok()) << fitted.status().ToString();
+  EXPECT_NEAR(fitted->Watts(78, 700, true, 0.5), 78 - 11.5 + 729.5 * 0.5 - 114.7 * 0.25, 1e-9);
+  EXPECT_NEAR(fitted->Watts(78, 400, true, 0.5), 78 - 11.5 + 729.5 * 0.5 - 114.7 * 0.25, 1e-9)
+      << "not scaled by TDP: the fit is already this GPU's";
+  EXPECT_EQ(fitted->Watts(78, 700, true, 0.0), 78) << "a negative intercept stops at idle";
+  for (const char* bad : {"", "1,2", "1,2,3,4", "1,x,3", "1,2,1e9"}) {
+    auto r = ParsePowerModel(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("power model"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace colo

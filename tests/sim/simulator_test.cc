@@ -75,6 +75,43 @@ TEST(Simulator, ImpossibleJobsAreRejectedNotLost) {
   EXPECT_NE(r.jobs[0].reason.find("GPUs"), std::string::npos);
 }
 
+Trace CsvWithStartup(const std::string& rows) {
+  auto t = ParseColoCsv("submit_s,duration_s,peak_mem,smact,startup_s,gpus\n" + rows, "test.csv");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return *t;
+}
+
+TEST(Simulator, StartUpIsNeitherSlowedNorSlowsOthersAndDrawsIdlePower) {
+  SimOptions options = A100x4();
+  options.server.gpus = 1;
+  // Two heavy jobs on one GPU under MPS: sharing the SMs slows both. With start-up phases, the
+  // overlap of computing is shorter, so both finish sooner than without.
+  const std::string spec = "worst-fit:gates=none,grace=off";
+  const SimResult computing =
+      RunSim(CsvWithStartup("0,100,2GiB,0.9,0,1\n0,100,2GiB,0.9,0,1\n"), spec, options);
+  const SimResult starting =
+      RunSim(CsvWithStartup("0,100,2GiB,0.9,60,1\n0,100,2GiB,0.9,0,1\n"), spec, options);
+  EXPECT_GT(computing.metrics.total_time_s, 150) << "two saturating jobs side by side";
+  // The second job computes alone while the first starts up: 60 s of its 100 at full speed.
+  EXPECT_LT(starting.jobs[1].end_s, computing.jobs[1].end_s - 30);
+  EXPECT_LT(starting.metrics.total_time_s, computing.metrics.total_time_s);
+
+  // A lone job's start-up runs at idle power: energy = idle × start-up + busy × the rest.
+  const SimResult alone = RunSim(CsvWithStartup("0,100,2GiB,0.5,40,1\n"), "exclusive", options);
+  const PowerModel power;
+  const double busy = power.Watts(52, 400, true, 0.5);
+  EXPECT_NEAR(alone.metrics.total_time_s, 100, 1e-6) << "start-up is part of the duration";
+  EXPECT_NEAR(alone.metrics.energy_mj, (52 * 40 + busy * 60) / 1e6, 1e-6);
+}
+
+TEST(Simulator, StartUpMustBeShorterThanTheDuration) {
+  auto t = ParseColoCsv("submit_s,duration_s,peak_mem,startup_s\n0,100,2GiB,100\n", "x.csv");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("x.csv:2: startup_s '100'"), std::string::npos)
+      << t.status().message();
+  EXPECT_FALSE(ParseColoCsv("submit_s,duration_s,peak_mem,startup_s\n0,100,2GiB,-1\n", "x").ok());
+}
+
 TEST(Simulator, EnergyOfAnIdleServerIsIdlePowerTimesTime) {
   const Trace trace = Csv("0,3600,2GiB,0.0,10,1,a\n");
   const SimResult r = RunSim(trace, "exclusive");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The full benchmark in parts that each fit one command on the lent machine (10 minutes):
-#   COLO_BIN=dist bench/real-trace/lease.sh [--preflight] MODE...
+# The full benchmark in parts of under 10 minutes each (two or three modes a part):
+#   COLO_BIN=dist bench/real-trace/parts.sh [--preflight] MODE...
 # --preflight first runs preflight-trace.json (a 2-GPU job and a light one on MPS with colo's
 # estimator) and stops if either fails. Then every MODE on trace-h200x2.json, with the solo profiles
 # of results-h200-2026-11-21 as the estimator's summaries. Leaves $OUT/part-MODES.tgz.
@@ -8,7 +8,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/colo-real-trace}
 name="part-$(IFS=-; echo "$*" | tr -d ' ' | sed 's/^--preflight-//')"
-work=$(mktemp -d /tmp/colo-lease-XXXXXX)
+work=$(mktemp -d /tmp/colo-parts-XXXXXX)
 tar xzf "$here/results-h200-2026-11-21/solo-and-profiles.tgz" -C "$work"
 profiles="$work/solo-h200/profiles"
 nvidia-smi --query-gpu=index,name,compute_mode,memory.used,power.draw --format=csv

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Replays a measured real-trace run in `colo sim` and compares the prediction with what was measured,
+mode by mode (total trace time, average JCT, energy, mean SMACT).
+
+    sim_compare.py RESULTS_DIR [--colo build/bin/colo] [--server h200x2] [--grace 10]
+                   [--exclusive OTHER/result-exclusive.json]
+
+The simulator's catalogue is this machine's solo profiles, taken from the exclusive run (each of its
+jobs had its GPU(s) alone): per workload and GPU count, the median iteration time, the median time
+outside the training steps (start-up: interpreter, imports, model build; and exit), and the mean SM
+activity over the jobs' steady phases. Job i of the trace then lasts that overhead + (iterations + 5
+warm-up) × iteration time, the overhead as its CPU-only start-up phase (`startup_s`). The power model
+is fitted to the same run: GPU power above idle against SM activity, least squares, while one job
+computes (`colo sim --power`). Writes RESULTS_DIR/sim/{catalogue.json, trace.csv, MODE.json,
+comparison.json}.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+# How each benchmark mode maps onto the simulator: policy, sharing, estimator.
+MODES = {
+    "exclusive": ("exclusive", "mps", "none"),
+    "round-robin": ("round-robin", "plain", "none"),
+    "worst-fit": ("worst-fit", "mps", "declared"),
+    "least-utilized": ("least-utilized", "mps", "declared"),
+    "worst-fit-recovery": ("worst-fit", "mps", "none"),
+}
+WARMUP_STEPS = 5  # job.py's untimed first steps
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def steady_smact(result, record):
+    """Mean SM activity of the job's GPU(s) from its first step to its end (exclusive run)."""
+    attempt = record["attempts"][-1]
+    report = record.get("report")
+    begin = attempt["started"] + (report["startup_s"] if report else 0)
+    values = [s["gpus"][g]["smact"] for s in result["timeline"] if begin <= s["t"] <= attempt["ended"]
+              for g in attempt["gpus"]]
+    return statistics.mean(values) if values else None
+
+
+def catalogue_from_exclusive(result):
+    reports = {str(r["job"]): r for r in result["job_reports"]}
+    groups = {}
+    for rec in result["records"]:
+        if rec["state"] != "succeeded" or str(rec["job"]) not in reports:
+            continue
+        rec = dict(rec, report=reports[str(rec["job"])])
+        groups.setdefault(f"{rec['workload']}/{rec['gpus']}", []).append(rec)
+    catalogue = {}
+    for key, recs in sorted(groups.items()):
+        iter_s = statistics.median(r["report"]["mean_iter_ms"] / 1000 for r in recs)
+        # Everything but the training steps: start-up, the warm-up steps' extra, exit.
+        overhead = statistics.median(
+            (r["finished"] - r["last_start"]) - (r["report"]["iters"] + WARMUP_STEPS) * iter_s
+            for r in recs)
+        smact = [s for s in (steady_smact(result, r) for r in recs) if s is not None]
+        catalogue[key] = {"jobs": len(recs), "iter_s": iter_s, "overhead_s": overhead,
+                          "startup_s": statistics.median(r["report"]["startup_s"] for r in recs),
+                          "smact": statistics.mean(smact) if smact else 0.2,
+                          "peak_bytes": max(r["attempts"][-1]["peak"] or 0 for r in recs)}
+    return catalogue
+
+
+def power_fit(result, idle_watts):
+    """Least-squares A, L, Q of (GPU power − idle) = A + L·s + Q·s² over the samples where one job
+    of the exclusive run was past its start-up (s: the GPU's SM activity)."""
+    reports = {str(r["job"]): r for r in result["job_reports"]}
+    points = []
+    for rec in result["records"]:
+        report = reports.get(str(rec["job"]))
+        if not report or not rec["attempts"]:
+            continue
+        a = rec["attempts"][-1]
+        for s in result["timeline"]:
+            if a["started"] + report["startup_s"] + 2 <= s["t"] <= a["ended"] - 1:
+                points += [(s["gpus"][g]["smact"], s["gpus"][g]["power_w"] - idle_watts)
+                           for g in a["gpus"]]
+    # Normal equations of the 3-parameter fit, solved by Gaussian elimination.
+    m = [[0.0] * 4 for _ in range(3)]
+    for s, p in points:
+        basis = (1.0, s, s * s)
+        for i in range(3):
+            m[i][3] += basis[i] * p
+            for j in range(3):
+                m[i][j] += basis[i] * basis[j]
+    for i in range(3):
+        for j in range(i + 1, 3):
+            f = m[j][i] / m[i][i]
+            m[j] = [x - f * y for x, y in zip(m[j], m[i])]
+    coef = [0.0] * 3
+    for i in reversed(range(3)):
+        coef[i] = (m[i][3] - sum(m[i][k] * coef[k] for k in range(i + 1, 3))) / m[i][i]
+    residual = [p - (coef[0] + coef[1] * s + coef[2] * s * s) for s, p in points]
+    rms = (sum(r * r for r in residual) / len(residual)) ** 0.5
+    return coef, rms, len(points)
+
+
+def idle_power(result):
+    """Mean power of a GPU while no job of the run holds it."""
+    values = []
+    for s in result["timeline"]:
+        for g, gpu in enumerate(s["gpus"]):
+            if not any(a["started"] <= s["t"] <= (a["ended"] or 0) and g in a["gpus"]
+                       for r in result["records"] for a in r["attempts"]):
+                values.append(gpu["power_w"])
+    return statistics.mean(values) if values else None
+
+
+def write_csv(path, trace_jobs, catalogue, planned, startup_phase=True):
+    with open(path, "w") as out:
+        out.write("submit_s,name,duration_s,peak_mem,smact,gpus,warmup_s,startup_s,declared_mem\n")
+        for j in trace_jobs:
+            gpus = j.get("gpus", 1)
+            c = catalogue[f"{j['workload']}/{gpus}"]
+            duration = c["overhead_s"] + (j["iters"] + WARMUP_STEPS) * c["iter_s"]
+            declared = round(planned[j["workload"]] / 2**20) if j["workload"] in planned else ""
+            out.write(f"{j['arrival_s']},j{j['id']}-{j['workload']},{duration:.2f},"
+                      f"{round(c['peak_bytes'] / 2**20)},{c['smact']:.3f},{gpus},"
+                      f"{min(c['overhead_s'], duration / 2):.2f},"
+                      f"{c['overhead_s'] if startup_phase else 0:.2f},{declared}\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results")
+    parser.add_argument("--colo", default="build/bin/colo")
+    parser.add_argument("--server", default="h200x2")
+    parser.add_argument("--trace", default=os.path.join(os.path.dirname(__file__), "trace-h200x2.json"))
+    parser.add_argument("--grace", type=float, default=10, help="colod's launch_grace in the run")
+    parser.add_argument("--idle-watts", type=float, default=78,
+                        help="the server profile's idle power (h200: 78 W)")
+    parser.add_argument("--h100-power", action="store_true",
+                        help="keep the simulator's H100 power fit instead of fitting this GPU's")
+    parser.add_argument("--no-startup-phase", action="store_true",
+                        help="model the whole run as computing (the simulator before start-up phases)")
+    parser.add_argument("--name", default="sim", help="output folder under RESULTS_DIR")
+    parser.add_argument("--exclusive", help="the exclusive run to take the catalogue from "
+                                            "(default: RESULTS_DIR's)")
+    args = parser.parse_args()
+    out_dir = os.path.join(args.results, args.name)
+    os.makedirs(out_dir, exist_ok=True)
+    measured = {m: load(os.path.join(args.results, f"result-{m}.json")) for m in MODES
+                if os.path.exists(os.path.join(args.results, f"result-{m}.json"))}
+    exclusive = load(args.exclusive) if args.exclusive else measured.get("exclusive")
+    if exclusive is None:
+        sys.exit("sim_compare.py: the exclusive run is the catalogue; result-exclusive.json is missing")
+    catalogue = catalogue_from_exclusive(exclusive)
+    # What colo's estimator planned with for each workload (the upper bound), as the sim's declared.
+    planned = {}
+    for m in ("worst-fit", "least-utilized"):
+        for rec in measured.get(m, {}).get("records", []):
+            if rec.get("estimate") and rec["workload"] not in planned:
+                planned[rec["workload"]] = rec["estimate"]["upper"]
+    coef, rms, samples = power_fit(exclusive, args.idle_watts)
+    catalogue["power_fit"] = {"above_idle_watts": coef, "rms_watts": rms, "samples": samples,
+                              "idle_watts_measured": idle_power(exclusive)}
+    power = [] if args.h100_power else ["--power", ",".join(f"{c:.2f}" for c in coef)]
+    json.dump(catalogue, open(os.path.join(out_dir, "catalogue.json"), "w"), indent=1)
+    del catalogue["power_fit"]
+    csv = os.path.join(out_dir, "trace.csv")
+    write_csv(csv, load(args.trace)["jobs"], catalogue, planned, not args.no_startup_phase)
+
+    rows = []
+    for mode, run in measured.items():
+        policy, sharing, estimator = MODES[mode]
+        sim = subprocess.run([args.colo, "sim", "--trace", csv, "--server", args.server, "--policy",
+                              policy, "--sharing", sharing, "--estimator", estimator, "--grace",
+                              str(args.grace), "--json", "--with-jobs", *power],
+                             capture_output=True, text=True, check=True)
+        predicted = json.loads(sim.stdout)["runs"][0]
+        json.dump(predicted, open(os.path.join(out_dir, f"{mode}.json"), "w"), indent=1)
+        rows.append({"mode": mode,
+                     "measured": {"total_s": run["total_s"], "avg_jct_s": run["avg_jct_s"],
+                                  "energy_kj": run["energy_j"] / 1000, "mean_smact": run["mean_smact"]},
+                     "predicted": {"total_s": predicted["total_time_s"],
+                                   "avg_jct_s": predicted["jct_s"]["avg"],
+                                   "energy_kj": predicted["energy_mj"] * 1000,
+                                   "mean_smact": predicted["mean_smact"]}})
+    json.dump(rows, open(os.path.join(out_dir, "comparison.json"), "w"), indent=1)
+    print("| mode | total: measured / predicted | avg JCT | energy | mean SMACT |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        cells = []
+        for key, unit in (("total_s", "s"), ("avg_jct_s", "s"), ("energy_kj", "kJ")):
+            m, p = r["measured"][key], r["predicted"][key]
+            cells.append(f"{m:.0f} / {p:.0f} {unit} ({100 * (p - m) / m:+.0f}%)")
+        cells.append(f"{r['measured']['mean_smact']:.2f} / {r['predicted']['mean_smact']:.2f}")
+        print(f"| {r['mode']} | " + " | ".join(cells) + " |")
+    for kind in ("measured", "predicted"):
+        for key in ("total_s", "avg_jct_s", "energy_kj"):
+            order = sorted(rows, key=lambda r: r[kind][key])
+            print(f"{kind} ranking by {key}: " + " < ".join(r["mode"] for r in order))
+
+
+if __name__ == "__main__":
+    main()
