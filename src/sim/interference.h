@@ -1,5 +1,6 @@
 // How jobs sharing a GPU slow each other down, and how much power the GPU draws. Both models are
-// fitted to the collocation measurements on the H100 (docs/simulator.md has the fit and its error).
+// fitted to the collocation measurements on the H100 (the README's "Models" section has the fit and
+// its error; `colo sim --calibration` prints it).
 #pragma once
 
 #include <string>

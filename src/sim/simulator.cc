@@ -241,10 +241,17 @@ void Engine::Refresh(const std::vector<int>& gpus) {
     runners.clear();
     SharingMode mode = SharingMode::kExclusive;
     // Jobs still starting up neither slow the others nor are slowed: they have no kernels yet.
+    bool any_starting = false;
     for (int j : gpu.jobs) {
-      if (!jobs_[j].starting)
+      if (jobs_[j].starting)
+        any_starting = true;
+      else
         runners.push_back(CoRunner{jobs_[j].trace->profile.smact, jobs_[j].thread_percent});
       mode = jobs_[j].mode;
+    }
+    if (!any_starting) {
+      options_.interference.Slowdowns(mode, runners, gpu.slowdown);
+      continue;
     }
     options_.interference.Slowdowns(mode, runners, computed_);
     gpu.slowdown.assign(gpu.jobs.size(), 1.0);

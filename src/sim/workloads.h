@@ -28,8 +28,8 @@ struct SoloProfile {
   int batch = 0;
 };
 
-// Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (see
-// docs/simulator.md).
+// Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (the README's
+// "Models" section says how).
 const std::vector<SoloProfile>& ThesisCatalogue();
 // By exact name, e.g. "resnet50-imagenet-bs64".
 const SoloProfile* FindWorkload(std::string_view name);
