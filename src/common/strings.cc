@@ -78,9 +78,24 @@ Result<std::string> ReadTextFile(const std::string& path, std::string_view what)
     return NotFound(what.empty() ? fmt::format("cannot read {}", path)
                                  : fmt::format("cannot read {} '{}'", what, path));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  // One read into a buffer of the file's size (traces and weights are megabytes; a stream
+  // buffer would copy them twice). Files of no known size (pipes, /proc) are read as a stream.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.clear();
+  in.seekg(0, std::ios::beg);
+  std::string text;
+  if (size > 0) {
+    text.resize(static_cast<size_t>(size));
+    in.read(text.data(), size);
+    text.resize(static_cast<size_t>(in.gcount()));
+  } else {
+    std::ostringstream stream;
+    stream << in.rdbuf();
+    text = stream.str();
+  }
+  if (in.bad()) return Internal(fmt::format("error reading '{}'", path));
+  return text;
 }
 
 }  // namespace colo

@@ -3,7 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
+
+#include "common/rng.h"
 
 namespace colo {
 namespace {
@@ -97,6 +102,156 @@ TEST(CachingAllocatorModel, ExpandableSegmentsGrowInPages) {
   EXPECT_EQ(m.reserved(), 60 * kMiB);
 }
 
+TEST(CachingAllocatorModel, BestFitIsTheSmallestFittingBlockThenTheLowestAddress) {
+  CachingAllocatorModel m;
+  // Free blocks of 12, 14 and 16 MiB, each a segment of its own.
+  const int64_t a = m.Allocate(12 * kMiB);
+  const int64_t b = m.Allocate(14 * kMiB);
+  const int64_t c = m.Allocate(16 * kMiB);
+  m.Free(a);
+  m.Free(b);
+  m.Free(c);
+  // 13.5 MiB: the 14 rather than the 16 (its 0.5 MiB rest is not split off); then 15.5 MiB fits
+  // only the 16, and 12 MiB the 12: no new segment.
+  m.Allocate(13 * kMiB + kMiB / 2);
+  m.Allocate(15 * kMiB + kMiB / 2);
+  m.Allocate(12 * kMiB);
+  EXPECT_EQ(m.reserved(), 42 * kMiB);
+  EXPECT_EQ(m.stats().segments, 3);
+
+  // Equal sizes: the lowest address. A 20 MiB segment cut into five 4 MiB blocks, the first and
+  // the third free; the first must be taken, so that freeing the second and the fourth leaves
+  // 12 MiB in one piece.
+  CachingAllocatorModel n;
+  std::vector<int64_t> blocks;
+  for (int i = 0; i < 5; ++i) blocks.push_back(n.Allocate(4 * kMiB));
+  EXPECT_EQ(n.reserved(), 20 * kMiB);
+  n.Free(blocks[0]);
+  n.Free(blocks[2]);
+  n.Allocate(4 * kMiB);
+  n.Free(blocks[1]);
+  n.Free(blocks[3]);
+  n.Allocate(12 * kMiB);
+  EXPECT_EQ(n.reserved(), 20 * kMiB);
+}
+
+// The allocator's rules written as plainly as possible (an ordered set of free blocks, blocks by
+// address), to check the model's faster free lists against on random sequences.
+class ReferenceAllocator {
+ public:
+  int64_t Allocate(int64_t bytes, int stream) {
+    const int64_t size = CachingAllocatorModel::RoundSize(bytes);
+    const bool small = size <= kMiB;
+    auto it = free_.lower_bound({stream, small, size, 0});
+    int64_t address;
+    if (it != free_.end() && std::get<0>(*it) == stream && std::get<1>(*it) == small) {
+      address = std::get<3>(*it);
+      free_.erase(it);
+    } else {
+      address = next_;
+      const int64_t segment = CachingAllocatorModel::SegmentSize(size);
+      next_ += segment + 2 * kMiB;
+      blocks_[address] = {segment, address, stream, small, false};
+      reserved_ += segment;
+      peak_reserved_ = std::max(peak_reserved_, reserved_);
+      ++segments_;
+    }
+    Block& b = blocks_[address];
+    const int64_t rest = b.size - size;
+    if (small ? rest >= 512 : rest > kMiB) {
+      blocks_[address + size] = {rest, b.segment, stream, small, false};
+      free_.insert({stream, small, rest, address + size});
+      b.size = size;
+    }
+    b.allocated = true;
+    allocated_ += b.size;  // the whole block when its rest was too small to split off
+    peak_allocated_ = std::max(peak_allocated_, allocated_);
+    return address;
+  }
+  void Free(int64_t address) {
+    auto it = blocks_.find(address);
+    it->second.allocated = false;
+    allocated_ -= it->second.size;
+    if (auto next = std::next(it); next != blocks_.end() && Mergeable(it, next)) Merge(it, next);
+    if (it != blocks_.begin()) {
+      if (auto prev = std::prev(it); Mergeable(prev, it)) it = Merge(prev, it);
+    }
+    const Block& b = it->second;
+    free_.insert({b.stream, b.small, b.size, it->first});
+  }
+  int64_t reserved() const { return reserved_; }
+  int64_t peak_reserved() const { return peak_reserved_; }
+  int64_t peak_allocated() const { return peak_allocated_; }
+  int64_t segments() const { return segments_; }
+
+ private:
+  struct Block {
+    int64_t size, segment;
+    int stream;
+    bool small, allocated;
+  };
+  using Blocks = std::map<int64_t, Block>;
+  bool Mergeable(Blocks::iterator low, Blocks::iterator high) const {
+    return low->second.segment == high->second.segment && !low->second.allocated &&
+           !high->second.allocated;
+  }
+  // Joins `high` into `low`; `low` must not be in the free set, `high` is taken out of it.
+  Blocks::iterator Merge(Blocks::iterator low, Blocks::iterator high) {
+    const Block& h = high->second;
+    if (!free_.erase({h.stream, h.small, h.size, high->first})) {
+      // `low` is the one in the free set (freeing merges towards the lower address).
+      const Block& l = low->second;
+      free_.erase({l.stream, l.small, l.size, low->first});
+    }
+    low->second.size += h.size;
+    blocks_.erase(high);
+    return low;
+  }
+  std::set<std::tuple<int, bool, int64_t, int64_t>> free_;  // stream, pool, size, address
+  Blocks blocks_;
+  int64_t next_ = 0, reserved_ = 0, peak_reserved_ = 0, allocated_ = 0, peak_allocated_ = 0;
+  int64_t segments_ = 0;
+};
+
+TEST(CachingAllocatorModel, AgreesWithAPlainModelOfTheSameRulesOnRandomSequences) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Rng rng(seed);
+    CachingAllocatorModel model;
+    ReferenceAllocator reference;
+    std::vector<std::pair<int64_t, int64_t>> live;  // model handle, reference address
+    // A few sizes recur, as a training step's tensors do, so that equal sizes tie.
+    std::vector<int64_t> recurring;
+    for (int i = 0; i < 8; ++i) recurring.push_back(1 + static_cast<int64_t>(rng.Below(64 * kMiB)));
+    for (int op = 0; op < 2000; ++op) {
+      if (!live.empty() && rng.Uniform() < 0.45) {
+        const size_t i = rng.Below(live.size());
+        model.Free(live[i].first);
+        reference.Free(live[i].second);
+        live[i] = live.back();
+        live.pop_back();
+        continue;
+      }
+      int64_t bytes;
+      const double kind = rng.Uniform();
+      if (kind < 0.3) {
+        bytes = recurring[rng.Below(recurring.size())];
+      } else if (kind < 0.6) {
+        bytes = 1 + static_cast<int64_t>(rng.Below(kMiB));  // small pool
+      } else if (kind < 0.85) {
+        bytes = kMiB + static_cast<int64_t>(rng.Below(9 * kMiB));  // 20 MiB segments
+      } else {
+        bytes = 10 * kMiB + static_cast<int64_t>(rng.Below(200 * kMiB));
+      }
+      const int stream = rng.Uniform() < 0.1 ? 1 : 0;
+      live.emplace_back(model.Allocate(bytes, stream), reference.Allocate(bytes, stream));
+      ASSERT_EQ(model.reserved(), reference.reserved()) << "seed " << seed << ", operation " << op;
+    }
+    EXPECT_EQ(model.stats().peak_reserved, reference.peak_reserved()) << "seed " << seed;
+    EXPECT_EQ(model.stats().peak_allocated, reference.peak_allocated()) << "seed " << seed;
+    EXPECT_EQ(model.stats().segments, reference.segments()) << "seed " << seed;
+  }
+}
+
 TEST(AllocationTrace, ParsesEventsMarkersAndWorkspaces) {
   auto t = ParseAllocationTrace(
       "colo-alloc-trace 1\n# batch 2\na 1000\nm steps\na 2000 7\nw conv 10 30\nf 0\nf 1\n", "t");
@@ -120,6 +275,22 @@ TEST(AllocationTrace, RejectsMalformedInputWithTheLine) {
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na -5\n", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nz 1\n", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 1234567890123456789\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 10 0 9\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 10x\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 10\nf\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nw conv 10\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nw 10 20\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nab 10\n", "x").ok());
+}
+
+TEST(AllocationTrace, AcceptsWindowsLineEndsAndRepeatedSpaces) {
+  auto t = ParseAllocationTrace("colo-alloc-trace 1\r\na  10   3\r\n\r\nf 0 \r\n", "t");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->events.size(), 2u);
+  EXPECT_EQ(t->events[0].value, 10);
+  EXPECT_EQ(t->events[0].stream, 1);
+  EXPECT_EQ(t->events[1].kind, AllocationTrace::Event::kFree);
 }
 
 std::string Read(const std::string& name) {
