@@ -11,6 +11,9 @@ Modes (the policy itself is colod's configuration; run.sh starts colod for each)
     worst-fit           --share mps, --estimate-from the workload's colo-profile summary
     least-utilized      --share mps, --estimate-from
     worst-fit-recovery  --share mps, no memory number (the thesis' MAGM learning from crashes)
+    worst-fit-oracle    --share mps, --mem the workload's measured solo peak (the thesis' oracle)
+
+--ballast names ballast.py's report when one held GPU memory through the run (recorded).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 SHARE = {"exclusive": "exclusive", "round-robin": "plain", "worst-fit": "mps",
-         "least-utilized": "mps", "worst-fit-recovery": "mps"}
+         "least-utilized": "mps", "worst-fit-recovery": "mps", "worst-fit-oracle": "mps"}
 ESTIMATE = {"worst-fit", "least-utilized"}
 
 
@@ -45,7 +48,12 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--colo", default="colo")
     parser.add_argument("--timeout", type=float, default=1200)
+    parser.add_argument("--solo", default=os.path.join(HERE, "results-h200-2026-11-21", "solo.json"),
+                        help="the solo profiles whose peaks the oracle declares")
+    parser.add_argument("--ballast", help="ballast.py's report, if one held memory")
     args = parser.parse_args()
+    peaks = {w["name"]: w["peak_nvml_bytes"] for w in json.load(open(args.solo))["workloads"]}
+    ballast = json.load(open(args.ballast)) if args.ballast else None
     from profile_solo import Sampler
 
     jobs = json.load(open(args.trace))["jobs"]
@@ -66,6 +74,8 @@ def main():
                SHARE[args.mode], "--gpus", str(gpus)]
         if SHARE[args.mode] == "mps" and "smact" in job:
             cmd += ["--smact", str(job["smact"])]  # its solo SM activity sets its MPS thread share
+        if args.mode == "worst-fit-oracle":
+            cmd += ["--mem", f"{-(-peaks[job['workload']] // 2**20)}MiB"]
         if args.mode in ESTIMATE:
             cmd += ["--estimate-from", os.path.join(args.profiles, job["workload"] + ".json"),
                     "--gpu-model", "H200"]
@@ -116,7 +126,7 @@ def main():
         "avg_exec_s": sum(r["finished"] - r["last_start"] for r in done) / len(done) if done else None,
         "oom_crashes": oom, "lost_gpu_seconds": lost_gpu_s, "energy_j": energy_j,
         "mean_smact": sum(smact) / len(smact) if smact else None,
-        "gpus": len(sampler.handles), "wall_s": ended - t0, "records": records,
+        "gpus": len(sampler.handles), "wall_s": ended - t0, "ballast": ballast, "records": records,
         "job_reports": reports,
         "timeline": sampler.samples,
     }

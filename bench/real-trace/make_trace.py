@@ -4,7 +4,7 @@ gaps scaled down, a light/medium/heavy mix like the 90-task trace (65/27/8%), ea
 count chosen for a solo duration drawn uniformly from [--min-s, --max-s].
 
     make_trace.py SOLO.json --jobs 30 --gap-scale 0.1 --min-s 20 --max-s 120 [--seed 1]
-                  [--gpus 2 --two-gpu-jobs 2] [--startup-s 9] -o trace.json
+                  [--gpus 2 --two-gpu-jobs 2] [--startup-s 9] [--mix 0.65,0.27,0.08] -o trace.json
 
 --two-gpu-jobs K makes K of the medium and heavy jobs data-parallel on 2 GPUs (job.py --gpus 2, each
 replica with the workload's batch; --two-gpu-cost is their iteration time over the solo one's).
@@ -22,7 +22,6 @@ PHILLY_GAPS = [0, 73, 441, 52, 51, 365, 18, 166, 439, 83, 23, 56, 260, 26, 313, 
                232, 152, 249, 52, 300, 419, 181, 49, 1, 272, 247, 30, 221, 19, 100, 256, 4, 589, 11,
                95, 370, 91, 45, 197, 147, 257, 0, 175, 208, 191, 24, 94, 126, 74, 5, 7, 294, 394, 123,
                83, 30, 36, 228, 80, 65, 2, 4, 60, 43]
-MIX = {"light": 0.65, "medium": 0.27, "heavy": 0.08}
 
 
 def main():
@@ -38,12 +37,18 @@ def main():
     parser.add_argument("--two-gpu-cost", type=float, default=1.15)
     parser.add_argument("--startup-s", type=float, default=9,
                         help="a job's start-up before its first step (interpreter, imports, model)")
+    parser.add_argument("--mix", default="0.65,0.27,0.08",
+                        help="the light, medium and heavy shares (default: the 90-task trace's)")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
+    shares = [float(x) for x in args.mix.split(",")]
+    if len(shares) != 3 or min(shares) < 0 or abs(sum(shares) - 1) > 1e-6:
+        parser.error("--mix takes three non-negative shares that add up to 1")
+    mix = dict(zip(("light", "medium", "heavy"), shares))
     solo = [w for w in json.load(open(args.solo))["workloads"] if "median_iter_ms" in w]
     rng = random.Random(args.seed)
     # Exact class counts in the mix's proportions (largest remainders), in random order.
-    want = {c: args.jobs * f for c, f in MIX.items()}
+    want = {c: args.jobs * f for c, f in mix.items()}
     counts = {c: int(v) for c, v in want.items()}
     for c in sorted(want, key=lambda c: want[c] - counts[c], reverse=True)[: args.jobs - sum(counts.values())]:
         counts[c] += 1
@@ -63,7 +68,8 @@ def main():
         j["gpus"] = 2
         j["solo_s"] = round(j["solo_s"] * args.two_gpu_cost, 1)
     total = sum((j["solo_s"] + args.startup_s) * j.get("gpus", 1) for j in jobs)
-    json.dump({"gap_scale": args.gap_scale, "seed": args.seed, "jobs": jobs}, open(args.output, "w"), indent=1)
+    json.dump({"gap_scale": args.gap_scale, "seed": args.seed, "mix": mix, "jobs": jobs},
+              open(args.output, "w"), indent=1)
     print(f"{len(jobs)} jobs ({counts}), arrivals over {t:.0f} s, solo work {total:.0f} s: "
           f"(start-up included) exclusive takes at least {max(t, total / args.gpus):.0f} s on {args.gpus} GPU(s)")
 

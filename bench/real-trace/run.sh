@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The real-trace benchmark: colod for real (NVML, MPS, real processes) through each mode on one trace.
 #   bench/real-trace/run.sh TRACE.json PROFILES_DIR MODE...
-#   (modes: exclusive round-robin worst-fit least-utilized worst-fit-recovery; see drive.py)
+#   (modes: exclusive round-robin worst-fit least-utilized worst-fit-recovery worst-fit-oracle;
+#   see drive.py)
 # Results (one JSON per mode, colod logs) under $OUT. It never changes the GPU's compute mode, clocks
-# or MIG layout, and stops the MPS daemon colod started before it ends.
+# or MIG layout, and stops the MPS daemon colod started before it ends. With BALLAST_LEAVE=GIB, a
+# ballast process (ballast.py) holds all but GIB GiB of every GPU through each mode: memory binds.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -14,9 +16,18 @@ mkdir -p "$OUT"
 export PATH="$BIN:/usr/local/nvidia/bin:$PATH" COLO_DATA_DIR="$root/data" PYTHONUNBUFFERED=1
 [ -d "$BIN/lib" ] && export LD_LIBRARY_PATH="$BIN/lib:${LD_LIBRARY_PATH:-}"
 policy_of() { case $1 in exclusive) echo exclusive;; round-robin) echo round-robin;;
-  worst-fit|worst-fit-recovery) echo worst-fit;; least-utilized) echo least-utilized;; esac; }
+  worst-fit|worst-fit-recovery|worst-fit-oracle) echo worst-fit;;
+  least-utilized) echo least-utilized;; esac; }
 for mode in "$@"; do
   work=$(mktemp -d /tmp/colo-rt-XXXXXX)
+  ballast=""
+  if [ -n "${BALLAST_LEAVE:-}" ]; then
+    python3 "$here/ballast.py" --leave "$BALLAST_LEAVE" --ready "$work/ballast.json" \
+      > "$OUT/ballast-$mode.log" 2>&1 &
+    ballast=$!
+    for _ in $(seq 600); do [ -f "$work/ballast.json" ] && break; sleep 0.1; done
+    [ -f "$work/ballast.json" ] || { echo "ballast did not start"; cat "$OUT/ballast-$mode.log"; }
+  fi
   cat > "$work/colod.toml" <<TOML
 [scheduler]
 policy = "$(policy_of "$mode")"
@@ -31,8 +42,9 @@ TOML
   for _ in $(seq 50); do colo queue > /dev/null 2>&1 && break; sleep 0.1; done
   python3 "$here/drive.py" --trace "$trace" --mode "$mode" --profiles "$profiles" \
     --out "$OUT/result-$mode.json" --colo "$BIN/colo" --timeout "${DRIVE_TIMEOUT:-1200}" \
-    || echo "drive.py failed for $mode"
+    ${ballast:+--ballast "$work/ballast.json"} || echo "drive.py failed for $mode"
   kill "$pid"; wait "$pid" 2>/dev/null
+  [ -n "$ballast" ] && { kill "$ballast"; wait "$ballast" 2>/dev/null; }
   CUDA_MPS_PIPE_DIRECTORY="$work/state/mps/pipe" timeout 10 nvidia-cuda-mps-control <<< quit > /dev/null 2>&1
   rm -rf "$work"
 done
