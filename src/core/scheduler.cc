@@ -82,6 +82,27 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   return Status::Ok();
 }
 
+Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  JobRecord& job = it->second;
+  if (job.state != JobState::kQueued) {
+    return FailedPrecondition(
+        fmt::format("job {} is {}: only a queued job's need can change", id, ToString(job.state)));
+  }
+  if (need.uncertainty < 0 || need.peak < Bytes(0)) {
+    return InvalidArgument(fmt::format("job {}: a negative memory need", id));
+  }
+  if (need.known() && need.peak > max_capacity_) {
+    return InvalidArgument(fmt::format("job {} would need {} per GPU; the largest GPU has {}", id,
+                                       FormatBytes(need.peak), FormatBytes(max_capacity_)));
+  }
+  job.need = need;
+  job.spec.memory = need;
+  changed_ = true;
+  return Status::Ok();
+}
+
 Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
                         int thread_percent, int attempt, TimePoint started,
                         int prior_out_of_memory) {

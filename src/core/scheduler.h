@@ -93,6 +93,10 @@ class Scheduler {
   // back to the recovery queue, as it was before the restart.
   Status Submit(const JobSpec& spec, PriorAttempts prior = {});
   Status Cancel(JobId id);
+  // Replaces the memory need of a job waiting in the main queue by a better one (earlier runs of
+  // the same model have finished since it was submitted). A running job keeps the need it was
+  // placed with, and one waiting for recovery the need its crash set: both are refused.
+  Status UpdateNeed(JobId id, const MemoryNeed& need);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
   // reservation starts from the plan, as for a fresh launch.
   Status Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,

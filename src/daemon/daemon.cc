@@ -363,6 +363,7 @@ void Daemon::Finish(JobId id, const ProcessEnd& end) {
     }
   }
   SyncState(*doc);
+  if (exit.kind == ExitKind::kSuccess) RefineQueuedNeeds(*doc);
   Event(id, attempt.exit_kind,
         fmt::format(
             "attempt {}: {}{}", attempt.number, exit.detail.empty() ? "done" : exit.detail,
@@ -760,32 +761,69 @@ json Daemon::AcceptEstimate(const json& e, JobRecordDoc& doc) {
   doc.estimate = {{"estimator", e.value("estimator", "")}, {"peak", peak},
                   {"lower", e.value("lower", peak)},       {"upper", upper},
                   {"detail", e.value("detail", "")},       {"signature", e.value("signature", "")}};
-  std::vector<Bytes> history;
-  const std::string signature = e.value("signature", "");
-  if (!signature.empty()) {
-    for (const auto& [id, other] : jobs_) {
-      if (other.state != "succeeded" || !other.estimate.is_object() ||
-          other.estimate.value("signature", "") != signature)
-        continue;
-      for (const auto& a : other.attempts) {
-        if (a.exit_kind == "success" && a.peak > 0) history.push_back(Bytes(a.peak));
-      }
-    }
-  }
   if (doc.spec.memory.known()) return nullptr;  // declared: the user's number is the limit
-  JobDescription job;
-  job.history = history;
-  if (auto learned = MakeHistoryEstimator()->Estimate(job); learned.ok()) {
-    doc.estimate["history"] = {{"runs", history.size()},
-                               {"peak", learned->peak.count()},
-                               {"upper", learned->upper.count()}};
-    doc.spec.memory = learned->AsNeed();
-    doc.spec.memory.source = MemorySource::kLearned;
+  if (auto learned = LearnedNeed(doc, PeaksOf(doc.estimate.value("signature", "")))) {
+    doc.spec.memory = *learned;
     return nullptr;
   }
   MemoryEstimate estimate{Bytes(peak), Bytes(e.value("lower", peak)), Bytes(upper), "client"};
   doc.spec.memory = estimate.AsNeed();
   return nullptr;
+}
+
+// The peaks of the finished runs whose model signature (model, batch, optimizer, precision) is
+// `signature`.
+std::vector<Bytes> Daemon::PeaksOf(const std::string& signature) const {
+  std::vector<Bytes> peaks;
+  if (signature.empty()) return peaks;
+  for (const auto& [id, other] : jobs_) {
+    if (other.state != "succeeded" || !other.estimate.is_object() ||
+        other.estimate.value("signature", "") != signature)
+      continue;
+    for (const auto& a : other.attempts) {
+      if (a.exit_kind == "success" && a.peak > 0) peaks.push_back(Bytes(a.peak));
+    }
+  }
+  return peaks;
+}
+
+// The need the history estimator gives a job from earlier runs' peaks, noted in its estimate;
+// nullopt when there are none.
+std::optional<MemoryNeed> Daemon::LearnedNeed(JobRecordDoc& doc, std::vector<Bytes> peaks) {
+  JobDescription job;
+  job.history = std::move(peaks);
+  auto learned = MakeHistoryEstimator()->Estimate(job);
+  if (!learned.ok()) return std::nullopt;
+  doc.estimate["history"] = {{"runs", job.history.size()},
+                             {"peak", learned->peak.count()},
+                             {"upper", learned->upper.count()}};
+  MemoryNeed need = learned->AsNeed();
+  need.source = MemorySource::kLearned;
+  return need;
+}
+
+// A run finished well: queued jobs of the same model were planned before its peak was known, and
+// now plan with it (their estimate's margin is usually wider than what the run showed).
+void Daemon::RefineQueuedNeeds(const JobRecordDoc& finished) {
+  if (!finished.estimate.is_object()) return;
+  const std::string signature = finished.estimate.value("signature", "");
+  const std::vector<Bytes> peaks = PeaksOf(signature);
+  if (peaks.empty()) return;
+  for (auto& [id, doc] : jobs_) {
+    if (doc.state != "queued" || !doc.attempts.empty() || !doc.estimate.is_object() ||
+        doc.spec.memory.source == MemorySource::kDeclared ||
+        doc.estimate.value("signature", "") != signature)
+      continue;
+    const MemoryNeed before = doc.spec.memory;
+    auto learned = LearnedNeed(doc, peaks);
+    if (!learned || !scheduler_->UpdateNeed(id, *learned).ok()) continue;
+    doc.spec.memory = *learned;
+    Persist(doc);
+    Event(id, "estimate",
+          fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
+                      peaks.size(), FormatBytes(learned->Upper()),
+                      before.known() ? FormatBytes(before.Upper()) : "nothing"));
+  }
 }
 
 json Daemon::Summary(const JobRecordDoc& d) const {

@@ -80,6 +80,9 @@ class Daemon {
   // API operations.
   nlohmann::json Submit(const Client& client, const nlohmann::json& request);
   nlohmann::json AcceptEstimate(const nlohmann::json& estimate, JobRecordDoc& doc);
+  std::vector<Bytes> PeaksOf(const std::string& signature) const;
+  static std::optional<MemoryNeed> LearnedNeed(JobRecordDoc& doc, std::vector<Bytes> peaks);
+  void RefineQueuedNeeds(const JobRecordDoc& finished);
   nlohmann::json Queue(const Client& client, const nlohmann::json& request);
   nlohmann::json Show(const Client& client, const nlohmann::json& request);
   nlohmann::json Cancel(const Client& client, const nlohmann::json& request);

@@ -218,6 +218,29 @@ TEST_F(SchedulerTest, CancelEndsQueuedJobsAndLeavesRunningOnesToTheirExit) {
   EXPECT_EQ(scheduler_->Cancel(99).code(), StatusCode::kNotFound);
 }
 
+TEST_F(SchedulerTest, AQueuedJobsNeedCanBeReplacedAndTheNextPassUsesIt) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(20))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20))).ok());  // 20 + 2 GiB margin: no room beside 1
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  clock_.Advance(Seconds(60));
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  ASSERT_TRUE(scheduler_->UpdateNeed(2, MemoryNeed{GiB(10), MemorySource::kLearned, 0.1}).ok());
+  EXPECT_EQ(scheduler_->job(2)->need.peak, GiB(10));
+  auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 2);
+  EXPECT_EQ(launches[0].memory_limit, GiB(11));
+  // Running, unknown or impossible: refused.
+  EXPECT_EQ(scheduler_->UpdateNeed(1, MemoryNeed{GiB(5), MemorySource::kLearned, 0}).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(scheduler_->UpdateNeed(9, MemoryNeed{GiB(5), MemorySource::kLearned, 0}).code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4))).ok());
+  EXPECT_FALSE(scheduler_->UpdateNeed(3, MemoryNeed{GiB(50), MemorySource::kLearned, 0}).ok());
+  EXPECT_EQ(scheduler_->job(3)->need.peak, GiB(4));
+}
+
 TEST_F(SchedulerTest, MultiGpuJobsGetAllTheirGpusOrWait) {
   Build("worst-fit", {}, 2);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());

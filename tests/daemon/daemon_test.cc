@@ -172,6 +172,43 @@ TEST_F(DaemonTest, EstimatesAreStoredAndRefinedByEarlierRuns) {
   EXPECT_NE(bad.value("error", "").find("estimate needs"), std::string::npos);
 }
 
+// A job queued behind a run of the same model plans with that run's peak once it succeeds, not
+// with the wider estimate it was submitted with.
+TEST_F(DaemonTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
+  Start();
+  const json estimate = {{"estimator", "trace"},     {"peak", GiB(40).count()},
+                         {"lower", GiB(40).count()}, {"upper", GiB(45).count()},
+                         {"detail", "test"},         {"signature", "big-b32"}};
+  auto submit = [&](const std::vector<std::string>& command) {
+    json r =
+        Call({{"op", "submit"}, {"command", command}, {"estimate", estimate}, {"workdir", dir_}});
+    EXPECT_TRUE(r.value("ok", false)) << r.dump();
+    return r.value("job", JobId{0});
+  };
+  const JobId blocker = Submit({"sh", "-c", "sleep 2"}, "70GiB");  // one GPU is full
+  WaitFor(blocker, "running");
+  const JobId first = submit({"sh", "-c", "sleep 0.8"});
+  const json running = WaitFor(first, "running");
+  const int pid = running["attempt_list"][0].value("pid", 0);
+  gpus_.SetProcessMemory(running["attempt_list"][0]["gpus"][0].get<int>(), pid, GiB(20));
+  const JobId second = submit({"true"});  // 45 GiB fits beside neither job: it waits
+  EXPECT_EQ(Show(second).value("state", ""), "queued");
+  WaitFor(first, "succeeded");
+  gpus_.RemoveProcess(pid);
+
+  const json done = WaitFor(second, "succeeded");
+  ASSERT_TRUE(done["estimate"].contains("history")) << done.dump(2);
+  EXPECT_EQ(done["estimate"]["history"].value("runs", 0), 1);
+  EXPECT_EQ(done.value("memory", ""), "20.0 GiB");
+  // It ran under the learned plan: the peak seen plus 10% after one run.
+  ASSERT_EQ(done["attempt_list"].size(), 1u);
+  EXPECT_EQ(done["attempt_list"][0].value("memory_limit", int64_t{0}), GiB(22).count());
+  bool refined = false;
+  for (const auto& e : done["events"]) refined |= e.value("kind", "") == "estimate";
+  EXPECT_TRUE(refined) << done.dump(2);
+  WaitFor(blocker, "succeeded");
+}
+
 TEST_F(DaemonTest, CancelStopsTheWholeProcessGroup) {
   Start();
   const JobId id = Submit({"sh", "-c", "sleep 60 & sleep 60; wait"});
