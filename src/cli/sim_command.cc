@@ -125,6 +125,9 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
   sim->add_option("--margin", o.margin, "memory margin of the memory gate")->capture_default_str();
+  sim->add_option("--gpu-free", o.gpu_free,
+                  "memory left free on every GPU, the rest held by processes colo does not manage "
+                  "(another tenant), e.g. 12GiB; default: an idle GPU's");
   sim->add_option("--smact-max", o.smact_max, "SMACT threshold of the utilization gate")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -167,6 +170,19 @@ int RunSimCommand(const SimCommandOptions& o) {
   if (!server.ok()) {
     fmt::print(stderr, "colo sim: {}\n", server.status().message());
     return 2;
+  }
+  if (!o.gpu_free.empty()) {
+    auto free = ParseBytes(o.gpu_free);
+    if (!free.ok() || *free <= Bytes(0) || *free > server->capacity - server->baseline_used) {
+      fmt::print(stderr, "colo sim: --gpu-free: {}\n",
+                 free.ok()
+                     ? fmt::format("must be more than 0 and at most the {} an idle {} has free",
+                                   FormatBytes(server->capacity - server->baseline_used),
+                                   server->gpu_model)
+                     : free.status().message());
+      return 2;
+    }
+    server->baseline_used = server->capacity - *free;
   }
   SyntheticOptions synthetic;
   synthetic.jobs = o.jobs;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <queue>
 #include <set>
@@ -12,6 +13,7 @@
 #include "common/clock.h"
 #include "common/strings.h"
 #include "estimate/estimator.h"
+#include "estimate/job_estimators.h"
 #include "policies/registry.h"
 
 namespace colo {
@@ -39,6 +41,11 @@ Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults) {
         else
           return InvalidArgument(
               fmt::format("share takes mps or plain, not '{}' in '{}'", value, text));
+      } else if (key == "learn") {
+        if (value != "on" && value != "off")
+          return InvalidArgument(
+              fmt::format("learn takes on or off, not '{}' in '{}'", value, text));
+        spec.learn = value == "on";
       } else if (key == "recovery") {
         auto mode = ParseRecoveryMode(value);
         if (!mode.ok()) return mode.status();
@@ -162,6 +169,7 @@ class Engine {
   void StartupDone(int index, uint64_t attempt);
   void Warmup(int index, uint64_t attempt);
   void Complete(int index, uint64_t version);
+  void LearnFrom(const SimJob& job);
   void Pass(int server);
   void AddDemand(int server, int gpus);
   // Brings energy, progress and the timeline up to now for `gpus` and everything sharing a job with
@@ -196,6 +204,8 @@ class Engine {
   std::vector<CoRunner> runners_;  // scratch for Refresh
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
+  // With learn=on: the peaks of each model's successful runs, per (server, model).
+  std::map<std::pair<int, std::string>, std::vector<Bytes>> peaks_;
   Timeline timeline_;
   int oom_crashes_ = 0;
   double lost_gpu_seconds_ = 0;
@@ -435,10 +445,31 @@ void Engine::Complete(int index, uint64_t version) {
   Refresh(closure);
   Server& server = servers_[static_cast<size_t>(job.server)];
   server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
+  if (spec_.learn) LearnFrom(job);
   AddDemand(job.server, -job.trace->profile.gpus);
   if (!server.dirty) {
     server.dirty = true;
     dirty_.push_back(job.server);
+  }
+}
+
+void Engine::LearnFrom(const SimJob& job) {
+  const std::string& model = job.trace->profile.name;
+  if (model == "custom") return;  // a CSV job with no model named: nothing links its runs
+  auto& peaks = peaks_[{job.server, model}];
+  peaks.push_back(job.trace->profile.peak);
+  JobDescription history;
+  history.history = peaks;
+  auto learned = MakeHistoryEstimator()->Estimate(history);
+  if (!learned.ok()) return;
+  MemoryNeed need = learned->AsNeed();
+  need.source = MemorySource::kLearned;
+  Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
+  for (JobId id : scheduler.main_queue()) {
+    const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
+    if (queued.attempt == 0 && queued.trace->profile.name == model) {
+      (void)scheduler.UpdateNeed(id, need);  // refused only for jobs that are not queued
+    }
   }
 }
 

@@ -21,6 +21,9 @@ struct RunSpec {
   std::string estimator = "oracle";
   SharingMode sharing = SharingMode::kMps;
   RecoveryMode recovery = RecoveryMode::kAdaptive;
+  // As colod does: when a job succeeds, the queued jobs of the same model on its server plan with
+  // the peaks its runs reached (the history estimator), instead of their submitted estimate.
+  bool learn = false;
 };
 Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults);
 

@@ -215,6 +215,7 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
       job.declared = *b;
     }
     if (const auto s = field("owner"); !s.empty()) job.owner = s;
+    if (const auto s = field("model"); !s.empty()) job.profile.name = s;
     job.name = field("name").empty() ? job.profile.name : field("name");
     trace.jobs.push_back(std::move(job));
     if (trace.jobs.size() > 10'000'000) return where("more than 10 million jobs");

@@ -67,6 +67,36 @@ TEST(Simulator, OverflowCrashesWithOomAndRecoveryFinishesEveryJob) {
   EXPECT_EQ(oracle.metrics.succeeded, 2);
 }
 
+TEST(Simulator, LearningFromAFinishedRunLetsQueuedJobsOfTheModelShare) {
+  // Three runs of one model on one 40 GiB GPU, submitted with a 25 GiB estimate: only one fits at a
+  // time. Each really peaks at 10 GiB; once the first has finished, learn=on plans the other two
+  // with 11 GiB (the peak + 10%) and they run side by side.
+  auto trace = ParseColoCsv(
+      "submit_s,duration_s,peak_mem,smact,warmup_s,declared_mem,model\n"
+      "0,100,10GiB,0.2,10,25GiB,m\n1,100,10GiB,0.2,10,25GiB,m\n2,100,10GiB,0.2,10,25GiB,m\n",
+      "test.csv");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  SimOptions options = A100x4();
+  options.server.gpus = 1;
+  const SimResult planned = RunSim(*trace, "worst-fit:est=declared,grace=off", options);
+  const SimResult learned = RunSim(*trace, "worst-fit:est=declared,grace=off,learn=on", options);
+  EXPECT_NEAR(planned.jobs[2].start_s, 200, 1);  // one after the other
+  EXPECT_NEAR(learned.jobs[1].start_s, 100, 1);
+  EXPECT_NEAR(learned.jobs[2].start_s, 100, 1);  // together
+  EXPECT_LT(learned.metrics.total_time_s, planned.metrics.total_time_s - 50);
+  EXPECT_EQ(learned.metrics.oom_crashes, 0);
+  // Without a model name nothing links the runs.
+  auto anonymous = ParseColoCsv(
+      "submit_s,duration_s,peak_mem,smact,warmup_s,declared_mem\n"
+      "0,100,10GiB,0.2,10,25GiB\n1,100,10GiB,0.2,10,25GiB\n2,100,10GiB,0.2,10,25GiB\n",
+      "test.csv");
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_NEAR(
+      RunSim(*anonymous, "worst-fit:est=declared,grace=off,learn=on", options).jobs[2].start_s, 200,
+      1);
+  EXPECT_FALSE(ParseRunSpec("worst-fit:learn=maybe", RunSpec{}).ok());
+}
+
 TEST(Simulator, ImpossibleJobsAreRejectedNotLost) {
   const Trace trace = Csv("0,100,2GiB,0.2,10,8,a\n0,100,60GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n");
   const SimResult r = RunSim(trace, "worst-fit");
