@@ -14,11 +14,13 @@ import json
 import os
 import statistics
 
-MODES = ["exclusive", "round-robin", "worst-fit", "least-utilized", "worst-fit-recovery"]
+MODES = ["exclusive", "round-robin", "worst-fit", "least-utilized", "worst-fit-recovery",
+         "worst-fit-oracle"]
 LABEL = {"exclusive": "exclusive (whole GPUs)", "round-robin": "round-robin, plain sharing",
          "worst-fit": "worst-fit (MAGM), MPS, colo's estimator",
          "least-utilized": "least-utilized (LUG), MPS, colo's estimator",
-         "worst-fit-recovery": "worst-fit (MAGM), MPS, no estimate (OOM recovery only)"}
+         "worst-fit-recovery": "worst-fit (MAGM), MPS, no estimate (OOM recovery only)",
+         "worst-fit-oracle": "worst-fit (MAGM), MPS, oracle (each job's measured peak declared)"}
 COLOR = {"light": "#7fb8e0", "medium": "#f2b36b", "heavy": "#d9625b"}
 
 
@@ -116,7 +118,13 @@ def main():
     lines += [f"{len(trace)} jobs ({classes['light']} light, {classes['medium']} medium, "
               f"{classes['heavy']} heavy; {sum(1 for j in trace if j.get('gpus', 1) > 1)} on 2 GPUs), "
               f"arrivals over {max(j['arrival_s'] for j in trace):.0f} s, "
-              f"{base['gpus']} GPUs. Every mode ran colod for real (NVML, MPS, real processes).", ""]
+              f"{base['gpus']} GPU(s). Every mode ran colod for real (NVML, MPS, real processes).", ""]
+    if base.get("ballast"):
+        b = base["ballast"]
+        lines[-2] += (f" Memory binds: through every mode a ballast process (`ballast.py`) held all but "
+                      f"{b['leave_gib']:g} GiB of each GPU ({b['gpus'][0]['held_bytes'] / 2**30:.1f} GiB "
+                      f"held), as another tenant's processes would; colod counts it as memory it does "
+                      f"not manage, and a job that overflows what is left really crashes.")
 
     def ratio(m, key):
         return runs[m][key] / base[key] if base[key] else float("nan")
@@ -146,8 +154,10 @@ def main():
             continue
         with open(path) as f:
             rows = json.load(f)
+        ooms = all("oom_crashes" in row["measured"] for row in rows)
         lines += ["", f"{title}: `colo sim` on the same trace, measured / predicted:", "",
-                  "| mode | total time | avg JCT | energy | mean SMACT |", "|---|---|---|---|---|"]
+                  "| mode | total time | avg JCT | energy | mean SMACT |" + (" OOM crashes |" if ooms else ""),
+                  "|---|---|---|---|---|" + ("---|" if ooms else "")]
         worst = 0
         for row in rows:
             cells = []
@@ -156,6 +166,8 @@ def main():
                 worst = max(worst, abs(pv - mv) / mv)
                 cells.append(f"{mv:.0f} / {pv:.0f} {unit} ({100 * (pv - mv) / mv:+.0f}%)")
             cells.append(f"{row['measured']['mean_smact']:.2f} / {row['predicted']['mean_smact']:.2f}")
+            if ooms:
+                cells.append(f"{row['measured']['oom_crashes']} / {row['predicted']['oom_crashes']}")
             lines.append(f"| {row['mode']} | " + " | ".join(cells) + " |")
         same = all(sorted(rows, key=lambda r: r["measured"][k]) == sorted(rows, key=lambda r: r["predicted"][k])
                    for k in ("total_s", "avg_jct_s", "energy_kj"))
@@ -187,12 +199,37 @@ def main():
                 for k, label in (("total_s", "total s"), ("avg_jct_s", "JCT s"), ("energy_kj", "energy kJ")))
                 + "."]
         timeline_svg(r, os.path.join(args.results, "grace-5s", "timeline-worst-fit.svg"))
+    early = os.path.join(args.results, "estimate-at-submission", "result-worst-fit.json")
+    if os.path.exists(early):
+        with open(early) as f:
+            r = json.load(f)
+        lines += ["", "Worst-fit before colod re-planned queued jobs from finished runs of the same model "
+                  "(each job planned with the estimate it was submitted with; `estimate-at-submission/`):",
+                  "", "| mode | total time | avg JCT | avg wait | energy | OOM crashes | jobs done |",
+                  "|---|---|---|---|---|---|---|",
+                  f"| worst-fit, MPS, colo's estimator at submission only | {r['total_s']:.0f} s "
+                  f"({r['total_s'] / base['total_s']:.2f}×) | {r['avg_jct_s']:.0f} s "
+                  f"({r['avg_jct_s'] / base['avg_jct_s']:.2f}×) | {r['avg_wait_s']:.0f} s | "
+                  f"{r['energy_j'] / 1000:.1f} kJ ({r['energy_j'] / base['energy_j']:.2f}×) | "
+                  f"{r['oom_crashes']} | {r['succeeded']}/{r['jobs']} |"]
+        path = os.path.join(args.results, "estimate-at-submission", "sim", "comparison.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                row = json.load(f)[0]
+            lines += ["", "Simulated (learn=off), measured / predicted: " + ", ".join(
+                f"{label} {row['measured'][k]:.0f} / {row['predicted'][k]:.0f} "
+                f"({100 * (row['predicted'][k] - row['measured'][k]) / row['measured'][k]:+.0f}%)"
+                for k, label in (("total_s", "total s"), ("avg_jct_s", "JCT s"), ("energy_kj", "energy kJ")))
+                + "."]
+        timeline_svg(r, os.path.join(args.results, "estimate-at-submission", "timeline-worst-fit.svg"))
     lines += ["", "Timelines:", ""]
     for m, r in runs.items():
         timeline_svg(r, os.path.join(args.results, f"timeline-{m}.svg"))
         lines.append(f"![{m}](timeline-{m}.svg)")
     if os.path.exists(extra):
         lines.append("![worst-fit, 5 s grace](grace-5s/timeline-worst-fit.svg)")
+    if os.path.exists(early):
+        lines.append("![worst-fit, estimates at submission](estimate-at-submission/timeline-worst-fit.svg)")
     with open(os.path.join(args.results, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -29,7 +29,10 @@ MODES = {
     "worst-fit": ("worst-fit", "mps", "declared"),
     "least-utilized": ("least-utilized", "mps", "declared"),
     "worst-fit-recovery": ("worst-fit", "mps", "none"),
+    "worst-fit-oracle": ("worst-fit", "mps", "oracle"),
 }
+# Modes whose jobs colod re-planned from earlier runs of the same model while they were queued.
+LEARNING = {"worst-fit", "least-utilized"}
 WARMUP_STEPS = 5  # job.py's untimed first steps
 
 
@@ -116,15 +119,31 @@ def idle_power(result):
     return statistics.mean(values) if values else None
 
 
+def startup_power(result):
+    """Mean power of a GPU while the one job on it (exclusive run) is still starting up: what the
+    GPU draws when it holds contexts but computes nothing."""
+    reports = {str(r["job"]): r for r in result["job_reports"]}
+    values = []
+    for rec in result["records"]:
+        report = reports.get(str(rec["job"]))
+        if not report or not rec["attempts"]:
+            continue
+        a = rec["attempts"][-1]
+        values += [s["gpus"][g]["power_w"] for s in result["timeline"]
+                   if a["started"] + 1 <= s["t"] <= a["started"] + report["startup_s"] - 1
+                   for g in a["gpus"]]
+    return statistics.mean(values) if values else None
+
+
 def write_csv(path, trace_jobs, catalogue, planned, startup_phase=True):
     with open(path, "w") as out:
-        out.write("submit_s,name,duration_s,peak_mem,smact,gpus,warmup_s,startup_s,declared_mem\n")
+        out.write("submit_s,name,model,duration_s,peak_mem,smact,gpus,warmup_s,startup_s,declared_mem\n")
         for j in trace_jobs:
             gpus = j.get("gpus", 1)
             c = catalogue[f"{j['workload']}/{gpus}"]
             duration = c["overhead_s"] + (j["iters"] + WARMUP_STEPS) * c["iter_s"]
             declared = round(planned[j["workload"]] / 2**20) if j["workload"] in planned else ""
-            out.write(f"{j['arrival_s']},j{j['id']}-{j['workload']},{duration:.2f},"
+            out.write(f"{j['arrival_s']},j{j['id']}-{j['workload']},{j['workload']},{duration:.2f},"
                       f"{round(c['peak_bytes'] / 2**20)},{c['smact']:.3f},{gpus},"
                       f"{min(c['overhead_s'], duration / 2):.2f},"
                       f"{c['overhead_s'] if startup_phase else 0:.2f},{declared}\n")
@@ -146,6 +165,13 @@ def main():
     parser.add_argument("--name", default="sim", help="output folder under RESULTS_DIR")
     parser.add_argument("--exclusive", help="the exclusive run to take the catalogue from "
                                             "(default: RESULTS_DIR's)")
+    parser.add_argument("--startup-idle", action="store_true",
+                        help="take the GPU's idle power from the exclusive run's start-up phases "
+                             "(where something else keeps the GPU out of its low-power state)")
+    parser.add_argument("--learn", action="store_true",
+                        help="colod re-planned queued jobs from earlier runs of their model "
+                             "(colod after 2026-11-22): simulate worst-fit and least-utilized "
+                             "with learn=on")
     args = parser.parse_args()
     out_dir = os.path.join(args.results, args.name)
     os.makedirs(out_dir, exist_ok=True)
@@ -161,40 +187,55 @@ def main():
         for rec in measured.get(m, {}).get("records", []):
             if rec.get("estimate") and rec["workload"] not in planned:
                 planned[rec["workload"]] = rec["estimate"]["upper"]
+    idle = []
+    if args.startup_idle:
+        args.idle_watts = startup_power(exclusive)
+        idle = ["--idle-watts", f"{args.idle_watts:.1f}"]
     coef, rms, samples = power_fit(exclusive, args.idle_watts)
     catalogue["power_fit"] = {"above_idle_watts": coef, "rms_watts": rms, "samples": samples,
-                              "idle_watts_measured": idle_power(exclusive)}
+                              "idle_watts": args.idle_watts,
+                              "idle_watts_measured": idle_power(exclusive),
+                              "startup_watts_measured": startup_power(exclusive)}
     power = [] if args.h100_power else ["--power", ",".join(f"{c:.2f}" for c in coef)]
     json.dump(catalogue, open(os.path.join(out_dir, "catalogue.json"), "w"), indent=1)
     del catalogue["power_fit"]
     csv = os.path.join(out_dir, "trace.csv")
     write_csv(csv, load(args.trace)["jobs"], catalogue, planned, not args.no_startup_phase)
 
+    # A ballast held all but some memory of every GPU through the run: the simulated GPUs too.
+    ballast = exclusive.get("ballast")
+    held = ["--gpu-free", f"{ballast['leave_gib']}GiB"] if ballast else []
+
     rows = []
     for mode, run in measured.items():
         policy, sharing, estimator = MODES[mode]
+        if args.learn and mode in LEARNING:
+            policy += ":learn=on"
         sim = subprocess.run([args.colo, "sim", "--trace", csv, "--server", args.server, "--policy",
                               policy, "--sharing", sharing, "--estimator", estimator, "--grace",
-                              str(args.grace), "--json", "--with-jobs", *power],
+                              str(args.grace), "--json", "--with-jobs", *power, *held, *idle],
                              capture_output=True, text=True, check=True)
         predicted = json.loads(sim.stdout)["runs"][0]
         json.dump(predicted, open(os.path.join(out_dir, f"{mode}.json"), "w"), indent=1)
         rows.append({"mode": mode,
                      "measured": {"total_s": run["total_s"], "avg_jct_s": run["avg_jct_s"],
-                                  "energy_kj": run["energy_j"] / 1000, "mean_smact": run["mean_smact"]},
+                                  "energy_kj": run["energy_j"] / 1000, "mean_smact": run["mean_smact"],
+                                  "oom_crashes": run["oom_crashes"]},
                      "predicted": {"total_s": predicted["total_time_s"],
                                    "avg_jct_s": predicted["jct_s"]["avg"],
                                    "energy_kj": predicted["energy_mj"] * 1000,
-                                   "mean_smact": predicted["mean_smact"]}})
+                                   "mean_smact": predicted["mean_smact"],
+                                   "oom_crashes": predicted["oom_crashes"]}})
     json.dump(rows, open(os.path.join(out_dir, "comparison.json"), "w"), indent=1)
-    print("| mode | total: measured / predicted | avg JCT | energy | mean SMACT |")
-    print("|---|---|---|---|---|")
+    print("| mode | total: measured / predicted | avg JCT | energy | mean SMACT | OOM crashes |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         cells = []
         for key, unit in (("total_s", "s"), ("avg_jct_s", "s"), ("energy_kj", "kJ")):
             m, p = r["measured"][key], r["predicted"][key]
             cells.append(f"{m:.0f} / {p:.0f} {unit} ({100 * (p - m) / m:+.0f}%)")
         cells.append(f"{r['measured']['mean_smact']:.2f} / {r['predicted']['mean_smact']:.2f}")
+        cells.append(f"{r['measured']['oom_crashes']} / {r['predicted']['oom_crashes']}")
         print(f"| {r['mode']} | " + " | ".join(cells) + " |")
     for kind in ("measured", "predicted"):
         for key in ("total_s", "avg_jct_s", "energy_kj"):

@@ -128,6 +128,9 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_option("--gpu-free", o.gpu_free,
                   "memory left free on every GPU, the rest held by processes colo does not manage "
                   "(another tenant), e.g. 12GiB; default: an idle GPU's");
+  sim->add_option("--idle-watts", o.idle_watts,
+                  "a GPU's power while no job computes on it (default: the server profile's)")
+      ->check(CLI::Range(0.0, 2000.0));
   sim->add_option("--smact-max", o.smact_max, "SMACT threshold of the utilization gate")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -184,6 +187,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     }
     server->baseline_used = server->capacity - *free;
   }
+  if (o.idle_watts >= 0) server->idle_watts = o.idle_watts;
   SyntheticOptions synthetic;
   synthetic.jobs = o.jobs;
   synthetic.seed = o.seed;

@@ -24,7 +24,8 @@ struct SimCommandOptions {
   int window = 30;
   double grace_s = 30;
   std::string margin = "2GiB";
-  std::string gpu_free;  // leave only this much free on every GPU (others hold the rest)
+  std::string gpu_free;    // leave only this much free on every GPU (others hold the rest)
+  double idle_watts = -1;  // a GPU's power while no job computes on it; < 0: the server's
   double smact_max = 0.8;
   std::string power;  // "ACTIVE,LINEAR,QUADRATIC" watts: the power model fitted to another GPU
   bool json = false;
