@@ -118,7 +118,7 @@ def main():
     lines += [f"{len(trace)} jobs ({classes['light']} light, {classes['medium']} medium, "
               f"{classes['heavy']} heavy; {sum(1 for j in trace if j.get('gpus', 1) > 1)} on 2 GPUs), "
               f"arrivals over {max(j['arrival_s'] for j in trace):.0f} s, "
-              f"{base['gpus']} GPU(s). Every mode ran colod for real (NVML, MPS, real processes).", ""]
+              f"{base['gpus']} GPU{'s' if base['gpus'] > 1 else ''}. Every mode ran colod for real (NVML, MPS, real processes).", ""]
     if base.get("ballast"):
         b = base["ballast"]
         lines[-2] += (f" Memory binds: through every mode a ballast process (`ballast.py`) held all but "
@@ -173,63 +173,52 @@ def main():
                    for k in ("total_s", "avg_jct_s", "energy_kj"))
         lines += ["", f"Largest error {100 * worst:.0f}%; the ranking of the modes by every metric is "
                       f"{'the same' if same else 'not the same'} as measured."]
-    extra = os.path.join(args.results, "grace-5s", "result-worst-fit.json")
-    if os.path.exists(extra):
-        with open(extra) as f:
+    # Single extra runs of worst-fit kept in folders of their own: what they show, and how the
+    # simulator was asked about them.
+    extras = [
+        ("grace-5s", "Where the colo modes' waiting comes from: colod's launch grace (a GPU that just got "
+         "a job takes no other for 10 s, so each GPU starts at most one job per 10 s, fewer than "
+         "arrive). The simulator, asked first, predicted most of the wait would go with a 5 s "
+         "grace; then measured (`LAUNCH_GRACE=5s`, `grace-5s/`):",
+         "worst-fit, MPS, colo's estimator, 5 s grace", "Simulated before it ran", "worst-fit, 5 s grace"),
+        ("estimate-at-submission", "Worst-fit before colod re-planned queued jobs from finished runs of "
+         "the same model (each job planned with the estimate it was submitted with; "
+         "`estimate-at-submission/`):",
+         "worst-fit, MPS, colo's estimator at submission only", "Simulated (learn=off)",
+         "worst-fit, estimates at submission"),
+    ]
+    images = []
+    for folder, intro, label, simulated, caption in extras:
+        path = os.path.join(args.results, folder, "result-worst-fit.json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
             r = json.load(f)
-        lines += ["", "Where the colo modes' waiting comes from: colod's launch grace (a GPU that just got "
-                  "a job takes no other for 10 s, so each GPU starts at most one job per 10 s, fewer than "
-                  "arrive). The simulator, asked first, predicted most of the wait would go with a 5 s "
-                  "grace; then measured (`LAUNCH_GRACE=5s`, `grace-5s/`):", "",
+        lines += ["", intro, "",
                   "| mode | total time | avg JCT | avg wait | avg execution | energy | mean SMACT | OOM crashes | jobs done |",
                   "|---|---|---|---|---|---|---|---|---|",
-                  f"| worst-fit, MPS, colo's estimator, 5 s grace | {r['total_s']:.0f} s "
+                  f"| {label} | {r['total_s']:.0f} s "
                   f"({r['total_s'] / base['total_s']:.2f}×) | {r['avg_jct_s']:.0f} s "
                   f"({r['avg_jct_s'] / base['avg_jct_s']:.2f}×) | {r['avg_wait_s']:.0f} s | "
                   f"{r['avg_exec_s']:.0f} s | {r['energy_j'] / 1000:.1f} kJ "
                   f"({r['energy_j'] / base['energy_j']:.2f}×) | {r['mean_smact']:.2f} | "
                   f"{r['oom_crashes']} | {r['succeeded']}/{r['jobs']} |"]
-        path = os.path.join(args.results, "grace-5s", "sim", "comparison.json")
+        path = os.path.join(args.results, folder, "sim", "comparison.json")
         if os.path.exists(path):
             with open(path) as f:
                 row = json.load(f)[0]
-            lines += ["", "Simulated before it ran, measured / predicted: " + ", ".join(
-                f"{label} {row['measured'][k]:.0f} / {row['predicted'][k]:.0f} "
+            lines += ["", f"{simulated}, measured / predicted: " + ", ".join(
+                f"{name} {row['measured'][k]:.0f} / {row['predicted'][k]:.0f} "
                 f"({100 * (row['predicted'][k] - row['measured'][k]) / row['measured'][k]:+.0f}%)"
-                for k, label in (("total_s", "total s"), ("avg_jct_s", "JCT s"), ("energy_kj", "energy kJ")))
+                for k, name in (("total_s", "total s"), ("avg_jct_s", "JCT s"), ("energy_kj", "energy kJ")))
                 + "."]
-        timeline_svg(r, os.path.join(args.results, "grace-5s", "timeline-worst-fit.svg"))
-    early = os.path.join(args.results, "estimate-at-submission", "result-worst-fit.json")
-    if os.path.exists(early):
-        with open(early) as f:
-            r = json.load(f)
-        lines += ["", "Worst-fit before colod re-planned queued jobs from finished runs of the same model "
-                  "(each job planned with the estimate it was submitted with; `estimate-at-submission/`):",
-                  "", "| mode | total time | avg JCT | avg wait | energy | OOM crashes | jobs done |",
-                  "|---|---|---|---|---|---|---|",
-                  f"| worst-fit, MPS, colo's estimator at submission only | {r['total_s']:.0f} s "
-                  f"({r['total_s'] / base['total_s']:.2f}×) | {r['avg_jct_s']:.0f} s "
-                  f"({r['avg_jct_s'] / base['avg_jct_s']:.2f}×) | {r['avg_wait_s']:.0f} s | "
-                  f"{r['energy_j'] / 1000:.1f} kJ ({r['energy_j'] / base['energy_j']:.2f}×) | "
-                  f"{r['oom_crashes']} | {r['succeeded']}/{r['jobs']} |"]
-        path = os.path.join(args.results, "estimate-at-submission", "sim", "comparison.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                row = json.load(f)[0]
-            lines += ["", "Simulated (learn=off), measured / predicted: " + ", ".join(
-                f"{label} {row['measured'][k]:.0f} / {row['predicted'][k]:.0f} "
-                f"({100 * (row['predicted'][k] - row['measured'][k]) / row['measured'][k]:+.0f}%)"
-                for k, label in (("total_s", "total s"), ("avg_jct_s", "JCT s"), ("energy_kj", "energy kJ")))
-                + "."]
-        timeline_svg(r, os.path.join(args.results, "estimate-at-submission", "timeline-worst-fit.svg"))
+        timeline_svg(r, os.path.join(args.results, folder, "timeline-worst-fit.svg"))
+        images.append(f"![{caption}]({folder}/timeline-worst-fit.svg)")
     lines += ["", "Timelines:", ""]
     for m, r in runs.items():
         timeline_svg(r, os.path.join(args.results, f"timeline-{m}.svg"))
         lines.append(f"![{m}](timeline-{m}.svg)")
-    if os.path.exists(extra):
-        lines.append("![worst-fit, 5 s grace](grace-5s/timeline-worst-fit.svg)")
-    if os.path.exists(early):
-        lines.append("![worst-fit, estimates at submission](estimate-at-submission/timeline-worst-fit.svg)")
+    lines += images
     with open(os.path.join(args.results, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

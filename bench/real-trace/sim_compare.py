@@ -74,20 +74,27 @@ def catalogue_from_exclusive(result):
     return catalogue
 
 
-def power_fit(result, idle_watts):
-    """Least-squares A, L, Q of (GPU power − idle) = A + L·s + Q·s² over the samples where one job
-    of the exclusive run was past its start-up (s: the GPU's SM activity)."""
+def job_gpu_samples(result, phase):
+    """The (SM activity, power) of each GPU of each exclusive-run job at every sample inside
+    `phase(attempt, startup_s)`, a (from, to) span of time."""
     reports = {str(r["job"]): r for r in result["job_reports"]}
-    points = []
     for rec in result["records"]:
         report = reports.get(str(rec["job"]))
         if not report or not rec["attempts"]:
             continue
         a = rec["attempts"][-1]
+        begin, end = phase(a, report["startup_s"])
         for s in result["timeline"]:
-            if a["started"] + report["startup_s"] + 2 <= s["t"] <= a["ended"] - 1:
-                points += [(s["gpus"][g]["smact"], s["gpus"][g]["power_w"] - idle_watts)
-                           for g in a["gpus"]]
+            if begin <= s["t"] <= end:
+                for g in a["gpus"]:
+                    yield s["gpus"][g]["smact"], s["gpus"][g]["power_w"]
+
+
+def power_fit(result, idle_watts):
+    """Least-squares A, L, Q of (GPU power − idle) = A + L·s + Q·s² over the samples where one job
+    of the exclusive run was past its start-up (s: the GPU's SM activity)."""
+    points = [(smact, watts - idle_watts) for smact, watts in job_gpu_samples(
+        result, lambda a, startup: (a["started"] + startup + 2, a["ended"] - 1))]
     # Normal equations of the 3-parameter fit, solved by Gaussian elimination.
     m = [[0.0] * 4 for _ in range(3)]
     for s, p in points:
@@ -122,16 +129,8 @@ def idle_power(result):
 def startup_power(result):
     """Mean power of a GPU while the one job on it (exclusive run) is still starting up: what the
     GPU draws when it holds contexts but computes nothing."""
-    reports = {str(r["job"]): r for r in result["job_reports"]}
-    values = []
-    for rec in result["records"]:
-        report = reports.get(str(rec["job"]))
-        if not report or not rec["attempts"]:
-            continue
-        a = rec["attempts"][-1]
-        values += [s["gpus"][g]["power_w"] for s in result["timeline"]
-                   if a["started"] + 1 <= s["t"] <= a["started"] + report["startup_s"] - 1
-                   for g in a["gpus"]]
+    values = [watts for _, watts in job_gpu_samples(
+        result, lambda a, startup: (a["started"] + 1, a["started"] + startup - 1))]
     return statistics.mean(values) if values else None
 
 

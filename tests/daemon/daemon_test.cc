@@ -67,6 +67,13 @@ class DaemonTest : public ::testing::Test {
     if (!reply.ok()) return json{{"ok", false}, {"error", reply.status().message()}};
     return *reply;
   }
+  // With a client-side estimate (colo submit --estimate-from) instead of a declared need.
+  JobId SubmitEstimated(const std::vector<std::string>& command, const json& estimate) {
+    json r =
+        Call({{"op", "submit"}, {"command", command}, {"estimate", estimate}, {"workdir", dir_}});
+    EXPECT_TRUE(r.value("ok", false)) << r.dump();
+    return r.value("job", JobId{0});
+  }
   JobId Submit(std::vector<std::string> command, const std::string& memory = "8GiB") {
     json r = Call({{"op", "submit"}, {"command", command}, {"memory", memory}, {"workdir", dir_}});
     EXPECT_TRUE(r.value("ok", false)) << r.dump();
@@ -140,13 +147,7 @@ TEST_F(DaemonTest, EstimatesAreStoredAndRefinedByEarlierRuns) {
   const json estimate = {{"estimator", "trace"},    {"peak", GiB(6).count()},
                          {"lower", GiB(6).count()}, {"upper", GiB(7).count()},
                          {"detail", "test"},        {"signature", "abc-b32"}};
-  auto submit = [&](const std::vector<std::string>& command) {
-    json r =
-        Call({{"op", "submit"}, {"command", command}, {"estimate", estimate}, {"workdir", dir_}});
-    EXPECT_TRUE(r.value("ok", false)) << r.dump();
-    return r.value("job", JobId{0});
-  };
-  const JobId first = submit({"sh", "-c", "sleep 0.6"});
+  const JobId first = SubmitEstimated({"sh", "-c", "sleep 0.6"}, estimate);
   const json running = WaitFor(first, "running");
   EXPECT_EQ(running.value("need_source", ""), "estimated");
   EXPECT_EQ(running.value("need", ""), "7.0 GiB");
@@ -156,7 +157,7 @@ TEST_F(DaemonTest, EstimatesAreStoredAndRefinedByEarlierRuns) {
   WaitFor(first, "succeeded");
   gpus_.RemoveProcess(pid);
 
-  const JobId second = submit({"true"});
+  const JobId second = SubmitEstimated({"true"}, estimate);
   const json learned = Show(second);
   ASSERT_TRUE(learned["estimate"].contains("history")) << learned.dump(2);
   EXPECT_EQ(learned["estimate"]["history"].value("runs", 0), 1);
@@ -179,19 +180,14 @@ TEST_F(DaemonTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
   const json estimate = {{"estimator", "trace"},     {"peak", GiB(40).count()},
                          {"lower", GiB(40).count()}, {"upper", GiB(45).count()},
                          {"detail", "test"},         {"signature", "big-b32"}};
-  auto submit = [&](const std::vector<std::string>& command) {
-    json r =
-        Call({{"op", "submit"}, {"command", command}, {"estimate", estimate}, {"workdir", dir_}});
-    EXPECT_TRUE(r.value("ok", false)) << r.dump();
-    return r.value("job", JobId{0});
-  };
   const JobId blocker = Submit({"sh", "-c", "sleep 2"}, "70GiB");  // one GPU is full
   WaitFor(blocker, "running");
-  const JobId first = submit({"sh", "-c", "sleep 0.8"});
+  const JobId first = SubmitEstimated({"sh", "-c", "sleep 0.8"}, estimate);
   const json running = WaitFor(first, "running");
   const int pid = running["attempt_list"][0].value("pid", 0);
   gpus_.SetProcessMemory(running["attempt_list"][0]["gpus"][0].get<int>(), pid, GiB(20));
-  const JobId second = submit({"true"});  // 45 GiB fits beside neither job: it waits
+  // 45 GiB fits beside neither job: it waits.
+  const JobId second = SubmitEstimated({"true"}, estimate);
   EXPECT_EQ(Show(second).value("state", ""), "queued");
   WaitFor(first, "succeeded");
   gpus_.RemoveProcess(pid);
