@@ -807,19 +807,23 @@ std::optional<MemoryNeed> Daemon::LearnedNeed(JobRecordDoc& doc, std::vector<Byt
 void Daemon::RefineQueuedNeeds(const JobRecordDoc& finished) {
   if (!finished.estimate.is_object()) return;
   const std::string signature = finished.estimate.value("signature", "");
-  const std::vector<Bytes> peaks = PeaksOf(signature);
-  if (peaks.empty()) return;
+  if (signature.empty()) return;
+  std::vector<JobRecordDoc*> waiting;
   for (auto& [id, doc] : jobs_) {
-    if (doc.state != "queued" || !doc.attempts.empty() || !doc.estimate.is_object() ||
-        doc.spec.memory.source == MemorySource::kDeclared ||
-        doc.estimate.value("signature", "") != signature)
-      continue;
-    const MemoryNeed before = doc.spec.memory;
-    auto learned = LearnedNeed(doc, peaks);
-    if (!learned || !scheduler_->UpdateNeed(id, *learned).ok()) continue;
-    doc.spec.memory = *learned;
-    Persist(doc);
-    Event(id, "estimate",
+    if (doc.state == "queued" && doc.attempts.empty() && doc.estimate.is_object() &&
+        doc.spec.memory.source != MemorySource::kDeclared &&
+        doc.estimate.value("signature", "") == signature)
+      waiting.push_back(&doc);
+  }
+  if (waiting.empty()) return;
+  const std::vector<Bytes> peaks = PeaksOf(signature);
+  for (JobRecordDoc* doc : waiting) {
+    const MemoryNeed before = doc->spec.memory;
+    auto learned = LearnedNeed(*doc, peaks);
+    if (!learned || !scheduler_->UpdateNeed(doc->spec.id, *learned).ok()) continue;
+    doc->spec.memory = *learned;
+    Persist(*doc);
+    Event(doc->spec.id, "estimate",
           fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
                       peaks.size(), FormatBytes(learned->Upper()),
                       before.known() ? FormatBytes(before.Upper()) : "nothing"));
