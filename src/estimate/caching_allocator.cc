@@ -43,7 +43,9 @@ class LineFields {
     SkipSpaces();
     const char* begin = p_;
     int64_t value = 0;
-    while (p_ < end_ && static_cast<unsigned>(*p_ - '0') < 10) value = value * 10 + (*p_++ - '0');
+    for (; p_ < end_ && static_cast<unsigned>(*p_ - '0') < 10; ++p_) {
+      if (p_ - begin < 18) value = value * 10 + (*p_ - '0');  // more digits are refused below
+    }
     const ptrdiff_t digits = p_ - begin;
     if (digits == 0 || digits > 18 || (p_ < end_ && *p_ != ' ')) return -1;
     return value;

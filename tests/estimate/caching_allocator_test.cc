@@ -276,6 +276,9 @@ TEST(AllocationTrace, RejectsMalformedInputWithTheLine) {
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nz 1\n", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 1234567890123456789\n", "x").ok());
+  EXPECT_FALSE(
+      ParseAllocationTrace("colo-alloc-trace 1\na 99999999999999999999999999\n", "x").ok());
+  EXPECT_TRUE(ParseAllocationTrace("colo-alloc-trace 1\na 999999999999999999\n", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 10 0 9\n", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 10x\n", "x").ok());
   EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\na 10\nf\n", "x").ok());
