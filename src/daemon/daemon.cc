@@ -790,16 +790,12 @@ std::vector<Bytes> Daemon::PeaksOf(const std::string& signature) const {
 // The need the history estimator gives a job from earlier runs' peaks, noted in its estimate;
 // nullopt when there are none.
 std::optional<MemoryNeed> Daemon::LearnedNeed(JobRecordDoc& doc, std::vector<Bytes> peaks) {
-  JobDescription job;
-  job.history = std::move(peaks);
-  auto learned = MakeHistoryEstimator()->Estimate(job);
+  const size_t runs = peaks.size();
+  auto learned = EstimateFromHistory(std::move(peaks));
   if (!learned.ok()) return std::nullopt;
-  doc.estimate["history"] = {{"runs", job.history.size()},
-                             {"peak", learned->peak.count()},
-                             {"upper", learned->upper.count()}};
-  MemoryNeed need = learned->AsNeed();
-  need.source = MemorySource::kLearned;
-  return need;
+  doc.estimate["history"] = {
+      {"runs", runs}, {"peak", learned->peak.count()}, {"upper", learned->upper.count()}};
+  return learned->AsNeed();
 }
 
 // A run finished well: queued jobs of the same model were planned before its peak was known, and

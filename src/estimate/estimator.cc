@@ -12,7 +12,8 @@ namespace colo {
 MemoryNeed MemoryEstimate::AsNeed() const {
   MemoryNeed need;
   need.peak = peak;
-  need.source = MemorySource::kEstimated;
+  // Peaks measured on earlier runs are learned, not estimated.
+  need.source = method == "history" ? MemorySource::kLearned : MemorySource::kEstimated;
   if (peak > Bytes(0) && upper > peak) {
     need.uncertainty =
         static_cast<double>((upper - peak).count()) / static_cast<double>(peak.count());

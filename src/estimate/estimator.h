@@ -33,7 +33,8 @@ struct MemoryEstimate {
   std::string method;
   std::string detail{};  // how it was obtained, and anything the user should know
 
-  // As the scheduler plans with it: the peak plus the upper uncertainty.
+  // As the scheduler plans with it: the peak plus the upper uncertainty (a history estimate is
+  // MemorySource::kLearned, any other kEstimated).
   MemoryNeed AsNeed() const;
 };
 

@@ -289,6 +289,12 @@ std::unique_ptr<MemoryEstimator> MakeHistoryEstimator() {
   return std::make_unique<HistoryEstimator>();
 }
 
+Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks) {
+  JobDescription job;
+  job.history = std::move(peaks);
+  return HistoryEstimator().Estimate(job);
+}
+
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
   for (std::string_view wanted : {"history", "trace", "gpumemnet", "horus"}) {
     for (const auto& e : all) {

@@ -458,12 +458,9 @@ void Engine::LearnFrom(const SimJob& job) {
   if (model == "custom") return;  // a CSV job with no model named: nothing links its runs
   auto& peaks = peaks_[{job.server, model}];
   peaks.push_back(job.trace->profile.peak);
-  JobDescription history;
-  history.history = peaks;
-  auto learned = MakeHistoryEstimator()->Estimate(history);
+  auto learned = EstimateFromHistory(peaks);
   if (!learned.ok()) return;
-  MemoryNeed need = learned->AsNeed();
-  need.source = MemorySource::kLearned;
+  const MemoryNeed need = learned->AsNeed();
   Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
   for (JobId id : scheduler.main_queue()) {
     const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
