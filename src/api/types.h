@@ -1,0 +1,223 @@
+// colod's API as types: one struct per request and per reply, shared by colod, `colo` and every
+// other client (the Slurm plugin, scripts). codec.h turns them into the wire format and back;
+// nothing else writes the schema.
+//
+// The wire: one JSON object per line over a Unix stream socket. A request names the API version
+// and the operation ({"api": 1, "op": "submit", ...}); a reply has "ok" and either the result's
+// fields or "error" (a message) with "code" (an ErrorCode, as text). The caller's identity is the
+// socket's peer credentials, never a field.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+#include "core/model.h"
+
+namespace colo::api {
+
+constexpr int kVersion = 1;
+
+// Why a request failed, kept on the wire so that clients can act on it without reading prose.
+enum class ErrorCode {
+  kBadRequest,       // not JSON, not an object, no or unknown op, wrong API version
+  kInvalidArgument,  // a field is missing, of the wrong type or out of range (the message names it)
+  kNotFound,         // no such job
+  kPermissionDenied,    // not the job's owner, or not this personal colod's owner
+  kInfeasible,          // can never run on this server (the message says why)
+  kFailedPrecondition,  // the job is not in a state for this (already ended)
+  kUnavailable,         // colod cannot do it now: storage failed, shutting down
+  kBusy,                // too many connections; try again
+  kTooLarge,            // the request is larger than colod accepts
+  kInternal,
+};
+std::string_view ToString(ErrorCode code);
+std::optional<ErrorCode> ParseErrorCode(std::string_view text);
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+};
+// A Status for callers that speak Status; the code survives as the closest StatusCode.
+Status ToStatus(const Error& error);
+// The code a daemon-side Status maps to on the wire.
+ErrorCode CodeOf(const Status& status);
+
+// A memory estimate made by the client from the user's model summary (colo submit
+// --estimate-from), and what colod learned for it from earlier runs of the same model.
+struct JobEstimate {
+  std::string estimator;
+  Bytes peak, lower, upper;
+  std::string detail;
+  // Links runs of the same model, batch, optimizer and precision (the history estimator's key).
+  std::string signature;
+  struct Learned {
+    int runs = 0;
+    Bytes peak, upper;
+  };
+  std::optional<Learned> learned;
+};
+
+// --- Requests ---
+struct HelloRequest {};
+struct SubmitRequest {
+  std::vector<std::string> command;  // argv; the first word is run through PATH
+  int gpus = 1;
+  std::optional<Bytes> memory;  // declared peak per GPU: the limit the job runs under
+  std::optional<JobEstimate> estimate;
+  SharingPreference share = SharingPreference::kAny;
+  std::optional<int> threads;            // MPS active-thread percentage, 1..100
+  std::optional<double> expected_smact;  // SM activity alone, 0..1
+  std::string name;                      // default: the command's first word
+  std::string workdir;                   // absolute
+  std::vector<std::string> env;          // NAME=value
+  std::string source = "cli";            // "cli", "script PATH", "rad PATH"
+};
+struct QueueRequest {
+  std::string user;  // only this user's jobs; empty: everyone's
+};
+struct ShowRequest {
+  JobId job = 0;
+};
+struct CancelRequest {
+  JobId job = 0;
+};
+struct ExplainRequest {
+  JobId job = 0;
+};
+struct LogsRequest {
+  JobId job = 0;
+};
+struct GpusRequest {};
+// Jobs that ended, newest first, one page at a time: a page is at most kMaxHistoryPage jobs and
+// the reply's `next` continues it.
+constexpr int kMaxHistoryPage = 500;
+struct HistoryRequest {
+  int limit = 50;
+  std::optional<JobId> before;  // only jobs with a smaller id (the previous page's `next`)
+  bool all = false;             // every user's jobs (their details stay private)
+};
+
+using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
+                             ExplainRequest, LogsRequest, GpusRequest, HistoryRequest>;
+std::string_view OpName(const Request& request);
+
+// --- Replies ---
+struct HelloReply {
+  std::string server = "colod";
+  int api = kVersion;
+  std::string gpu_backend;
+  std::string user;  // who colod thinks the caller is
+  bool personal = false;
+};
+struct SubmitReply {
+  JobId job = 0;
+};
+
+struct AttemptInfo {
+  int number = 0;
+  int pid = 0;
+  std::vector<std::string> gpu_uuids;
+  std::string mode;  // mps | plain | exclusive
+  int thread_percent = 100;
+  Bytes memory_limit;
+  double started = 0, ended = 0;  // seconds since the epoch; 0: not yet
+  std::string exit_kind;          // empty while it runs
+  std::string detail;
+  Bytes peak;
+};
+struct EventInfo {
+  double time = 0;
+  std::string kind, detail;
+};
+
+// A job as the queue and history list it. Fields a caller may not see (another user's job,
+// without root) are left empty and `redacted` is set.
+struct JobSummary {
+  JobId id = 0;
+  std::string name, user;
+  JobState state = JobState::kQueued;
+  int gpus = 1;
+  double submitted = 0, started = 0, finished = 0;
+  std::string reason;
+  int attempts = 0;
+  std::optional<Bytes> memory;
+  SharingPreference share = SharingPreference::kAny;
+  std::vector<std::string> gpu_uuids;
+  std::string mode;
+  Bytes peak;
+  bool redacted = false;
+};
+// Everything about one job (colo show).
+struct JobDetail {
+  JobSummary summary;
+  std::vector<std::string> command;
+  std::string workdir, source;
+  std::optional<JobEstimate> estimate;
+  std::vector<AttemptInfo> attempt_list;
+  std::optional<Bytes> need;  // what placement plans with now (live jobs)
+  std::string need_source;
+  std::optional<Bytes> reservation;
+  int oom_count = 0;
+  std::vector<EventInfo> events;
+};
+
+struct QueueReply {
+  std::vector<JobSummary> jobs;
+  int main_queue = 0, recovery_queue = 0;
+};
+struct ShowReply {
+  JobDetail job;
+};
+struct CancelReply {
+  JobId job = 0;
+  std::string state;  // "cancelling" or the job's new state
+};
+struct GateInfo {
+  int gpu = 0;
+  std::string gate, detail;
+};
+struct ExplainReply {
+  JobId job = 0;
+  JobState state = JobState::kQueued;
+  std::string summary;
+  int position = 0;   // in its queue, from 1; 0 when not queued
+  std::string queue;  // "main" or "recovery"
+  std::vector<GateInfo> gpus;
+};
+struct LogsReply {
+  JobId job = 0;
+  JobState state = JobState::kQueued;
+  int attempt = 0;                       // 0: not started yet
+  std::string stdout_path, stderr_path;  // readable by the job's owner only
+};
+struct GpuJobInfo {
+  JobId id = 0;
+  std::string name, user, mode;
+  Bytes peak;
+};
+struct GpuInfoReply {
+  int index = 0;
+  std::string uuid, name, mode;
+  Bytes memory_total, free_for_placement;
+  double smact_risk = -1;
+  // The latest sample; absent before the first.
+  std::optional<Bytes> memory_used;
+  double smact = -1, smocc = -1, utilization = -1, power_watts = -1, energy_joules = -1;
+  double sample_age_s = -1;
+  std::string sample_error;
+  std::vector<GpuJobInfo> jobs;
+};
+struct GpusReply {
+  std::string backend;
+  std::vector<GpuInfoReply> gpus;
+};
+struct HistoryReply {
+  std::vector<JobSummary> jobs;
+  std::optional<JobId> next;  // pass as `before` for the next page; absent on the last page
+};
+
+}  // namespace colo::api

@@ -1,0 +1,77 @@
+// The one record of a job that colod keeps: what the controller works on and what the store
+// saves. Typed throughout (enums, Bytes, times); the store's encoding is in job_codec.h.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/clock.h"
+#include "core/model.h"
+
+namespace colo {
+
+// Who a job belongs to and runs as: from the socket's peer credentials and the passwd/group
+// database, never from anything the client says.
+struct Identity {
+  unsigned uid = 0;
+  unsigned gid = 0;
+  std::string user;  // the passwd name (supplementary groups come from it)
+};
+
+// One try at running a job.
+struct Attempt {
+  enum class Phase {
+    kLaunching,  // recorded before the process is started: after a crash, evidence decides
+    kRunning,
+    kEnded,
+  };
+  int number = 0;
+  Phase phase = Phase::kLaunching;
+  int pid = 0;             // the shim: leader of the attempt's session and process group
+  uint64_t pid_start = 0;  // its start time in clock ticks since boot, to recognise it again
+  std::vector<std::string> gpu_uuids;
+  SharingMode mode = SharingMode::kPlain;
+  int thread_percent = 100;
+  Bytes memory_limit;  // per GPU given to MPS; 0: none
+  WallTime started, ended;
+  std::optional<ExitKind> exit;  // set when it ended
+  std::string detail;            // the error line, or how it ended
+  Bytes peak;                    // highest per-GPU memory its processes were seen to use
+};
+std::string_view ToString(Attempt::Phase phase);
+
+struct Job {
+  JobSpec spec;  // id, name, owner (the user name), command, GPUs, memory need, sharing, SMACT
+  Identity owner;
+  std::string workdir;
+  std::vector<std::string> env;  // NAME=value; dropped when the job ends
+  JobState state = JobState::kQueued;
+  std::string reason;  // why it failed or waits for good
+  WallTime submitted, finished;
+  bool cancel_requested = false;
+  std::vector<Attempt> attempts;
+  std::string source = "cli";  // "cli", "script PATH", "rad PATH"
+  int threads = 0;             // MPS thread percentage the user asked for; 0: the policy's
+  std::optional<api::JobEstimate> estimate;
+
+  JobId id() const { return spec.id; }
+  const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
+  Attempt* current() { return attempts.empty() ? nullptr : &attempts.back(); }
+  bool live() const { return !IsTerminal(state); }
+};
+
+// Something that happened to a job, for `colo show` and the log.
+struct JobEvent {
+  JobId job = 0;  // 0: about colod itself
+  WallTime time;
+  std::string kind, detail;
+};
+
+// Limits on what a job record may hold, so one record can always be stored and sent.
+constexpr size_t kMaxNameBytes = 256;
+constexpr size_t kMaxDetailBytes = 1024;  // an attempt's error line, a reason
+constexpr size_t kMaxEventDetailBytes = 2048;
+
+}  // namespace colo

@@ -1,0 +1,59 @@
+// Where colod keeps its jobs. The controller writes every change through this interface before it
+// acts on it (a submit is acknowledged only once stored; an attempt's intent is stored before its
+// process starts). SqliteJobStore is the real one; tests use an in-memory one that can fail.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "daemon/job.h"
+
+namespace colo {
+
+// A stored row that could not be read back (a corrupted record): set aside, never overwritten.
+struct QuarantinedJob {
+  JobId id = 0;
+  std::string reason;  // names the field that failed
+};
+
+struct HistoryQuery {
+  int limit = 50;
+  std::optional<JobId> before;  // only ids below this
+  std::optional<unsigned> uid;  // only this user's jobs
+};
+struct HistoryPage {
+  std::vector<Job> jobs;      // ended jobs, newest id first
+  std::optional<JobId> next;  // the `before` of the next page, if there may be one
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Stores a new job and gives it its id, in one transaction: the id is above every id ever
+  // handed out and every id in the store, so no record of another job is ever overwritten. On
+  // failure nothing is stored and `job` is unchanged.
+  virtual Status Insert(Job& job, const std::vector<JobEvent>& events) = 0;
+  // Replaces the record of an existing job and appends events, in one transaction. NotFound if
+  // the job was never inserted.
+  virtual Status Update(const Job& job, const std::vector<JobEvent>& events) = 0;
+  virtual Status AddEvents(const std::vector<JobEvent>& events) = 0;
+
+  // Every job that has not ended (queued, recovering, running), by id; rows that cannot be read
+  // are quarantined and listed, not fatal.
+  struct LiveJobs {
+    std::vector<Job> jobs;
+    std::vector<QuarantinedJob> quarantined;
+  };
+  virtual Result<LiveJobs> LoadLive() = 0;
+  // One job, ended or not; nullopt if there is none. A quarantined row is an error naming it.
+  virtual Result<std::optional<Job>> Find(JobId id) = 0;
+  virtual Result<HistoryPage> History(const HistoryQuery& query) = 0;
+  virtual Result<std::vector<JobEvent>> Events(JobId id) = 0;
+  // The peaks of the newest `limit` successful attempts of jobs whose estimate has `signature`.
+  virtual Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& signature, int limit) = 0;
+};
+
+}  // namespace colo
