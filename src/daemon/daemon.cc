@@ -349,7 +349,7 @@ void Daemon::Finish(JobId id, const ProcessEnd& end) {
   AttemptRecord& attempt = *doc->current();
   running_.erase(attempt.pid);
   const std::string tail = ReadTail(attempt.stderr_path, 256 * 1024);
-  const JobExit exit = ClassifyExit(end, doc->cancel_requested, tail);
+  const JobExit exit = ClassifyExit(end, doc->cancel_requested, tail, "");
   attempt.ended = WallSeconds();
   attempt.exit_kind = std::string(ToString(exit.kind));
   attempt.detail = exit.detail;

@@ -1,63 +1,411 @@
+// The terminal-error parser behind ClassifyExit and the table of the out-of-memory messages each
+// framework prints. See exit_classifier.h for the rules.
 #include "daemon/exit_classifier.h"
 
 #include <fmt/format.h>
 #include <string.h>
 
-#include <array>
+#include <algorithm>
+#include <optional>
+#include <vector>
 
-#include "common/strings.h"
+#include "common/text.h"
 
 namespace colo {
 namespace {
 
-// Substrings, matched case-sensitively as the frameworks print them.
-constexpr std::array<std::string_view, 12> kOutOfMemoryPatterns = {
-    "torch.OutOfMemoryError",             // PyTorch >= 2.5
-    "torch.cuda.OutOfMemoryError",        // PyTorch 1.13 - 2.4
-    "CUDA out of memory",                 // PyTorch's message text
-    "RESOURCE_EXHAUSTED: Out of memory",  // JAX / XLA
-    "OOM when allocating",                // TensorFlow
-    "ResourceExhaustedError",             // TensorFlow's exception type
-    "CUBLAS_STATUS_ALLOC_FAILED",         // cuBLAS
-    "CUDNN_STATUS_ALLOC_FAILED",          // cuDNN
-    "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",  // cuDNN with no room for its workspace
-    "cudaErrorMemoryAllocation",          // CUDA runtime
-    "CUDA_ERROR_OUT_OF_MEMORY",           // CUDA driver API
-    "out of memory (CUDA error 2)",       // CUDA runtime error strings in C++ programs
+// Only the end of a longer tail is read: the same amount the launcher keeps of each output.
+constexpr size_t kMaxScannedBytes = 256 * 1024;
+constexpr size_t kMaxDetailBytes = 300;
+// Of one exception's text. A longer one keeps its head (the exception's type and message) and
+// its tail (TensorFlow prints "OOM when allocating" after the trace of the op's definition).
+constexpr size_t kMaxPartBytes = 16 * 1024;
+// Tracebacks joined by "During handling of ..." kept of one chain, the last ones.
+constexpr size_t kMaxChainLength = 8;
+// A traceback is the terminal error only while at most this many lines that are neither blank
+// nor indented follow its exception line: room for a multi-line message and for what a program
+// prints on its way out (logging shutdown, wandb's summary, warnings), but a traceback printed
+// for a caught exception, after which training went on, is not the error that ended it.
+constexpr int kMaxLinesAfterException = 64;
+// Without a traceback: how far back from the end a fatal block (terminate, glog F line) may start,
+// in non-blank lines (libtorch's `what()` is followed by a C++ stack of some 30 frames)...
+constexpr size_t kFatalSearchLines = 64;
+// ...and without one, the last lines that make the terminal error.
+constexpr size_t kLastLines = 3;
+
+constexpr std::string_view kTracebackHeader = "Traceback (most recent call last):";
+
+// A GPU allocation failure as one framework prints it: `text` (and `also`, when set) on one line,
+// matched case-sensitively. Earlier entries win when several lines match, so the most telling
+// line of a message comes first (libtorch's `what()` before the type name above it).
+struct OutOfMemoryMessage {
+  std::string_view framework;
+  std::string_view text;
+  std::string_view also = {};
 };
 
-// TensorFlow prints RESOURCE_EXHAUSTED for other quotas too; it counts only next to "OOM".
-bool IsTensorFlowQuota(std::string_view line) {
-  return line.find("RESOURCE_EXHAUSTED") != std::string_view::npos &&
-         line.find("OOM") == std::string_view::npos &&
-         line.find("Out of memory") == std::string_view::npos;
+constexpr OutOfMemoryMessage kOutOfMemoryMessages[] = {
+    {"PyTorch >= 2.5", "torch.OutOfMemoryError: CUDA out of memory"},
+    {"PyTorch 1.13 - 2.4", "torch.cuda.OutOfMemoryError: CUDA out of memory"},
+    {"PyTorch < 1.13", "RuntimeError: CUDA out of memory"},
+    {"libtorch (C++), what() of an uncaught error", "what():", "CUDA out of memory"},
+    {"PyTorch's allocator message, however its type is printed",
+     "CUDA out of memory. Tried to allocate"},
+    {"libtorch (C++), the uncaught error's type", "c10::OutOfMemoryError"},
+    // What PyTorch reports when the CUDA runtime itself fails, as under an MPS memory limit.
+    {"CUDA runtime via PyTorch (MPS memory limit)", "CUDA error: out of memory"},
+    {"cuBLAS", "CUBLAS_STATUS_ALLOC_FAILED"},
+    {"cuDNN", "CUDNN_STATUS_ALLOC_FAILED"},
+    {"cuDNN, no room for its workspace", "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE"},
+    // ResourceExhaustedError also reports quotas that have nothing to do with memory (gRPC
+    // message sizes, file systems): only its allocation message counts.
+    {"TensorFlow", "OOM when allocating tensor"},
+    {"TensorFlow fatal", "Non-OK-status", "out of memory"},
+    {"TensorFlow fatal, XLA status", "Non-OK-status", "RESOURCE_EXHAUSTED: Out of memory"},
+    {"JAX/XLA", "XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory"},
+    {"JAX >= 0.4.36", "JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory"},
+    {"CUDA runtime", "cudaErrorMemoryAllocation"},
+    {"CUDA driver", "CUDA_ERROR_OUT_OF_MEMORY"},
+    {"NCCL", "Cuda failure 'out of memory'"},
+    {"CuPy", "cupy.cuda.memory.OutOfMemoryError"},
+    // A warning while TensorFlow can still fall back; it counts only as the terminal error.
+    {"TensorFlow BFC allocator", "ran out of memory trying to allocate"},
+};
+
+bool Contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
 }
 
-std::string LastNonEmptyLine(std::string_view text) {
-  std::string last;
-  for (const std::string& line : Split(text, '\n')) {
-    const std::string trimmed(Trim(line));
-    if (!trimmed.empty()) last = trimmed;
+bool IsBlankChar(char c) {
+  return c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r';
+}
+
+std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && IsBlankChar(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string_view TrimLeft(std::string_view s, std::string_view chars = " \t\v\f\r") {
+  const size_t first = s.find_first_not_of(chars);
+  return first == std::string_view::npos ? std::string_view() : s.substr(first);
+}
+
+std::string_view TrimBoth(std::string_view s) {
+  return TrimLeft(TrimRight(s));
+}
+
+bool IsIndented(std::string_view line) {
+  return !line.empty() && (line[0] == ' ' || line[0] == '\t');
+}
+
+// The lines of an output as a terminal shows them, right-trimmed: '\n' ends a line, and '\r'
+// returns to its start, so of a progress bar redrawn in place only its last state remains.
+std::vector<std::string_view> VisibleLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (const size_t cr = line.rfind('\r'); cr != std::string_view::npos)
+      line.remove_prefix(cr + 1);
+    lines.push_back(TrimRight(line));
+    if (end == text.size()) return lines;
+    start = end + 1;
   }
-  return last;
+}
+
+// The position of a cut at `at` moved back to the first byte of the code point it falls in.
+size_t CodePointStart(std::string_view s, size_t at) {
+  for (int k = 0;
+       k < 3 && at > 0 && at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80; ++k)
+    --at;
+  return at;
+}
+
+// `text` made valid UTF-8 and at most about kMaxPartBytes: a longer one keeps its first and its
+// last lines that fit, with a marker between.
+std::string BoundedText(std::string_view text) {
+  if (text.size() <= kMaxPartBytes) return ValidUtf8(text);
+  const size_t half = kMaxPartBytes / 2;
+  std::string_view head = text.substr(0, CodePointStart(text, half));
+  if (const size_t nl = head.rfind('\n'); nl != std::string_view::npos && nl > 0)
+    head = head.substr(0, nl);
+  std::string_view tail = text.substr(CodePointStart(text, text.size() - half));
+  if (const size_t nl = tail.find('\n'); nl != std::string_view::npos && nl + 1 < tail.size())
+    tail.remove_prefix(nl + 1);
+  return ValidUtf8(head) + "\n[...]\n" + ValidUtf8(tail);
+}
+
+// Lines [begin, end) joined, blank lines at either end left out.
+std::string JoinLines(const std::vector<std::string_view>& lines, size_t begin, size_t end) {
+  while (begin < end && TrimBoth(lines[begin]).empty()) ++begin;
+  while (end > begin && TrimBoth(lines[end - 1]).empty()) --end;
+  std::string joined;
+  for (size_t i = begin; i < end; ++i) {
+    if (i > begin) joined += '\n';
+    joined.append(lines[i]);
+  }
+  return joined;
+}
+
+// --- Python tracebacks ---
+
+bool IsTracebackHeader(std::string_view line) {
+  // Matched at the end: a progress bar with no newline of its own may precede it on its line.
+  return line.ends_with(kTracebackHeader);
+}
+
+bool IsChainSeparator(std::string_view line) {
+  line = TrimBoth(line);
+  return line == "During handling of the above exception, another exception occurred:" ||
+         line == "The above exception was the direct cause of the following exception:";
+}
+
+// Python prints the exceptions it ignores (in __del__, at shutdown) as "Exception ignored in:
+// ..." and a traceback: never the error that ended the process.
+bool IsIgnoredExceptionLine(std::string_view line) {
+  return TrimLeft(line, " \t|+-").starts_with("Exception ignored");
+}
+
+// A traceback inside an exception group is drawn with a margin ("    | "); its lines are read
+// without it. Any other text before the header (a progress bar, "Original ") is no margin.
+std::string_view MarginOf(std::string_view header) {
+  const std::string_view before = header.substr(0, header.size() - kTracebackHeader.size());
+  return before.find_first_not_of(" |+-") == std::string_view::npos ? before : std::string_view();
+}
+
+// `line` without `margin`; nullopt where the margin ends, and so the group's traceback.
+std::optional<std::string_view> WithoutMargin(std::string_view line, std::string_view margin) {
+  if (margin.empty()) return line;
+  if (line.starts_with(margin)) return line.substr(margin.size());
+  if (line == TrimRight(margin)) return std::string_view();  // a blank line inside the group
+  return std::nullopt;
+}
+
+struct Traceback {
+  std::string_view margin;
+  size_t exception_begin = 0, exception_end = 0;  // its exception lines, [begin, end)
+};
+
+// The traceback whose header is lines[header]: its frames are the indented lines after the
+// header, its exception lines what follows them up to `limit` or to the end of its margin.
+Traceback ParseTraceback(const std::vector<std::string_view>& lines, size_t header, size_t limit) {
+  Traceback t;
+  t.margin = MarginOf(lines[header]);
+  size_t i = header + 1;
+  while (i < limit) {
+    const auto line = WithoutMargin(lines[i], t.margin);
+    if (!line || !IsIndented(*line)) break;
+    ++i;
+  }
+  t.exception_begin = i;
+  while (i < limit && WithoutMargin(lines[i], t.margin)) ++i;
+  t.exception_end = i;
+  return t;
+}
+
+std::string ExceptionText(const std::vector<std::string_view>& lines, const Traceback& t) {
+  if (t.margin.empty()) return JoinLines(lines, t.exception_begin, t.exception_end);
+  std::vector<std::string_view> plain;
+  for (size_t i = t.exception_begin; i < t.exception_end; ++i)
+    plain.push_back(*WithoutMargin(lines[i], t.margin));
+  return JoinLines(plain, 0, plain.size());
+}
+
+struct Terminal {
+  std::string text;      // valid UTF-8
+  std::string headline;  // the line that names the error, valid UTF-8
+  bool is_error = false;
+};
+
+std::string FirstNonBlankLine(std::string_view text) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = TrimBoth(text.substr(start, end - start));
+    if (!line.empty()) return TruncateUtf8(line, kMaxDetailBytes);
+    start = end + 1;
+  }
+  return "";
+}
+
+// The last traceback chain, if one is near the end of `lines`.
+std::optional<Terminal> FromTraceback(const std::vector<std::string_view>& lines) {
+  const size_t n = lines.size();
+  size_t header = n;
+  size_t limit = n;  // where an ignored exception's report begins
+  for (size_t i = n; i-- > 0;) {
+    if (!IsTracebackHeader(lines[i])) continue;
+    if (i > 0 && IsIgnoredExceptionLine(lines[i - 1])) {
+      limit = i - 1;
+      continue;
+    }
+    header = i;
+    break;
+  }
+  if (header == n) return std::nullopt;
+  const Traceback last = ParseTraceback(lines, header, limit);
+  std::string last_text = ExceptionText(lines, last);
+  if (last_text.empty()) return std::nullopt;  // cut off before its exception was printed
+  int after = 0;
+  for (size_t i = last.exception_begin + 1; i < n; ++i) {
+    if (!lines[i].empty() && !IsIndented(lines[i]) && ++after > kMaxLinesAfterException)
+      return std::nullopt;
+  }
+
+  // Walk back through the chain: a separator above a traceback's header joins it to the one
+  // before. Each step only moves up, so the whole walk reads each line at most twice.
+  std::vector<std::string> parts = {std::move(last_text)};
+  size_t current = header;
+  std::string_view margin = last.margin;
+  while (parts.size() < kMaxChainLength) {
+    size_t above = current;
+    while (above > 0) {
+      const auto line = WithoutMargin(lines[above - 1], margin);
+      if (!line || !TrimBoth(*line).empty()) break;
+      --above;
+    }
+    if (above == 0) break;
+    const auto separator_line = WithoutMargin(lines[above - 1], margin);
+    if (!separator_line || !IsChainSeparator(*separator_line)) break;
+    const size_t separator = above - 1;
+    size_t previous = separator;
+    while (previous > 0 && !IsTracebackHeader(lines[previous - 1])) --previous;
+    if (previous == 0) break;
+    --previous;
+    const Traceback t = ParseTraceback(lines, previous, separator);
+    parts.insert(parts.begin(), ExceptionText(lines, t));
+    current = previous;
+    margin = t.margin;
+  }
+
+  Terminal terminal;
+  terminal.is_error = true;
+  terminal.headline = FirstNonBlankLine(parts.back());
+  for (const std::string& part : parts) {
+    if (part.empty()) continue;
+    if (!terminal.text.empty()) terminal.text += '\n';
+    terminal.text += BoundedText(part);
+  }
+  return terminal;
+}
+
+// --- Outputs without a traceback ---
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A glog/absl line ("F0312 10:01:02.123456  4242 file.cc:42] message") or a TensorFlow log line
+// before 2.16 ("2024-03-12 10:01:02.123456: F tensorflow/core/file.cc:42] message") whose
+// severity letter is one of `severities`.
+bool IsLogLine(std::string_view line, std::string_view severities) {
+  line = TrimLeft(line);
+  if (line.size() > 6 && severities.find(line[0]) != std::string_view::npos &&
+      AllDigits(line.substr(1, 4)) && line[5] == ' ')
+    return Contains(line.substr(0, 200), "] ");
+  if (line.size() > 24 && AllDigits(line.substr(0, 4)) && line[4] == '-') {
+    const size_t colon = line.substr(0, 40).find(": ");
+    return colon != std::string_view::npos && colon + 3 < line.size() &&
+           severities.find(line[colon + 2]) != std::string_view::npos && line[colon + 3] == ' ';
+  }
+  return false;
+}
+
+// Where a fatal error's report begins: what it prints after it (what(), a C++ stack, "Aborted")
+// belongs to it.
+bool StartsFatalBlock(std::string_view line) {
+  return Contains(line, "terminate called after throwing") ||
+         Contains(line, "terminate called without an active exception") ||
+         TrimLeft(line).starts_with("Fatal Python error:") || IsLogLine(line, "F");
+}
+
+// A line a program prints and goes on: a log line below error, a warning.
+bool IsNotice(std::string_view line) {
+  return IsLogLine(line, "IW") || Contains(line, "Warning:") || Contains(line, "WARNING") ||
+         Contains(line, "warning:");
+}
+
+bool LooksLikeError(std::string_view text) {
+  static constexpr std::string_view kWords[] = {
+      "Error",   "error",    "ERROR", "Exception",          "FAILED",      "Failed", "failed",
+      "Fatal",   "FATAL",    "fatal", "Segmentation fault", "core dumped", "Killed", "Aborted",
+      "what():", "Traceback"};
+  return std::any_of(std::begin(kWords), std::end(kWords),
+                     [&](std::string_view w) { return Contains(text, w); }) ||
+         !FindOutOfMemoryLine(text).empty();
+}
+
+Terminal FromLastLines(const std::vector<std::string_view>& lines) {
+  std::vector<size_t> recent;  // the last non-blank lines, from the end back
+  for (size_t i = lines.size(); i-- > 0 && recent.size() < kFatalSearchLines;) {
+    if (!TrimBoth(lines[i]).empty()) recent.push_back(i);
+  }
+  if (recent.empty()) return {};
+  Terminal terminal;
+  size_t count = 0;
+  for (size_t r = 0; r < recent.size(); ++r) {
+    if (StartsFatalBlock(lines[recent[r]])) {
+      count = r + 1;
+      terminal.is_error = true;
+      break;
+    }
+  }
+  if (count == 0) {
+    // The last lines down to a warning: a job that warned (even of a recoverable allocation
+    // failure) and then failed of something else failed of that.
+    count = 1;
+    while (count < recent.size() && count < kLastLines && !IsNotice(lines[recent[count]])) ++count;
+  }
+  std::string joined;
+  std::string_view what;
+  for (size_t r = count; r-- > 0;) {
+    const std::string_view line = lines[recent[r]];
+    if (!joined.empty()) joined += '\n';
+    joined.append(line);
+    if (what.empty() && Contains(line, "what():")) what = line;
+  }
+  terminal.text = BoundedText(joined);
+  // A fatal block is named by its what() or its first line; other output by its last line.
+  const std::string_view headline =
+      terminal.is_error ? (what.empty() ? lines[recent[count - 1]] : what) : lines[recent[0]];
+  terminal.headline = TruncateUtf8(TrimBoth(headline), kMaxDetailBytes);
+  terminal.is_error = terminal.is_error || LooksLikeError(terminal.text);
+  return terminal;
+}
+
+Terminal Analyze(std::string_view tail) {
+  if (tail.size() > kMaxScannedBytes) tail.remove_prefix(tail.size() - kMaxScannedBytes);
+  const std::vector<std::string_view> lines = VisibleLines(tail);
+  if (auto traceback = FromTraceback(lines)) return *std::move(traceback);
+  return FromLastLines(lines);
 }
 
 }  // namespace
 
-std::string FindOutOfMemoryLine(std::string_view text) {
-  std::string found;
-  for (const std::string& line : Split(text, '\n')) {
-    for (std::string_view pattern : kOutOfMemoryPatterns) {
-      if (line.find(pattern) != std::string::npos) {
-        found =
-            std::string(Trim(line));  // keep the last one: the final error, not a warning before it
-        break;
-      }
-    }
-    if (line.find("RESOURCE_EXHAUSTED") != std::string::npos && !IsTensorFlowQuota(line))
-      found = std::string(Trim(line));
+std::string TerminalError(std::string_view tail) {
+  return Analyze(tail).text;
+}
+
+std::string FindOutOfMemoryLine(std::string_view terminal_error) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start <= terminal_error.size()) {
+    size_t end = terminal_error.find('\n', start);
+    if (end == std::string_view::npos) end = terminal_error.size();
+    lines.push_back(terminal_error.substr(start, end - start));
+    start = end + 1;
   }
-  return found;
+  for (const OutOfMemoryMessage& message : kOutOfMemoryMessages) {
+    for (std::string_view line : lines) {
+      if (Contains(line, message.text) && (message.also.empty() || Contains(line, message.also)))
+        return ValidUtf8(TrimBoth(line));
+    }
+  }
+  return "";
 }
 
 std::string DescribeEnd(const ProcessEnd& end) {
@@ -66,16 +414,22 @@ std::string DescribeEnd(const ProcessEnd& end) {
   return fmt::format("killed by signal {} ({})", end.code, strsignal(end.code));
 }
 
-JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_view stderr_tail) {
-  if (cancel_requested) return {ExitKind::kCancelled, "cancelled: " + DescribeEnd(end)};
-  if (!end.known) return {ExitKind::kLost, DescribeEnd(end)};
+JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_view stderr_tail,
+                     std::string_view stdout_tail) {
+  if (cancel_requested)
+    return {ExitKind::kCancelled, TruncateUtf8("cancelled: " + DescribeEnd(end), kMaxDetailBytes)};
+  if (!end.known) return {ExitKind::kLost, TruncateUtf8(DescribeEnd(end), kMaxDetailBytes)};
   if (end.exited && end.code == 0) return {ExitKind::kSuccess, ""};
-  const std::string oom = FindOutOfMemoryLine(stderr_tail);
-  if (!oom.empty()) return {ExitKind::kOutOfMemory, oom.substr(0, 300)};
+  // Python prints an uncaught exception on stderr: its terminal error comes first. stdout's
+  // counts when stderr ended without an error (only progress bars or warnings, or nothing).
+  const Terminal err = Analyze(stderr_tail);
+  const Terminal out = err.is_error ? Terminal() : Analyze(stdout_tail);
+  const Terminal& terminal = err.is_error || (!out.is_error && !err.text.empty()) ? err : out;
+  const std::string oom = FindOutOfMemoryLine(terminal.text);
+  if (!oom.empty()) return {ExitKind::kOutOfMemory, TruncateUtf8(oom, kMaxDetailBytes)};
   std::string detail = DescribeEnd(end);
-  const std::string last = LastNonEmptyLine(stderr_tail);
-  if (!last.empty()) detail += ": " + last.substr(0, 300);
-  return {ExitKind::kFailure, detail};
+  if (!terminal.headline.empty()) detail += ": " + terminal.headline;
+  return {ExitKind::kFailure, TruncateUtf8(detail, kMaxDetailBytes)};
 }
 
 }  // namespace colo

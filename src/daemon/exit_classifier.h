@@ -1,6 +1,12 @@
-// How an attempt ended, from its wait status, whether colo asked it to stop, and its stderr.
-// Only out-of-memory goes to the recovery path, so the OOM patterns are specific: the messages
-// PyTorch, TensorFlow, JAX/XLA, cuBLAS/cuDNN and the CUDA runtime print when an allocation fails.
+// How an attempt ended, decided from the terminal error alone on stderr and stdout: the error
+// that ended the process (the last Python traceback chain near the end of an output, else its last
+// lines: C++ `terminate`/`what()`, glog fatal lines), checked against a table of the messages each
+// framework prints when a GPU allocation fails. An OOM caught and recovered from earlier does not
+// count: only out-of-memory goes to the recovery path, so a wrong OOM costs a GPU's worth of
+// memory reserved for nothing, and a missed one sends a job that only needed more memory to fail.
+//
+// Outputs are written by the job and are hostile: any bytes, any length. Everything returned is
+// valid UTF-8, bounded, and found in time linear in the input.
 #pragma once
 
 #include <string>
@@ -16,11 +22,17 @@ struct ProcessEnd {
   bool known = true;   // false: the process vanished and nothing recorded how it ended
 };
 
-// `stderr_tail`: the last part of the attempt's stderr (the error is printed at the end).
-JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_view stderr_tail);
+// `stderr_tail`, `stdout_tail`: the last part of each output (the error is printed at the end).
+// The detail of the result is valid UTF-8 and at most 300 bytes.
+JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_view stderr_tail,
+                     std::string_view stdout_tail);
 
-// The line of `text` that shows an out-of-memory error, or empty.
-std::string FindOutOfMemoryLine(std::string_view text);
+// The terminal error of an output tail, valid UTF-8: the exception lines of the last traceback
+// chain near its end, else its last lines that are not warnings; empty for an empty output.
+std::string TerminalError(std::string_view tail);
+
+// The line of a terminal error that shows a GPU allocation failure, or empty.
+std::string FindOutOfMemoryLine(std::string_view terminal_error);
 
 std::string DescribeEnd(const ProcessEnd& end);
 

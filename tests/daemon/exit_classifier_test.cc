@@ -1,55 +1,666 @@
+// ClassifyExit and the terminal-error parser: one realistic output per framework message in the
+// table, recovered and unrelated errors that must not count, and hostile bytes.
 #include "daemon/exit_classifier.h"
 
 #include <gtest/gtest.h>
 
+#include "common/text.h"
+
 namespace colo {
 namespace {
 
-const ProcessEnd kFailed{true, 1, true};
+using std::string_literals::operator""s;
 
-TEST(ExitClassifier, RecognisesEachFrameworksOutOfMemoryError) {
-  const char* messages[] = {
-      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-      "torch.cuda.OutOfMemoryError: CUDA out of memory.",
-      "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB",
-      "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
-      "allocate 17179869184 bytes.",
-      "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
-      "tensor with shape[8192,8192]",
-      "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
-      "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
-      "terminate called after throwing: cudaErrorMemoryAllocation: out of memory",
-  };
-  for (const char* m : messages) {
-    const std::string stderr_text =
-        std::string("Traceback (most recent call last):\n  ...\n") + m + "\n";
-    const JobExit exit = ClassifyExit(kFailed, false, stderr_text);
-    EXPECT_EQ(exit.kind, ExitKind::kOutOfMemory) << m;
-    EXPECT_EQ(exit.detail, m);
-  }
+const ProcessEnd kFailed{true, 1, true};
+const ProcessEnd kAborted{false, 6, true};  // SIGABRT: an uncaught C++ exception, a glog fatal
+
+// Every detail the classifier gives is stored and shown: valid UTF-8, at most 300 bytes.
+void ExpectSafeDetail(const JobExit& exit) {
+  EXPECT_LE(exit.detail.size(), 300u);
+  EXPECT_EQ(ValidUtf8(exit.detail), exit.detail);
 }
 
+// `output` (on stderr) ends with an out-of-memory error whose line begins with `line_start`.
+void ExpectOutOfMemory(const std::string& output, const std::string& line_start,
+                       const ProcessEnd& end = kFailed) {
+  const JobExit exit = ClassifyExit(end, false, output, "");
+  EXPECT_EQ(exit.kind, ExitKind::kOutOfMemory) << exit.detail;
+  EXPECT_EQ(exit.detail.substr(0, line_start.size()), line_start);
+  ExpectSafeDetail(exit);
+}
+
+void ExpectFailure(const std::string& output, const std::string& detail,
+                   const std::string& stdout_output = "") {
+  const JobExit exit = ClassifyExit(kFailed, false, output, stdout_output);
+  EXPECT_EQ(exit.kind, ExitKind::kFailure) << exit.detail;
+  EXPECT_EQ(exit.detail, detail);
+  ExpectSafeDetail(exit);
+}
+
+// --- One test per entry of the table, in the order of the table ---
+
+TEST(ExitClassifier, PyTorch25OutOfMemoryError) {
+  // tqdm's bar has no newline of its own when the exception is printed: the header follows it.
+  ExpectOutOfMemory(
+      "Epoch 0:  12%|\xe2\x96\x88\xe2\x96\x8f        | 37/300 [00:21<02:31,  1.74it/s, "
+      "loss=2.31]Traceback (most recent call last):\n"
+      "  File \"/home/alice/bert/train.py\", line 142, in <module>\n"
+      "    main()\n"
+      "  File \"/home/alice/bert/train.py\", line 118, in main\n"
+      "    loss = model(**batch).loss\n"
+      "           ^^^^^^^^^^^^^^^^^^\n"
+      "  File \"/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1736, "
+      "in _wrapped_call_impl\n"
+      "    return self._call_impl(*args, **kwargs)\n"
+      "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "  File \"/opt/conda/lib/python3.11/site-packages/transformers/models/bert/modeling_bert.py\""
+      ", line 1071, in forward\n"
+      "    attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))\n"
+      "                       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+      "capacity of 79.10 GiB of which 1.07 GiB is free. Including non-PyTorch memory, this "
+      "process has 78.02 GiB memory in use. Of the allocated memory 75.61 GiB is allocated by "
+      "PyTorch, and 1.89 GiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+      "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid "
+      "fragmentation.  See documentation for Memory Management  "
+      "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n",
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0");
+}
+
+TEST(ExitClassifier, PyTorch113To24CudaOutOfMemoryError) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 88, in <module>\n"
+      "    outputs = model(images)\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py\", line 1501, "
+      "in _call_impl\n"
+      "    return forward_call(*args, **kwargs)\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/torchvision/models/resnet.py\", line 285, "
+      "in forward\n"
+      "    return self._forward_impl(x)\n"
+      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 784.00 MiB (GPU 0; "
+      "39.39 GiB total capacity; 37.12 GiB already allocated; 402.81 MiB free; 37.80 GiB "
+      "reserved in total by PyTorch) If reserved memory is >> allocated memory try setting "
+      "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
+      "PYTORCH_CUDA_ALLOC_CONF\n",
+      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 784.00 MiB");
+}
+
+TEST(ExitClassifier, OlderPyTorchRuntimeError) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"main.py\", line 210, in <module>\n"
+      "    train(epoch)\n"
+      "  File \"main.py\", line 97, in train\n"
+      "    loss.backward()\n"
+      "  File \"/usr/lib/python3.8/site-packages/torch/_tensor.py\", line 307, in backward\n"
+      "    torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)\n"
+      "  File \"/usr/lib/python3.8/site-packages/torch/autograd/__init__.py\", line 154, in "
+      "backward\n"
+      "    Variable._execution_engine.run_backward(\n"
+      "RuntimeError: CUDA out of memory. Tried to allocate 1.12 GiB (GPU 0; 15.78 GiB total "
+      "capacity; 13.02 GiB already allocated; 1.01 GiB free; 13.45 GiB reserved in total by "
+      "PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to "
+      "avoid fragmentation.  See documentation for Memory Management and "
+      "PYTORCH_CUDA_ALLOC_CONF\n",
+      "RuntimeError: CUDA out of memory. Tried to allocate 1.12 GiB");
+}
+
+TEST(ExitClassifier, LibtorchUncaughtOutOfMemoryError) {
+  std::string output =
+      "Loading camera 0, 1/1\n"
+      "terminate called after throwing an instance of 'c10::OutOfMemoryError'\n"
+      "  what():  CUDA out of memory. Tried to allocate 212.00 MiB (GPU 0; 23.56 GiB total "
+      "capacity; 23.02 GiB already allocated; 187.44 MiB free; 23.02 GiB reserved in total by "
+      "PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to "
+      "avoid fragmentation.  See documentation for Memory Management and "
+      "PYTORCH_CUDA_ALLOC_CONF\n"
+      "Exception raised from malloc at ../c10/cuda/CUDACachingAllocator.cpp:936 (most recent "
+      "call first):\n";
+  // The C++ stack libtorch appends to what() is long: the fatal block still begins above it.
+  for (int frame = 0; frame < 40; ++frame) {
+    output += "frame #" + std::to_string(frame) +
+              ": <unknown function> + 0x2f176 (0x7f356ccdb176 in "
+              "/opt/libtorch/lib/libc10_cuda.so)\n";
+  }
+  ExpectOutOfMemory(output, "what():  CUDA out of memory. Tried to allocate 212.00 MiB", kAborted);
+}
+
+TEST(ExitClassifier, PyTorchMessageUnderARichTraceback) {
+  // rich draws the frames in a box and prints the exception's type without its module.
+  ExpectOutOfMemory(
+      "\xe2\x95\xad\xe2\x94\x80\xe2\x94\x80 Traceback (most recent call last) "
+      "\xe2\x94\x80\xe2\x94\x80\xe2\x95\xae\n"
+      "\xe2\x94\x82 /home/alice/llm/train.py:57 in <module>                  \xe2\x94\x82\n"
+      "\xe2\x94\x82   57 \xe2\x94\x82   loss = model(batch).loss                 \xe2\x94\x82\n"
+      "\xe2\x95\xb0\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x94\x80\xe2\x95\xaf\n"
+      "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+      "capacity of 23.55 GiB of which 1.02 GiB is free.\n",
+      "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB");
+}
+
+TEST(ExitClassifier, CudaErrorOutOfMemoryAsUnderAnMpsMemoryLimit) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"/work/train.py\", line 31, in <module>\n"
+      "    x = torch.randn(8192, 8192, device=\"cuda\")\n"
+      "RuntimeError: CUDA error: out of memory\n"
+      "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+      "stacktrace below might be incorrect.\n"
+      "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+      "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n\n",
+      "RuntimeError: CUDA error: out of memory");
+}
+
+TEST(ExitClassifier, CublasAllocFailed) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"finetune.py\", line 64, in <module>\n"
+      "    out = model(input_ids)\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/nn/modules/linear.py\", line 114, in "
+      "forward\n"
+      "    return F.linear(input, self.weight, self.bias)\n"
+      "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n",
+      "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`");
+}
+
+TEST(ExitClassifier, CudnnAllocFailed) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"seg.py\", line 120, in <module>\n"
+      "    pred = net(img)\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/nn/modules/conv.py\", line 456, in "
+      "_conv_forward\n"
+      "    return F.conv2d(input, weight, bias, self.stride,\n"
+      "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED\n",
+      "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED");
+}
+
+TEST(ExitClassifier, CudnnNotEnoughWorkspace) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"seg.py\", line 133, in <module>\n"
+      "    loss.backward()\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/autograd/graph.py\", line 768, in "
+      "_engine_run_backward\n"
+      "    return Variable._execution_engine.run_backward(  # Calls into the C++ engine\n"
+      "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE\n",
+      "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE");
+}
+
+TEST(ExitClassifier, TensorFlowEagerResourceExhaustedError) {
+  ExpectOutOfMemory(
+      "2024-05-02 14:11:03.512345: W tensorflow/core/framework/op_kernel.cc:1839] OP_REQUIRES "
+      "failed at matmul_op_impl.h:781 : RESOURCE_EXHAUSTED: OOM when allocating tensor with "
+      "shape[65536,65536] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by "
+      "allocator GPU_0_bfc\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/home/bob/tf/train.py\", line 12, in <module>\n"
+      "    y = tf.matmul(x, x)\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/tensorflow/python/util/"
+      "traceback_utils.py\", line 153, in error_handler\n"
+      "    raise e.with_traceback(filtered_tb) from None\n"
+      "tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node "
+      "__wrapped__MatMul_device_/job:localhost/replica:0/task:0/device:GPU:0}} OOM when "
+      "allocating tensor with shape[65536,65536] and type float on "
+      "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [Op:MatMul] name: \n",
+      "tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node");
+}
+
+TEST(ExitClassifier, TensorFlowGraphErrorNamesTheAllocationAfterTheOpsTrace) {
+  std::string output =
+      "Traceback (most recent call last):\n"
+      "  File \"/home/bob/keras/train.py\", line 40, in <module>\n"
+      "    model.fit(x_train, y_train, batch_size=4096, epochs=5)\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/keras/utils/traceback_utils.py\", line "
+      "70, in error_handler\n"
+      "    raise e.with_traceback(filtered_tb) from None\n"
+      "tensorflow.python.framework.errors_impl.ResourceExhaustedError: Graph execution error:\n"
+      "\n"
+      "Detected at node 'sequential/dense/MatMul' defined at (most recent call last):\n";
+  for (int frame = 0; frame < 200; ++frame) {
+    output +=
+        "    File \"/usr/local/lib/python3.10/dist-packages/keras/engine/training.py\", line "
+        "1685, in fit\n"
+        "      tmp_logs = self.train_function(iterator)\n";
+  }
+  output +=
+      "Node: 'sequential/dense/MatMul'\n"
+      "OOM when allocating tensor with shape[4096,65536] and type float on "
+      "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+      "\t [[{{node sequential/dense/MatMul}}]]\n"
+      "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+      "report_tensor_allocations_upon_oom to RunOptions for current allocation info. This isn't "
+      "available when running in Eager mode.\n"
+      " [Op:__inference_train_function_1234]\n";
+  ExpectOutOfMemory(output, "OOM when allocating tensor with shape[4096,65536]");
+}
+
+TEST(ExitClassifier, TensorFlowFatalNonOkStatus) {
+  ExpectOutOfMemory(
+      "2020-05-04 13:43:27.518051: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1241] "
+      "Created TensorFlow device (/job:localhost/replica:0/task:0/device:GPU:0 with 40 MB "
+      "memory) -> physical GPU (device: 0, name: GeForce GTX 1050, pci bus id: 0000:01:00.0, "
+      "compute capability: 6.1)\n"
+      "2020-05-04 13:43:28.011034: F ./tensorflow/core/kernels/random_op_gpu.h:232] "
+      "Non-OK-status: GpuLaunchKernel(FillPhiloxRandomKernelLaunch<Distribution>, num_blocks, "
+      "block_size, 0, d.stream(), gen, data, size, dist) status: Internal: out of memory\n"
+      "Aborted (core dumped)\n",
+      "2020-05-04 13:43:28.011034: F ./tensorflow/core/kernels/random_op_gpu.h:232] "
+      "Non-OK-status: GpuLaunchKernel",
+      ProcessEnd{true, 134, true});
+  // TensorFlow >= 2.16 logs through absl.
+  ExpectOutOfMemory(
+      "I0000 00:00:1718000000.123456   81234 gpu_device.cc:2019] Created device "
+      "/job:localhost/replica:0/task:0/device:GPU:0 with 512 MB memory:  -> device: 0\n"
+      "F0000 00:00:1718000003.654321   81301 random_op_gpu.h:247] Non-OK-status: "
+      "GpuLaunchKernel(FillPhiloxRandomKernelLaunch<Distribution>, num_blocks, block_size, 0, "
+      "d.stream(), key, counter, gen, data, size, dist) status: INTERNAL: out of memory\n",
+      "F0000 00:00:1718000003.654321   81301 random_op_gpu.h:247] Non-OK-status", kAborted);
+}
+
+TEST(ExitClassifier, TensorFlowFatalWithAnXlaStatus) {
+  ExpectOutOfMemory(
+      "F0000 00:00:1718000003.654321   81301 pjrt_stream_executor_client.cc:1312] "
+      "Non-OK-status: buffer.status() status: RESOURCE_EXHAUSTED: Out of memory while trying "
+      "to allocate 4294967296 bytes.\n"
+      "*** Check failure stack trace: ***\n"
+      "    @     0x7f2b1c5a2e39  absl::lts_20230802::log_internal::LogMessageFatal::"
+      "~LogMessageFatal()\n",
+      "F0000 00:00:1718000003.654321   81301 pjrt_stream_executor_client.cc:1312] Non-OK-status",
+      kAborted);
+}
+
+TEST(ExitClassifier, JaxXlaRuntimeError) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"/home/carol/jax/train.py\", line 77, in <module>\n"
+      "    state, metrics = train_step(state, batch)\n"
+      "                     ^^^^^^^^^^^^^^^^^^^^^^^^\n"
+      "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
+      "allocate 4770354232 bytes.\n"
+      "BufferAssignment OOM Debugging.\n"
+      "BufferAssignment stats:\n"
+      "             parameter allocation:  372.76MiB\n"
+      "              constant allocation:    48.5KiB\n"
+      "        maybe_live_out allocation:    9.64GiB\n"
+      "     preallocated temp allocation:    4.44GiB\n"
+      "                 total allocation:   14.44GiB\n"
+      "              total fragmentation:  680.30MiB (4.60%)\n"
+      "--------------------\n"
+      "For simplicity, JAX has removed its internal frames from the traceback of the following "
+      "exception. Set JAX_TRACEBACK_FILTERING=off to include these.\n",
+      "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying");
+}
+
+TEST(ExitClassifier, JaxRuntimeError) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"/home/carol/jax/train.py\", line 77, in <module>\n"
+      "    state, metrics = train_step(state, batch)\n"
+      "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+      "17179869184 bytes.\n",
+      "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory");
+}
+
+TEST(ExitClassifier, CudaRuntimeMemoryAllocation) {
+  // The CUDA samples' checkCudaErrors, as many C++ programs print a failed call.
+  ExpectOutOfMemory(
+      "allocating 68719476736 bytes for the lattice\n"
+      "CUDA error at lattice.cu:88 code=2(cudaErrorMemoryAllocation) \"cudaMalloc(&d_buf, "
+      "bytes)\"\n",
+      "CUDA error at lattice.cu:88 code=2(cudaErrorMemoryAllocation)");
+}
+
+TEST(ExitClassifier, CudaDriverOutOfMemory) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"kernel.py\", line 15, in <module>\n"
+      "    d_a = cuda.to_device(a)\n"
+      "  File \"/usr/lib/python3/dist-packages/numba/cuda/cudadrv/driver.py\", line 395, in "
+      "_check_ctypes_error\n"
+      "    raise CudaAPIError(retcode, msg)\n"
+      "numba.cuda.cudadrv.driver.CudaAPIError: [2] Call to cuMemAlloc results in "
+      "CUDA_ERROR_OUT_OF_MEMORY\n",
+      "numba.cuda.cudadrv.driver.CudaAPIError: [2] Call to cuMemAlloc results in "
+      "CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST(ExitClassifier, NcclCudaFailure) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"/workspace/train_ddp.py\", line 52, in <module>\n"
+      "    dist.all_reduce(t)\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py\", "
+      "line 2195, in all_reduce\n"
+      "    work = group.allreduce([tensor], opts)\n"
+      "torch.distributed.DistBackendError: NCCL error in: "
+      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with "
+      "NCCL_DEBUG=INFO for details), NCCL version 2.19.3\n"
+      "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+      "Last error:\n"
+      "Cuda failure 'out of memory'\n",
+      "Cuda failure 'out of memory'");
+}
+
+TEST(ExitClassifier, CupyOutOfMemoryError) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"sim.py\", line 20, in <module>\n"
+      "    a = cp.empty((1 << 36,), dtype=cp.float32)\n"
+      "  File \"cupy/cuda/memory.pyx\", line 1427, in cupy.cuda.memory.SingleDeviceMemoryPool."
+      "_try_malloc\n"
+      "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 274,877,906,944 bytes "
+      "(allocated so far: 0 bytes).\n",
+      "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 274,877,906,944 bytes");
+}
+
+TEST(ExitClassifier, TensorFlowBfcWarningCountsOnlyAsTheTerminalError) {
+  const std::string warning =
+      "2020-09-24 21:35:23.363348: W tensorflow/core/common_runtime/bfc_allocator.cc:246] "
+      "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.02GiB with freed_by_count=0. "
+      "The caller indicates that this is not a failure, but may mean that there could be "
+      "performance gains if more memory were available.\n";
+  ExpectOutOfMemory("Epoch 1/10\n" + warning, warning.substr(0, 60), ProcessEnd{false, 9, true});
+  // Followed by an unrelated error, with or without a traceback: that error ended it.
+  ExpectFailure(warning + warning +
+                    "Epoch 1/10\n"
+                    "Traceback (most recent call last):\n"
+                    "  File \"train.py\", line 30, in <module>\n"
+                    "    ds = load(args.data)\n"
+                    "FileNotFoundError: [Errno 2] No such file or directory: '/data/imagenet'\n",
+                "exit code 1: FileNotFoundError: [Errno 2] No such file or directory: "
+                "'/data/imagenet'");
+  ExpectFailure(warning + "error: checkpoint /ckpt/step_900 is corrupt\n",
+                "exit code 1: error: checkpoint /ckpt/step_900 is corrupt");
+}
+
+// --- What must not count ---
+
+TEST(ExitClassifier, RecoveredOutOfMemoryFollowedByAnUnrelatedError) {
+  ExpectFailure(
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 40, in train_step\n"
+      "    loss = model(batch)\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+      "skipping batch 17 after an OOM; retrying with batch size 16\n"
+      "epoch 3 step 100 loss 0.21\n"
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 80, in <module>\n"
+      "    main()\n"
+      "  File \"train.py\", line 72, in main\n"
+      "    scheduler = make_scheduler(args.lr)\n"
+      "ValueError: learning rate must be positive, got -0.001\n",
+      "exit code 1: ValueError: learning rate must be positive, got -0.001");
+}
+
+TEST(ExitClassifier, ATracebackTheProgramWentOnFromIsNotTheTerminalError) {
+  std::string output =
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 40, in train_step\n"
+      "    loss = model(batch)\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+  for (int step = 0; step < 100; ++step) output += "step " + std::to_string(step) + " loss 0.5\n";
+  output += "Segmentation fault (core dumped)\n";
+  ExpectFailure(output, "exit code 1: Segmentation fault (core dumped)");
+}
+
+TEST(ExitClassifier, TensorFlowQuotaIsNotMemory) {
+  ExpectFailure(
+      "Traceback (most recent call last):\n"
+      "  File \"worker.py\", line 51, in <module>\n"
+      "    sess.run(train_op)\n"
+      "tensorflow.python.framework.errors_impl.ResourceExhaustedError: 2 root error(s) found.\n"
+      "  (0) RESOURCE_EXHAUSTED: Received message larger than max (2147483661 vs. 2147483647)\n"
+      "  (1) RESOURCE_EXHAUSTED: Received message larger than max (2147483661 vs. 2147483647)\n"
+      "0 successful operations.\n",
+      "exit code 1: tensorflow.python.framework.errors_impl.ResourceExhaustedError: 2 root "
+      "error(s) found.");
+  ExpectFailure("RESOURCE_EXHAUSTED: too many open files\n",
+                "exit code 1: RESOURCE_EXHAUSTED: too many open files");
+}
+
+TEST(ExitClassifier, ExceptionsPythonIgnoresAtShutdownAreNotTheTerminalError) {
+  const std::string ignored =
+      "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f1c2d3e4f70>\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py\", line 1479, in "
+      "__del__\n"
+      "    self._shutdown_workers()\n"
+      "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute "
+      "'_shutdown'\n";
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 9, in <module>\n"
+      "    x = torch.empty(1 << 40, device='cuda')\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 TiB.\n" +
+          ignored,
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 TiB.");
+  ExpectFailure(
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 9, in <module>\n"
+      "    cfg = load(path)\n"
+      "KeyError: 'optimizer'\n" +
+          ignored,
+      "exit code 1: KeyError: 'optimizer'");
+}
+
+// --- Chains and streams ---
+
+TEST(ExitClassifier, ChainedFromAnOutOfMemoryError) {
+  const std::string output =
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 50, in step\n"
+      "    out = model(x)\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.\n"
+      "\n"
+      "The above exception was the direct cause of the following exception:\n"
+      "\n"
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 90, in <module>\n"
+      "    raise RuntimeError(\"training failed\") from oom\n"
+      "RuntimeError: training failed\n";
+  ExpectOutOfMemory(output, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00");
+  EXPECT_EQ(TerminalError(output),
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.\n"
+            "RuntimeError: training failed");
+}
+
+TEST(ExitClassifier, DuringHandlingOfAnOutOfMemoryError) {
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 50, in step\n"
+      "    out = model(x)\n"
+      "RuntimeError: CUDA out of memory. Tried to allocate 8.00 GiB (GPU 0; 15.78 GiB total "
+      "capacity)\n"
+      "\n"
+      "During handling of the above exception, another exception occurred:\n"
+      "\n"
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 55, in step\n"
+      "    save_checkpoint(model)\n"
+      "OSError: [Errno 28] No space left on device\n",
+      "RuntimeError: CUDA out of memory. Tried to allocate 8.00 GiB");
+}
+
+TEST(ExitClassifier, ChainsEndAtAPlainTraceback) {
+  // Two separate tracebacks, not chained: only the last one ended the process.
+  ExpectFailure(
+      "Traceback (most recent call last):\n"
+      "  File \"a.py\", line 1, in <module>\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.\n"
+      "retrying\n"
+      "Traceback (most recent call last):\n"
+      "  File \"a.py\", line 2, in <module>\n"
+      "TypeError: unsupported operand type(s) for +: 'int' and 'str'\n",
+      "exit code 1: TypeError: unsupported operand type(s) for +: 'int' and 'str'");
+}
+
+TEST(ExitClassifier, OutOfMemoryInsideAnExceptionGroup) {
+  ExpectOutOfMemory(
+      "  + Exception Group Traceback (most recent call last):\n"
+      "  |   File \"/srv/pipeline.py\", line 40, in <module>\n"
+      "  |     asyncio.run(main())\n"
+      "  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)\n"
+      "  +-+---------------- 1 ----------------\n"
+      "    | Traceback (most recent call last):\n"
+      "    |   File \"/srv/pipeline.py\", line 22, in infer\n"
+      "    |     return model(batch)\n"
+      "    | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB.\n"
+      "    +------------------------------------\n",
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB.");
+}
+
+TEST(ExitClassifier, OutOfMemoryOnStdoutOnly) {
+  const std::string traceback =
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 12, in <module>\n"
+      "    y = model(x)\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.\n";
+  EXPECT_EQ(ClassifyExit(kFailed, false, "", traceback).kind, ExitKind::kOutOfMemory);
+  // stderr holds only progress bars and warnings: no error of its own.
+  const std::string stderr_text =
+      "/usr/lib/python3/dist-packages/torch/cuda/amp/grad_scaler.py:120: UserWarning: "
+      "torch.cuda.amp.GradScaler is enabled, but CUDA is not available.\n"
+      "  warnings.warn(\n"
+      "\r 10%|\xe2\x96\x88         | 10/100\r 45%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88"
+      "\xe2\x96\x8c     | 45/100";
+  const JobExit exit = ClassifyExit(kFailed, false, stderr_text, traceback);
+  EXPECT_EQ(exit.kind, ExitKind::kOutOfMemory);
+  EXPECT_EQ(exit.detail, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.");
+}
+
+TEST(ExitClassifier, StderrsErrorComesBeforeStdouts) {
+  // Python prints the uncaught exception on stderr; a traceback on stdout was logged and caught.
+  ExpectFailure(
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 3, in <module>\n"
+      "ValueError: bad config\n",
+      "exit code 1: ValueError: bad config",
+      "Traceback (most recent call last):\n"
+      "  File \"train.py\", line 2, in <module>\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n");
+  // Neither is an error: stderr's last line names the failure.
+  ExpectFailure("step 10\n", "exit code 1: step 10", "loss 0.1\n");
+  ExpectFailure("", "exit code 1: loss 0.1", "loss 0.1\n");
+}
+
+// --- ClassifyExit's other outcomes ---
+
 TEST(ExitClassifier, OtherFailuresAreNeverOutOfMemory) {
-  const JobExit plain = ClassifyExit(kFailed, false, "ValueError: bad learning rate\n");
-  EXPECT_EQ(plain.kind, ExitKind::kFailure);
-  EXPECT_NE(plain.detail.find("exit code 1"), std::string::npos);
-  EXPECT_NE(plain.detail.find("ValueError: bad learning rate"), std::string::npos);
-  // TensorFlow's RESOURCE_EXHAUSTED also reports quotas that have nothing to do with memory.
-  EXPECT_EQ(ClassifyExit(kFailed, false, "RESOURCE_EXHAUSTED: too many open files\n").kind,
-            ExitKind::kFailure);
-  const JobExit killed = ClassifyExit(ProcessEnd{false, 9, true}, false, "");
+  ExpectFailure("ValueError: bad learning rate\n", "exit code 1: ValueError: bad learning rate");
+  const JobExit killed = ClassifyExit(ProcessEnd{false, 9, true}, false, "", "");
   EXPECT_EQ(killed.kind, ExitKind::kFailure);
-  EXPECT_NE(killed.detail.find("signal 9"), std::string::npos);
+  EXPECT_EQ(killed.detail, "killed by signal 9 (Killed)");
+  // A C++ exception: named by its what().
+  const JobExit aborted =
+      ClassifyExit(kAborted, false,
+                   "terminate called after throwing an instance of 'std::runtime_error'\n"
+                   "  what():  dataset shard 7 is missing\n",
+                   "");
+  EXPECT_EQ(aborted.kind, ExitKind::kFailure);
+  EXPECT_EQ(aborted.detail, "killed by signal 6 (Aborted): what():  dataset shard 7 is missing");
 }
 
 TEST(ExitClassifier, SuccessCancelAndUnknownEnds) {
-  // A job that printed an OOM warning but still exited 0 succeeded.
-  EXPECT_EQ(ClassifyExit(ProcessEnd{true, 0, true}, false, "CUDA out of memory, retrying").kind,
-            ExitKind::kSuccess);
+  // A job that printed an OOM error but still exited 0 succeeded.
+  EXPECT_EQ(
+      ClassifyExit(ProcessEnd{true, 0, true}, false, "RuntimeError: CUDA out of memory.", "").kind,
+      ExitKind::kSuccess);
   // colo stopped it: cancelled, whatever it printed on the way out.
-  EXPECT_EQ(ClassifyExit(ProcessEnd{false, 15, true}, true, "CUDA out of memory").kind,
-            ExitKind::kCancelled);
-  EXPECT_EQ(ClassifyExit(ProcessEnd{false, 0, false}, false, "").kind, ExitKind::kLost);
+  const JobExit cancelled = ClassifyExit(ProcessEnd{false, 15, true}, true,
+                                         "torch.OutOfMemoryError: CUDA out of memory.", "");
+  EXPECT_EQ(cancelled.kind, ExitKind::kCancelled);
+  EXPECT_EQ(cancelled.detail, "cancelled: killed by signal 15 (Terminated)");
+  const JobExit lost = ClassifyExit(ProcessEnd{false, 0, false}, false, "", "");
+  EXPECT_EQ(lost.kind, ExitKind::kLost);
+  EXPECT_EQ(lost.detail, "ended while colod was down; no exit status was recorded");
+}
+
+// --- Hostile bytes ---
+
+TEST(ExitClassifier, InvalidUtf8AndACutProgressBarGiveAValidDetail) {
+  // The last redraw of a progress bar, cut inside a three-byte block character.
+  const JobExit cut = ClassifyExit(
+      kFailed, false, "\r 44%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\r 45%|\xe2\x96", "");
+  EXPECT_EQ(cut.kind, ExitKind::kFailure);
+  EXPECT_EQ(cut.detail, "exit code 1: 45%|" + ValidUtf8("\xe2\x96"));
+  ExpectSafeDetail(cut);
+  const JobExit invalid = ClassifyExit(
+      kFailed, false, "Error: \xff\xfe\xc0\xaf bad \xed\xa0\x80 bytes\x00 here\n"s, "");
+  ExpectSafeDetail(invalid);
+  EXPECT_EQ(invalid.detail.substr(0, 20), "exit code 1: Error: ");
+  // An OOM line with invalid bytes in it.
+  const JobExit oom = ClassifyExit(
+      kFailed, false, "torch.OutOfMemoryError: CUDA out of memory \xff\x00\x80 x\n"s, "");
+  EXPECT_EQ(oom.kind, ExitKind::kOutOfMemory);
+  ExpectSafeDetail(oom);
+}
+
+TEST(ExitClassifier, DetailIsCutOnACodePointBoundary) {
+  std::string line = "ValueError: ";
+  for (int i = 0; i < 200; ++i) line += "\xc3\xa9";  // é, two bytes each
+  const JobExit exit = ClassifyExit(kFailed, false, line + "\n", "");
+  EXPECT_EQ(exit.kind, ExitKind::kFailure);
+  EXPECT_EQ(exit.detail.size(), 299u);  // 300 would split an é
+  ExpectSafeDetail(exit);
+  std::string oom_line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ";
+  for (int i = 0; i < 200; ++i) oom_line += "\xe2\x82\xac";  // €, three bytes each
+  const JobExit oom = ClassifyExit(kFailed, false, oom_line, "");
+  EXPECT_EQ(oom.kind, ExitKind::kOutOfMemory);
+  ExpectSafeDetail(oom);
+}
+
+TEST(ExitClassifier, HugeInputsOfEveryShape) {
+  const size_t size = 256 * 1024;
+  const JobExit newlines = ClassifyExit(kFailed, false, std::string(size, '\n'), "");
+  EXPECT_EQ(newlines.kind, ExitKind::kFailure);
+  EXPECT_EQ(newlines.detail, "exit code 1");
+  EXPECT_EQ(TerminalError(std::string(size, '\n')), "");
+  std::string one_char_lines;
+  while (one_char_lines.size() < size) one_char_lines += "x\n";
+  EXPECT_EQ(ClassifyExit(kFailed, false, one_char_lines, one_char_lines).detail, "exit code 1: x");
+  std::string headers;
+  while (headers.size() < size) headers += "Traceback (most recent call last):\n";
+  ExpectSafeDetail(ClassifyExit(kFailed, false, headers, headers));
+  std::string separators;
+  while (separators.size() < size) {
+    separators +=
+        "Traceback (most recent call last):\n  f\nE: e\n\nThe above exception was the direct "
+        "cause of the following exception:\n\n";
+  }
+  separators += "Traceback (most recent call last):\n  f\nE: last\n";
+  const JobExit chain = ClassifyExit(kFailed, false, separators, "");
+  EXPECT_EQ(chain.detail, "exit code 1: E: last");
+  EXPECT_LE(TerminalError(separators).size(), 9 * 16 * 1024u);
+  const std::string line(4 * size, 'a');
+  const JobExit long_line = ClassifyExit(kFailed, false, line, line);
+  EXPECT_EQ(long_line.detail, "exit code 1: " + std::string(300 - 13, 'a'));
+  EXPECT_LE(TerminalError(line).size(), 16 * 1024 + 16u);
+  const std::string carriage_returns(size, '\r');
+  EXPECT_EQ(ClassifyExit(kFailed, false, carriage_returns, "").detail, "exit code 1");
+  const std::string nuls(size, '\0');
+  ExpectSafeDetail(ClassifyExit(kFailed, false, nuls, nuls));
+}
+
+TEST(ExitClassifier, TerminalErrorOfOutputsWithoutATraceback) {
+  EXPECT_EQ(TerminalError(""), "");
+  EXPECT_EQ(TerminalError("a\nb\nc\nd\n"), "b\nc\nd");
+  // The last lines stop at a warning...
+  EXPECT_EQ(TerminalError("W0501 10:00:00.000000 1 x.cc:1] slow\nfailed: x\n"), "failed: x");
+  // ...but a fatal block runs from its first line to the end.
+  EXPECT_EQ(TerminalError("ok\nterminate called after throwing an instance of 'E'\n  what():  "
+                          "w\nframe #0\nframe #1\nAborted\n"),
+            "terminate called after throwing an instance of 'E'\n  what():  w\nframe #0\nframe "
+            "#1\nAborted");
+}
+
+TEST(ExitClassifier, FindOutOfMemoryLineLooksOnlyAtWhatItIsGiven) {
+  EXPECT_EQ(FindOutOfMemoryLine("a\n  CUBLAS_STATUS_ALLOC_FAILED here  \nb"),
+            "CUBLAS_STATUS_ALLOC_FAILED here");
+  EXPECT_EQ(FindOutOfMemoryLine("RESOURCE_EXHAUSTED: quota"), "");
+  EXPECT_EQ(FindOutOfMemoryLine("Non-OK-status: x status: INTERNAL: unknown"), "");
+  EXPECT_EQ(FindOutOfMemoryLine(""), "");
 }
 
 }  // namespace
