@@ -23,27 +23,23 @@ constexpr int kVersion = 1;
 
 // Why a request failed, kept on the wire so that clients can act on it without reading prose.
 enum class ErrorCode {
-  kBadRequest,       // not JSON, not an object, no or unknown op, wrong API version
-  kInvalidArgument,  // a field is missing, of the wrong type or out of range (the message names it)
-  kNotFound,         // no such job
-  kPermissionDenied,    // not the job's owner, or not this personal colod's owner
-  kInfeasible,          // can never run on this server (the message says why)
-  kFailedPrecondition,  // the job is not in a state for this (already ended)
+  kInvalidArgument,   // not a JSON object, an unknown op, or a field missing, of the wrong type or
+                      // out of range: the message names it
+  kNotFound,          // no such job
+  kPermissionDenied,  // not the job's owner, or not this personal colod's owner
+  kInfeasible,        // can never run on this server (the message says why)
+  kFailedPrecondition,  // the job is not in a state for this (already ended), or the request
+                        // speaks another API version
   kUnavailable,         // colod cannot do it now: storage failed, shutting down
-  kBusy,                // too many connections; try again
+  kBusy,                // too many connections from this user, or in all; try again
   kTooLarge,            // the request is larger than colod accepts
   kInternal,
 };
 std::string_view ToString(ErrorCode code);
 std::optional<ErrorCode> ParseErrorCode(std::string_view text);
 
-struct Error {
-  ErrorCode code = ErrorCode::kInternal;
-  std::string message;
-};
-// A Status for callers that speak Status; the code survives as the closest StatusCode.
-Status ToStatus(const Error& error);
-// The code a daemon-side Status maps to on the wire.
+// Errors travel as Status inside colo; these map the codes both ways.
+Status ToStatus(ErrorCode code, std::string message);
 ErrorCode CodeOf(const Status& status);
 
 // A memory estimate made by the client from the user's model summary (colo submit
@@ -120,6 +116,7 @@ struct SubmitReply {
 struct AttemptInfo {
   int number = 0;
   int pid = 0;
+  std::vector<int> gpus;  // colod's GPU indices
   std::vector<std::string> gpu_uuids;
   std::string mode;  // mps | plain | exclusive
   int thread_percent = 100;
@@ -218,6 +215,46 @@ struct GpusReply {
 struct HistoryReply {
   std::vector<JobSummary> jobs;
   std::optional<JobId> next;  // pass as `before` for the next page; absent on the last page
+};
+
+// The reply type of each request, for typed calls.
+template <typename Req>
+struct ReplyOf;
+template <>
+struct ReplyOf<HelloRequest> {
+  using type = HelloReply;
+};
+template <>
+struct ReplyOf<SubmitRequest> {
+  using type = SubmitReply;
+};
+template <>
+struct ReplyOf<QueueRequest> {
+  using type = QueueReply;
+};
+template <>
+struct ReplyOf<ShowRequest> {
+  using type = ShowReply;
+};
+template <>
+struct ReplyOf<CancelRequest> {
+  using type = CancelReply;
+};
+template <>
+struct ReplyOf<ExplainRequest> {
+  using type = ExplainReply;
+};
+template <>
+struct ReplyOf<LogsRequest> {
+  using type = LogsReply;
+};
+template <>
+struct ReplyOf<GpusRequest> {
+  using type = GpusReply;
+};
+template <>
+struct ReplyOf<HistoryRequest> {
+  using type = HistoryReply;
 };
 
 }  // namespace colo::api

@@ -1,50 +1,64 @@
 #include "cli/client_commands.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "api/client.h"
 #include "cli/estimate_command.h"
 #include "common/strings.h"
+#include "common/text.h"
 #include "common/units.h"
-#include "daemon/api.h"
-#include "daemon/config.h"
+#include "formats/job_script.h"
 #include "formats/rad.h"
 
 extern char** environ;
 
 namespace colo {
 
-using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
 
-Result<json> Call(const ClientOptions& o, json request) {
-  auto client = ApiClient::Connect(o.socket.empty() ? DefaultSocketPath() : o.socket);
+std::string SocketOf(const ClientOptions& o) {
+  return o.socket.empty() ? api::DefaultSocketPath() : o.socket;
+}
+
+template <typename Req>
+Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& o, const Req& request) {
+  auto client = api::Client::Connect(SocketOf(o));
   if (!client.ok()) return client.status();
-  return client->Call(std::move(request));
+  return client->Call(request);
 }
 
 int Fail(const Status& s) {
-  fmt::print(stderr, "colo: {}\n", s.message());
+  fmt::print(stderr, "colo: {}\n", Printable(s.message()));
   return 1;
 }
 
-std::string StateCode(const std::string& state) {
-  if (state == "queued") return "PD";
-  if (state == "recovering") return "RQ";
-  if (state == "running") return "R";
-  if (state == "succeeded") return "CD";
-  if (state == "failed") return "F";
-  if (state == "cancelled") return "CA";
-  if (state == "lost") return "LO";
+std::string StateCode(JobState state) {
+  switch (state) {
+    case JobState::kQueued:
+      return "PD";
+    case JobState::kRecovering:
+      return "RQ";
+    case JobState::kRunning:
+      return "R";
+    case JobState::kSucceeded:
+      return "CD";
+    case JobState::kFailed:
+      return "F";
+    case JobState::kCancelled:
+      return "CA";
+    case JobState::kLost:
+      return "LO";
+  }
   return "?";
 }
 
@@ -70,167 +84,192 @@ std::string FormatWallTime(double t) {
   return buffer;
 }
 
-std::string Truncate(const std::string& s, size_t n) {
-  return s.size() <= n ? s : s.substr(0, n - 1) + "+";
+// Escaped for the terminal and cut to `n` bytes on a character boundary.
+std::string Cell(const std::string& s, size_t n) {
+  const std::string printable = Printable(s);
+  return printable.size() <= n ? printable : TruncateUtf8(printable, n - 1) + "+";
 }
 
-void PrintJobs(const json& jobs, bool history) {
-  fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", "JOBID", "NAME", "USER", "ST",
-             "GPUS", "MEM", "TIME", history ? "END / REASON" : "GPUS(REASON)");
-  for (const auto& j : jobs) {
-    const std::string state = j.value("state", "");
-    const double started = j.value("started", 0.0);
-    const double finished = j.value("finished", 0.0);
-    double elapsed = 0;
-    if (state == "running")
-      elapsed = Now() - started;
-    else if (history && started > 0)
-      elapsed = finished - started;
-    std::string where;
-    if (state == "running") {
-      std::string uuids;
-      for (const auto& u : j.value("gpu_uuids", std::vector<std::string>{}))
-        uuids += (uuids.empty() ? "" : ",") + u;
-      where = fmt::format("{} ({})", uuids, j.value("mode", ""));
-    } else if (history) {
-      where = FormatWallTime(finished) +
-              (j.value("reason", "").empty() ? "" : "  " + j.value("reason", ""));
-    } else {
-      where = "(" + j.value("reason", "") + ")";
-    }
-    fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", j.value("id", 0),
-               Truncate(j.value("name", ""), 18), Truncate(j.value("user", ""), 10),
-               StateCode(state), j.value("gpus", 1), j.value("memory", ""), Elapsed(elapsed),
-               where);
-  }
-}
-
-std::string Gib(int64_t bytes) {
-  return bytes < 0 ? "-" : fmt::format("{:.1f}", bytes / double(1LL << 30));
+std::string Gib(Bytes bytes) {
+  return fmt::format("{:.1f}", bytes.count() / double(1LL << 30));
 }
 std::string Pct(double v) {
   return v < 0 ? "-" : fmt::format("{:.0f}%", 100 * v);
 }
 
-int Submit(const ClientOptions& o) {
-  if (o.command.empty())
-    return Fail(InvalidArgument("nothing to submit: give a job file or -- COMMAND"));
-  json request{{"op", "submit"}};
-  std::vector<std::string> command = o.command;
-  int gpus = o.gpus;
-  std::string memory = o.memory, share = o.share, name = o.name, source = "cli";
-  int threads = o.threads;
-  const std::string& first = command.front();
-  if (command.size() == 1 && fs::is_regular_file(first) && first.size() > 4 &&
-      first.substr(first.size() - 4) == ".rad") {
-    auto text = ReadTextFile(first);
-    if (!text.ok()) return Fail(text.status());
-    auto task = ParseRad(*text, first);
-    if (!task.ok()) return Fail(task.status());
-    std::string shell = task->command;
-    if (!task->environment.empty()) shell = task->environment + " && " + shell;
-    command = {"/bin/sh", "-c", shell};
-    if (gpus == 0) gpus = task->gpus;
-    if (memory.empty()) {
-      // The most trustworthy number the file has: measured, then the estimators CARMA ran.
-      for (const auto& m : {task->measured_peak, task->gpumemnet, task->horus, task->faketensor}) {
-        if (m) {
-          memory = std::to_string(m->count()) + "B";
-          break;
-        }
+void PrintJobs(const std::vector<api::JobSummary>& jobs, bool history) {
+  fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", "JOBID", "NAME", "USER", "ST",
+             "GPUS", "MEM", "TIME", history ? "END / REASON" : "GPUS(REASON)");
+  for (const api::JobSummary& j : jobs) {
+    double elapsed = 0;
+    if (j.state == JobState::kRunning)
+      elapsed = Now() - j.started;
+    else if (history && j.started > 0)
+      elapsed = j.finished - j.started;
+    std::string where;
+    if (j.state == JobState::kRunning) {
+      where = fmt::format("{} ({})", Join(j.gpu_uuids, ","), j.mode);
+    } else if (history) {
+      where = FormatWallTime(j.finished) + (j.reason.empty() ? "" : "  " + j.reason);
+    } else {
+      where = "(" + j.reason + ")";
+    }
+    fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", j.id, Cell(j.name, 18),
+               Cell(j.user, 10), StateCode(j.state), j.gpus,
+               j.memory ? FormatBytes(*j.memory) : "unknown", Elapsed(elapsed), Printable(where));
+  }
+}
+
+std::optional<std::string> FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  for (const std::string& dir : Split(path ? path : "", ':')) {
+    if (dir.empty()) continue;
+    const std::string candidate = dir + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The job's command and settings from a CARMA task file.
+Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOptions& o) {
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  auto task = ParseRad(*text, path);
+  if (!task.ok()) return task.status();
+  if (task->environment.empty()) {
+    r.command = {"/bin/sh", "-c", task->command};
+  } else {
+    // `conda activate ENV` in the file: the command runs inside that environment.
+    const char* conda_exe = std::getenv("CONDA_EXE");
+    std::optional<std::string> conda =
+        conda_exe && *conda_exe ? std::optional<std::string>(conda_exe) : FindOnPath("conda");
+    if (!conda) {
+      return FailedPrecondition(fmt::format(
+          "{} runs in the conda environment '{}', but conda is not on PATH (and CONDA_EXE is "
+          "not set): activate conda before colo submit, or empty line 2 of the file",
+          path, task->environment));
+    }
+    r.command = {*conda,    "run", "--no-capture-output", "-n", task->environment,
+                 "/bin/sh", "-c",  task->command};
+  }
+  if (o.gpus == 0) o.gpus = task->gpus;
+  if (o.memory.empty()) {
+    // The most trustworthy number the file has: measured, then the estimators CARMA ran.
+    for (const auto& m : {task->measured_peak, task->gpumemnet, task->horus, task->faketensor}) {
+      if (m) {
+        o.memory = std::to_string(m->count()) + "B";
+        break;
       }
     }
-    if (name.empty()) name = fs::path(first).stem().string();
-    source = "rad " + first;
-  } else if (fs::is_regular_file(first)) {
-    auto text = ReadTextFile(first);
-    if (!text.ok()) return Fail(text.status());
-    if (text->find("#COLO") != std::string::npos) {
-      std::string error;
-      const ScriptDirectives d = ParseDirectives(*text, &error);
-      if (!error.empty()) return Fail(InvalidArgument(fmt::format("{}: {}", first, error)));
-      if (gpus == 0) gpus = d.gpus;
-      if (memory.empty()) memory = d.memory;
-      if (share.empty()) share = d.share;
-      if (name.empty()) name = d.name;
-      if (threads == 0) threads = d.threads;
-      command.front() = fs::absolute(first).string();
-      if (access(first.c_str(), X_OK) != 0) command.insert(command.begin(), "/bin/sh");
-      source = "script " + first;
-    }
   }
-  if (!o.estimate_from.empty()) {
-    // Estimated here, where the user's files are; colod stores the answer with the job, refines
-    // it with earlier runs of the same model and plans with it unless --mem was given.
-    EstimateCommandOptions eo;
-    eo.summary = o.estimate_from;
-    eo.batch = o.batch;
-    eo.gpu = o.estimate_gpu;
-    auto report = RunEstimates(eo);
-    if (!report.ok()) return Fail(report.status());
-    const NamedEstimate* best = BestEstimate(report->estimates);
-    if (!best) {
-      std::string why;
-      for (const auto& e : report->estimates)
-        why += fmt::format("\n  {}: {}", e.estimator, e.estimate.status().message());
-      return Fail(InvalidArgument(
-          fmt::format("no estimator could answer for {}:{}", o.estimate_from, why)));
-    }
-    request["estimate"] = {
-        {"estimator", best->estimator},
-        {"peak", best->estimate->peak.count()},
-        {"lower", best->estimate->lower.count()},
-        {"upper", best->estimate->upper.count()},
-        {"detail", best->estimate->detail},
-        {"signature", fmt::format("{:016x}-b{}", report->summary->Signature(), report->batch)}};
-    if (!o.json) {
-      // Say why the better estimators could not answer (no trace for this batch, no calibration).
-      for (const auto& e : report->estimates) {
-        if (&e == best) break;
-        if (!e.estimate.ok() && e.estimator != "history" && e.estimator != "declared")
-          fmt::print(stderr, "colo: {}: {}\n", e.estimator, e.estimate.status().message());
-      }
-      fmt::print(stderr, "colo: {} estimates {} (plans with {})\n", best->estimator,
-                 FormatBytes(best->estimate->peak), FormatBytes(best->estimate->upper));
-    }
+  if (o.name.empty()) o.name = fs::path(path).stem().string();
+  r.source = "rad " + fs::absolute(path).string();
+  return Status::Ok();
+}
+
+// A job script: its #COLO lines fill what the command line did not say; it runs as itself
+// when executable, else with its interpreter (its #! line, or /bin/sh).
+Status ApplyJobScript(const std::vector<std::string>& words, api::SubmitRequest& r,
+                      ClientOptions& o) {
+  const std::string& path = words.front();
+  auto text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  auto directives = ParseJobScript(*text, path);
+  if (!directives.ok()) return directives.status();
+  const ScriptDirectives& d = *directives;
+  if (o.gpus == 0 && d.gpus) o.gpus = *d.gpus;
+  if (o.memory.empty() && d.memory) o.memory = *d.memory;
+  if (o.share.empty() && d.share) o.share = *d.share;
+  if (o.name.empty() && d.name) o.name = *d.name;
+  if (o.threads == 0 && d.threads) o.threads = *d.threads;
+  if (o.smact < 0 && d.smact) o.smact = *d.smact;
+  const std::string absolute = fs::absolute(path).lexically_normal().string();
+  if (access(path.c_str(), X_OK) == 0) {
+    r.command = {absolute};
+  } else {
+    auto interpreter = ScriptInterpreter(*text, path);
+    if (!interpreter.ok()) return interpreter.status();
+    r.command = *interpreter;
+    r.command.push_back(absolute);
   }
-  request["command"] = command;
-  request["gpus"] = gpus > 0 ? gpus : 1;
-  if (!memory.empty()) request["memory"] = memory;
-  if (!share.empty()) request["share"] = share;
-  if (threads) request["threads"] = threads;
-  if (o.smact >= 0) request["expected_smact"] = o.smact;
-  if (!name.empty()) request["name"] = name;
-  request["workdir"] =
-      o.workdir.empty() ? fs::current_path().string() : fs::absolute(o.workdir).string();
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.push_back(*e);
-  request["env"] = env;
-  request["source"] = source;
-  auto reply = Call(o, request);
+  r.command.insert(r.command.end(), words.begin() + 1, words.end());
+  if (o.name.empty()) o.name = fs::path(path).filename().string();
+  r.source = "script " + absolute;
+  return Status::Ok();
+}
+
+Status ApplyEstimate(const ClientOptions& o, api::SubmitRequest& r) {
+  // Estimated here, where the user's files are; colod stores the answer with the job, refines
+  // it with earlier runs of the same model and plans with it unless --mem was given.
+  EstimateCommandOptions eo;
+  eo.summary = o.estimate_from;
+  eo.batch = o.batch;
+  eo.gpu = o.estimate_gpu;
+  auto report = RunEstimates(eo);
+  if (!report.ok()) return report.status();
+  const NamedEstimate* best = BestEstimate(report->estimates);
+  if (!best) {
+    std::string why;
+    for (const auto& e : report->estimates)
+      why += fmt::format("\n  {}: {}", e.estimator, e.estimate.status().message());
+    return InvalidArgument(
+        fmt::format("no estimator could answer for {}:{}", o.estimate_from, why));
+  }
+  api::JobEstimate e;
+  e.estimator = best->estimator;
+  e.peak = best->estimate->peak;
+  e.lower = best->estimate->lower;
+  e.upper = best->estimate->upper;
+  e.detail = best->estimate->detail;
+  e.signature = fmt::format("{:016x}-b{}", report->summary->Signature(), report->batch);
+  r.estimate = e;
+  if (!o.json) {
+    // Say why the better estimators could not answer (no trace for this batch, no calibration).
+    for (const auto& named : report->estimates) {
+      if (&named == best) break;
+      if (!named.estimate.ok() && named.estimator != "history" && named.estimator != "declared")
+        fmt::print(stderr, "colo: {}: {}\n", named.estimator, named.estimate.status().message());
+    }
+    fmt::print(stderr, "colo: {} estimates {} (plans with {})\n", best->estimator,
+               FormatBytes(best->estimate->peak), FormatBytes(best->estimate->upper));
+  }
+  return Status::Ok();
+}
+
+int Submit(const ClientOptions& options) {
+  std::vector<std::string> environment;
+  for (char** e = environ; *e; ++e) environment.push_back(*e);
+  auto request = BuildSubmitRequest(options, environment);
+  if (!request.ok()) return Fail(request.status());
+  auto reply = Call(options, *request);
   if (!reply.ok()) return Fail(reply.status());
-  if (o.json)
-    fmt::print("{}\n", reply->dump());
+  if (options.json)
+    fmt::print("{}\n", api::EncodeReply(*reply));
   else
-    fmt::print("Submitted job {}\n", (*reply)["job"].get<long long>());
+    fmt::print("Submitted job {}\n", reply->job);
   return 0;
 }
 
 int Logs(const ClientOptions& o) {
-  auto reply = Call(o, {{"op", "logs"}, {"job", o.job}});
+  auto reply = Call(o, api::LogsRequest{o.job});
   if (!reply.ok()) return Fail(reply.status());
   if (o.json) {
-    fmt::print("{}\n", reply->dump());
+    fmt::print("{}\n", api::EncodeReply(*reply));
     return 0;
   }
-  const std::string path = reply->value(o.stderr_log ? "stderr" : "stdout", "");
+  const std::string path = o.stderr_log ? reply->stderr_path : reply->stdout_path;
   if (path.empty()) {
     fmt::print(stderr, "colo: job {} has not started yet\n", o.job);
     return 0;
   }
-  std::ifstream in(path);
+  // Read as the user: the kernel decides whether they may.
+  std::ifstream in(path, std::ios::binary);
   if (!in) return Fail(NotFound(fmt::format("cannot read {}", path)));
-  std::string line;
   auto drain = [&] {
     char buffer[8192];
     while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
@@ -244,8 +283,8 @@ int Logs(const ClientOptions& o) {
   while (o.follow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     drain();
-    auto state = Call(o, {{"op", "logs"}, {"job", o.job}});
-    if (!state.ok() || state->value("state", "") != "running") {
+    auto state = Call(o, api::LogsRequest{o.job});
+    if (!state.ok() || state->state != JobState::kRunning || state->attempt != reply->attempt) {
       drain();
       break;
     }
@@ -253,66 +292,137 @@ int Logs(const ClientOptions& o) {
   return 0;
 }
 
-}  // namespace
+int History(const ClientOptions& o) {
+  // Pages of at most kMaxHistoryPage, so a long history never holds colod up for others.
+  std::vector<api::JobSummary> jobs;
+  api::HistoryRequest request;
+  request.all = o.all;
+  while (static_cast<int>(jobs.size()) < o.limit) {
+    request.limit = std::min(api::kMaxHistoryPage, o.limit - static_cast<int>(jobs.size()));
+    auto page = Call(o, request);
+    if (!page.ok()) return Fail(page.status());
+    jobs.insert(jobs.end(), page->jobs.begin(), page->jobs.end());
+    if (!page->next) break;
+    request.before = page->next;
+  }
+  if (o.json) {
+    fmt::print("{}\n", api::EncodeReply(api::HistoryReply{jobs, std::nullopt}));
+    return 0;
+  }
+  PrintJobs(jobs, true);
+  return 0;
+}
 
-ScriptDirectives ParseDirectives(const std::string& text, std::string* error) {
-  ScriptDirectives d;
-  int line_number = 0;
-  for (const std::string& raw : Split(text, '\n')) {
-    ++line_number;
-    const std::string line(Trim(raw));
-    if (line.rfind("#!", 0) == 0 || line.empty()) continue;
-    if (line[0] != '#') break;  // directives end at the first command, as #SBATCH's do
-    if (line.rfind("#COLO", 0) != 0) continue;
-    for (const std::string& word : Split(line.substr(5), ' ')) {
-      if (word.empty()) continue;
-      const size_t eq = word.find('=');
-      const std::string key = word.substr(0, eq),
-                        value = eq == std::string::npos ? "" : word.substr(eq + 1);
-      auto bad = [&](const std::string& why) {
-        if (error->empty()) *error = fmt::format("line {}: {}", line_number, why);
-      };
-      if (value.empty()) {
-        bad(fmt::format("'{}' needs a value (--key=value)", word));
-      } else if (key == "--gpus") {
-        auto n = ParseInt(value);
-        if (!n.ok() || *n < 1)
-          bad(fmt::format("--gpus takes a positive number, not '{}'", value));
-        else
-          d.gpus = static_cast<int>(*n);
-      } else if (key == "--mem") {
-        if (auto b = ParseBytes(value); !b.ok())
-          bad("--mem: " + b.status().message());
-        else
-          d.memory = value;
-      } else if (key == "--share") {
-        d.share = value;
-      } else if (key == "--name") {
-        d.name = value;
-      } else if (key == "--threads") {
-        auto n = ParseInt(value);
-        if (!n.ok() || *n < 1 || *n > 100)
-          bad(fmt::format("--threads takes 1..100, not '{}'", value));
-        else
-          d.threads = static_cast<int>(*n);
-      } else {
-        bad(fmt::format("unknown directive '{}'", key));
-      }
+void PrintShow(const api::JobDetail& j) {
+  const api::JobSummary& s = j.summary;
+  fmt::print("JobId={} Name={} User={} State={} Attempts={}\n", s.id, Printable(s.name),
+             Printable(s.user), ToString(s.state), s.attempts);
+  std::vector<std::string> words;
+  for (const std::string& w : j.command) words.push_back(Printable(w));
+  fmt::print("   Command={}\n   WorkDir={} Source={}\n", Join(words, " "), Printable(j.workdir),
+             Printable(j.source));
+  fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", s.gpus,
+             s.memory ? FormatBytes(*s.memory) : "unknown", j.need ? FormatBytes(*j.need) : "-",
+             j.need_source.empty() ? "-" : j.need_source, ToString(s.share));
+  if (j.estimate) {
+    const api::JobEstimate& e = *j.estimate;
+    fmt::print("   Estimate={} peak={} GiB upper={} GiB ({})\n", Printable(e.estimator),
+               Gib(e.peak), Gib(e.upper), Printable(e.detail));
+    if (e.learned) {
+      fmt::print("   Learned from {} earlier run(s): peak={} GiB upper={} GiB\n", e.learned->runs,
+                 Gib(e.learned->peak), Gib(e.learned->upper));
     }
   }
-  return d;
+  fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(s.submitted),
+             FormatWallTime(s.finished));
+  if (!s.reason.empty()) fmt::print("   Reason={}\n", Printable(s.reason));
+  for (const api::AttemptInfo& a : j.attempt_list) {
+    fmt::print("   Attempt {}: {} {} pid={} peak={} GiB {} {}\n", a.number, Join(a.gpu_uuids, ","),
+               a.mode, a.pid, Gib(a.peak), a.exit_kind.empty() ? "running" : a.exit_kind,
+               Printable(a.detail));
+  }
+  for (const api::EventInfo& e : j.events)
+    fmt::print("   {} {:<10} {}\n", FormatWallTime(e.time), Printable(e.kind), Printable(e.detail));
+}
+
+void PrintGpus(const api::GpusReply& r) {
+  fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", "GPU", "NAME",
+             "USED", "TOTAL", "FREE4JOB", "SMACT", "SMOCC", "POWER", "ENERGY_kJ", "MODE", "JOBS");
+  for (const api::GpuInfoReply& g : r.gpus) {
+    std::string jobs;
+    for (const api::GpuJobInfo& j : g.jobs)
+      jobs += fmt::format("{}{}({},{})", jobs.empty() ? "" : " ", j.id, Printable(j.user), j.mode);
+    fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", g.index,
+               Cell(g.name, 24), g.memory_used ? Gib(*g.memory_used) : "-", Gib(g.memory_total),
+               Gib(g.free_for_placement), Pct(g.smact), Pct(g.smocc),
+               g.power_watts < 0 ? "-" : fmt::format("{:.0f}W", g.power_watts),
+               g.energy_joules < 0 ? "-" : fmt::format("{:.1f}", g.energy_joules / 1000), g.mode,
+               jobs.empty() ? "-" : jobs);
+  }
+}
+
+}  // namespace
+
+Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
+                                              const std::vector<std::string>& environment) {
+  ClientOptions o = options;  // the file's directives fill what the options left open
+  if (o.command.empty()) return InvalidArgument("nothing to submit: give a job file or -- COMMAND");
+  api::SubmitRequest r;
+  r.command = o.command;
+  // A copy: the command is rebuilt below, and this names what the user typed.
+  const std::string first = o.command.front();
+  if (o.command.size() == 1 && first.size() > 4 && first.substr(first.size() - 4) == ".rad" &&
+      IsRegularFile(first)) {
+    COLO_RETURN_IF_ERROR(ApplyRadTask(first, r, o));
+  } else if (IsRegularFile(first)) {
+    COLO_RETURN_IF_ERROR(ApplyJobScript(o.command, r, o));
+  }
+  if (!o.estimate_from.empty()) COLO_RETURN_IF_ERROR(ApplyEstimate(o, r));
+  r.gpus = o.gpus > 0 ? o.gpus : 1;
+  if (!o.memory.empty()) {
+    auto bytes = ParseBytes(o.memory);
+    if (!bytes.ok()) return InvalidArgument("--mem: " + bytes.status().message());
+    if (*bytes <= Bytes(0)) return InvalidArgument("--mem must be more than 0");
+    r.memory = *bytes;
+  }
+  if (!o.share.empty()) {
+    auto share = ParseSharingPreference(o.share);
+    if (!share.ok()) return InvalidArgument("--share: " + share.status().message());
+    r.share = *share;
+  }
+  if (o.threads != 0) {
+    if (o.threads < 1 || o.threads > 100)
+      return InvalidArgument(fmt::format("--threads takes 1..100, not {}", o.threads));
+    r.threads = o.threads;
+  }
+  if (o.smact >= 0) r.expected_smact = o.smact;
+  r.name = o.name;
+  std::error_code ec;
+  const fs::path workdir = o.workdir.empty() ? fs::current_path(ec) : fs::absolute(o.workdir, ec);
+  if (ec) return InvalidArgument(fmt::format("--workdir: {}", ec.message()));
+  struct stat st {};
+  if (stat(workdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return InvalidArgument(
+        fmt::format("working directory {} is not a directory you can reach", workdir.string()));
+  r.workdir = workdir.lexically_normal().string();
+  r.env = environment;
+  return r;
 }
 
 void AddClientCommands(CLI::App& app, ClientOptions& o) {
   app.add_option("--socket", o.socket,
-                 "colod's socket (default: $COLO_SOCKET, then the user's or system's)");
+                 "colod's socket (default: $COLO_SOCKET, then a personal colod's, then the "
+                 "system's)");
   auto* submit = app.add_subcommand(
-      "submit", "submit a job: colo submit [options] -- CMD ARGS, or a job.sh / task.rad file");
-  submit->add_option("--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)");
+      "submit",
+      "submit a job: colo submit [options] -- CMD ARGS, a job script (job.sh [ARGS]) or a "
+      "CARMA task (task.rad)");
+  submit->add_option("--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)")
+      ->check(CLI::Range(1, 64));
   submit->add_option("--mem", o.memory, "peak GPU memory per GPU, e.g. 12GiB");
   submit->add_option("--share", o.share, "mps, plain or exclusive (default: the GPU's mode)");
-  submit->add_option("--threads", o.threads,
-                     "MPS active-thread percentage (default: from --smact)");
+  submit->add_option("--threads", o.threads, "MPS active-thread percentage (default: from --smact)")
+      ->check(CLI::Range(1, 100));
   submit
       ->add_option("--smact", o.smact,
                    "the job's SM activity when alone, 0..1 (e.g. from a solo run): sets its MPS "
@@ -330,14 +440,14 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   queue->add_option("--user", o.user, "only this user's jobs");
   queue->add_flag("--json", o.json);
   for (auto [name, help] :
-       {std::pair{"show", "everything about one job"},
+       {std::pair{"show", "everything about one of your jobs"},
         std::pair{"cancel", "cancel a job (your own; root may cancel any)"},
         std::pair{"explain", "why a job waits: the gate that stopped it on each GPU"}}) {
     auto* sub = app.add_subcommand(name, help);
     sub->add_option("job", o.job, "job id")->required();
     sub->add_flag("--json", o.json);
   }
-  auto* logs = app.add_subcommand("logs", "a job's output");
+  auto* logs = app.add_subcommand("logs", "a job's output (your own jobs)");
   logs->add_option("job", o.job, "job id")->required();
   logs->add_flag("-f,--follow", o.follow, "keep printing while the job runs");
   logs->add_flag("--stderr", o.stderr_log, "show stderr instead of stdout");
@@ -345,108 +455,43 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   auto* gpus = app.add_subcommand("gpus", "live per-GPU memory, SMACT, power and jobs");
   gpus->add_flag("--json", o.json);
   auto* history = app.add_subcommand("history", "jobs that ended (like sacct)");
-  history->add_option("--limit", o.limit, "how many")->capture_default_str();
-  history->add_flag("--all", o.all, "every user's jobs");
+  history->add_option("--limit", o.limit, "how many")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
+  history->add_flag("--all", o.all, "every user's jobs (details of others' stay private)");
   history->add_flag("--json", o.json);
 }
 
 int RunClientCommand(CLI::App& app, const ClientOptions& o) {
   if (app.got_subcommand("submit")) return Submit(o);
   if (app.got_subcommand("logs")) return Logs(o);
-  json request;
-  if (app.got_subcommand("queue"))
-    request = {{"op", "queue"}, {"user", o.user}};
-  else if (app.got_subcommand("show"))
-    request = {{"op", "show"}, {"job", o.job}};
-  else if (app.got_subcommand("cancel"))
-    request = {{"op", "cancel"}, {"job", o.job}};
-  else if (app.got_subcommand("explain"))
-    request = {{"op", "explain"}, {"job", o.job}};
-  else if (app.got_subcommand("gpus"))
-    request = {{"op", "gpus"}};
-  else if (app.got_subcommand("history"))
-    request = {{"op", "history"}, {"limit", o.limit}, {"all", o.all}};
-  else
-    return -1;
-  auto reply = Call(o, request);
-  if (!reply.ok()) return Fail(reply.status());
-  if (o.json) {
-    fmt::print("{}\n", reply->dump(2));
+  if (app.got_subcommand("history")) return History(o);
+  auto print = [&](const auto& reply, auto&& human) {
+    if (!reply.ok()) return Fail(reply.status());
+    if (o.json)
+      fmt::print("{}\n", api::EncodeReply(*reply));
+    else
+      human(*reply);
     return 0;
-  }
-  const json& r = *reply;
-  if (app.got_subcommand("queue")) {
-    PrintJobs(r["jobs"], false);
-  } else if (app.got_subcommand("history")) {
-    PrintJobs(r["jobs"], true);
-  } else if (app.got_subcommand("cancel")) {
-    fmt::print("job {}: {}\n", o.job, r.value("state", ""));
-  } else if (app.got_subcommand("explain")) {
-    fmt::print("job {} ({}): {}\n", o.job, r.value("state", ""), r.value("summary", ""));
-    if (r.contains("position"))
-      fmt::print("  position {} in the {} queue\n", r["position"].get<int>(), r.value("queue", ""));
-    for (const auto& g : r.value("gpus", json::array()))
-      fmt::print("  GPU {:<3} {:<14} {}\n", g.value("gpu", 0), g.value("gate", ""),
-                 g.value("detail", ""));
-  } else if (app.got_subcommand("gpus")) {
-    fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", "GPU", "NAME",
-               "USED", "TOTAL", "FREE4JOB", "SMACT", "SMOCC", "POWER", "ENERGY_kJ", "MODE", "JOBS");
-    for (const auto& g : r["gpus"]) {
-      std::string jobs;
-      for (const auto& j : g["jobs"])
-        jobs += fmt::format("{}{}({},{})", jobs.empty() ? "" : " ", j.value("id", 0),
-                            j.value("user", ""), j.value("mode", ""));
-      const double power = g.value("power_watts", -1.0), energy = g.value("energy_joules", -1.0);
-      fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n",
-                 g.value("index", 0), Truncate(g.value("name", ""), 24),
-                 Gib(g.value("memory_used", int64_t{-1})),
-                 Gib(g.value("memory_total", int64_t{-1})),
-                 Gib(g.value("free_for_placement", int64_t{-1})), Pct(g.value("smact", -1.0)),
-                 Pct(g.value("smocc", -1.0)), power < 0 ? "-" : fmt::format("{:.0f}W", power),
-                 energy < 0 ? "-" : fmt::format("{:.1f}", energy / 1000), g.value("mode", ""),
-                 jobs.empty() ? "-" : jobs);
-    }
-  } else if (app.got_subcommand("show")) {
-    const json& j = r["job"];
-    fmt::print("JobId={} Name={} User={} State={} Attempts={}\n", j.value("id", 0),
-               j.value("name", ""), j.value("user", ""), j.value("state", ""),
-               j.value("attempts", 0));
-    std::string cmd;
-    for (const auto& a : j.value("command", std::vector<std::string>{}))
-      cmd += (cmd.empty() ? "" : " ") + a;
-    fmt::print("   Command={}\n   WorkDir={} Source={}\n", cmd, j.value("workdir", ""),
-               j.value("source", ""));
-    fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", j.value("gpus", 1),
-               j.value("memory", ""), j.value("need", "-"), j.value("need_source", "-"),
-               j.value("share", ""));
-    if (j.contains("estimate")) {
-      const json& e = j["estimate"];
-      fmt::print("   Estimate={} peak={} GiB upper={} GiB ({})\n", e.value("estimator", ""),
-                 Gib(e.value("peak", int64_t{0})), Gib(e.value("upper", int64_t{0})),
-                 e.value("detail", ""));
-      if (e.contains("history")) {
-        fmt::print("   Learned from {} earlier run(s): peak={} GiB upper={} GiB\n",
-                   e["history"].value("runs", 0), Gib(e["history"].value("peak", int64_t{0})),
-                   Gib(e["history"].value("upper", int64_t{0})));
-      }
-    }
-    fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(j.value("submitted", 0.0)),
-               FormatWallTime(j.value("finished", 0.0)));
-    if (!j.value("reason", "").empty()) fmt::print("   Reason={}\n", j.value("reason", ""));
-    for (const auto& a : j.value("attempt_list", json::array())) {
-      std::string uuids;
-      for (const auto& u : a.value("gpu_uuids", std::vector<std::string>{}))
-        uuids += (uuids.empty() ? "" : ",") + u;
-      fmt::print("   Attempt {}: {} {} pid={} peak={} GiB {} {}\n", a.value("number", 0), uuids,
-                 a.value("mode", ""), a.value("pid", 0), Gib(a.value("peak", int64_t{0})),
-                 a.value("exit_kind", "").empty() ? "running" : a.value("exit_kind", ""),
-                 a.value("detail", ""));
-    }
-    for (const auto& e : j.value("events", json::array()))
-      fmt::print("   {} {:<10} {}\n", FormatWallTime(e.value("time", 0.0)), e.value("kind", ""),
-                 e.value("detail", ""));
-  }
-  return 0;
+  };
+  if (app.got_subcommand("queue"))
+    return print(Call(o, api::QueueRequest{o.user}),
+                 [](const api::QueueReply& r) { PrintJobs(r.jobs, false); });
+  if (app.got_subcommand("show"))
+    return print(Call(o, api::ShowRequest{o.job}),
+                 [](const api::ShowReply& r) { PrintShow(r.job); });
+  if (app.got_subcommand("cancel"))
+    return print(Call(o, api::CancelRequest{o.job}),
+                 [&](const api::CancelReply& r) { fmt::print("job {}: {}\n", r.job, r.state); });
+  if (app.got_subcommand("explain"))
+    return print(Call(o, api::ExplainRequest{o.job}), [&](const api::ExplainReply& r) {
+      fmt::print("job {} ({}): {}\n", r.job, ToString(r.state), Printable(r.summary));
+      if (r.position > 0) fmt::print("  position {} in the {} queue\n", r.position, r.queue);
+      for (const api::GateInfo& g : r.gpus)
+        fmt::print("  GPU {:<3} {:<14} {}\n", g.gpu, g.gate, Printable(g.detail));
+    });
+  if (app.got_subcommand("gpus")) return print(Call(o, api::GpusRequest{}), PrintGpus);
+  return -1;
 }
 
 }  // namespace colo

@@ -1,10 +1,15 @@
 // The `colo` commands that talk to colod: submit, queue, show, logs, cancel, gpus, explain,
-// history. Each prints a table a SLURM user recognises, or JSON with --json.
+// history. Each prints a table a Slurm user recognises (everything that came from a job or a user
+// escaped for the terminal), or the API's JSON with --json.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "api/types.h"
+#include "common/status.h"
 
 namespace colo {
 
@@ -28,12 +33,10 @@ void AddClientCommands(CLI::App& app, ClientOptions& options);
 // Runs the subcommand that was parsed; returns the exit code, or -1 if none of ours was given.
 int RunClientCommand(CLI::App& app, const ClientOptions& options);
 
-// `#COLO --gpus=2 --mem=8GiB` lines of a job script, as colo submit reads them.
-struct ScriptDirectives {
-  int gpus = 0;
-  std::string memory, share, name;
-  int threads = 0;
-};
-ScriptDirectives ParseDirectives(const std::string& script_text, std::string* error);
+// What `colo submit` sends for these options: the documented forms `-- CMD ARGS`, a job script
+// (`#COLO` lines; run with its interpreter when it is not executable) and a CARMA `.rad` task
+// (inside its conda environment). `environment` is the submitter's, NAME=value.
+Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
+                                              const std::vector<std::string>& environment);
 
 }  // namespace colo

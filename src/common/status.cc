@@ -22,6 +22,15 @@ std::string Status::ToString() const {
     case StatusCode::kInternal:
       name = "internal";
       break;
+    case StatusCode::kPermissionDenied:
+      name = "permission denied";
+      break;
+    case StatusCode::kResourceExhausted:
+      name = "resource exhausted";
+      break;
+    case StatusCode::kInfeasible:
+      name = "infeasible";
+      break;
   }
   return std::string(name) + ": " + message_;
 }

@@ -16,6 +16,9 @@ enum class StatusCode {
   kFailedPrecondition,
   kUnavailable,  // the environment cannot serve now (no driver, device busy)
   kInternal,
+  kPermissionDenied,   // the caller may not do this
+  kResourceExhausted,  // a limit was reached (connections, request size)
+  kInfeasible,         // can never be satisfied here (a job no GPU of the server can hold)
 };
 
 class [[nodiscard]] Status {
@@ -49,6 +52,15 @@ inline Status Unavailable(std::string m) {
 }
 inline Status Internal(std::string m) {
   return {StatusCode::kInternal, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
+inline Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status InfeasibleStatus(std::string m) {
+  return {StatusCode::kInfeasible, std::move(m)};
 }
 
 // Holds either a value or a non-OK Status.

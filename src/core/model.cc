@@ -89,4 +89,31 @@ std::string_view ToString(ExitKind k) {
   return "?";
 }
 
+namespace {
+// The value whose ToString is `text`, for enums whose values run from 0 to `last`.
+template <typename Enum>
+Result<Enum> ParseByName(std::string_view text, Enum last, std::string_view what) {
+  std::string names;
+  for (int i = 0; i <= static_cast<int>(last); ++i) {
+    const auto value = static_cast<Enum>(i);
+    if (ToString(value) == text) return value;
+    names += (names.empty() ? "" : ", ") + std::string(ToString(value));
+  }
+  return InvalidArgument(fmt::format("unknown {} '{}' (one of {})", what, text, names));
+}
+}  // namespace
+
+Result<MemorySource> ParseMemorySource(std::string_view text) {
+  return ParseByName(text, MemorySource::kLearned, "memory source");
+}
+Result<SharingMode> ParseSharingMode(std::string_view text) {
+  return ParseByName(text, SharingMode::kExclusive, "sharing mode");
+}
+Result<JobState> ParseJobState(std::string_view text) {
+  return ParseByName(text, JobState::kLost, "job state");
+}
+Result<ExitKind> ParseExitKind(std::string_view text) {
+  return ParseByName(text, ExitKind::kLost, "exit kind");
+}
+
 }  // namespace colo

@@ -17,6 +17,7 @@ using GpuIndex = int;  // dense index 0..n-1 over every placement target the sch
 // Where a job's memory number comes from; later sources are more trustworthy.
 enum class MemorySource { kUnknown, kDeclared, kEstimated, kLearned };
 std::string_view ToString(MemorySource s);
+Result<MemorySource> ParseMemorySource(std::string_view text);
 
 // A job's peak GPU memory need per GPU, with a relative uncertainty (0.1 = may be 10% higher).
 struct MemoryNeed {
@@ -36,6 +37,7 @@ enum class SharingMode { kMps, kPlain, kExclusive };
 std::string_view ToString(SharingPreference p);
 std::string_view ToString(SharingMode m);
 Result<SharingPreference> ParseSharingPreference(std::string_view text);
+Result<SharingMode> ParseSharingMode(std::string_view text);
 
 struct JobSpec {
   JobId id = 0;
@@ -52,6 +54,7 @@ struct JobSpec {
 
 enum class JobState { kQueued, kRecovering, kRunning, kSucceeded, kFailed, kCancelled, kLost };
 std::string_view ToString(JobState s);
+Result<JobState> ParseJobState(std::string_view text);
 inline bool IsTerminal(JobState s) {
   return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled ||
          s == JobState::kLost;
@@ -59,6 +62,7 @@ inline bool IsTerminal(JobState s) {
 
 enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost };
 std::string_view ToString(ExitKind k);
+Result<ExitKind> ParseExitKind(std::string_view text);
 
 struct JobExit {
   ExitKind kind = ExitKind::kSuccess;

@@ -82,6 +82,72 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   return Status::Ok();
 }
 
+Status Scheduler::CheckPlaceable(const JobSpec& spec) const {
+  if (gpus_.empty()) return InfeasibleStatus("this server has no GPUs");
+  if (spec.gpus > max_gpus_per_node_) {
+    return InfeasibleStatus(fmt::format("needs {} GPUs on one server; the largest has {}",
+                                        spec.gpus, max_gpus_per_node_));
+  }
+  if (spec.memory.known() && spec.memory.Upper() > max_capacity_) {
+    return InfeasibleStatus(fmt::format("needs {} per GPU; the largest GPU has {}",
+                                        FormatBytes(spec.memory.Upper()),
+                                        FormatBytes(max_capacity_)));
+  }
+  // The policy's own gates on an idle server: what it refuses there it refuses forever.
+  ClusterView idle;
+  idle.now = clock_.Now();
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const GpuInfo& info = gpus_[i].info;
+    GpuView v;
+    v.index = static_cast<GpuIndex>(i);
+    v.node = info.node;
+    v.capacity = info.capacity;
+    v.free_for_placement = info.capacity;
+    v.mig_instance = info.mig_instance;
+    v.mode = info.default_mode;
+    idle.gpus.push_back(v);
+  }
+  JobRecord probe;
+  probe.spec = spec;
+  probe.need = spec.memory;
+  const PlacementDecision decision = policy_.Place(idle, MakeRequest(probe));
+  if (const auto* no = std::get_if<Infeasible>(&decision)) return InfeasibleStatus(no->reason);
+  if (const auto* wait = std::get_if<Wait>(&decision)) {
+    for (const GateVerdict& v : wait->per_gpu) {
+      if (v.gate == Gate::kMemory) {
+        return InfeasibleStatus(fmt::format(
+            "needs {} per GPU including the policy's margin; the largest GPU has {}",
+            FormatBytes(Bytes(static_cast<int64_t>(v.limit))), FormatBytes(max_capacity_)));
+      }
+    }
+    return InfeasibleStatus("no GPU of this server could ever take it: " + wait->Reason());
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::AbortLaunch(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  JobRecord& job = it->second;
+  if (job.state != JobState::kRunning)
+    return FailedPrecondition(fmt::format("job {} is not being launched", id));
+  Detach(job);
+  job.gpus.clear();
+  job.current_use.clear();
+  job.attempts--;
+  job.ever_started = job.attempts > 0;
+  const bool recovering = job.oom_count > 0;
+  job.state = recovering ? JobState::kRecovering : JobState::kQueued;
+  (recovering ? recovery_queue_ : main_queue_).push_front(id);
+  changed_ = true;
+  return Status::Ok();
+}
+
+void Scheduler::Forget(JobId id) {
+  auto it = jobs_.find(id);
+  if (it != jobs_.end() && IsTerminal(it->second.state)) jobs_.erase(it);
+}
+
 Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));

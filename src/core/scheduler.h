@@ -92,7 +92,16 @@ class Scheduler {
   // than any GPU, a duplicate id) with a reason. A job with out-of-memory attempts behind it goes
   // back to the recovery queue, as it was before the restart.
   Status Submit(const JobSpec& spec, PriorAttempts prior = {});
+  // Whether the job could ever be placed here: Submit's checks, and the policy's verdict for it on
+  // this server with every GPU idle and empty (so the memory margin counts). Infeasible, with the
+  // reason, for a job that would otherwise wait at the head of the queue forever.
+  Status CheckPlaceable(const JobSpec& spec) const;
   Status Cancel(JobId id);
+  // Undoes a launch that Schedule() returned but the caller could not carry out before starting
+  // anything (it could not record it): the job goes back to the head of the queue it came from.
+  Status AbortLaunch(JobId id);
+  // Drops the record of a job that has ended: a long-running daemon keeps only live jobs.
+  void Forget(JobId id);
   // Replaces the memory need of a job waiting in the main queue by a better one (earlier runs of
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "api/client.h"
 #define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
 
@@ -24,9 +26,9 @@ const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"sharing", {"default", "gpus"}},
     {"mps", {"enabled", "control", "pipe_dir", "log_dir", "health_interval"}},
     {"paths", {"state_dir", "socket", "shim"}},
-    {"jobs", {"cancel_grace"}},
-    {"metrics", {"enabled", "address", "port"}},
-    {"limits", {"max_request_bytes", "max_clients"}},
+    {"jobs", {"cancel_grace", "cgroups", "leftover_grace"}},
+    {"metrics", {"enabled", "address", "port", "max_clients"}},
+    {"limits", {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout"}},
 };
 
 Result<SharingMode> ParseMode(const std::string& text) {
@@ -161,17 +163,36 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("paths", "socket", c.socket);
   str("paths", "shim", c.shim);
   duration("jobs", "cancel_grace", c.cancel_grace);
+  duration("jobs", "leftover_grace", c.leftover_grace);
+  {
+    std::string cgroups = c.cgroups ? "auto" : "off";
+    str("jobs", "cgroups", cgroups);
+    if (cgroups != "auto" && cgroups != "off")
+      fail(fmt::format("jobs.cgroups must be \"auto\" or \"off\", not \"{}\"", cgroups));
+    c.cgroups = cgroups == "auto";
+  }
   flag("metrics", "enabled", c.metrics_enabled);
   str("metrics", "address", c.metrics_address);
   num("metrics", "port", c.metrics_port);
+  num("metrics", "max_clients", c.metrics_max_clients);
   num("limits", "max_request_bytes", c.max_request_bytes);
   num("limits", "max_clients", c.max_clients);
+  num("limits", "max_clients_per_user", c.max_clients_per_user);
+  duration("limits", "idle_timeout", c.idle_timeout);
 
   if (!problem.empty()) return InvalidArgument(problem);
   if (c.scheduler.window_samples < 1)
     return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
   if (c.scheduler.sample_interval <= Duration::zero())
     return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
+  if (c.max_clients < 1 || c.max_clients_per_user < 1 || c.metrics_max_clients < 1)
+    return InvalidArgument(origin +
+                           ": limits.max_clients, limits.max_clients_per_user and "
+                           "metrics.max_clients must be at least 1");
+  if (c.max_request_bytes < 4096 || c.max_request_bytes > (size_t{64} << 20))
+    return InvalidArgument(origin + ": limits.max_request_bytes must be 4096..67108864");
+  if (c.idle_timeout <= Duration::zero())
+    return InvalidArgument(origin + ": limits.idle_timeout must be positive");
   if (c.metrics_port < 1 || c.metrics_port > 65535)
     return InvalidArgument(origin + ": metrics.port must be 1..65535");
   // The policy spec must resolve now, not at the first placement.
@@ -189,12 +210,10 @@ Result<DaemonConfig> LoadConfig(const std::string& path) {
   return ParseConfig(text.str(), path);
 }
 
-std::string DefaultSocketPath() {
-  if (const char* explicit_path = std::getenv("COLO_SOCKET")) return explicit_path;
-  if (geteuid() == 0) return "/run/colo/colod.sock";
-  if (const char* runtime = std::getenv("XDG_RUNTIME_DIR"); runtime && *runtime)
-    return fmt::format("{}/colo/colod.sock", runtime);
-  return fmt::format("/tmp/colo-{}/colod.sock", geteuid());
+std::string DaemonSocketPath() {
+  if (const char* explicit_path = std::getenv("COLO_SOCKET"); explicit_path && *explicit_path)
+    return explicit_path;
+  return geteuid() == 0 ? api::kSystemSocketPath : api::PersonalSocketPath();
 }
 
 void ApplyDefaultPaths(DaemonConfig& c, const std::string& program_dir) {
@@ -209,7 +228,7 @@ void ApplyDefaultPaths(DaemonConfig& c, const std::string& program_dir) {
       c.state_dir = fmt::format("/tmp/colo-{}/state", geteuid());
     }
   }
-  if (c.socket.empty()) c.socket = DefaultSocketPath();
+  if (c.socket.empty()) c.socket = DaemonSocketPath();
   if (c.shim.empty()) c.shim = program_dir + "/colo-shim";
   if (c.mps_pipe_dir.empty()) c.mps_pipe_dir = c.state_dir + "/mps/pipe";
   if (c.mps_log_dir.empty()) c.mps_log_dir = c.state_dir + "/mps/log";

@@ -35,13 +35,19 @@ struct DaemonConfig {
   std::string shim;    // default: colo-shim next to colod
   // [jobs]
   Duration cancel_grace = Seconds(10);
+  bool cgroups = true;  // "auto": a cgroup per attempt where colod may create one; "off"
+  // What a job leaves running when its main process ends gets SIGTERM, then SIGKILL after this.
+  Duration leftover_grace = Seconds(5);
   // [metrics]
   bool metrics_enabled = false;
   std::string metrics_address = "127.0.0.1";
   int metrics_port = 9464;
+  int metrics_max_clients = 16;
   // [limits]
   size_t max_request_bytes = 1 << 20;
   int max_clients = 256;
+  int max_clients_per_user = 32;
+  Duration idle_timeout = Seconds(60);  // a connection with no request for this long is closed
 
   std::string PolicySpec() const;
 };
@@ -51,6 +57,7 @@ Result<DaemonConfig> LoadConfig(const std::string& path);
 Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& origin);
 // Fills the paths left empty with the defaults for this user.
 void ApplyDefaultPaths(DaemonConfig& config, const std::string& program_dir);
-std::string DefaultSocketPath();
+// Where colod listens by default: $COLO_SOCKET, else the system socket (root) or the user's own.
+std::string DaemonSocketPath();
 
 }  // namespace colo

@@ -34,7 +34,8 @@ class JobStore {
 
   // Stores a new job and gives it its id, in one transaction: the id is above every id ever
   // handed out and every id in the store, so no record of another job is ever overwritten. On
-  // failure nothing is stored and `job` is unchanged.
+  // failure nothing is stored and `job` is unchanged. Events whose `job` is 0 are the new job's
+  // (the caller cannot know its id yet).
   virtual Status Insert(Job& job, const std::vector<JobEvent>& events) = 0;
   // Replaces the record of an existing job and appends events, in one transaction. NotFound if
   // the job was never inserted.

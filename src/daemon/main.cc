@@ -50,12 +50,17 @@ int main(int argc, char** argv) {
     fmt::print(
         "config ok\n  policy      {}\n  state_dir   {}\n  socket      {}\n  shim        {}\n"
         "  sampling    every {:.1f} s, window {}\n  sharing     {} by default\n  mps         {}\n"
-        "  metrics     {}\n",
+        "  metrics     {}\n  limits      {} connections, {} per user, idle {:.0f} s, requests up "
+        "to {} "
+        "bytes\n  processes   cgroups {}, leftovers get {:.0f} s after SIGTERM\n",
         config.PolicySpec(), config.state_dir, config.socket, config.shim,
         ToSeconds(config.scheduler.sample_interval), config.scheduler.window_samples,
         ToString(config.default_mode), config.mps_enabled ? config.mps_control : "disabled",
         config.metrics_enabled ? fmt::format("{}:{}", config.metrics_address, config.metrics_port)
-                               : "off");
+                               : "off",
+        config.max_clients, config.max_clients_per_user, ToSeconds(config.idle_timeout),
+        config.max_request_bytes, config.cgroups ? "auto" : "off",
+        ToSeconds(config.leftover_grace));
     return 0;
   }
   if (access(config.shim.c_str(), X_OK) != 0) {

@@ -1,50 +1,219 @@
-// colo-shim: the parent of every job attempt. colod starts it as a session leader; it starts the
-// job, waits for it and writes how it ended to a file, so the outcome is known even when colod
-// was not running at that moment (colod re-adopts running jobs after a restart).
+// colo-shim: the parent of every job attempt. colod starts it as a session leader (as the job's
+// user, in the attempt's cgroup where there is one); it starts the job, waits for it and writes
+// how it ended to a file, so the outcome is known even when colod was not running at that moment
+// (colod re-adopts running jobs after a restart).
 //
-//   colo-shim EXIT_FILE -- COMMAND [ARGS...]
+//   colo-shim [--leftover-grace-ms=N] EXIT_FILE -- COMMAND [ARGS...]
+//
+// The shim is a child subreaper: a process the job starts stays below the shim even when it
+// leaves the job's session and its parent exits. When the job's command has ended, whatever it
+// left behind gets SIGTERM, N milliseconds (default 5000) to end, then SIGKILL; only then is the
+// end recorded, so a recorded end means that no process of the job runs on (and holds GPU memory
+// that the next job is promised).
 //
 // The exit file holds one line: "exited CODE" or "signaled SIGNAL". The shim ignores the
-// termination signals colod sends to the whole process group on cancel, so it outlives the job
-// long enough to record the end; SIGKILL still ends it.
+// termination signals colod sends to every process of the attempt on cancel, so it outlives the
+// job long enough to record the end; SIGKILL still ends it.
+//
+// Kept free of every library but the C and C++ runtimes: it sits between colod and each job for
+// the job's whole life.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 namespace {
 
-int WriteExitFile(const char* path, const std::string& line) {
-  const std::string tmp = std::string(path) + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  fsync(fd);
+constexpr long kDefaultGraceMs = 5000;
+constexpr long kMaxGraceMs = 3600 * 1000;
+// How long SIGKILL passes go on for descendants that survive them (a set-uid program the user may
+// not signal): colod, which may, ends those once the shim is gone.
+constexpr long kKillPassesMs = 5000;
+constexpr long kPollMs = 20;
+
+long NowMs() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+void SleepMs(long ms) {
+  timespec pause{ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&pause, nullptr);
+}
+
+// Parent and state of `pid` from /proc/PID/stat; false if it is gone.
+bool ReadParent(pid_t pid, pid_t* parent, char* state) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buffer[1024];
+  const ssize_t n = read(fd, buffer, sizeof buffer - 1);
   close(fd);
-  if (!written) return -1;
-  return rename(tmp.c_str(), path);
+  if (n <= 0) return false;
+  buffer[n] = '\0';
+  // The command name may hold spaces and parentheses: the fields start after the last ')'.
+  const char* close_paren = strrchr(buffer, ')');
+  if (close_paren == nullptr) return false;
+  int parent_pid = 0;
+  if (sscanf(close_paren + 1, " %c %d", state, &parent_pid) != 2) return false;
+  *parent = parent_pid;
+  return true;
+}
+
+// Every live process below the shim, from one pass over /proc.
+std::vector<pid_t> Descendants() {
+  std::unordered_map<pid_t, std::vector<pid_t>> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return {};
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    pid_t parent = 0;
+    char state = '?';
+    // A zombie has ended already; its parent (or the shim, once it is an orphan) reaps it.
+    if (!ReadParent(static_cast<pid_t>(pid), &parent, &state) || state == 'Z' || state == 'X')
+      continue;
+    children[parent].push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  std::vector<pid_t> found;
+  std::vector<pid_t> pending = {getpid()};
+  while (!pending.empty()) {
+    const pid_t pid = pending.back();
+    pending.pop_back();
+    const auto it = children.find(pid);
+    if (it == children.end()) continue;
+    for (pid_t child : it->second) {
+      found.push_back(child);
+      pending.push_back(child);
+    }
+  }
+  return found;
+}
+
+// Reaps every child that has ended; false once the shim has no child left. As a subreaper the
+// shim inherits every orphan below it, so no child means no process of the job is left.
+bool ChildrenRemain() {
+  for (;;) {
+    const pid_t pid = waitpid(-1, nullptr, WNOHANG);
+    if (pid > 0) continue;
+    if (pid == 0) return true;
+    if (errno == EINTR) continue;
+    return false;
+  }
+}
+
+void EndLeftovers(long grace_ms) {
+  if (!ChildrenRemain()) return;
+  for (pid_t pid : Descendants()) kill(pid, SIGTERM);
+  const long term_until = NowMs() + grace_ms;
+  while (NowMs() < term_until) {
+    if (!ChildrenRemain()) return;
+    SleepMs(kPollMs);
+  }
+  // Repeated passes: a process may fork between the scan and the signal.
+  const long kill_until = NowMs() + kKillPassesMs;
+  while (ChildrenRemain() && NowMs() < kill_until) {
+    for (pid_t pid : Descendants()) kill(pid, SIGKILL);
+    SleepMs(kPollMs);
+  }
+}
+
+bool WriteAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Written whole or not at all: a temporary file, synced, then renamed over the record. The
+// directory is the user's own, so the temporary name is created afresh, never followed.
+bool WriteExitFile(const char* path, const std::string& line) {
+  const std::string tmp = std::string(path) + ".tmp";
+  int fd = -1;
+  for (int tries = 0; tries < 2 && fd < 0; ++tries) {
+    fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    // Left by an earlier shim killed while writing: remove it and try once more.
+    if (fd < 0 && errno == EEXIST) unlink(tmp.c_str());
+  }
+  if (fd < 0) return false;
+  const bool written = WriteAll(fd, line) && fsync(fd) == 0;
+  close(fd);
+  if (!written || rename(tmp.c_str(), path) != 0) {
+    unlink(tmp.c_str());
+    return false;
+  }
+  // The rename itself survives a crash only once the directory is synced.
+  std::string dir(path);
+  const size_t slash = dir.rfind('/');
+  dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  return true;
+}
+
+void RecordEnd(const char* path, const std::string& line) {
+  if (!WriteExitFile(path, line)) {
+    fprintf(stderr, "colo-shim: cannot write %s: %s\n", path, strerror(errno));
+  }
+}
+
+int Usage() {
+  fprintf(stderr, "usage: colo-shim [--leftover-grace-ms=N] EXIT_FILE -- COMMAND [ARGS...]\n");
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4 || strcmp(argv[2], "--") != 0) {
-    fprintf(stderr, "usage: colo-shim EXIT_FILE -- COMMAND [ARGS...]\n");
-    return 2;
+  int next = 1;
+  long grace_ms = kDefaultGraceMs;
+  constexpr const char kGraceFlag[] = "--leftover-grace-ms=";
+  if (next < argc && strncmp(argv[next], kGraceFlag, sizeof kGraceFlag - 1) == 0) {
+    const char* value = argv[next] + sizeof kGraceFlag - 1;
+    char* end = nullptr;
+    errno = 0;
+    grace_ms = strtol(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || grace_ms < 0 || grace_ms > kMaxGraceMs)
+      return Usage();
+    ++next;
   }
-  const char* exit_file = argv[1];
+  if (argc - next < 3 || strcmp(argv[next + 1], "--") != 0) return Usage();
+  const char* exit_file = argv[next];
+  char** command = argv + next + 2;
+
+  // Orphans below the shim become its children instead of leaving the job.
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) perror("colo-shim: PR_SET_CHILD_SUBREAPER");
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  // An ignored SIGCHLD would reap children unasked and lose the job's status.
+  signal(SIGCHLD, SIG_DFL);
   const pid_t child = fork();
   if (child < 0) {
     perror("colo-shim: fork");
-    WriteExitFile(exit_file, "exited 127\n");
+    RecordEnd(exit_file, "exited 127\n");
     return 127;
   }
   if (child == 0) {
@@ -52,22 +221,30 @@ int main(int argc, char** argv) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
-    execvp(argv[3], argv + 3);
-    fprintf(stderr, "colo: cannot run %s: %s\n", argv[3], strerror(errno));
+    execvp(command[0], command);
+    fprintf(stderr, "colo: cannot run %s: %s\n", command[0], strerror(errno));
     _exit(127);
   }
   int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) {
+  for (;;) {
+    int reaped_status = 0;
+    const pid_t pid = waitpid(-1, &reaped_status, 0);
+    if (pid == child) {
+      status = reaped_status;
+      break;
+    }
+    // Orphans the shim inherited end too; they are reaped on the way.
+    if (pid < 0 && errno != EINTR) {
       perror("colo-shim: waitpid");
       return 127;
     }
   }
+  EndLeftovers(grace_ms);
   if (WIFSIGNALED(status)) {
-    WriteExitFile(exit_file, "signaled " + std::to_string(WTERMSIG(status)) + "\n");
+    RecordEnd(exit_file, "signaled " + std::to_string(WTERMSIG(status)) + "\n");
     return 128 + WTERMSIG(status);
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-  WriteExitFile(exit_file, "exited " + std::to_string(code) + "\n");
+  RecordEnd(exit_file, "exited " + std::to_string(code) + "\n");
   return code;
 }

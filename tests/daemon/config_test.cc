@@ -59,24 +59,5 @@ TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
   }
 }
 
-TEST(ScriptDirectives, ReadLikeSbatchLines) {
-  std::string error;
-  const auto d = ParseDirectives(
-      "#!/bin/bash\n#COLO --gpus=2 --mem=8GiB\n#COLO --share=mps --threads=50 --name=bert\n"
-      "# a comment\npython train.py\n#COLO --gpus=4\n",
-      &error);
-  EXPECT_EQ(error, "");
-  EXPECT_EQ(d.gpus, 2);  // directives after the first command are ignored, as with #SBATCH
-  EXPECT_EQ(d.memory, "8GiB");
-  EXPECT_EQ(d.share, "mps");
-  EXPECT_EQ(d.threads, 50);
-  EXPECT_EQ(d.name, "bert");
-  ParseDirectives("#COLO --gpus=zero\n", &error);
-  EXPECT_NE(error.find("line 1"), std::string::npos);
-  error.clear();
-  ParseDirectives("#!/bin/sh\n#COLO --memory=8GiB\n", &error);
-  EXPECT_NE(error.find("unknown directive '--memory'"), std::string::npos);
-}
-
 }  // namespace
 }  // namespace colo

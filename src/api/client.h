@@ -1,0 +1,48 @@
+// A connection to colod, for `colo`, tests and every other client: typed calls over the wire
+// format of codec.h.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "api/codec.h"
+#include "api/types.h"
+#include "common/status.h"
+
+namespace colo::api {
+
+class Client {
+ public:
+  // `timeout` bounds each call: a colod that does not answer is an error, not a hang.
+  static Result<Client> Connect(const std::string& socket_path,
+                                std::chrono::milliseconds timeout = std::chrono::seconds(120));
+  Client(Client&& other) noexcept;
+  Client& operator=(Client&&) = delete;
+  ~Client();
+
+  // Sends one request and waits for its reply; an error reply becomes its Status (with its code).
+  template <typename Req>
+  Result<typename ReplyOf<Req>::type> Call(const Req& request) {
+    auto line = RoundTrip(EncodeRequest(Request(request)));
+    if (!line.ok()) return line.status();
+    return DecodeReply<typename ReplyOf<Req>::type>(*line);
+  }
+
+  // One raw line out, one raw line back (without the newlines).
+  Result<std::string> RoundTrip(const std::string& line);
+
+ private:
+  Client(int fd, std::chrono::milliseconds timeout) : fd_(fd), timeout_(timeout) {}
+  int fd_;
+  std::chrono::milliseconds timeout_;
+  std::string pending_;
+};
+
+// The socket `colo` talks to: $COLO_SOCKET, else the user's personal colod's if one is
+// listening, else the system colod's.
+std::string DefaultSocketPath();
+// Where a personal colod listens: $XDG_RUNTIME_DIR/colo/colod.sock, or /tmp/colo-UID/colod.sock.
+std::string PersonalSocketPath();
+constexpr const char* kSystemSocketPath = "/run/colo/colod.sock";
+
+}  // namespace colo::api

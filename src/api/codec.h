@@ -1,0 +1,45 @@
+// The wire format of colod's API: the only code that turns requests and replies into JSON lines
+// and back. Decoding is strict and total: any bytes give either a typed value or an error that
+// names the field (never an exception), so colod can answer every line it receives.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "api/types.h"
+#include "common/status.h"
+
+namespace colo::api {
+
+// Limits on what one request may carry; a field beyond them is an error naming it.
+constexpr size_t kMaxCommandWords = 4096;
+constexpr size_t kMaxEnvEntries = 4096;
+constexpr size_t kMaxFieldBytes = 128 * 1024;  // one argument or environment entry
+constexpr int kMaxGpusPerJob = 64;
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
+constexpr int64_t kMaxJobId = int64_t{1} << 53;        // exact in a JSON double
+
+// Requests: one line of JSON without the newline.
+std::string EncodeRequest(const Request& request);
+// InvalidArgument naming the field for anything malformed; an API version other than kVersion is
+// FailedPrecondition (the wire code kUnsupportedVersion).
+Result<Request> DecodeRequest(std::string_view line);
+
+// Replies: {"ok": true, ...fields} or {"ok": false, "error": MESSAGE, "code": CODE}.
+std::string EncodeReply(const HelloReply& reply);
+std::string EncodeReply(const SubmitReply& reply);
+std::string EncodeReply(const QueueReply& reply);
+std::string EncodeReply(const ShowReply& reply);
+std::string EncodeReply(const CancelReply& reply);
+std::string EncodeReply(const ExplainReply& reply);
+std::string EncodeReply(const LogsReply& reply);
+std::string EncodeReply(const GpusReply& reply);
+std::string EncodeReply(const HistoryReply& reply);
+std::string EncodeError(const Status& error);
+std::string EncodeError(ErrorCode code, std::string_view message);
+
+// Decodes a reply line into T, or the error it carries (with its code).
+template <typename T>
+Result<T> DecodeReply(std::string_view line);
+
+}  // namespace colo::api

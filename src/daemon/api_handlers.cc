@@ -1,0 +1,295 @@
+#include "daemon/api_handlers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "api/codec.h"
+
+namespace colo {
+namespace {
+
+double Seconds(WallTime t) {
+  if (t == WallTime{}) return 0;
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+bool MaySeeDetails(const Identity& caller, const Job& job) {
+  return caller.uid == 0 || caller.uid == job.owner.uid;
+}
+
+}  // namespace
+
+std::string ApiHandlers::Handle(const Identity& caller, std::string_view line) {
+  try {
+    auto request = api::DecodeRequest(line);
+    if (!request.ok()) return api::EncodeError(request.status());
+    return std::visit(
+        [&](const auto& typed) -> std::string {
+          auto reply = Handle(caller, typed);
+          if (!reply.ok()) return api::EncodeError(reply.status());
+          return api::EncodeReply(*reply);
+        },
+        *request);
+  } catch (const std::exception& e) {
+    // Nothing a client sends may end colod; an allocation failure on a huge reply is this
+    // request's error, not the daemon's.
+    return api::EncodeError(api::ErrorCode::kInternal,
+                            fmt::format("colod could not answer: {}", e.what()));
+  }
+}
+
+Result<api::HelloReply> ApiHandlers::Handle(const Identity& caller, const api::HelloRequest&) {
+  api::HelloReply reply;
+  reply.gpu_backend = c_.gpus.name();
+  reply.user = caller.user;
+  reply.personal = c_.personal;
+  return reply;
+}
+
+Result<api::SubmitReply> ApiHandlers::Handle(const Identity& caller,
+                                             const api::SubmitRequest& request) {
+  auto id = c_.controller.Submit(caller, request);
+  if (!id.ok()) return id.status();
+  return api::SubmitReply{*id};
+}
+
+std::vector<int> ApiHandlers::GpuIndices(const std::vector<std::string>& uuids) const {
+  std::vector<int> out;
+  const Scheduler& s = c_.controller.scheduler();
+  for (const std::string& uuid : uuids) {
+    for (size_t g = 0; g < s.gpu_count(); ++g) {
+      if (s.gpu_info(static_cast<GpuIndex>(g)).uuid == uuid) out.push_back(static_cast<int>(g));
+    }
+  }
+  return out;
+}
+
+api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) const {
+  api::JobSummary s;
+  s.id = job.id();
+  s.name = job.spec.name;
+  s.user = job.owner.user;
+  s.state = job.state;
+  s.gpus = job.spec.gpus;
+  s.submitted = Seconds(job.submitted);
+  s.finished = Seconds(job.finished);
+  s.attempts = static_cast<int>(job.attempts.size());
+  if (job.spec.memory.known()) s.memory = job.spec.memory.Upper();
+  s.share = job.spec.sharing;
+  if (const Attempt* a = job.current()) {
+    s.started = Seconds(a->started);
+    s.gpu_uuids = a->gpu_uuids;
+    s.mode = std::string(ToString(a->mode));
+  }
+  s.peak = c_.controller.CurrentPeak(job);
+  if (job.state == JobState::kQueued || job.state == JobState::kRecovering) {
+    // Why it waits is colod's own account, not the job's: everyone may read it.
+    const JobRecord* r = c_.controller.scheduler().job(job.id());
+    s.reason = r && r->last_wait ? r->last_wait->Reason() : "waiting for its turn";
+  } else if (MaySeeDetails(caller, job)) {
+    s.reason = job.reason;  // may quote the job's own error output
+  } else {
+    s.redacted = true;
+  }
+  return s;
+}
+
+api::JobDetail ApiHandlers::Detail(const Job& job) const {
+  api::JobDetail d;
+  d.command = job.spec.command;
+  d.workdir = job.workdir;
+  d.source = job.source;
+  d.estimate = job.estimate;
+  for (const Attempt& a : job.attempts) {
+    api::AttemptInfo info;
+    info.number = a.number;
+    info.pid = a.pid;
+    info.gpus = GpuIndices(a.gpu_uuids);
+    info.gpu_uuids = a.gpu_uuids;
+    info.mode = std::string(ToString(a.mode));
+    info.thread_percent = a.thread_percent;
+    info.memory_limit = a.memory_limit;
+    info.started = Seconds(a.started);
+    info.ended = Seconds(a.ended);
+    info.exit_kind = a.exit ? std::string(ToString(*a.exit)) : "";
+    info.detail = a.detail;
+    info.peak = &a == job.current() ? c_.controller.CurrentPeak(job) : a.peak;
+    d.attempt_list.push_back(std::move(info));
+  }
+  if (const JobRecord* r = c_.controller.scheduler().job(job.id()); r && job.live()) {
+    if (r->need.known()) d.need = r->need.Upper();
+    d.need_source = std::string(ToString(r->need.source));
+    if (r->state == JobState::kRunning) d.reservation = c_.controller.scheduler().Reservation(*r);
+    d.oom_count = r->oom_count;
+  } else {
+    d.oom_count = static_cast<int>(
+        std::count_if(job.attempts.begin(), job.attempts.end(),
+                      [](const Attempt& a) { return a.exit == ExitKind::kOutOfMemory; }));
+  }
+  return d;
+}
+
+Result<Job> ApiHandlers::JobForOwner(const Identity& caller, JobId id,
+                                     std::string_view what) const {
+  auto found = c_.controller.Find(id);
+  if (!found.ok()) return found.status();
+  if (!*found) return NotFound(fmt::format("no job {}", id));
+  if (!MaySeeDetails(caller, **found)) {
+    return PermissionDenied(fmt::format("job {} belongs to {}; only its owner or root may {}", id,
+                                        (*found)->owner.user, what));
+  }
+  return std::move(**found);
+}
+
+Result<api::QueueReply> ApiHandlers::Handle(const Identity& caller,
+                                            const api::QueueRequest& request) {
+  api::QueueReply reply;
+  for (const auto& [id, job] : c_.controller.live_jobs()) {
+    if (!job.live()) continue;
+    if (!request.user.empty() && job.owner.user != request.user) continue;
+    reply.jobs.push_back(Summarize(job, caller));
+  }
+  reply.main_queue = static_cast<int>(c_.controller.scheduler().main_queue().size());
+  reply.recovery_queue = static_cast<int>(c_.controller.scheduler().recovery_queue().size());
+  return reply;
+}
+
+Result<api::ShowReply> ApiHandlers::Handle(const Identity& caller,
+                                           const api::ShowRequest& request) {
+  auto job = JobForOwner(caller, request.job, "see its details");
+  if (!job.ok()) return job.status();
+  api::ShowReply reply;
+  reply.job = Detail(*job);
+  reply.job.summary = Summarize(*job, caller);
+  auto events = c_.store.Events(request.job);
+  if (events.ok()) {
+    for (const JobEvent& e : *events)
+      reply.job.events.push_back(api::EventInfo{Seconds(e.time), e.kind, e.detail});
+  }
+  return reply;
+}
+
+Result<api::CancelReply> ApiHandlers::Handle(const Identity& caller,
+                                             const api::CancelRequest& request) {
+  auto state = c_.controller.Cancel(caller, request.job);
+  if (!state.ok()) return state.status();
+  return api::CancelReply{request.job, *state};
+}
+
+Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::ExplainRequest& request) {
+  auto found = c_.controller.Find(request.job);
+  if (!found.ok()) return found.status();
+  if (!*found) return NotFound(fmt::format("no job {}", request.job));
+  const Job& job = **found;
+  const Scheduler& scheduler = c_.controller.scheduler();
+  api::ExplainReply reply;
+  reply.job = job.id();
+  reply.state = job.state;
+  if (job.state != JobState::kQueued && job.state != JobState::kRecovering) {
+    reply.summary = job.state == JobState::kRunning
+                        ? "running; nothing to explain"
+                        : fmt::format("ended ({})", ToString(job.state));
+    return reply;
+  }
+  const bool recovering = job.state == JobState::kRecovering;
+  const auto& queue = recovering ? scheduler.recovery_queue() : scheduler.main_queue();
+  const auto pos = std::find(queue.begin(), queue.end(), job.id()) - queue.begin();
+  reply.position = static_cast<int>(pos) + 1;
+  reply.queue = recovering ? "recovery" : "main";
+  if (pos > 0) reply.summary = fmt::format("waits behind job {} (queue order)", queue.front());
+  if (!recovering && !scheduler.recovery_queue().empty())
+    reply.summary = fmt::format("the recovery queue goes first (job {} waits there)",
+                                scheduler.recovery_queue().front());
+  if (auto decision = scheduler.Explain(job.id())) {
+    if (const auto* wait = std::get_if<Wait>(&*decision)) {
+      if (reply.summary.empty()) reply.summary = wait->Reason();
+      for (const GateVerdict& v : wait->per_gpu)
+        reply.gpus.push_back(api::GateInfo{v.gpu, std::string(ToString(v.gate)), v.Describe()});
+    } else if (const auto* placed = std::get_if<Placed>(&*decision)) {
+      if (reply.summary.empty()) reply.summary = "fits now; starts at the next scheduling pass";
+      for (GpuIndex g : placed->gpus) reply.gpus.push_back(api::GateInfo{g, "pass", "fits"});
+    } else if (const auto* no = std::get_if<Infeasible>(&*decision)) {
+      reply.summary = "can never run here: " + no->reason;
+    }
+  }
+  return reply;
+}
+
+Result<api::LogsReply> ApiHandlers::Handle(const Identity& caller,
+                                           const api::LogsRequest& request) {
+  auto job = JobForOwner(caller, request.job, "read its output");
+  if (!job.ok()) return job.status();
+  api::LogsReply reply;
+  reply.job = job->id();
+  reply.state = job->state;
+  if (const Attempt* a = job->current()) {
+    reply.attempt = a->number;
+    // Paths only: the client reads them as the user, so the kernel checks who may.
+    const AttemptFiles files = c_.launcher.Files(job->id(), a->number);
+    reply.stdout_path = files.stdout_path;
+    reply.stderr_path = files.stderr_path;
+  }
+  return reply;
+}
+
+Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::GpusRequest&) {
+  const Scheduler& scheduler = c_.controller.scheduler();
+  const ClusterView view = scheduler.View();
+  api::GpusReply reply;
+  reply.backend = c_.gpus.name();
+  const auto& sample = c_.latest_sample;
+  for (size_t g = 0; g < scheduler.gpu_count(); ++g) {
+    const GpuInfo& info = scheduler.gpu_info(static_cast<GpuIndex>(g));
+    api::GpuInfoReply r;
+    r.index = static_cast<int>(g);
+    r.uuid = info.uuid;
+    r.name = info.model;
+    r.memory_total = info.capacity;
+    r.free_for_placement = view.gpus[g].free_for_placement;
+    r.mode = std::string(ToString(view.gpus[g].mode));
+    r.smact_risk = view.gpus[g].smact.empty ? -1.0 : view.gpus[g].smact.Risk();
+    if (sample && g < sample->devices.size()) {
+      const DeviceSample& s = sample->devices[g];
+      r.memory_used = s.memory_used;
+      r.smact = s.smact;
+      r.smocc = s.smocc;
+      r.utilization = s.utilization;
+      r.power_watts = s.power_watts;
+      r.energy_joules = s.energy_joules;
+      r.sample_age_s = std::chrono::duration<double>(c_.clock.WallNow() - sample->wall).count();
+      if (!s.ok) r.sample_error = s.error;
+    }
+    for (const auto& [id, job] : c_.controller.live_jobs()) {
+      const JobRecord* rec = scheduler.job(id);
+      if (!rec || rec->state != JobState::kRunning) continue;
+      if (std::find(rec->gpus.begin(), rec->gpus.end(), static_cast<GpuIndex>(g)) ==
+          rec->gpus.end())
+        continue;
+      r.jobs.push_back(
+          api::GpuJobInfo{id, job.spec.name, job.owner.user,
+                          job.current() ? std::string(ToString(job.current()->mode)) : "",
+                          c_.controller.CurrentPeak(job)});
+    }
+    (void)caller;
+    reply.gpus.push_back(std::move(r));
+  }
+  return reply;
+}
+
+Result<api::HistoryReply> ApiHandlers::Handle(const Identity& caller,
+                                              const api::HistoryRequest& request) {
+  HistoryQuery query;
+  query.limit = std::clamp(request.limit, 1, api::kMaxHistoryPage);
+  query.before = request.before;
+  if (!request.all) query.uid = caller.uid;
+  auto page = c_.store.History(query);
+  if (!page.ok()) return page.status();
+  api::HistoryReply reply;
+  for (const Job& job : page->jobs) reply.jobs.push_back(Summarize(job, caller));
+  reply.next = page->next;
+  return reply;
+}
+
+}  // namespace colo

@@ -1,0 +1,63 @@
+// colod's side of the API: one handler per request type, each turning a typed request from an
+// identified caller into a typed reply through the JobController. Who may see or do what is
+// decided here: details of a job (command, workdir, errors, logs) only for its owner and root,
+// cancelling likewise; other users' jobs are listed without them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/types.h"
+#include "common/clock.h"
+#include "daemon/job_controller.h"
+#include "gpu/gpu.h"
+
+namespace colo {
+
+// The latest GPU sample colod has taken.
+struct GpuSnapshot {
+  WallTime wall;
+  std::vector<DeviceSample> devices;
+};
+
+struct HandlerContext {
+  const Clock& clock;
+  JobController& controller;
+  JobStore& store;
+  ProcessLauncher& launcher;
+  const GpuBackend& gpus;
+  const std::optional<GpuSnapshot>& latest_sample;
+  bool personal = false;  // a personal colod: serves its owner only
+};
+
+class ApiHandlers {
+ public:
+  explicit ApiHandlers(HandlerContext context) : c_(context) {}
+
+  // One request line from `caller` → one reply line (without the newline). Never throws; any
+  // request, however malformed, gets an error reply naming the problem.
+  std::string Handle(const Identity& caller, std::string_view line);
+
+ private:
+  Result<api::HelloReply> Handle(const Identity& caller, const api::HelloRequest&);
+  Result<api::SubmitReply> Handle(const Identity& caller, const api::SubmitRequest&);
+  Result<api::QueueReply> Handle(const Identity& caller, const api::QueueRequest&);
+  Result<api::ShowReply> Handle(const Identity& caller, const api::ShowRequest&);
+  Result<api::CancelReply> Handle(const Identity& caller, const api::CancelRequest&);
+  Result<api::ExplainReply> Handle(const Identity& caller, const api::ExplainRequest&);
+  Result<api::LogsReply> Handle(const Identity& caller, const api::LogsRequest&);
+  Result<api::GpusReply> Handle(const Identity& caller, const api::GpusRequest&);
+  Result<api::HistoryReply> Handle(const Identity& caller, const api::HistoryRequest&);
+
+  // The job, if the caller may see its details; errors name why not.
+  Result<Job> JobForOwner(const Identity& caller, JobId id, std::string_view what) const;
+  api::JobSummary Summarize(const Job& job, const Identity& caller) const;
+  api::JobDetail Detail(const Job& job) const;
+  std::vector<int> GpuIndices(const std::vector<std::string>& uuids) const;
+
+  HandlerContext c_;
+};
+
+}  // namespace colo

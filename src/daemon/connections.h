@@ -1,0 +1,77 @@
+// The connections of one listening socket, served from colod's poll loop with bounded everything:
+// connections in all and per user, bytes per request, replies waiting to be read (a client that
+// sends and never reads stops being read, it does not grow colod), and idle time. Used twice:
+// the API socket (JSON lines, identity from SO_PEERCRED) and the metrics port (HTTP GET), each
+// with its own pool, so neither can lock the other out.
+#pragma once
+
+#include <poll.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "daemon/job.h"
+
+namespace colo {
+
+struct ConnectionLimits {
+  int max_connections = 256;
+  int max_per_user = 32;                // API only: one user cannot take every slot
+  Duration idle_timeout = Seconds(60);  // no complete request for this long: closed
+  size_t max_request_bytes = 1 << 20;
+  // Requests are not read from a client while this much of its replies waits to be sent.
+  size_t max_unsent_bytes = 1 << 20;
+};
+
+class ConnectionSet {
+ public:
+  enum class Protocol { kJsonLines, kHttp };
+  // The reply to one request: a JSON line (without its newline), or a whole HTTP response.
+  using Handler = std::function<std::string(const Identity& caller, std::string_view request)>;
+  // Who a peer is, from its credentials; an error refuses the connection with that message.
+  using Identify = std::function<Result<Identity>(unsigned uid, unsigned gid)>;
+
+  ConnectionSet(int listen_fd, Protocol protocol, ConnectionLimits limits, Handler handler,
+                Identify identify);
+  ~ConnectionSet();
+  ConnectionSet(const ConnectionSet&) = delete;
+  ConnectionSet& operator=(const ConnectionSet&) = delete;
+
+  void AddPollFds(std::vector<pollfd>& fds) const;
+  // Handles whatever `fds` (as filled by AddPollFds, then polled) says is ready.
+  void OnReady(const std::vector<pollfd>& fds, TimePoint now);
+  // Closes connections idle past the limit.
+  void ExpireIdle(TimePoint now);
+  std::optional<TimePoint> NextDeadline() const;
+  size_t size() const { return clients_.size(); }
+
+ private:
+  struct Client {
+    int fd = -1;
+    Identity identity;
+    std::string in, out;
+    TimePoint last_request;
+    bool closing = false;  // close once `out` is sent
+  };
+
+  void Accept(TimePoint now);
+  void Read(Client& client, TimePoint now);
+  void Write(Client& client);
+  void Refuse(int fd, std::string_view code, std::string_view message);
+  int ConnectionsOf(unsigned uid) const;
+
+  int listen_fd_;
+  Protocol protocol_;
+  ConnectionLimits limits_;
+  Handler handler_;
+  Identify identify_;
+  std::map<int, Client> clients_;  // by fd
+};
+
+}  // namespace colo

@@ -1,0 +1,586 @@
+// Job records to and from JSON text. Decoding never trusts a type: each field is checked before
+// it is read, so no nlohmann exception is the way an error is found, and the message names the
+// field by its path in the record.
+#include "daemon/job_codec.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/text.h"
+
+namespace colo {
+namespace {
+
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+json Strings(const std::vector<std::string>& values) {
+  json out = json::array();
+  for (const std::string& value : values) out.push_back(ValidUtf8(value));
+  return out;
+}
+
+// JSON has no NaN or infinity; a record must always read back, so such a value is stored as the
+// field's "not known" value instead.
+double Finite(double value, double otherwise) {
+  return std::isfinite(value) ? value : otherwise;
+}
+
+json EncodeSpec(const JobSpec& spec) {
+  json memory = json::object();
+  memory["peak"] = spec.memory.peak.count();
+  memory["source"] = ToString(spec.memory.source);
+  memory["uncertainty"] = Finite(spec.memory.uncertainty, 0.0);
+  json out = json::object();
+  out["id"] = spec.id;
+  out["name"] = ValidUtf8(spec.name);
+  out["owner"] = ValidUtf8(spec.owner);
+  out["command"] = Strings(spec.command);
+  out["gpus"] = spec.gpus;
+  out["memory"] = std::move(memory);
+  out["sharing"] = ToString(spec.sharing);
+  out["priority"] = spec.priority;
+  out["expected_smact"] = Finite(spec.expected_smact, -1.0);
+  return out;
+}
+
+json EncodeAttempt(const Attempt& attempt) {
+  json out = json::object();
+  out["number"] = attempt.number;
+  out["phase"] = ToString(attempt.phase);
+  out["pid"] = attempt.pid;
+  out["pid_start"] = attempt.pid_start;
+  out["gpu_uuids"] = Strings(attempt.gpu_uuids);
+  out["mode"] = ToString(attempt.mode);
+  out["thread_percent"] = attempt.thread_percent;
+  out["memory_limit"] = attempt.memory_limit.count();
+  out["started"] = ToEpochSeconds(attempt.started);
+  out["ended"] = ToEpochSeconds(attempt.ended);
+  out["exit"] = attempt.exit ? json(ToString(*attempt.exit)) : json(nullptr);
+  out["detail"] = ValidUtf8(attempt.detail);
+  out["peak"] = attempt.peak.count();
+  return out;
+}
+
+json EncodeEstimate(const api::JobEstimate& estimate) {
+  json out = json::object();
+  out["estimator"] = ValidUtf8(estimate.estimator);
+  out["peak"] = estimate.peak.count();
+  out["lower"] = estimate.lower.count();
+  out["upper"] = estimate.upper.count();
+  out["detail"] = ValidUtf8(estimate.detail);
+  out["signature"] = ValidUtf8(estimate.signature);
+  if (estimate.learned) {
+    json learned = json::object();
+    learned["runs"] = estimate.learned->runs;
+    learned["peak"] = estimate.learned->peak.count();
+    learned["upper"] = estimate.learned->upper.count();
+    out["learned"] = std::move(learned);
+  } else {
+    out["learned"] = nullptr;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+// Every enum a record holds is written by its ToString name; these are the names it may have.
+constexpr JobState kJobStates[] = {
+    JobState::kQueued, JobState::kRecovering, JobState::kRunning, JobState::kSucceeded,
+    JobState::kFailed, JobState::kCancelled,  JobState::kLost};
+constexpr ExitKind kExitKinds[] = {ExitKind::kSuccess, ExitKind::kFailure, ExitKind::kOutOfMemory,
+                                   ExitKind::kCancelled, ExitKind::kLost};
+constexpr SharingMode kSharingModes[] = {SharingMode::kMps, SharingMode::kPlain,
+                                         SharingMode::kExclusive};
+constexpr SharingPreference kSharingPreferences[] = {
+    SharingPreference::kAny, SharingPreference::kMps, SharingPreference::kPlain,
+    SharingPreference::kExclusive};
+constexpr MemorySource kMemorySources[] = {MemorySource::kUnknown, MemorySource::kDeclared,
+                                           MemorySource::kEstimated, MemorySource::kLearned};
+constexpr Attempt::Phase kPhases[] = {Attempt::Phase::kLaunching, Attempt::Phase::kRunning,
+                                      Attempt::Phase::kEnded};
+
+template <typename Enum, size_t N>
+std::optional<Enum> ParseName(std::string_view text, const Enum (&all)[N]) {
+  for (Enum value : all) {
+    if (ToString(value) == text) return value;
+  }
+  return std::nullopt;
+}
+
+// A value from the record, quoted for a message: short and safe to print.
+std::string Quoted(std::string_view text) {
+  return "'" + Printable(TruncateUtf8(text, 64)) + "'";
+}
+
+// Reads the fields of one JSON object. Readers of one record share the first error met: after it
+// every read is skipped, so a decoder reads field after field and checks once at the end.
+class FieldReader {
+ public:
+  struct Shared {
+    Status error;
+    bool lenient = false;  // a missing field keeps its default (schema-1 records)
+  };
+
+  FieldReader(const json& value, std::string path, Shared& shared)
+      : object_(value), path_(std::move(path)), shared_(shared) {
+    if (ok() && !object_.is_object()) shared_.error = InvalidArgument(Where("") + "not an object");
+  }
+
+  bool ok() const { return shared_.error.ok(); }
+  const std::string& path() const { return path_; }
+
+  // "attempts[1].exit: " for key "exit" of the reader at "attempts[1]".
+  std::string Where(std::string_view key) const {
+    if (path_.empty()) return fmt::format("{}: ", key.empty() ? "record" : key);
+    if (key.empty()) return path_ + ": ";
+    return fmt::format("{}.{}: ", path_, key);
+  }
+  std::string PathOf(std::string_view key) const {
+    return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+  }
+
+  void Fail(std::string_view key, std::string_view problem) {
+    if (ok()) shared_.error = InvalidArgument(Where(key) + std::string(problem));
+  }
+
+  // The member `key`; nullptr when absent (an error unless lenient) or after an error.
+  const json* Member(std::string_view key) {
+    if (!ok()) return nullptr;
+    const auto it = object_.find(key);
+    if (it == object_.end()) {
+      if (!shared_.lenient) Fail(key, "missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+  // The member `key` when present and not null; nullptr otherwise, never an error.
+  const json* Optional(std::string_view key) {
+    if (!ok()) return nullptr;
+    const auto it = object_.find(key);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  void String(std::string_view key, std::string& out) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (!value->is_string()) return Fail(key, "not a string");
+    // Parsed JSON is valid UTF-8 already; checked again because colod relies on it everywhere.
+    out = ValidUtf8(value->get_ref<const std::string&>());
+  }
+
+  void Strings(std::string_view key, std::vector<std::string>& out) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (!value->is_array()) return Fail(key, "not a list");
+    std::vector<std::string> strings;
+    strings.reserve(value->size());
+    for (size_t i = 0; i < value->size(); ++i) {
+      const json& item = (*value)[i];
+      if (!item.is_string()) return Fail(fmt::format("{}[{}]", key, i), "not a string");
+      strings.push_back(ValidUtf8(item.get_ref<const std::string&>()));
+    }
+    out = std::move(strings);
+  }
+
+  void Int64(std::string_view key, int64_t& out) { Integer(key, out, INT64_MIN, INT64_MAX); }
+  void Int(std::string_view key, int& out) {
+    int64_t value = out;
+    Integer(key, value, INT_MIN, INT_MAX);
+    out = static_cast<int>(value);
+  }
+  void Uint(std::string_view key, unsigned& out) {
+    int64_t value = out;
+    Integer(key, value, 0, UINT_MAX);
+    out = static_cast<unsigned>(value);
+  }
+  void Uint64(std::string_view key, uint64_t& out) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (value->is_number_unsigned()) {
+      out = value->get<uint64_t>();
+    } else if (value->is_number_integer()) {
+      // A negative integer: nlohmann keeps non-negative ones as unsigned.
+      Fail(key, "negative");
+    } else {
+      Fail(key, "not an integer");
+    }
+  }
+
+  void Double(std::string_view key, double& out) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (!value->is_number()) return Fail(key, "not a number");
+    out = value->get<double>();
+  }
+
+  void Bool(std::string_view key, bool& out) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (!value->is_boolean()) return Fail(key, "not true or false");
+    out = value->get<bool>();
+  }
+
+  void Size(std::string_view key, Bytes& out) {
+    int64_t count = out.count();
+    Integer(key, count, 0, INT64_MAX);
+    out = Bytes(count);
+  }
+
+  void Time(std::string_view key, WallTime& out) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (!value->is_number()) return Fail(key, "not a number of seconds");
+    const std::optional<WallTime> time = FromEpochSeconds(value->get<double>());
+    if (!time) return Fail(key, "not a time colod can hold");
+    out = *time;
+  }
+
+  // An enum by its ToString name; `what` names the kind for the message.
+  template <typename Enum, size_t N>
+  void Name(std::string_view key, Enum& out, const Enum (&all)[N], std::string_view what) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (!value->is_string()) return Fail(key, "not a string");
+    const std::string& text = value->get_ref<const std::string&>();
+    const std::optional<Enum> parsed = ParseName(text, all);
+    if (!parsed) return Fail(key, fmt::format("unknown {} {}", what, Quoted(text)));
+    out = *parsed;
+  }
+
+ private:
+  void Integer(std::string_view key, int64_t& out, int64_t low, int64_t high) {
+    const json* value = Member(key);
+    if (!value) return;
+    if (value->is_number_unsigned()) {
+      const uint64_t number = value->get<uint64_t>();
+      if (number > static_cast<uint64_t>(high)) return Fail(key, "out of range");
+      out = static_cast<int64_t>(number);
+    } else if (value->is_number_integer()) {
+      const int64_t number = value->get<int64_t>();
+      if (number < low) return Fail(key, low == 0 ? "negative" : "out of range");
+      if (number > high) return Fail(key, "out of range");
+      out = number;
+    } else {
+      Fail(key, "not an integer");
+    }
+  }
+
+  const json& object_;
+  std::string path_;
+  Shared& shared_;
+};
+
+// Nested deeper than any record colod writes: refused before parsing, so a corrupted row of ten
+// thousand brackets costs nothing.
+constexpr int kMaxNesting = 16;
+
+bool NestedTooDeep(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+Result<json> ParseRecord(std::string_view text) {
+  if (text.size() > kMaxJobRecordBytes)
+    return InvalidArgument(fmt::format("record: larger than {} bytes", kMaxJobRecordBytes));
+  if (NestedTooDeep(text))
+    return InvalidArgument(fmt::format("record: nested deeper than {} levels", kMaxNesting));
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    return InvalidArgument(fmt::format("record: not JSON (error at byte {})", e.byte));
+  } catch (const std::exception& e) {
+    return InvalidArgument(fmt::format("record: not JSON ({})", Printable(e.what())));
+  }
+}
+
+void DecodeAttempt(FieldReader& r, Attempt& a) {
+  r.Int("number", a.number);
+  r.Name("phase", a.phase, kPhases, "attempt phase");
+  r.Int("pid", a.pid);
+  r.Uint64("pid_start", a.pid_start);
+  r.Strings("gpu_uuids", a.gpu_uuids);
+  r.Name("mode", a.mode, kSharingModes, "sharing mode");
+  r.Int("thread_percent", a.thread_percent);
+  r.Size("memory_limit", a.memory_limit);
+  r.Time("started", a.started);
+  r.Time("ended", a.ended);
+  if (r.Member("exit") && r.Optional("exit")) {
+    ExitKind kind{};
+    r.Name("exit", kind, kExitKinds, "exit kind");
+    a.exit = kind;
+  }
+  r.String("detail", a.detail);
+  r.Size("peak", a.peak);
+}
+
+void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {
+  r.String("estimator", e.estimator);
+  r.Size("peak", e.peak);
+  r.Size("lower", e.lower);
+  r.Size("upper", e.upper);
+  r.String("detail", e.detail);
+  r.String("signature", e.signature);
+}
+
+void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
+  FieldReader r(record, "", shared);
+  int format = 0;
+  r.Int("format", format);
+  if (r.ok() && format != kJobRecordFormat)
+    return r.Fail("format", fmt::format("{} is not {}", format, kJobRecordFormat));
+
+  if (const json* spec_json = r.Member("spec")) {
+    FieldReader spec(*spec_json, "spec", shared);
+    JobSpec& s = job.spec;
+    spec.Int64("id", s.id);
+    spec.String("name", s.name);
+    spec.String("owner", s.owner);
+    spec.Strings("command", s.command);
+    spec.Int("gpus", s.gpus);
+    if (const json* memory_json = spec.Member("memory")) {
+      FieldReader memory(*memory_json, "spec.memory", shared);
+      memory.Size("peak", s.memory.peak);
+      memory.Name("source", s.memory.source, kMemorySources, "memory source");
+      memory.Double("uncertainty", s.memory.uncertainty);
+    }
+    spec.Name("sharing", s.sharing, kSharingPreferences, "sharing preference");
+    spec.Int("priority", s.priority);
+    spec.Double("expected_smact", s.expected_smact);
+  }
+  if (const json* owner_json = r.Member("owner")) {
+    FieldReader owner(*owner_json, "owner", shared);
+    owner.Uint("uid", job.owner.uid);
+    owner.Uint("gid", job.owner.gid);
+    owner.String("user", job.owner.user);
+  }
+  r.String("workdir", job.workdir);
+  r.Strings("env", job.env);
+  r.Name("state", job.state, kJobStates, "job state");
+  r.String("reason", job.reason);
+  r.Time("submitted", job.submitted);
+  r.Time("finished", job.finished);
+  r.Bool("cancel_requested", job.cancel_requested);
+  if (const json* attempts = r.Member("attempts")) {
+    if (!attempts->is_array()) return r.Fail("attempts", "not a list");
+    for (size_t i = 0; i < attempts->size() && r.ok(); ++i) {
+      FieldReader a((*attempts)[i], fmt::format("attempts[{}]", i), shared);
+      DecodeAttempt(a, job.attempts.emplace_back());
+    }
+  }
+  r.String("source", job.source);
+  r.Int("threads", job.threads);
+  if (r.Member("estimate") && r.Optional("estimate")) {
+    FieldReader estimate(*r.Optional("estimate"), "estimate", shared);
+    api::JobEstimate& e = job.estimate.emplace();
+    DecodeEstimate(estimate, e);
+    if (estimate.Member("learned") && estimate.Optional("learned")) {
+      FieldReader learned(*estimate.Optional("learned"), "estimate.learned", shared);
+      api::JobEstimate::Learned& l = e.learned.emplace();
+      learned.Int("runs", l.runs);
+      learned.Size("peak", l.peak);
+      learned.Size("upper", l.upper);
+    }
+  }
+}
+
+// Schema 1 wrote every field but read each with a default; both are kept here. Its attempts had
+// no phase: one with an exit kind had ended, one with a process was running, and one with
+// neither had not started.
+void DecodeSchema1Record(const json& record, FieldReader::Shared& shared, Job& job) {
+  FieldReader r(record, "", shared);
+  job.workdir = "/";
+  job.source.clear();
+  {
+    // The id is the one field schema 1 never defaulted.
+    const json* spec_json = r.Member("spec");
+    if (!spec_json) return r.Fail("spec", "missing");
+    FieldReader spec(*spec_json, "spec", shared);
+    JobSpec& s = job.spec;
+    if (spec.ok() && !spec_json->contains("id")) return spec.Fail("id", "missing");
+    spec.Int64("id", s.id);
+    spec.String("name", s.name);
+    spec.String("owner", s.owner);
+    spec.Strings("command", s.command);
+    spec.Int("gpus", s.gpus);
+    spec.Size("memory", s.memory.peak);
+    spec.Name("memory_source", s.memory.source, kMemorySources, "memory source");
+    spec.Double("memory_uncertainty", s.memory.uncertainty);
+    // Schema 1 read an empty sharing as "any".
+    const json* sharing = spec.Optional("sharing");
+    if (!(sharing && sharing->is_string() && sharing->get_ref<const std::string&>().empty()))
+      spec.Name("sharing", s.sharing, kSharingPreferences, "sharing preference");
+    spec.Int("priority", s.priority);
+    spec.Double("expected_smact", s.expected_smact);
+  }
+  r.Uint("uid", job.owner.uid);
+  r.Uint("gid", job.owner.gid);
+  job.owner.user = job.spec.owner;
+  r.String("workdir", job.workdir);
+  r.Strings("env", job.env);
+  r.Name("state", job.state, kJobStates, "job state");
+  r.String("reason", job.reason);
+  r.Time("submitted", job.submitted);
+  r.Time("finished", job.finished);
+  r.Bool("cancel_requested", job.cancel_requested);
+  r.String("source", job.source);
+  r.Int("threads", job.threads);
+  if (const json* attempts = r.Member("attempts")) {
+    if (!attempts->is_array()) return r.Fail("attempts", "not a list");
+    for (size_t i = 0; i < attempts->size() && r.ok(); ++i) {
+      FieldReader a((*attempts)[i], fmt::format("attempts[{}]", i), shared);
+      Attempt& attempt = job.attempts.emplace_back();
+      attempt.mode = SharingMode::kPlain;
+      a.Int("number", attempt.number);
+      a.Int("pid", attempt.pid);
+      a.Uint64("pid_start", attempt.pid_start);
+      a.Strings("gpu_uuids", attempt.gpu_uuids);
+      a.Name("mode", attempt.mode, kSharingModes, "sharing mode");
+      a.Int("thread_percent", attempt.thread_percent);
+      a.Size("memory_limit", attempt.memory_limit);
+      a.Time("started", attempt.started);
+      a.Time("ended", attempt.ended);
+      std::string exit_kind;
+      a.String("exit_kind", exit_kind);
+      if (a.ok() && !exit_kind.empty()) {
+        attempt.exit = ParseName(exit_kind, kExitKinds);
+        if (!attempt.exit) a.Fail("exit_kind", "unknown exit kind " + Quoted(exit_kind));
+      }
+      a.String("detail", attempt.detail);
+      a.Size("peak", attempt.peak);
+      attempt.phase = attempt.exit      ? Attempt::Phase::kEnded
+                      : attempt.pid > 0 ? Attempt::Phase::kRunning
+                                        : Attempt::Phase::kLaunching;
+    }
+  }
+  if (const json* estimate_json = r.Optional("estimate")) {
+    FieldReader estimate(*estimate_json, "estimate", shared);
+    api::JobEstimate& e = job.estimate.emplace();
+    estimate.Size("peak", e.peak);
+    e.lower = e.peak;  // schema 1's default for a missing lower bound
+    DecodeEstimate(estimate, e);
+    if (const json* history_json = estimate.Optional("history")) {
+      FieldReader history(*history_json, "estimate.history", shared);
+      api::JobEstimate::Learned& l = e.learned.emplace();
+      history.Int("runs", l.runs);
+      history.Size("peak", l.peak);
+      history.Size("upper", l.upper);
+    }
+  }
+}
+
+using RecordDecoder = void (*)(const json&, FieldReader::Shared&, Job&);
+
+Result<Job> Decode(std::string_view text, RecordDecoder decoder, bool lenient) {
+  auto record = ParseRecord(text);
+  if (!record.ok()) return record.status();
+  try {
+    FieldReader::Shared shared;
+    shared.lenient = lenient;
+    Job job;
+    decoder(*record, shared, job);
+    if (!shared.error.ok()) return shared.error;
+    return job;
+  } catch (const std::exception& e) {
+    // Every type is checked before a value is read; this is for what cannot be ruled out
+    // (running out of memory).
+    return InvalidArgument(fmt::format("record: {}", Printable(e.what())));
+  }
+}
+
+}  // namespace
+
+std::string EncodeJob(const Job& job) {
+  json record = json::object();
+  record["format"] = kJobRecordFormat;
+  record["spec"] = EncodeSpec(job.spec);
+  json owner = json::object();
+  owner["uid"] = job.owner.uid;
+  owner["gid"] = job.owner.gid;
+  owner["user"] = ValidUtf8(job.owner.user);
+  record["owner"] = std::move(owner);
+  record["workdir"] = ValidUtf8(job.workdir);
+  record["env"] = Strings(job.env);
+  record["state"] = ToString(job.state);
+  record["reason"] = ValidUtf8(job.reason);
+  record["submitted"] = ToEpochSeconds(job.submitted);
+  record["finished"] = ToEpochSeconds(job.finished);
+  record["cancel_requested"] = job.cancel_requested;
+  json attempts = json::array();
+  for (const Attempt& attempt : job.attempts) attempts.push_back(EncodeAttempt(attempt));
+  record["attempts"] = std::move(attempts);
+  record["source"] = ValidUtf8(job.source);
+  record["threads"] = job.threads;
+  record["estimate"] = job.estimate ? EncodeEstimate(*job.estimate) : json(nullptr);
+  // Every string is valid UTF-8 already; `replace` is what keeps dump() from ever throwing.
+  return record.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<Job> DecodeJob(std::string_view text) {
+  return Decode(text, DecodeRecord, /*lenient=*/false);
+}
+
+Result<Job> DecodeSchema1Job(std::string_view text) {
+  return Decode(text, DecodeSchema1Record, /*lenient=*/true);
+}
+
+JobEvent StoredEvent(const JobEvent& event) {
+  JobEvent stored;
+  stored.job = event.job;
+  stored.time = FromEpochSeconds(ToEpochSeconds(event.time)).value_or(WallTime());
+  stored.kind = TruncateUtf8(event.kind, kMaxEventKindBytes);
+  stored.detail = TruncateUtf8(event.detail, kMaxEventDetailBytes);
+  return stored;
+}
+
+// Whole seconds and microseconds are converted apart, so that a time on a microsecond reads back
+// as exactly that time (one product of the whole in microseconds would round on the way).
+double ToEpochSeconds(WallTime time) {
+  const int64_t micros =
+      std::chrono::round<std::chrono::microseconds>(time.time_since_epoch()).count();
+  int64_t whole = micros / 1'000'000, rest = micros % 1'000'000;
+  if (rest < 0) {
+    --whole;
+    rest += 1'000'000;
+  }
+  return static_cast<double>(whole) + static_cast<double>(rest) / 1e6;
+}
+
+std::optional<WallTime> FromEpochSeconds(double seconds) {
+  // The most WallTime holds (about the year 2262 with nanosecond ticks), less a second of margin
+  // for the rounding below.
+  static const double kLimit =
+      std::chrono::duration<double>(WallTime::duration::max()).count() - 1.0;
+  if (!std::isfinite(seconds) || std::fabs(seconds) > kLimit) return std::nullopt;
+  const double whole = std::floor(seconds);
+  const int64_t micros =
+      static_cast<int64_t>(whole) * 1'000'000 + std::llround((seconds - whole) * 1e6);
+  return WallTime(
+      std::chrono::duration_cast<WallTime::duration>(std::chrono::microseconds(micros)));
+}
+
+}  // namespace colo

@@ -1,0 +1,633 @@
+#include "daemon/job_controller.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "common/text.h"
+#include "estimate/estimator.h"
+#include "estimate/job_estimators.h"
+
+namespace colo {
+namespace {
+
+constexpr size_t kMaxSourceBytes = 4096;
+// How soon a record that could not be stored is tried again.
+constexpr Duration kStoreRetry = Seconds(1);
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool StartsWithAny(const std::string& text, std::initializer_list<std::string_view> prefixes) {
+  return std::any_of(prefixes.begin(), prefixes.end(),
+                     [&](std::string_view p) { return text.compare(0, p.size(), p) == 0; });
+}
+
+int OutOfMemoryAttempts(const Job& job) {
+  return static_cast<int>(
+      std::count_if(job.attempts.begin(), job.attempts.end(),
+                    [](const Attempt& a) { return a.exit == ExitKind::kOutOfMemory; }));
+}
+
+// Wall-clock start of an attempt → the monotonic clock the scheduler uses.
+TimePoint MonotonicStart(const Clock& clock, WallTime started) {
+  const Duration ago = std::chrono::duration_cast<Duration>(clock.WallNow() - started);
+  return clock.Now() - std::max(Duration::zero(), ago);
+}
+
+}  // namespace
+
+JobController::JobController(const Clock& clock, Scheduler& scheduler, JobStore& store,
+                             ProcessLauncher& launcher, ControllerOptions options)
+    : clock_(clock),
+      scheduler_(scheduler),
+      store_(store),
+      launcher_(launcher),
+      options_(std::move(options)) {}
+
+JobEvent JobController::Event(JobId job, std::string kind, std::string detail) const {
+  return JobEvent{job, clock_.WallNow(), std::move(kind),
+                  TruncateUtf8(detail, kMaxEventDetailBytes)};
+}
+
+void JobController::Log(const JobEvent& event) const {
+  if (options_.log) options_.log(event);
+}
+
+bool JobController::Persist(Job& job, std::vector<JobEvent> events) {
+  for (const JobEvent& e : events) Log(e);
+  auto& pending = pending_events_[job.id()];
+  pending.insert(pending.end(), std::make_move_iterator(events.begin()),
+                 std::make_move_iterator(events.end()));
+  const Status stored = store_.Update(job, pending);
+  if (stored.ok()) {
+    pending_events_.erase(job.id());
+    unsaved_.erase(job.id());
+    return true;
+  }
+  if (unsaved_.insert(job.id()).second) {
+    counters_.store_failures++;
+    Log(Event(job.id(), "store-error",
+              fmt::format("could not store the job's latest change (kept in memory, tried "
+                          "again): {}",
+                          stored.message())));
+  }
+  return false;
+}
+
+void JobController::ForgetIfDone(JobId id) {
+  auto it = live_.find(id);
+  if (it == live_.end() || it->second.live() || unsaved_.count(id)) return;
+  scheduler_.Forget(id);
+  running_.erase(id);
+  live_.erase(it);
+}
+
+const Job* JobController::FindLive(JobId id) const {
+  auto it = live_.find(id);
+  return it == live_.end() ? nullptr : &it->second;
+}
+
+Result<std::optional<Job>> JobController::Find(JobId id) const {
+  if (const Job* job = FindLive(id)) return std::optional<Job>(*job);
+  return store_.Find(id);
+}
+
+Bytes JobController::CurrentPeak(const Job& job) const {
+  const Attempt* a = job.current();
+  if (!a) return Bytes(0);
+  if (a->phase == Attempt::Phase::kEnded) return a->peak;
+  const JobRecord* r = scheduler_.job(job.id());
+  return r ? std::max(a->peak, r->attempt_peak) : a->peak;
+}
+
+AttemptRef JobController::RefOf(const Job& job) const {
+  AttemptRef ref;
+  ref.job = job.id();
+  ref.owner = job.owner;
+  if (const Attempt* a = job.current()) {
+    ref.attempt = a->number;
+    ref.process = ProcessHandle{a->pid, a->pid_start};
+  }
+  return ref;
+}
+
+// --- Submit ---
+
+Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
+  if (who.user.empty()) {
+    // Jobs run as a named user, with that user's groups from the group database.
+    return PermissionDenied(fmt::format(
+        "uid {} has no entry in the passwd database; colod runs jobs only for users it can name",
+        who.uid));
+  }
+  Job job;
+  job.owner = who;
+  job.spec.owner = who.user;
+  job.spec.command = std::move(r.command);
+  job.spec.gpus = r.gpus;
+  job.spec.sharing = r.share;
+  job.spec.expected_smact = r.expected_smact.value_or(-1.0);
+  job.threads = r.threads.value_or(0);
+  job.spec.name =
+      TruncateUtf8(r.name.empty() ? BaseName(job.spec.command.front()) : r.name, kMaxNameBytes);
+  job.source = TruncateUtf8(r.source, kMaxSourceBytes);
+  job.env = std::move(r.env);
+  job.workdir = std::move(r.workdir);
+  COLO_RETURN_IF_ERROR(launcher_.CheckWorkdir(who, job.workdir));
+  if (r.memory) job.spec.memory = MemoryNeed{*r.memory, MemorySource::kDeclared, 0.0};
+  if (r.estimate) {
+    job.estimate = std::move(r.estimate);
+    job.estimate->learned.reset();  // what colod learned is colod's to say
+    job.estimate->detail = TruncateUtf8(job.estimate->detail, kMaxDetailBytes);
+    // A declared need is the limit the job runs under; otherwise earlier runs of the same model
+    // are the best evidence there is, then the client's estimate.
+    if (!job.spec.memory.known()) {
+      if (auto learned = LearnedNeed(job, PeaksOf(job.estimate->signature))) {
+        job.spec.memory = *learned;
+      } else {
+        const api::JobEstimate& e = *job.estimate;
+        job.spec.memory = MemoryEstimate{e.peak, e.lower, e.upper, "client"}.AsNeed();
+      }
+    }
+  }
+  return job;
+}
+
+Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest request) {
+  auto made = NewJob(who, std::move(request));
+  if (!made.ok()) return made.status();
+  Job& job = *made;
+  COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(job.spec));
+  job.state = JobState::kQueued;
+  job.submitted = clock_.WallNow();
+  JobEvent submitted = Event(
+      0, "submitted",
+      fmt::format("by {}: {} GPU(s), memory {}", job.owner.user, job.spec.gpus,
+                  job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown"));
+  // The id is the store's to give, in the same transaction that stores the job.
+  if (Status stored = store_.Insert(job, {submitted}); !stored.ok()) {
+    counters_.store_failures++;
+    return Unavailable("the job could not be stored, so it was not submitted: " + stored.message());
+  }
+  submitted.job = job.id();
+  Log(submitted);
+  if (Status queued = scheduler_.Submit(job.spec); !queued.ok()) {
+    // Checked above; should it still refuse, the stored job must not look queued.
+    job.state = JobState::kFailed;
+    job.reason = queued.message();
+    job.finished = clock_.WallNow();
+    Persist(job, {Event(job.id(), "failed", queued.message())});
+    return queued;
+  }
+  const JobId id = job.id();
+  live_.emplace(id, std::move(job));
+  return id;
+}
+
+// --- Cancel ---
+
+Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    auto stored = store_.Find(id);
+    if (!stored.ok()) return stored.status();
+    if (!*stored) return NotFound(fmt::format("no job {}", id));
+    if (who.uid != 0 && who.uid != (*stored)->owner.uid)
+      return PermissionDenied(fmt::format(
+          "job {} belongs to {}; only its owner or root may cancel it", id, (*stored)->owner.user));
+    return FailedPrecondition(
+        fmt::format("job {} already ended ({})", id, ToString((*stored)->state)));
+  }
+  Job& job = it->second;
+  if (who.uid != 0 && who.uid != job.owner.uid)
+    return PermissionDenied(fmt::format(
+        "job {} belongs to {}; only its owner or root may cancel it", id, job.owner.user));
+  if (job.state == JobState::kRunning) {
+    if (!job.cancel_requested) {
+      // Stored first: if colod stops now, the restart still knows the end was asked for.
+      Job updated = job;
+      updated.cancel_requested = true;
+      const JobEvent event = Event(
+          id, "cancel",
+          fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s",
+                      who.user, job.current() ? job.current()->number : 0,
+                      ToSeconds(options_.cancel_grace)));
+      if (Status s = store_.Update(updated, {event}); !s.ok())
+        return Unavailable("the cancel could not be stored, so the job was not touched: " +
+                           s.message());
+      Log(event);
+      job.cancel_requested = true;
+    }
+    launcher_.Signal(RefOf(job), SIGTERM);
+    Running& r = running_[id];
+    if (!r.kill_at) r.kill_at = clock_.Now() + options_.cancel_grace;
+    return std::string("cancelling");
+  }
+  Job ended = job;
+  ended.state = JobState::kCancelled;
+  ended.reason = fmt::format("cancelled by {} while waiting", who.user);
+  ended.finished = clock_.WallNow();
+  ended.env.clear();
+  const JobEvent event = Event(id, "cancelled", ended.reason);
+  if (Status s = store_.Update(ended, {event}); !s.ok())
+    return Unavailable("the cancel could not be stored, so the job stays queued: " + s.message());
+  Log(event);
+  if (Status s = scheduler_.Cancel(id); !s.ok()) Log(Event(id, "cancel", s.message()));
+  job = std::move(ended);
+  ForgetIfDone(id);
+  return std::string("cancelled");
+}
+
+// --- Samples ---
+
+void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& devices) {
+  const size_t gpus = std::min(devices.size(), scheduler_.gpu_count());
+  for (size_t g = 0; g < gpus; ++g) {
+    const DeviceSample& s = devices[g];
+    scheduler_.OnGpuSample(GpuSample{static_cast<GpuIndex>(g), time, s.memory_used,
+                                     s.smact >= 0 ? s.smact : s.utilization, s.smocc, s.drama,
+                                     true});
+    // A process belongs to the job whose attempt it is part of (its cgroup or its session and
+    // descendants), not merely to whoever started it.
+    std::map<JobId, Bytes> per_job;
+    for (const ProcessMemory& p : s.processes) {
+      const auto owner = launcher_.AttemptOf(p.pid);
+      if (!owner) continue;
+      const Job* job = FindLive(owner->first);
+      if (job && job->current() && job->current()->number == owner->second)
+        per_job[owner->first] += p.used;
+    }
+    for (const auto& [id, running] : running_) {
+      const JobRecord* r = scheduler_.job(id);
+      if (!r || r->state != JobState::kRunning) continue;
+      if (std::find(r->gpus.begin(), r->gpus.end(), static_cast<GpuIndex>(g)) == r->gpus.end())
+        continue;
+      const auto used = per_job.find(id);
+      scheduler_.OnJobMemory(id, static_cast<GpuIndex>(g),
+                             used == per_job.end() ? Bytes(0) : used->second);
+    }
+  }
+}
+
+// --- The turn ---
+
+void JobController::Tick() {
+  launcher_.Refresh();
+  // Attempts that ended.
+  std::vector<JobId> running;
+  for (const auto& [id, r] : running_) running.push_back(id);
+  for (JobId id : running) {
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.state != JobState::kRunning) {
+      running_.erase(id);
+      continue;
+    }
+    if (auto end = launcher_.Check(RefOf(it->second))) FinishAttempt(it->second, *end);
+  }
+  // Cancels whose grace is over.
+  const TimePoint now = clock_.Now();
+  for (auto& [id, r] : running_) {
+    if (r.kill_at && now >= *r.kill_at) {
+      if (const Job* job = FindLive(id)) launcher_.Signal(RefOf(*job), SIGKILL);
+      r.kill_at = now + options_.cancel_grace;  // again, should anything survive
+    }
+  }
+  // Records that could not be stored.
+  for (JobId id : std::vector<JobId>(unsaved_.begin(), unsaved_.end())) {
+    auto it = live_.find(id);
+    if (it == live_.end()) {
+      unsaved_.erase(id);
+      continue;
+    }
+    if (Persist(it->second, {})) {
+      Log(Event(id, "stored", "the job's record is stored again"));
+      ForgetIfDone(id);
+    }
+  }
+  const TimePoint pass_began = clock_.Now();
+  const std::vector<colo::Launch> launches = scheduler_.Schedule();
+  const double seconds = ToSeconds(clock_.Now() - pass_began);
+  size_t bucket = 0;
+  while (bucket < std::size(ControllerCounters::kPassBuckets) &&
+         seconds > ControllerCounters::kPassBuckets[bucket])
+    ++bucket;
+  counters_.pass_buckets[bucket]++;
+  counters_.pass_seconds += seconds;
+  counters_.passes++;
+  for (const colo::Launch& launch : launches) Launch(launch);
+}
+
+std::optional<TimePoint> JobController::NextWakeup() const {
+  std::optional<TimePoint> wake = scheduler_.NextWakeup();
+  auto earlier = [&](TimePoint t) {
+    if (!wake || t < *wake) wake = t;
+  };
+  for (const auto& [id, r] : running_) {
+    if (r.kill_at) earlier(*r.kill_at);
+  }
+  if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
+  return wake;
+}
+
+// --- Launch ---
+
+void JobController::Launch(const colo::Launch& launch) {
+  auto it = live_.find(launch.job);
+  if (it == live_.end()) {
+    (void)scheduler_.AbortLaunch(launch.job);
+    return;
+  }
+  Job& job = it->second;
+  const JobState before = job.state;
+  Attempt attempt;
+  attempt.number = launch.attempt;
+  attempt.phase = Attempt::Phase::kLaunching;
+  for (GpuIndex g : launch.gpus) attempt.gpu_uuids.push_back(scheduler_.gpu_info(g).uuid);
+  attempt.mode = launch.mode;
+  attempt.thread_percent = job.threads > 0 ? job.threads : launch.thread_percent;
+  attempt.memory_limit = launch.memory_limit;
+  attempt.started = clock_.WallNow();
+  std::vector<std::string> mps_env;
+  if (launch.mode == SharingMode::kMps) {
+    auto env = options_.mps_env
+                   ? options_.mps_env(attempt.thread_percent, launch.memory_limit,
+                                      static_cast<int>(launch.gpus.size()))
+                   : Result<std::vector<std::string>>(Unavailable("MPS is off in colod's config"));
+    if (env.ok()) {
+      mps_env = std::move(*env);
+    } else {
+      attempt.mode = SharingMode::kPlain;
+      if (mps_problem_ != env.status().message()) {
+        mps_problem_ = env.status().message();
+        Log(Event(launch.job, "mps", "MPS unavailable, sharing without it: " + mps_problem_));
+      }
+    }
+  }
+  // The intent first: once it is stored, a restart can never start this attempt a second time.
+  job.attempts.push_back(attempt);
+  job.state = JobState::kRunning;
+  if (Status s = store_.Update(job, {}); !s.ok()) {
+    job.attempts.pop_back();
+    job.state = before;
+    (void)scheduler_.AbortLaunch(launch.job);
+    counters_.store_failures++;
+    Log(Event(launch.job, "store-error",
+              fmt::format("attempt {} could not be recorded, so it was not started (the job "
+                          "waits): {}",
+                          launch.attempt, s.message())));
+    return;
+  }
+  running_[launch.job] = Running{};
+
+  std::string visible;
+  for (const std::string& uuid : attempt.gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  LaunchSpec spec;
+  spec.job = launch.job;
+  spec.attempt = attempt.number;
+  spec.owner = job.owner;
+  spec.argv = job.spec.command;
+  spec.workdir = job.workdir;
+  for (const std::string& e : job.env) {
+    // colo decides which GPUs and which MPS server the job talks to.
+    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT="}))
+      continue;
+    spec.env.push_back(e);
+  }
+  spec.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  spec.env.push_back(fmt::format("COLO_JOB_ID={}", launch.job));
+  spec.env.push_back(fmt::format("COLO_ATTEMPT={}", attempt.number));
+  spec.env.insert(spec.env.end(), mps_env.begin(), mps_env.end());
+
+  auto started = launcher_.Start(spec);
+  Attempt& current = *job.current();
+  if (!started.ok()) {
+    const std::string why = TruncateUtf8(started.status().message(), kMaxDetailBytes);
+    current.phase = Attempt::Phase::kEnded;
+    current.ended = clock_.WallNow();
+    current.exit = ExitKind::kFailure;
+    current.detail = why;
+    scheduler_.OnJobExit(launch.job, JobExit{ExitKind::kFailure, why});
+    TakeSchedulerState(job);
+    Persist(job, {Event(launch.job, "failure", why)});
+    launcher_.Release(RefOf(job));
+    ForgetIfDone(launch.job);
+    return;
+  }
+  current.pid = started->pid;
+  current.pid_start = started->start_ticks;
+  current.phase = Attempt::Phase::kRunning;
+  counters_.placements++;
+  Persist(job,
+          {Event(launch.job, "started",
+                 fmt::format("attempt {} on {} ({}{}), pid {}", current.number, visible,
+                             ToString(current.mode),
+                             current.mode == SharingMode::kMps
+                                 ? fmt::format(", {}% threads, {} limit", current.thread_percent,
+                                               FormatBytes(current.memory_limit))
+                                 : "",
+                             current.pid))});
+}
+
+// --- Exit ---
+
+void JobController::TakeSchedulerState(Job& job) {
+  const JobRecord* r = scheduler_.job(job.id());
+  if (!r) return;
+  const bool was_live = job.live();
+  job.state = r->state;
+  if (r->state == JobState::kRecovering) job.spec.memory = r->need;  // raised by the crash
+  if (IsTerminal(r->state)) {
+    // A job that succeeded after out-of-memory retries keeps its story in its attempts.
+    job.reason =
+        r->state == JobState::kSucceeded ? "" : TruncateUtf8(r->end_reason, kMaxDetailBytes);
+    if (was_live) job.finished = clock_.WallNow();
+    job.env.clear();  // its secrets are not kept once it cannot run again
+  }
+}
+
+void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
+  const JobId id = job.id();
+  Attempt& attempt = *job.current();
+  const JobExit exit =
+      ClassifyExit(end.end, job.cancel_requested, end.stderr_tail, end.stdout_tail);
+  attempt.peak = CurrentPeak(job);  // while the scheduler still holds the attempt's peak
+  attempt.phase = Attempt::Phase::kEnded;
+  attempt.ended = clock_.WallNow();
+  attempt.exit = exit.kind;
+  attempt.detail = TruncateUtf8(exit.detail, kMaxDetailBytes);
+  const ExitAction action = scheduler_.OnJobExit(id, exit);
+  TakeSchedulerState(job);
+  running_.erase(id);
+  if (exit.kind == ExitKind::kOutOfMemory) {
+    counters_.oom_crashes++;
+    if (action == ExitAction::kRequeuedForRecovery) counters_.oom_recoveries++;
+  }
+  const std::string what = attempt.detail.empty() ? "done" : attempt.detail;
+  std::string detail = fmt::format("attempt {}: {}", attempt.number, what);
+  if (action == ExitAction::kRequeuedForRecovery)
+    detail += fmt::format("; re-queued needing {} per GPU", FormatBytes(job.spec.memory.peak));
+  const bool stored =
+      Persist(job, {Event(id, std::string(ToString(exit.kind)), std::move(detail))});
+  launcher_.Release(RefOf(job));
+  // Only a stored success may teach other jobs: the store answers the history's questions.
+  if (stored && exit.kind == ExitKind::kSuccess) RefineQueuedNeeds(job);
+  ForgetIfDone(id);
+}
+
+// --- Learning from earlier runs ---
+
+std::vector<Bytes> JobController::PeaksOf(const std::string& signature) const {
+  if (signature.empty()) return {};
+  auto peaks = store_.SuccessfulPeaks(signature, options_.history_runs);
+  if (!peaks.ok()) {
+    Log(Event(0, "store-error", "earlier runs could not be read: " + peaks.status().message()));
+    return {};
+  }
+  return *peaks;
+}
+
+std::optional<MemoryNeed> JobController::LearnedNeed(Job& job,
+                                                     const std::vector<Bytes>& peaks) const {
+  auto learned = EstimateFromHistory(peaks);
+  if (!learned.ok() || !job.estimate) return std::nullopt;
+  job.estimate->learned =
+      api::JobEstimate::Learned{static_cast<int>(peaks.size()), learned->peak, learned->upper};
+  return learned->AsNeed();
+}
+
+// A run finished well: queued jobs of the same model were planned before its peak was known, and
+// now plan with it (their estimate's margin is usually wider than what the run showed).
+void JobController::RefineQueuedNeeds(const Job& finished) {
+  if (!finished.estimate || finished.estimate->signature.empty()) return;
+  const std::string& signature = finished.estimate->signature;
+  std::vector<JobId> waiting;
+  for (const auto& [id, job] : live_) {
+    if (job.state == JobState::kQueued && job.attempts.empty() && job.estimate &&
+        job.spec.memory.source != MemorySource::kDeclared && job.estimate->signature == signature)
+      waiting.push_back(id);
+  }
+  if (waiting.empty()) return;
+  const std::vector<Bytes> peaks = PeaksOf(signature);
+  for (JobId id : waiting) {
+    Job& job = live_.at(id);
+    const MemoryNeed before = job.spec.memory;
+    auto learned = LearnedNeed(job, peaks);
+    if (!learned || !scheduler_.UpdateNeed(id, *learned).ok()) continue;
+    job.spec.memory = *learned;
+    Persist(job, {Event(id, "estimate",
+                        fmt::format("refined by {} earlier run(s) of the same model: plans with "
+                                    "{} (was {})",
+                                    peaks.size(), FormatBytes(learned->Upper()),
+                                    before.known() ? FormatBytes(before.Upper()) : "nothing"))});
+  }
+}
+
+// --- Restart ---
+
+Status JobController::Recover() {
+  auto loaded = store_.LoadLive();
+  if (!loaded.ok()) return loaded.status();
+  for (const QuarantinedJob& q : loaded->quarantined) {
+    const JobEvent e = Event(q.id, "quarantined",
+                             "its stored record cannot be read and was set aside: " + q.reason);
+    Log(e);
+    (void)store_.AddEvents({e});
+  }
+  std::map<std::string, GpuIndex> by_uuid;
+  for (size_t g = 0; g < scheduler_.gpu_count(); ++g)
+    by_uuid[scheduler_.gpu_info(static_cast<GpuIndex>(g)).uuid] = static_cast<GpuIndex>(g);
+  for (Job& loaded_job : loaded->jobs) {
+    const JobId id = loaded_job.id();
+    Job& job = live_.emplace(id, std::move(loaded_job)).first->second;
+    if (job.state == JobState::kRunning && job.current())
+      RecoverRunning(job, by_uuid);
+    else
+      Requeue(job);
+    ForgetIfDone(id);
+  }
+  return Status::Ok();
+}
+
+// Back to the queue it was in, with its attempts and out-of-memory count (its retry cap and its
+// priority survive a restart).
+void JobController::Requeue(Job& job) {
+  const int ooms = OutOfMemoryAttempts(job);
+  job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
+  const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
+  if (Status s = scheduler_.Submit(job.spec, prior); !s.ok()) {
+    job.state = JobState::kFailed;
+    job.reason =
+        TruncateUtf8("cannot be queued again after a restart: " + s.message(), kMaxDetailBytes);
+    job.finished = clock_.WallNow();
+    job.env.clear();
+    Persist(job, {Event(job.id(), "failed", job.reason)});
+  }
+}
+
+void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid) {
+  const JobId id = job.id();
+  Attempt& attempt = *job.current();
+  std::vector<GpuIndex> gpus;
+  for (const std::string& uuid : attempt.gpu_uuids) {
+    if (auto it = by_uuid.find(uuid); it != by_uuid.end()) gpus.push_back(it->second);
+  }
+  std::vector<JobEvent> events;
+  if (attempt.phase == Attempt::Phase::kLaunching) {
+    // colod stopped between storing the intent and storing the process.
+    const auto found = launcher_.FindLaunched(RefOf(job));
+    if (found.running) {
+      attempt.pid = found.running->pid;
+      attempt.pid_start = found.running->start_ticks;
+      attempt.phase = Attempt::Phase::kRunning;
+      events.push_back(Event(id, "adopted",
+                             fmt::format("attempt {} had started when colod stopped (pid {})",
+                                         attempt.number, attempt.pid)));
+    } else if (!found.may_have_started) {
+      events.push_back(
+          Event(id, "requeued",
+                fmt::format("attempt {} never started before colod stopped; the job waits again",
+                            attempt.number)));
+      job.attempts.pop_back();
+      for (const JobEvent& e : events) Log(e);
+      Requeue(job);
+      if (job.live()) Persist(job, std::move(events));
+      return;
+    } else {
+      // It ran and is gone: Check reads how it ended (its shim's record, if any).
+      attempt.phase = Attempt::Phase::kRunning;
+    }
+  }
+  const int ooms = OutOfMemoryAttempts(job);
+  if (static_cast<int>(gpus.size()) != job.spec.gpus ||
+      !scheduler_
+           .Adopt(job.spec, gpus, attempt.mode, attempt.thread_percent, attempt.number,
+                  MonotonicStart(clock_, attempt.started), ooms)
+           .ok()) {
+    // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted.
+    launcher_.Signal(RefOf(job), SIGKILL);
+    attempt.phase = Attempt::Phase::kEnded;
+    attempt.ended = clock_.WallNow();
+    attempt.exit = ExitKind::kLost;
+    attempt.detail = "was running on GPUs this server no longer has";
+    job.state = JobState::kLost;
+    job.reason = attempt.detail;
+    job.finished = clock_.WallNow();
+    job.env.clear();
+    events.push_back(Event(id, "lost", job.reason));
+    Persist(job, std::move(events));
+    return;
+  }
+  running_[id] = Running{};
+  if (job.cancel_requested) running_[id].kill_at = clock_.Now() + options_.cancel_grace;
+  if (events.empty())
+    events.push_back(Event(id, "adopted",
+                           fmt::format("attempt {} (pid {}) taken back after a restart",
+                                       attempt.number, attempt.pid)));
+  Persist(job, std::move(events));
+}
+
+}  // namespace colo

@@ -1,0 +1,132 @@
+// The job lifecycle in one place: submit, launch, exit, out-of-memory recovery, cancel,
+// re-adoption after a restart, and learning a model's need from its earlier runs. It is built on
+// a Clock, a JobStore and a ProcessLauncher, and does no I/O of its own, so every step is tested
+// with a manual clock and fakes (tests/daemon/job_controller_test.cc).
+//
+// Durability rules it keeps:
+// - a submit is acknowledged only once the job is stored;
+// - an attempt's intent (attempt N launching, on which GPUs) is stored before its process starts,
+//   and a restart reconciles it (re-adopts it, reads how it ended, or starts it again only when it
+//   certainly never started): no job runs twice;
+// - every later change is stored before colod acts on it where it can be (cancel), and otherwise
+//   kept in memory and stored again until it succeeds (an exit seen while the disk is full).
+#pragma once
+
+#include <functional>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/types.h"
+#include "common/clock.h"
+#include "core/scheduler.h"
+#include "daemon/job.h"
+#include "daemon/job_store.h"
+#include "daemon/process_launcher.h"
+#include "gpu/gpu.h"
+
+namespace colo {
+
+struct ControllerOptions {
+  // A cancelled job gets SIGTERM, then SIGKILL after this long.
+  Duration cancel_grace = Seconds(10);
+  // How many earlier successful runs of a model the history estimator looks at.
+  int history_runs = 20;
+  // The environment a job needs to be an MPS client with these limits (it starts colod's MPS
+  // daemon on demand); empty: MPS is off, and MPS placements share plainly.
+  std::function<Result<std::vector<std::string>>(int thread_percent, Bytes memory_limit, int gpus)>
+      mps_env;
+  // Where events go besides the store (colod's log).
+  std::function<void(const JobEvent&)> log;
+};
+
+// Counts for the metrics endpoint.
+struct ControllerCounters {
+  int64_t placements = 0;
+  int64_t oom_crashes = 0;
+  int64_t oom_recoveries = 0;
+  int64_t store_failures = 0;
+  // Placement passes by how long they took (upper bounds in seconds, then the rest).
+  static constexpr double kPassBuckets[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
+                                            5e-4, 1e-3,   1e-2, 1e-1};
+  int64_t pass_buckets[std::size(kPassBuckets) + 1] = {};
+  double pass_seconds = 0;
+  int64_t passes = 0;
+};
+
+class JobController {
+ public:
+  JobController(const Clock& clock, Scheduler& scheduler, JobStore& store,
+                ProcessLauncher& launcher, ControllerOptions options);
+
+  // At start: every live job the store has comes back — waiting ones to their queue, running
+  // ones re-adopted, launches in flight reconciled. Unreadable rows are reported, not fatal.
+  Status Recover();
+
+  // Validates, stores and queues a job for `who`. Errors: InvalidArgument (a field),
+  // Infeasible (can never run here), Unavailable (could not be stored: nothing was submitted).
+  Result<JobId> Submit(const Identity& who, api::SubmitRequest request);
+  // A running job is signalled ("cancelling"); a waiting one ends now ("cancelled"). Only its
+  // owner or root may cancel it.
+  Result<std::string> Cancel(const Identity& who, JobId id);
+
+  // A sample of every GPU, in the scheduler's order, with the processes on each.
+  void OnSample(TimePoint time, const std::vector<DeviceSample>& devices);
+  // One turn of work: attempts that ended, cancels to escalate, records to store again, then a
+  // placement pass and its launches.
+  void Tick();
+  // When Tick should run again even if nothing happens.
+  std::optional<TimePoint> NextWakeup() const;
+
+  // Reads, for the API.
+  const Job* FindLive(JobId id) const;
+  const std::map<JobId, Job>& live_jobs() const { return live_; }
+  // A live job from memory, an ended one from the store.
+  Result<std::optional<Job>> Find(JobId id) const;
+  const Scheduler& scheduler() const { return scheduler_; }
+  const ControllerCounters& counters() const { return counters_; }
+  // The peak the current attempt of a running job has reached so far.
+  Bytes CurrentPeak(const Job& job) const;
+  // True while any job's latest change could not be stored.
+  bool has_unsaved() const { return !unsaved_.empty(); }
+
+ private:
+  struct Running {
+    std::optional<TimePoint> kill_at;  // when a cancelled job gets SIGKILL
+  };
+
+  Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
+  void Launch(const Launch& launch);
+  void FinishAttempt(Job& job, const AttemptEnd& end);
+  void RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid);
+  void Requeue(Job& job);
+  void RefineQueuedNeeds(const Job& finished);
+  std::optional<MemoryNeed> LearnedNeed(Job& job, const std::vector<Bytes>& peaks) const;
+  std::vector<Bytes> PeaksOf(const std::string& signature) const;
+  // Takes the job's state, need and reason from the scheduler after it decided.
+  void TakeSchedulerState(Job& job);
+  AttemptRef RefOf(const Job& job) const;
+  // Stores the job with these events; on failure keeps both to store again at the next turn.
+  bool Persist(Job& job, std::vector<JobEvent> events);
+  // A live job that ended and is stored leaves memory.
+  void ForgetIfDone(JobId id);
+  JobEvent Event(JobId job, std::string kind, std::string detail) const;
+  void Log(const JobEvent& event) const;
+
+  const Clock& clock_;
+  Scheduler& scheduler_;
+  JobStore& store_;
+  ProcessLauncher& launcher_;
+  ControllerOptions options_;
+  std::map<JobId, Job> live_;
+  std::map<JobId, Running> running_;
+  std::set<JobId> unsaved_;
+  std::map<JobId, std::vector<JobEvent>> pending_events_;
+  std::string mps_problem_;
+  ControllerCounters counters_;
+};
+
+}  // namespace colo

@@ -1,0 +1,797 @@
+// SqliteJobStore: the state database's files and their modes, its schema and migration, and the
+// transactions behind each JobStore call. Everything read from the file is decoded strictly
+// (job_codec.h); nothing in it can end colod.
+#include "daemon/sqlite_job_store.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "common/text.h"
+#include "daemon/job_codec.h"
+
+namespace colo {
+namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
+constexpr mode_t kOwnerOnly = 0600;
+// A batch of rows rewritten at a time by the migration, so it never holds the whole table.
+constexpr int kMigrationBatch = 500;
+
+// Schema 2. `ended` and `signature` repeat what the record says so that history, live jobs and
+// the history estimator's peaks are index lookups; `quarantined` is the reason a row could not be
+// read back (NULL while it can), and such a row is never overwritten.
+constexpr const char kCreateTables[] = R"sql(
+  CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE jobs(
+    id INTEGER PRIMARY KEY,
+    uid INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    submitted REAL NOT NULL,
+    finished REAL NOT NULL,
+    record TEXT NOT NULL,
+    ended INTEGER NOT NULL DEFAULT 0,
+    signature TEXT,
+    quarantined TEXT);
+  CREATE TABLE events(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    job INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL);
+  CREATE INDEX events_job ON events(job);
+  INSERT INTO meta VALUES ('schema', '2'), ('next_job_id', '1');
+)sql";
+constexpr const char kCreateIndexes[] = R"sql(
+  CREATE INDEX jobs_ended ON jobs(ended, id);
+  CREATE INDEX jobs_uid ON jobs(uid, ended, id);
+  CREATE INDEX jobs_signature ON jobs(signature, state, id) WHERE signature IS NOT NULL;
+)sql";
+// Schema 1 had no columns for queries; its state index is replaced by the ones above.
+constexpr const char kMigrateColumns[] = R"sql(
+  ALTER TABLE jobs ADD COLUMN ended INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE jobs ADD COLUMN signature TEXT;
+  ALTER TABLE jobs ADD COLUMN quarantined TEXT;
+  DROP INDEX IF EXISTS jobs_state;
+  UPDATE jobs SET ended = state IN ('succeeded', 'failed', 'cancelled', 'lost');
+  UPDATE meta SET value = '2' WHERE key = 'schema';
+)sql";
+// Every column the statements below use: a database with the right version but not these is not
+// one colod can work with, and Open says so instead of the first query.
+constexpr const char kCheckColumns[] = R"sql(
+  SELECT (SELECT count(*) FROM (SELECT key, value FROM meta LIMIT 0)),
+         (SELECT count(*) FROM (SELECT id, uid, state, submitted, finished, record, ended,
+                                       signature, quarantined FROM jobs LIMIT 0)),
+         (SELECT count(*) FROM (SELECT seq, time, job, kind, detail FROM events LIMIT 0))
+)sql";
+
+constexpr const char kUserTables[] =
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE "
+    "'\\'";
+constexpr const char kSchemaVersion[] = "SELECT value FROM meta WHERE key = 'schema'";
+// The counter may be missing or garbage (CAST gives 0) and the table may hold ids above it: the
+// new id is above both.
+constexpr const char kIdState[] =
+    "SELECT (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'next_job_id'), "
+    "(SELECT max(id) FROM jobs)";
+constexpr const char kSetCounter[] =
+    "INSERT OR REPLACE INTO meta(key, value) VALUES('next_job_id', CAST(?1 AS TEXT))";
+constexpr const char kInsertJob[] =
+    "INSERT INTO jobs(id, uid, state, submitted, finished, record, ended, signature, quarantined) "
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)";
+constexpr const char kUpdateJob[] =
+    "UPDATE jobs SET uid = ?2, state = ?3, submitted = ?4, finished = ?5, record = ?6, ended = ?7, "
+    "signature = ?8 WHERE id = ?1 AND quarantined IS NULL";
+constexpr const char kQuarantineOf[] = "SELECT quarantined FROM jobs WHERE id = ?1";
+constexpr const char kInsertEvent[] =
+    "INSERT INTO events(time, job, kind, detail) VALUES(?1, ?2, ?3, ?4)";
+constexpr const char kLiveJobs[] =
+    "SELECT id, record, quarantined FROM jobs WHERE ended = 0 ORDER BY id";
+constexpr const char kQuarantine[] =
+    "UPDATE jobs SET quarantined = ?2 WHERE id = ?1 AND quarantined IS NULL";
+constexpr const char kFindJob[] = "SELECT record, quarantined FROM jobs WHERE id = ?1";
+// Two statements rather than an optional filter, so each has its index.
+constexpr const char kHistory[] =
+    "SELECT id, record FROM jobs WHERE ended = 1 AND id < ?1 AND quarantined IS NULL "
+    "ORDER BY id DESC";
+constexpr const char kHistoryOfUser[] =
+    "SELECT id, record FROM jobs WHERE uid = ?2 AND ended = 1 AND id < ?1 AND quarantined IS NULL "
+    "ORDER BY id DESC";
+constexpr const char kEvents[] =
+    "SELECT time, job, kind, detail FROM events WHERE job = ?1 ORDER BY seq";
+constexpr const char kPeakJobs[] =
+    "SELECT id, record FROM jobs WHERE signature = ?1 AND state = ?2 AND quarantined IS NULL "
+    "ORDER BY id DESC";
+constexpr const char kMigrationRows[] =
+    "SELECT id, record FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2";
+constexpr const char kMigrationQuarantine[] = "UPDATE jobs SET quarantined = ?2 WHERE id = ?1";
+
+std::string ErrnoText(int error) {
+  return std::strerror(error);
+}
+
+// What is wrong with a place the state database cannot be written in, in the words an
+// administrator searches for.
+std::string UnwritableReason(int error) {
+  if (error == EACCES || error == EPERM)
+    return fmt::format("read-only directory ({})", ErrnoText(error));
+  if (error == EROFS) return "read-only directory (read-only file system)";
+  return ErrnoText(error);
+}
+
+// An existing file of the database (the database, its -wal or -shm) made owner-only; checks that
+// it is a regular file, not a link, and colod's own. Absent is fine: SQLite creates the -wal and
+// -shm files with the database's mode.
+Status SecureExistingFile(const std::string& file, const std::string& db_path) {
+  const auto error = [&](std::string_view reason) {
+    return Unavailable(
+        fmt::format("cannot open the state database {}: {} {}", db_path, file, reason));
+  };
+  struct stat st {};
+  if (lstat(file.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return error(ErrnoText(errno));
+  }
+  if (S_ISLNK(st.st_mode)) return error("is a symbolic link");
+  if (!S_ISREG(st.st_mode)) return error("is not a regular file");
+  // O_NONBLOCK: should it have been swapped for a FIFO since, open must not wait on it.
+  const int fd = open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return error(errno == ELOOP ? std::string("is a symbolic link")
+                                : "cannot be opened: " + ErrnoText(errno));
+  }
+  Status status;
+  if (fstat(fd, &st) != 0) {
+    status = error(ErrnoText(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    status = error("is not a regular file");
+  } else if (st.st_uid != geteuid()) {
+    // Whoever owns it could write jobs that colod would run as anyone.
+    status =
+        error(fmt::format("belongs to uid {}, not to colod's user (uid {})", st.st_uid, geteuid()));
+  } else if ((st.st_mode & 07777) != kOwnerOnly && fchmod(fd, kOwnerOnly) != 0) {
+    status = error("cannot be made owner-only: " + ErrnoText(errno));
+  }
+  close(fd);
+  return status;
+}
+
+// Creates the database file owner-only before SQLite opens it (SQLite would create it with the
+// umask's mode, world-readable under the usual 022), and secures every file of it that exists.
+Status PrepareFiles(const std::string& path) {
+  const auto error = [&](std::string_view reason) {
+    return Unavailable(fmt::format("cannot open the state database {}: {}", path, reason));
+  };
+  if (path.empty()) return InvalidArgument("the state database needs a path");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  struct stat dir_stat {};
+  if (stat(dir.c_str(), &dir_stat) != 0) {
+    return error(errno == ENOENT ? fmt::format("directory {} does not exist", dir)
+                                 : fmt::format("directory {}: {}", dir, ErrnoText(errno)));
+  }
+  if (!S_ISDIR(dir_stat.st_mode)) return error(fmt::format("{} is not a directory", dir));
+  // Anyone who may write the directory may put their own -wal file there before colod's.
+  if (dir_stat.st_mode & S_IWOTH)
+    return error(fmt::format("directory {} is writable by every user", dir));
+  // SQLite creates the -wal and -shm files beside the database: the directory must be writable
+  // even when the database exists.
+  if (faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+    return error(UnwritableReason(errno));
+
+  COLO_RETURN_IF_ERROR(SecureExistingFile(path, path));
+  const int fd =
+      open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, kOwnerOnly);
+  if (fd < 0) {
+    if (errno == ELOOP) return error("it is a symbolic link");
+    return error(UnwritableReason(errno));
+  }
+  // Closed before SQLite opens the file: closing any descriptor of a file drops every POSIX lock
+  // this process holds on it, SQLite's included.
+  close(fd);
+  COLO_RETURN_IF_ERROR(SecureExistingFile(path, path));
+  COLO_RETURN_IF_ERROR(SecureExistingFile(path + "-wal", path));
+  COLO_RETURN_IF_ERROR(SecureExistingFile(path + "-shm", path));
+  return Status::Ok();
+}
+
+std::string_view SignatureOf(const Job& job) {
+  return job.estimate ? std::string_view(job.estimate->signature) : std::string_view();
+}
+
+// A schema version that is a number above ours: a newer colod wrote the file.
+bool IsNewerVersion(std::string_view version) {
+  int number = 0;
+  const auto [end, error] =
+      std::from_chars(version.data(), version.data() + version.size(), number);
+  return error == std::errc() && end == version.data() + version.size() &&
+         number > kStateSchemaVersion;
+}
+
+}  // namespace
+
+// A cached prepared statement for one use: reset and unbound when it goes out of scope, so no
+// statement keeps a read transaction open.
+class SqliteJobStore::Statement {
+ public:
+  Statement(SqliteJobStore& store, const char* sql) : stmt_(store.Prepare(sql, rc_)) {}
+  ~Statement() {
+    if (stmt_) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  void Bind(int index, int64_t value) {
+    if (stmt_) Check(sqlite3_bind_int64(stmt_, index, value));
+  }
+  void Bind(int index, double value) {
+    if (stmt_) Check(sqlite3_bind_double(stmt_, index, value));
+  }
+  void Bind(int index, std::string_view text) {
+    if (stmt_)
+      Check(sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+                                SQLITE_UTF8));
+  }
+  void BindNull(int index) {
+    if (stmt_) Check(sqlite3_bind_null(stmt_, index));
+  }
+
+  // SQLITE_ROW, SQLITE_DONE, or the error (a failed prepare or bind included).
+  int Step() {
+    if (rc_ != SQLITE_OK) return rc_;
+    const int rc = sqlite3_step(stmt_);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) rc_ = rc;
+    return rc;
+  }
+
+  bool IsNull(int column) { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  int64_t Int64(int column) { return sqlite3_column_int64(stmt_, column); }
+  double Double(int column) { return sqlite3_column_double(stmt_, column); }
+  // The column's bytes as they are (a record may hold NUL bytes in strings); empty for NULL.
+  std::string_view Text(int column) {
+    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
+    if (!text) return {};
+    return {text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column))};
+  }
+
+ private:
+  void Check(int rc) {
+    if (rc_ == SQLITE_OK && rc != SQLITE_OK) rc_ = rc;
+  }
+
+  int rc_ = SQLITE_OK;
+  sqlite3_stmt* stmt_;
+};
+
+// BEGIN IMMEDIATE … COMMIT; rolled back when it goes out of scope uncommitted. IMMEDIATE takes
+// the write lock first, so a transaction never fails half way for want of it.
+class SqliteJobStore::Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {}
+  ~Transaction() {
+    // A failed COMMIT or a full disk may have rolled back already.
+    if (open_ && !sqlite3_get_autocommit(db_))
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  int Begin() {
+    const int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+    open_ = rc == SQLITE_OK;
+    return rc;
+  }
+  int Commit() {
+    const int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) open_ = false;
+    return rc;
+  }
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+};
+
+SqliteJobStore::SqliteJobStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+SqliteJobStore::~SqliteJobStore() {
+  for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+Result<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
+  COLO_RETURN_IF_ERROR(PrepareFiles(path));
+  sqlite3* db = nullptr;
+  // NOFOLLOW: the file was checked above; it must not have become a link since. No mutex:
+  // mutex_ serializes every use of the connection.
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string reason = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return Unavailable(fmt::format("cannot open the state database {}: {}", path, reason));
+  }
+  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(path, db));
+  COLO_RETURN_IF_ERROR(store->Configure());
+  COLO_RETURN_IF_ERROR(store->PrepareSchema());
+  return store;
+}
+
+Status SqliteJobStore::Configure() {
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  // The file is treated as untrusted input: no writable schema, no functions with side effects
+  // run from views or triggers someone may have put in it.
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  const auto error = [&](int rc) {
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_NOTADB) {
+      return FailedPrecondition(fmt::format(
+          "cannot open the state database {}: it is not a colo database ({})", path_, Reason(rc)));
+    }
+    if (primary == SQLITE_CORRUPT)
+      return FailedPrecondition(
+          fmt::format("cannot open the state database {}: {}", path_, Reason(rc)));
+    return Unavailable(fmt::format("cannot open the state database {}: {}", path_, Reason(rc)));
+  };
+  // The first statement that reads the file: a file that is not a database fails here.
+  std::string mode;
+  {
+    Statement wal(*this, "PRAGMA journal_mode=WAL");
+    int rc = wal.Step();
+    if (rc != SQLITE_ROW) return error(rc);
+    mode = wal.Text(0);
+  }
+  if (mode != "wal")
+    return Unavailable(fmt::format(
+        "cannot open the state database {}: it cannot use write-ahead logging (journal mode {})",
+        path_, Printable(mode)));
+  // FULL: a commit is on disk before Insert returns, so an acknowledged job survives power loss.
+  if (int rc = sqlite3_exec(db_, "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+      rc != SQLITE_OK)
+    return error(rc);
+  return Status::Ok();
+}
+
+Status SqliteJobStore::PrepareSchema() {
+  const auto error = [&](int rc) {
+    return Unavailable(fmt::format("cannot open the state database {}: {}", path_, Reason(rc)));
+  };
+  const auto not_ours = [&](std::string_view why) {
+    return FailedPrecondition(fmt::format(
+        "cannot open the state database {}: it is not a colo database ({})", path_, why));
+  };
+  // Inside one write transaction: two colods opening one new file cannot both create or migrate.
+  Transaction transaction(db_);
+  if (int rc = transaction.Begin(); rc != SQLITE_OK) return error(rc);
+  std::set<std::string, std::less<>> tables;
+  {
+    Statement list(*this, kUserTables);
+    int rc;
+    while ((rc = list.Step()) == SQLITE_ROW) tables.emplace(list.Text(0));
+    if (rc != SQLITE_DONE) return error(rc);
+  }
+  if (tables.empty()) {
+    char* message = nullptr;
+    int rc = sqlite3_exec(db_, kCreateTables, nullptr, nullptr, &message);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateIndexes, nullptr, nullptr, &message);
+    sqlite3_free(message);
+    if (rc != SQLITE_OK) return error(rc);
+  } else {
+    if (!tables.contains("meta") || !tables.contains("jobs") || !tables.contains("events"))
+      return not_ours("it has no colo tables");
+    std::string version;
+    {
+      Statement schema(*this, kSchemaVersion);
+      const int rc = schema.Step();
+      if (rc == SQLITE_DONE) return not_ours("no schema version");
+      if (rc != SQLITE_ROW) return not_ours(Reason(rc));
+      version = schema.Text(0);
+    }
+    if (version == "1") {
+      COLO_RETURN_IF_ERROR(MigrateFromSchema1());
+    } else if (version != std::to_string(kStateSchemaVersion)) {
+      if (IsNewerVersion(version))
+        return FailedPrecondition(fmt::format(
+            "cannot open the state database {}: it has schema version {}, newer than this colod "
+            "reads ({})",
+            path_, version, kStateSchemaVersion));
+      return not_ours(fmt::format("schema version '{}'", Printable(TruncateUtf8(version, 32))));
+    }
+  }
+  {
+    Statement columns(*this, kCheckColumns);
+    if (int rc = columns.Step(); rc != SQLITE_ROW) return not_ours(Reason(rc));
+  }
+  if (int rc = transaction.Commit(); rc != SQLITE_OK) return error(rc);
+  return Status::Ok();
+}
+
+// Rewrites every schema-1 record in this codec's format, inside the caller's transaction. A
+// record that cannot be read is quarantined with the reason, not lost and not fatal.
+Status SqliteJobStore::MigrateFromSchema1() {
+  const auto error = [&](std::string_view what, int rc) {
+    return Unavailable(fmt::format("cannot migrate the state database {} from schema 1: {}: {}",
+                                   path_, what, Reason(rc)));
+  };
+  char* message = nullptr;
+  int rc = sqlite3_exec(db_, kMigrateColumns, nullptr, nullptr, &message);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateIndexes, nullptr, nullptr, &message);
+  sqlite3_free(message);
+  if (rc != SQLITE_OK) return error("columns", rc);
+
+  JobId after = INT64_MIN;
+  while (true) {
+    std::vector<std::pair<JobId, std::string>> batch;
+    {
+      Statement rows(*this, kMigrationRows);
+      rows.Bind(1, after);
+      rows.Bind(2, int64_t{kMigrationBatch});
+      while ((rc = rows.Step()) == SQLITE_ROW) batch.emplace_back(rows.Int64(0), rows.Text(1));
+      if (rc != SQLITE_DONE) return error("read jobs", rc);
+    }
+    if (batch.empty()) return Status::Ok();
+    for (const auto& [id, text] : batch) {
+      Result<Job> job = DecodeSchema1Job(text);
+      std::string problem;
+      if (!job.ok()) {
+        problem = job.status().message();
+      } else if (job->id() != id) {
+        problem = fmt::format("spec.id: {} in the record of job {}", job->id(), id);
+      }
+      if (!problem.empty()) {
+        Statement quarantine(*this, kMigrationQuarantine);
+        quarantine.Bind(1, id);
+        quarantine.Bind(2, std::string_view(problem));
+        if (rc = quarantine.Step(); rc != SQLITE_DONE)
+          return error(fmt::format("quarantine job {}", id), rc);
+        continue;
+      }
+      const std::string record = EncodeJob(*job);
+      Statement update(*this, kUpdateJob);
+      update.Bind(1, id);
+      update.Bind(2, static_cast<int64_t>(job->owner.uid));
+      update.Bind(3, ToString(job->state));
+      update.Bind(4, ToEpochSeconds(job->submitted));
+      update.Bind(5, ToEpochSeconds(job->finished));
+      update.Bind(6, std::string_view(record));
+      update.Bind(7, int64_t{job->live() ? 0 : 1});
+      if (const std::string_view signature = SignatureOf(*job); signature.empty())
+        update.BindNull(8);
+      else
+        update.Bind(8, signature);
+      if (rc = update.Step(); rc != SQLITE_DONE)
+        return error(fmt::format("rewrite job {}", id), rc);
+    }
+    after = batch.back().first;
+  }
+}
+
+sqlite3_stmt* SqliteJobStore::Prepare(const char* sql, int& rc) {
+  for (const auto& [text, stmt] : statements_) {
+    if (text == sql) {
+      rc = SQLITE_OK;
+      return stmt;
+    }
+  }
+  sqlite3_stmt* stmt = nullptr;
+  rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    // A statement that is not cached is not reset by Statement: none was made.
+    return nullptr;
+  }
+  statements_.emplace_back(sql, stmt);
+  return stmt;
+}
+
+std::string SqliteJobStore::Reason(int rc) const {
+  const int system_error = sqlite3_system_errno(db_);
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+      return "disk full";
+    case SQLITE_IOERR:
+      if (system_error == ENOSPC) return "disk full";
+      if (system_error == EDQUOT) return "disk quota exceeded";
+      return system_error ? fmt::format("I/O error ({})", ErrnoText(system_error)) : "I/O error";
+    case SQLITE_CORRUPT:
+      return "the database file is corrupted";
+    case SQLITE_NOTADB:
+      return "file is not a database";
+    case SQLITE_READONLY:
+      return "the database is read-only";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return "the database is locked by another process";
+    case SQLITE_NOMEM:
+      return "out of memory";
+    case SQLITE_CANTOPEN:
+      return system_error ? fmt::format("cannot open a file of it ({})", ErrnoText(system_error))
+                          : "cannot open a file of it";
+    default:
+      return Printable(sqlite3_errmsg(db_));
+  }
+}
+
+Status SqliteJobStore::WriteError(const std::string& what, int rc) const {
+  return Unavailable(fmt::format("cannot store {} in {}: {}", what, path_, Reason(rc)));
+}
+
+Status SqliteJobStore::ReadError(const std::string& what, int rc) const {
+  return Unavailable(fmt::format("cannot read {} from {}: {}", what, path_, Reason(rc)));
+}
+
+Status SqliteJobStore::InsertEvents(const std::vector<JobEvent>& events, JobId new_job) {
+  for (const JobEvent& event : events) {
+    const JobEvent stored = StoredEvent(event);
+    Statement insert(*this, kInsertEvent);
+    insert.Bind(1, ToEpochSeconds(stored.time));
+    insert.Bind(2, stored.job == 0 && new_job != 0 ? new_job : stored.job);
+    insert.Bind(3, std::string_view(stored.kind));
+    insert.Bind(4, std::string_view(stored.detail));
+    if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError("an event", rc);
+  }
+  return Status::Ok();
+}
+
+Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
+  std::lock_guard lock(mutex_);
+  const std::string what = "the new job";
+  Transaction transaction(db_);
+  if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
+  JobId id = 0;
+  {
+    Statement ids(*this, kIdState);
+    if (int rc = ids.Step(); rc != SQLITE_ROW) return WriteError(what, rc);
+    const JobId counter = ids.IsNull(0) ? 0 : ids.Int64(0);
+    const JobId max_id = ids.IsNull(1) ? 0 : ids.Int64(1);
+    // INT64_MAX is never handed out, so the counter after it always fits.
+    if (max_id >= INT64_MAX - 1 || counter >= INT64_MAX)
+      return FailedPrecondition(
+          fmt::format("cannot store {} in {}: job ids are used up", what, path_));
+    id = std::max({counter, max_id + 1, JobId{1}});
+  }
+  Job stored = job;
+  stored.spec.id = id;
+  const std::string record = EncodeJob(stored);
+  if (record.size() > kMaxJobRecordBytes)
+    return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
+                                       what, record.size(), kMaxJobRecordBytes));
+  {
+    Statement insert(*this, kInsertJob);
+    insert.Bind(1, id);
+    insert.Bind(2, static_cast<int64_t>(stored.owner.uid));
+    insert.Bind(3, ToString(stored.state));
+    insert.Bind(4, ToEpochSeconds(stored.submitted));
+    insert.Bind(5, ToEpochSeconds(stored.finished));
+    insert.Bind(6, std::string_view(record));
+    insert.Bind(7, int64_t{stored.live() ? 0 : 1});
+    if (const std::string_view signature = SignatureOf(stored); signature.empty())
+      insert.BindNull(8);
+    else
+      insert.Bind(8, signature);
+    if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  }
+  {
+    Statement counter(*this, kSetCounter);
+    counter.Bind(1, id + 1);
+    if (int rc = counter.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  }
+  COLO_RETURN_IF_ERROR(InsertEvents(events, id));
+  if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
+  job.spec.id = id;
+  return Status::Ok();
+}
+
+Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& events) {
+  std::lock_guard lock(mutex_);
+  const std::string what = fmt::format("job {}", job.id());
+  const std::string record = EncodeJob(job);
+  if (record.size() > kMaxJobRecordBytes)
+    return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
+                                       what, record.size(), kMaxJobRecordBytes));
+  Transaction transaction(db_);
+  if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
+  {
+    Statement update(*this, kUpdateJob);
+    update.Bind(1, job.id());
+    update.Bind(2, static_cast<int64_t>(job.owner.uid));
+    update.Bind(3, ToString(job.state));
+    update.Bind(4, ToEpochSeconds(job.submitted));
+    update.Bind(5, ToEpochSeconds(job.finished));
+    update.Bind(6, std::string_view(record));
+    update.Bind(7, int64_t{job.live() ? 0 : 1});
+    if (const std::string_view signature = SignatureOf(job); signature.empty())
+      update.BindNull(8);
+    else
+      update.Bind(8, signature);
+    if (int rc = update.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  }
+  if (sqlite3_changes(db_) == 0) {
+    Statement quarantined(*this, kQuarantineOf);
+    quarantined.Bind(1, job.id());
+    const int rc = quarantined.Step();
+    if (rc == SQLITE_DONE) return NotFound(fmt::format("job {} is not in the store", job.id()));
+    if (rc != SQLITE_ROW) return WriteError(what, rc);
+    return FailedPrecondition(
+        fmt::format("job {} is quarantined ({}): its stored record is kept as it is", job.id(),
+                    Printable(quarantined.Text(0))));
+  }
+  COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
+  if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
+  return Status::Ok();
+}
+
+Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
+  if (events.empty()) return Status::Ok();
+  std::lock_guard lock(mutex_);
+  Transaction transaction(db_);
+  if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError("events", rc);
+  COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
+  if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError("events", rc);
+  return Status::Ok();
+}
+
+Status SqliteJobStore::Quarantine(JobId id, const std::string& reason) {
+  Statement quarantine(*this, kQuarantine);
+  quarantine.Bind(1, id);
+  quarantine.Bind(2, std::string_view(reason));
+  if (int rc = quarantine.Step(); rc != SQLITE_DONE)
+    return WriteError(fmt::format("the quarantine of job {}", id), rc);
+  return Status::Ok();
+}
+
+namespace {
+
+// The job in a row, or why it cannot be read: its record must decode and be this row's.
+Result<Job> DecodeRow(JobId id, std::string_view record) {
+  Result<Job> job = DecodeJob(record);
+  if (job.ok() && job->id() != id)
+    return InvalidArgument(fmt::format("spec.id: {} in the record of job {}", job->id(), id));
+  return job;
+}
+
+}  // namespace
+
+Result<JobStore::LiveJobs> SqliteJobStore::LoadLive() {
+  std::lock_guard lock(mutex_);
+  LiveJobs live;
+  std::vector<QuarantinedJob> newly_quarantined;
+  {
+    Statement rows(*this, kLiveJobs);
+    int rc;
+    while ((rc = rows.Step()) == SQLITE_ROW) {
+      const JobId id = rows.Int64(0);
+      if (!rows.IsNull(2)) {
+        live.quarantined.push_back({id, ValidUtf8(rows.Text(2))});
+        continue;
+      }
+      Result<Job> job = DecodeRow(id, rows.Text(1));
+      if (job.ok() && !job->live()) {
+        job = InvalidArgument(
+            fmt::format("state: '{}' in the record of a job stored as live", ToString(job->state)));
+      }
+      if (!job.ok()) {
+        newly_quarantined.push_back({id, job.status().message()});
+        continue;
+      }
+      live.jobs.push_back(std::move(*job));
+    }
+    if (rc != SQLITE_DONE) return ReadError("the live jobs", rc);
+  }
+  if (!newly_quarantined.empty()) {
+    // Best effort: marked, the row is left alone by every later write and read. Should marking
+    // fail (a full disk), it is found again on the next load.
+    Transaction transaction(db_);
+    if (transaction.Begin() == SQLITE_OK) {
+      bool marked = true;
+      for (const QuarantinedJob& q : newly_quarantined)
+        marked = marked && Quarantine(q.id, q.reason).ok();
+      if (marked) (void)transaction.Commit();
+    }
+    live.quarantined.insert(live.quarantined.end(), newly_quarantined.begin(),
+                            newly_quarantined.end());
+    std::sort(live.quarantined.begin(), live.quarantined.end(),
+              [](const QuarantinedJob& a, const QuarantinedJob& b) { return a.id < b.id; });
+  }
+  return live;
+}
+
+Result<std::optional<Job>> SqliteJobStore::Find(JobId id) {
+  std::lock_guard lock(mutex_);
+  Statement row(*this, kFindJob);
+  row.Bind(1, id);
+  const int rc = row.Step();
+  if (rc == SQLITE_DONE) return std::optional<Job>();
+  if (rc != SQLITE_ROW) return ReadError(fmt::format("job {}", id), rc);
+  if (!row.IsNull(1))
+    return Internal(fmt::format("job {} is quarantined: {}", id, Printable(row.Text(1))));
+  Result<Job> job = DecodeRow(id, row.Text(0));
+  if (!job.ok()) return Internal(fmt::format("job {}: {}", id, job.status().message()));
+  return std::optional<Job>(std::move(*job));
+}
+
+Result<HistoryPage> SqliteJobStore::History(const HistoryQuery& query) {
+  std::lock_guard lock(mutex_);
+  const size_t limit = static_cast<size_t>(std::clamp(query.limit, 1, api::kMaxHistoryPage));
+  Statement rows(*this, query.uid ? kHistoryOfUser : kHistory);
+  rows.Bind(1, query.before.value_or(INT64_MAX));
+  if (query.uid) rows.Bind(2, static_cast<int64_t>(*query.uid));
+  HistoryPage page;
+  int rc = SQLITE_DONE;
+  // No LIMIT in the query: a row that cannot be read is passed over and the page still filled.
+  while (page.jobs.size() < limit && (rc = rows.Step()) == SQLITE_ROW) {
+    Result<Job> job = DecodeRow(rows.Int64(0), rows.Text(1));
+    if (job.ok() && !job->live()) page.jobs.push_back(std::move(*job));
+  }
+  if (page.jobs.size() < limit && rc != SQLITE_DONE) return ReadError("the job history", rc);
+  if (page.jobs.size() == limit) page.next = page.jobs.back().id();
+  return page;
+}
+
+Result<std::vector<JobEvent>> SqliteJobStore::Events(JobId id) {
+  std::lock_guard lock(mutex_);
+  Statement rows(*this, kEvents);
+  rows.Bind(1, id);
+  std::vector<JobEvent> events;
+  int rc;
+  while ((rc = rows.Step()) == SQLITE_ROW) {
+    JobEvent& event = events.emplace_back();
+    event.time = FromEpochSeconds(rows.Double(0)).value_or(WallTime());
+    event.job = rows.Int64(1);
+    event.kind = ValidUtf8(rows.Text(2));
+    event.detail = ValidUtf8(rows.Text(3));
+  }
+  if (rc != SQLITE_DONE) return ReadError(fmt::format("the events of job {}", id), rc);
+  return events;
+}
+
+Result<std::vector<Bytes>> SqliteJobStore::SuccessfulPeaks(const std::string& signature,
+                                                           int limit) {
+  std::lock_guard lock(mutex_);
+  std::vector<Bytes> peaks;
+  if (signature.empty() || limit <= 0) return peaks;
+  Statement rows(*this, kPeakJobs);
+  rows.Bind(1, std::string_view(signature));
+  rows.Bind(2, ToString(JobState::kSucceeded));
+  int rc = SQLITE_DONE;
+  while (peaks.size() < static_cast<size_t>(limit) && (rc = rows.Step()) == SQLITE_ROW) {
+    Result<Job> job = DecodeRow(rows.Int64(0), rows.Text(1));
+    // The columns repeat the record; the record is what counts.
+    if (!job.ok() || job->state != JobState::kSucceeded || SignatureOf(*job) != signature) continue;
+    for (auto a = job->attempts.rbegin(); a != job->attempts.rend(); ++a) {
+      if (a->exit == ExitKind::kSuccess && a->peak > Bytes(0)) peaks.push_back(a->peak);
+      if (peaks.size() == static_cast<size_t>(limit)) break;
+    }
+  }
+  if (peaks.size() < static_cast<size_t>(limit) && rc != SQLITE_DONE)
+    return ReadError(fmt::format("the peaks of '{}'", Printable(signature)), rc);
+  return peaks;
+}
+
+Status SqliteJobStore::LimitPagesForTesting(std::optional<int64_t> max_pages) {
+  std::lock_guard lock(mutex_);
+  // 4294967294: SQLite's largest page count, the default.
+  const std::string sql = fmt::format(
+      "PRAGMA max_page_count = {}", std::max(int64_t{1}, max_pages.value_or(int64_t{4294967294})));
+  if (int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr); rc != SQLITE_OK)
+    return WriteError("the page limit", rc);
+  return Status::Ok();
+}
+
+}  // namespace colo

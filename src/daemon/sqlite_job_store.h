@@ -1,0 +1,80 @@
+// The job store in SQLite: one row per job (its record as job_codec.h encodes it, plus the
+// columns queries need) and an append-only event log, in a file only colod's user can read (the
+// records hold each user's environment).
+//
+// Every write is one transaction that is on disk before it returns (WAL, synchronous=FULL), so an
+// acknowledged job survives a crash or a power loss; a failed write changes nothing and leaves the
+// store usable. Rows that cannot be read back are quarantined, never fatal and never overwritten.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/job_store.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace colo {
+
+// The schema this store writes. Version 1 (the daemon before the job store) is migrated on Open.
+constexpr int kStateSchemaVersion = 2;
+
+class SqliteJobStore final : public JobStore {
+ public:
+  // Opens or creates the database at `path`, owner-only (0600, with its -wal and -shm files), and
+  // migrates an older schema. Refuses a path that is a symlink or not a regular file, a database
+  // of another program or of a newer schema; every error names the path and the reason.
+  static Result<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
+  ~SqliteJobStore() override;
+  SqliteJobStore(const SqliteJobStore&) = delete;
+  SqliteJobStore& operator=(const SqliteJobStore&) = delete;
+
+  Status Insert(Job& job, const std::vector<JobEvent>& events) override;
+  Status Update(const Job& job, const std::vector<JobEvent>& events) override;
+  Status AddEvents(const std::vector<JobEvent>& events) override;
+
+  // Also lists the rows of unended jobs quarantined earlier, so every start names them again.
+  Result<LiveJobs> LoadLive() override;
+  Result<std::optional<Job>> Find(JobId id) override;
+  // A row that cannot be read is left out of the page (LoadLive names it).
+  Result<HistoryPage> History(const HistoryQuery& query) override;
+  Result<std::vector<JobEvent>> Events(JobId id) override;
+  // Successful attempts with a peak of 0 (never measured) are left out.
+  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& signature, int limit) override;
+
+  // For tests: the database file may grow to at most `max_pages` pages, and not at all when that
+  // is fewer than it has (1 will do), so a full disk can be had on demand; nullopt lifts the limit.
+  Status LimitPagesForTesting(std::optional<int64_t> max_pages);
+
+ private:
+  class Statement;
+  class Transaction;
+
+  SqliteJobStore(std::string path, sqlite3* db);
+  Status Configure();
+  Status PrepareSchema();
+  Status CreateSchema();
+  Status MigrateFromSchema1();
+  Status InsertEvents(const std::vector<JobEvent>& events, JobId new_job);
+  Status Quarantine(JobId id, const std::string& reason);
+  // "disk full", "database file is corrupted", else SQLite's message.
+  std::string Reason(int rc) const;
+  Status WriteError(const std::string& what, int rc) const;
+  Status ReadError(const std::string& what, int rc) const;
+  sqlite3_stmt* Prepare(const char* sql, int& rc);
+
+  const std::string path_;
+  sqlite3* db_;
+  // Prepared statements by their SQL text (the literals below, so the pointer is the key).
+  std::vector<std::pair<const char*, sqlite3_stmt*>> statements_;
+  // One connection and its statements serve one caller at a time.
+  std::mutex mutex_;
+};
+
+}  // namespace colo

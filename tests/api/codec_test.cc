@@ -1,0 +1,174 @@
+// The wire format: every request and reply round-trips, and malformed requests get an error that
+// names the field instead of a crash or a silently wrong value.
+#include "api/codec.h"
+
+#include <gtest/gtest.h>
+
+namespace colo::api {
+namespace {
+
+std::string Error(std::string_view line) {
+  auto r = DecodeRequest(line);
+  EXPECT_FALSE(r.ok()) << line;
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(Codec, RequestsRoundTrip) {
+  SubmitRequest s;
+  s.command = {"python", "train.py", "--lr", "0.1"};
+  s.gpus = 2;
+  s.memory = GiB(12);
+  s.share = SharingPreference::kMps;
+  s.threads = 50;
+  s.expected_smact = 0.25;
+  s.name = "bert ü";
+  s.workdir = "/home/a";
+  s.env = {"PATH=/bin", "EMPTY="};
+  s.source = "script /home/a/job.sh";
+  JobEstimate e;
+  e.estimator = "trace";
+  e.peak = GiB(6);
+  e.lower = GiB(5);
+  e.upper = GiB(7);
+  e.signature = "abc-b32";
+  s.estimate = e;
+  auto back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const auto& t = std::get<SubmitRequest>(*back);
+  EXPECT_EQ(t.command, s.command);
+  EXPECT_EQ(t.gpus, 2);
+  EXPECT_EQ(t.memory, GiB(12));
+  EXPECT_EQ(t.share, SharingPreference::kMps);
+  EXPECT_EQ(t.threads, 50);
+  EXPECT_EQ(t.expected_smact, 0.25);
+  EXPECT_EQ(t.name, "bert ü");
+  EXPECT_EQ(t.env, s.env);
+  EXPECT_EQ(t.source, s.source);
+  ASSERT_TRUE(t.estimate);
+  EXPECT_EQ(t.estimate->upper, GiB(7));
+  EXPECT_EQ(t.estimate->signature, "abc-b32");
+
+  for (const Request& r : std::vector<Request>{HelloRequest{}, QueueRequest{"bob"}, ShowRequest{7},
+                                               CancelRequest{8}, ExplainRequest{9}, LogsRequest{10},
+                                               GpusRequest{}, HistoryRequest{20, 500, true}}) {
+    auto decoded = DecodeRequest(EncodeRequest(r));
+    ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+    EXPECT_EQ(decoded->index(), r.index());
+    EXPECT_EQ(OpName(*decoded), OpName(r));
+  }
+  auto history = DecodeRequest(EncodeRequest(HistoryRequest{20, 500, true}));
+  EXPECT_EQ(std::get<HistoryRequest>(*history).before, 500);
+}
+
+TEST(Codec, TheVersionIsANumberAndAnythingElseIsAnErrorNotACrash) {
+  for (const char* bad : {R"({"api":"1","op":"hello"})", R"({"api":null,"op":"hello"})",
+                          R"({"api":[1],"op":"hello"})", R"({"api":{},"op":"hello"})",
+                          R"({"api":2,"op":"hello"})", R"({"op":"hello"})"}) {
+    auto r = DecodeRequest(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(r.status().message().find("unsupported API version"), std::string::npos);
+  }
+  EXPECT_NE(Error("hello?").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(Error("[1,2]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(Error("{\"api\":1,\"op\":\"launch-missiles\"}").find("unknown op"), std::string::npos);
+  EXPECT_NE(Error("{\"api\":1}").find("no \"op\""), std::string::npos);
+  EXPECT_NE(Error("{\"api\":1,\"op\":7}").find("op: must be a string"), std::string::npos);
+  EXPECT_NE(Error("{\"api\":1,\"op\":\"show\",\"job\":\"x\"}").find("job: must be a number"),
+            std::string::npos);
+  EXPECT_NE(Error("{\"api\":1,\"op\":\"show\"}").find("job: is required"), std::string::npos);
+  EXPECT_NE(Error("{\"api\":1,\"op\":\"history\",\"limit\":100000}").find("limit"),
+            std::string::npos);
+  // Invalid UTF-8 inside a string is not JSON.
+  EXPECT_NE(Error("{\"api\":1,\"op\":\"queue\",\"user\":\"\xff\"}").find("not a JSON object"),
+            std::string::npos);
+}
+
+TEST(Codec, SubmitFieldsAreCheckedByTypeAndRange) {
+  auto submit = [](const std::string& fields) {
+    return Error(R"({"api":1,"op":"submit","command":["true"],"workdir":"/tmp")" + fields + "}");
+  };
+  EXPECT_NE(submit(R"(,"gpus":1.7)").find("gpus: must be a whole number"), std::string::npos);
+  EXPECT_NE(submit(R"(,"gpus":4294967297)").find("gpus: must be"), std::string::npos);
+  EXPECT_NE(submit(R"(,"gpus":true)").find("gpus: must be a number"), std::string::npos);
+  EXPECT_NE(submit(R"(,"gpus":0)").find("gpus: must be between 1 and 64"), std::string::npos);
+  EXPECT_NE(submit(R"(,"gpus":-3)").find("gpus"), std::string::npos);
+  EXPECT_NE(submit(R"(,"expected_smact":5)").find("expected_smact: must be between 0 and 1"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"threads":101)").find("threads"), std::string::npos);
+  EXPECT_NE(submit(R"(,"memory":"lots")").find("memory"), std::string::npos);
+  EXPECT_NE(submit(R"(,"memory":-1)").find("memory"), std::string::npos);
+  EXPECT_NE(submit(R"(,"memory":"2PiB")").find("memory"), std::string::npos);
+  EXPECT_NE(submit(R"(,"share":"sometimes")").find("share"), std::string::npos);
+  EXPECT_NE(submit(R"(,"env":["NOEQUALS"])").find("env: entries must be NAME=value"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"env":"PATH=/bin")").find("env: must be a list"), std::string::npos);
+  EXPECT_NE(submit(R"(,"estimate":{"peak":-1,"upper":3})").find("estimate.peak"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"estimate":{"peak":5,"upper":3})").find("lower <= peak <= upper"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"estimate":"big")").find("estimate: must be an object"), std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"submit","command":[1,2],"workdir":"/"})")
+                .find("command: must be a list of strings"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"submit","command":[],"workdir":"/"})").find("command"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"submit","command":["true"]})").find("workdir: is required"),
+            std::string::npos);
+  auto ok = DecodeRequest(
+      R"({"api":1,"op":"submit","command":["true"],"workdir":"/","memory":"12GiB","gpus":2})");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(std::get<SubmitRequest>(*ok).memory, GiB(12));
+}
+
+TEST(Codec, RepliesRoundTripAndErrorsKeepTheirCode) {
+  ShowReply show;
+  show.job.summary.id = 12;
+  show.job.summary.name = "a\x1b[2Jb";
+  show.job.summary.state = JobState::kRecovering;
+  show.job.summary.memory = GiB(3);
+  show.job.command = {"sh", "-c", "x"};
+  show.job.attempt_list.push_back(AttemptInfo{1,
+                                              42,
+                                              {0},
+                                              {"GPU-0"},
+                                              "mps",
+                                              50,
+                                              GiB(3),
+                                              1.5,
+                                              2.5,
+                                              "out-of-memory",
+                                              "CUDA out of memory",
+                                              GiB(4)});
+  show.job.events.push_back(EventInfo{3.0, "started", "attempt 1"});
+  auto back = DecodeReply<ShowReply>(EncodeReply(show));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job.summary.id, 12);
+  EXPECT_EQ(back->job.summary.name, "a\x1b[2Jb");
+  EXPECT_EQ(back->job.summary.state, JobState::kRecovering);
+  EXPECT_EQ(back->job.summary.memory, GiB(3));
+  ASSERT_EQ(back->job.attempt_list.size(), 1u);
+  EXPECT_EQ(back->job.attempt_list[0].peak, GiB(4));
+  EXPECT_EQ(back->job.attempt_list[0].exit_kind, "out-of-memory");
+  ASSERT_EQ(back->job.events.size(), 1u);
+
+  for (StatusCode code :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound, StatusCode::kPermissionDenied,
+        StatusCode::kInfeasible, StatusCode::kFailedPrecondition, StatusCode::kUnavailable,
+        StatusCode::kResourceExhausted, StatusCode::kInternal}) {
+    auto error = DecodeReply<SubmitReply>(EncodeError(Status(code, "why")));
+    ASSERT_FALSE(error.ok());
+    EXPECT_EQ(error.status().code(), code);
+    EXPECT_EQ(error.status().message(), "why");
+  }
+  // A reply is always valid JSON, whatever bytes a job put into a field.
+  ShowReply bad;
+  bad.job.summary.name = "bad\xff";
+  const std::string line = EncodeReply(bad);
+  EXPECT_NE(line.find("bad\xEF\xBF\xBD"), std::string::npos);
+  EXPECT_FALSE(DecodeReply<ShowReply>("not json").ok());
+  EXPECT_FALSE(DecodeReply<ShowReply>("{}").ok());
+}
+
+}  // namespace
+}  // namespace colo::api

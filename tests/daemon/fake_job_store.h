@@ -1,0 +1,251 @@
+// A JobStore in memory for tests of what uses one, with the failures a real store has on demand:
+// writes that fail (a full disk), a corrupted row, a lost id counter. It keeps records as
+// job_codec.h encodes them and follows SqliteJobStore's rules for ids, events and quarantine, so
+// a test passes against it only if it would against the real one (job_store_conformance_test.cc
+// runs the same tests on both).
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/types.h"
+#include "daemon/job_codec.h"
+#include "daemon/job_store.h"
+
+namespace colo {
+
+class FakeJobStore final : public JobStore {
+ public:
+  // A stored job as the SQLite store keeps it: the record, the columns repeated from it, and why
+  // it cannot be read if it cannot.
+  struct Row {
+    std::string record;
+    unsigned uid = 0;
+    JobState state = JobState::kQueued;
+    std::string signature;
+    std::optional<std::string> corruption;   // set by CorruptRecord: reading fails with this
+    std::optional<std::string> quarantined;  // marked by LoadLive; never overwritten after
+  };
+
+  // --- Faults ---
+  // The next `count` writes (Insert, Update, AddEvents) fail with `status` and change nothing.
+  void FailWrites(int count, Status status) {
+    std::lock_guard lock(mutex_);
+    fail_count_ = count;
+    fail_status_ = std::move(status);
+  }
+  void FailAllWrites(Status status) { FailWrites(INT_MAX, std::move(status)); }
+  void HealWrites() { FailWrites(0, Status::Ok()); }
+  // The row can no longer be read: LoadLive quarantines it (if live), Find is an error naming
+  // `reason`, History and SuccessfulPeaks pass over it. An Update before it is quarantined
+  // replaces it, as one of the SQLite store would.
+  void CorruptRecord(JobId id, std::string reason) {
+    std::lock_guard lock(mutex_);
+    if (auto it = rows_.find(id); it != rows_.end()) it->second.corruption = std::move(reason);
+  }
+  // The id counter is gone, as if its row were deleted: ids still continue above every row.
+  void ForgetIdCounter() {
+    std::lock_guard lock(mutex_);
+    next_id_ = 0;
+  }
+
+  // --- Inspection ---
+  std::vector<JobId> ids() const {
+    std::lock_guard lock(mutex_);
+    std::vector<JobId> out;
+    for (const auto& [id, row] : rows_) out.push_back(id);
+    return out;
+  }
+  std::optional<Row> row(JobId id) const {
+    std::lock_guard lock(mutex_);
+    auto it = rows_.find(id);
+    return it == rows_.end() ? std::nullopt : std::optional<Row>(it->second);
+  }
+  // The stored job as decoded from its record, corruption or not; nullopt if there is no row.
+  std::optional<Job> stored_job(JobId id) const {
+    std::optional<Row> r = row(id);
+    if (!r) return std::nullopt;
+    Result<Job> job = DecodeJob(r->record);
+    return job.ok() ? std::optional<Job>(*job) : std::nullopt;
+  }
+  std::vector<JobEvent> all_events() const {
+    std::lock_guard lock(mutex_);
+    return events_;
+  }
+  // Writes that were refused by FailWrites or FailAllWrites.
+  int failed_writes() const {
+    std::lock_guard lock(mutex_);
+    return failed_writes_;
+  }
+
+  // --- JobStore ---
+  Status Insert(Job& job, const std::vector<JobEvent>& events) override {
+    std::lock_guard lock(mutex_);
+    COLO_RETURN_IF_ERROR(TakeWriteFailure());
+    const JobId max_id = rows_.empty() ? 0 : rows_.rbegin()->first;
+    if (max_id >= INT64_MAX - 1 || next_id_ >= INT64_MAX)
+      return FailedPrecondition("cannot store the new job: job ids are used up");
+    const JobId id = std::max({next_id_, max_id + 1, JobId{1}});
+    Job stored = job;
+    stored.spec.id = id;
+    Row row = RowOf(stored);
+    if (row.record.size() > kMaxJobRecordBytes)
+      return InvalidArgument("cannot store the new job: its record is too large");
+    rows_[id] = std::move(row);
+    next_id_ = id + 1;
+    AppendEvents(events, id);
+    job.spec.id = id;
+    return Status::Ok();
+  }
+
+  Status Update(const Job& job, const std::vector<JobEvent>& events) override {
+    std::lock_guard lock(mutex_);
+    COLO_RETURN_IF_ERROR(TakeWriteFailure());
+    Row row = RowOf(job);
+    if (row.record.size() > kMaxJobRecordBytes)
+      return InvalidArgument("cannot store job: its record is too large");
+    auto it = rows_.find(job.id());
+    if (it == rows_.end()) return NotFound("job " + std::to_string(job.id()) + " is not stored");
+    if (it->second.quarantined)
+      return FailedPrecondition("job " + std::to_string(job.id()) + " is quarantined (" +
+                                *it->second.quarantined + ")");
+    it->second = std::move(row);
+    AppendEvents(events, 0);
+    return Status::Ok();
+  }
+
+  Status AddEvents(const std::vector<JobEvent>& events) override {
+    std::lock_guard lock(mutex_);
+    if (events.empty()) return Status::Ok();
+    COLO_RETURN_IF_ERROR(TakeWriteFailure());
+    AppendEvents(events, 0);
+    return Status::Ok();
+  }
+
+  Result<LiveJobs> LoadLive() override {
+    std::lock_guard lock(mutex_);
+    LiveJobs live;
+    for (auto& [id, row] : rows_) {
+      if (IsTerminal(row.state)) continue;
+      if (row.quarantined) {
+        live.quarantined.push_back({id, *row.quarantined});
+        continue;
+      }
+      Result<Job> job = Read(id, row);
+      if (job.ok() && !job->live()) job = InvalidArgument("state: ended in a live row");
+      if (!job.ok()) {
+        // As the SQLite store: marking is best effort and fails while writes do.
+        if (fail_count_ == 0) row.quarantined = job.status().message();
+        live.quarantined.push_back({id, job.status().message()});
+        continue;
+      }
+      live.jobs.push_back(std::move(*job));
+    }
+    return live;
+  }
+
+  Result<std::optional<Job>> Find(JobId id) override {
+    std::lock_guard lock(mutex_);
+    auto it = rows_.find(id);
+    if (it == rows_.end()) return std::optional<Job>();
+    if (it->second.quarantined)
+      return Internal("job " + std::to_string(id) + " is quarantined: " + *it->second.quarantined);
+    Result<Job> job = Read(id, it->second);
+    if (!job.ok()) return Internal("job " + std::to_string(id) + ": " + job.status().message());
+    return std::optional<Job>(std::move(*job));
+  }
+
+  Result<HistoryPage> History(const HistoryQuery& query) override {
+    std::lock_guard lock(mutex_);
+    const size_t limit = static_cast<size_t>(std::clamp(query.limit, 1, api::kMaxHistoryPage));
+    HistoryPage page;
+    for (auto it = rows_.rbegin(); it != rows_.rend() && page.jobs.size() < limit; ++it) {
+      const auto& [id, row] = *it;
+      if (query.before && id >= *query.before) continue;
+      if (query.uid && row.uid != *query.uid) continue;
+      if (!IsTerminal(row.state) || row.quarantined) continue;
+      Result<Job> job = Read(id, row);
+      if (job.ok() && !job->live()) page.jobs.push_back(std::move(*job));
+    }
+    if (page.jobs.size() == limit) page.next = page.jobs.back().id();
+    return page;
+  }
+
+  Result<std::vector<JobEvent>> Events(JobId id) override {
+    std::lock_guard lock(mutex_);
+    std::vector<JobEvent> out;
+    for (const JobEvent& event : events_) {
+      if (event.job == id) out.push_back(event);
+    }
+    return out;
+  }
+
+  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& signature, int limit) override {
+    std::lock_guard lock(mutex_);
+    std::vector<Bytes> peaks;
+    if (signature.empty() || limit <= 0) return peaks;
+    const auto wanted = static_cast<size_t>(limit);
+    for (auto it = rows_.rbegin(); it != rows_.rend() && peaks.size() < wanted; ++it) {
+      const auto& [id, row] = *it;
+      if (row.signature != signature || row.state != JobState::kSucceeded || row.quarantined)
+        continue;
+      Result<Job> job = Read(id, row);
+      if (!job.ok() || job->state != JobState::kSucceeded || !job->estimate ||
+          job->estimate->signature != signature)
+        continue;
+      for (auto a = job->attempts.rbegin(); a != job->attempts.rend() && peaks.size() < wanted;
+           ++a) {
+        if (a->exit == ExitKind::kSuccess && a->peak > Bytes(0)) peaks.push_back(a->peak);
+      }
+    }
+    return peaks;
+  }
+
+ private:
+  Status TakeWriteFailure() {
+    if (fail_count_ <= 0) return Status::Ok();
+    if (fail_count_ != INT_MAX) --fail_count_;
+    ++failed_writes_;
+    return fail_status_;
+  }
+
+  static Row RowOf(const Job& job) {
+    Row row;
+    row.record = EncodeJob(job);
+    row.uid = job.owner.uid;
+    row.state = job.state;
+    if (job.estimate) row.signature = job.estimate->signature;
+    return row;
+  }
+
+  static Result<Job> Read(JobId id, const Row& row) {
+    if (row.corruption) return InvalidArgument(*row.corruption);
+    Result<Job> job = DecodeJob(row.record);
+    if (job.ok() && job->id() != id) return InvalidArgument("spec.id: not this row's");
+    return job;
+  }
+
+  void AppendEvents(const std::vector<JobEvent>& events, JobId new_job) {
+    for (const JobEvent& event : events) {
+      JobEvent stored = StoredEvent(event);
+      if (stored.job == 0 && new_job != 0) stored.job = new_job;
+      events_.push_back(std::move(stored));
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::map<JobId, Row> rows_;
+  std::vector<JobEvent> events_;
+  JobId next_id_ = 1;  // 0: lost
+  int fail_count_ = 0;
+  Status fail_status_;
+  int failed_writes_ = 0;
+};
+
+}  // namespace colo

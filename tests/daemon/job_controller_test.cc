@@ -1,0 +1,477 @@
+// The job lifecycle, deterministically: a manual clock, an in-memory store that can fail, and a
+// launcher that runs nothing. Every durability rule of the controller has a test here, including
+// a simulated kill -9 of colod at each step of a launch.
+#include "daemon/job_controller.h"
+
+#include <gtest/gtest.h>
+
+#include "daemon/fake_job_store.h"
+#include "daemon/fake_launcher.h"
+#include "policies/registry.h"
+
+namespace colo {
+namespace {
+
+// Forwards to a store and stops colod (throws SimulatedCrash) just before or just after its Nth
+// write, counted from when it is armed.
+class CrashingStore final : public JobStore {
+ public:
+  explicit CrashingStore(JobStore& inner) : inner_(inner) {}
+  void CrashAtWrite(int n, bool after) {
+    writes_ = 0;
+    crash_at_ = n;
+    after_ = after;
+  }
+
+  Status Insert(Job& job, const std::vector<JobEvent>& events) override {
+    return Write([&] { return inner_.Insert(job, events); });
+  }
+  Status Update(const Job& job, const std::vector<JobEvent>& events) override {
+    return Write([&] { return inner_.Update(job, events); });
+  }
+  Status AddEvents(const std::vector<JobEvent>& events) override {
+    return inner_.AddEvents(events);
+  }
+  Result<LiveJobs> LoadLive() override { return inner_.LoadLive(); }
+  Result<std::optional<Job>> Find(JobId id) override { return inner_.Find(id); }
+  Result<HistoryPage> History(const HistoryQuery& q) override { return inner_.History(q); }
+  Result<std::vector<JobEvent>> Events(JobId id) override { return inner_.Events(id); }
+  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& s, int limit) override {
+    return inner_.SuccessfulPeaks(s, limit);
+  }
+
+ private:
+  template <typename F>
+  Status Write(F&& write) {
+    const bool crash = crash_at_ > 0 && ++writes_ == crash_at_;
+    if (crash) crash_at_ = 0;
+    if (crash && !after_) throw SimulatedCrash{};
+    Status s = write();
+    if (crash) throw SimulatedCrash{};
+    return s;
+  }
+  JobStore& inner_;
+  int crash_at_ = 0, writes_ = 0;
+  bool after_ = false;
+};
+
+const Identity kAlice{1001, 1001, "alice"};
+const Identity kBob{1002, 1002, "bob"};
+const Identity kRoot{0, 0, "root"};
+
+class JobControllerTest : public ::testing::Test {
+ protected:
+  JobControllerTest()
+      : clock_(TimePoint{} + Seconds(1000), WallTime{} + std::chrono::hours(490000)) {
+    auto policy = MakePolicy("worst-fit:margin=2GiB");
+    EXPECT_TRUE(policy.ok());
+    policy_ = std::move(*policy);
+    config_.launch_grace = Seconds(0);
+    Start();
+  }
+
+  // A fresh controller and scheduler on the same store and processes: colod restarted.
+  void Start() {
+    controller_.reset();
+    scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config_);
+    for (int g = 0; g < 2; ++g)
+      scheduler_->AddGpu(
+          GpuInfo{"GPU-" + std::to_string(g), "Fake", GiB(80), 0, false, SharingMode::kPlain});
+    ControllerOptions options;
+    options.cancel_grace = Seconds(10);
+    options.log = [this](const JobEvent& e) { log_.push_back(e); };
+    controller_ = std::make_unique<JobController>(clock_, *scheduler_, crashing_, launcher_,
+                                                  std::move(options));
+    ASSERT_TRUE(controller_->Recover().ok());
+  }
+  // Runs the controller's turns as colod's loop would, a simulated crash ending the turn.
+  void Turn() {
+    try {
+      controller_->Tick();
+    } catch (const SimulatedCrash&) {
+      crashed_ = true;
+    }
+  }
+
+  static api::SubmitRequest Request(std::vector<std::string> command,
+                                    std::optional<Bytes> memory = GiB(8)) {
+    api::SubmitRequest r;
+    r.command = std::move(command);
+    r.memory = memory;
+    r.workdir = "/work";
+    r.env = {"PATH=/usr/bin", "SECRET=hunter2", "CUDA_VISIBLE_DEVICES=7"};
+    return r;
+  }
+  JobId Submit(const Identity& who = kAlice, std::optional<Bytes> memory = GiB(8)) {
+    auto id = controller_->Submit(who, Request({"python", "train.py"}, memory));
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return id.ok() ? *id : 0;
+  }
+  std::optional<Job> Stored(JobId id) {
+    auto found = store_.Find(id);
+    EXPECT_TRUE(found.ok()) << found.status().message();
+    return found.ok() ? *found : std::nullopt;
+  }
+  JobState StoredState(JobId id) {
+    auto job = Stored(id);
+    return job ? job->state : JobState::kLost;
+  }
+  bool Logged(const std::string& kind) const {
+    for (const JobEvent& e : log_) {
+      if (e.kind == kind) return true;
+    }
+    return false;
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<PlacementPolicy> policy_;
+  SchedulerConfig config_;
+  FakeJobStore store_;
+  CrashingStore crashing_{store_};
+  FakeLauncher launcher_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<JobController> controller_;
+  std::vector<JobEvent> log_;
+  bool crashed_ = false;
+};
+
+TEST_F(JobControllerTest, ASubmittedJobIsStoredRunsOnceAndLeavesMemoryWhenDone) {
+  const JobId id = Submit();
+  ASSERT_TRUE(Stored(id));
+  EXPECT_EQ(StoredState(id), JobState::kQueued);
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(id, 1));
+  const LaunchSpec& spec = launcher_.process(id, 1)->spec;
+  EXPECT_EQ(spec.owner.uid, kAlice.uid);
+  EXPECT_EQ(spec.workdir, "/work");
+  // colo decides the GPUs: the submitter's CUDA_VISIBLE_DEVICES is replaced.
+  EXPECT_EQ(std::count(spec.env.begin(), spec.env.end(), "CUDA_VISIBLE_DEVICES=7"), 0);
+  EXPECT_EQ(StoredState(id), JobState::kRunning);
+  EXPECT_EQ(Stored(id)->current()->phase, Attempt::Phase::kRunning);
+  launcher_.Succeed(id, 1);
+  controller_->Tick();
+  EXPECT_EQ(StoredState(id), JobState::kSucceeded);
+  EXPECT_TRUE(Stored(id)->env.empty()) << "an ended job keeps no secrets";
+  EXPECT_EQ(controller_->FindLive(id), nullptr) << "ended jobs leave memory";
+  EXPECT_EQ(scheduler_->job(id), nullptr);
+  EXPECT_EQ((launcher_.starts[{id, 1}]), 1);
+  EXPECT_TRUE(launcher_.released.count({id, 1}));
+}
+
+TEST_F(JobControllerTest, AFailedWriteRefusesTheSubmitAndTheNextOneGetsAFreshId) {
+  const JobId first = Submit();
+  store_.FailWrites(1, Unavailable("disk full"));
+  auto refused = controller_->Submit(kAlice, Request({"true"}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("not submitted"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("disk full"), std::string::npos);
+  const JobId next = Submit();
+  EXPECT_GT(next, first);
+  EXPECT_EQ(controller_->live_jobs().size(), 2u);
+}
+
+TEST_F(JobControllerTest, RequestsThatCanNeverRunAreRefusedWithTheReason) {
+  auto too_big = controller_->Submit(kAlice, Request({"true"}, GiB(80)));
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInfeasible);
+  EXPECT_NE(too_big.status().message().find("82.0 GiB"), std::string::npos)
+      << too_big.status().message();
+  EXPECT_NE(too_big.status().message().find("largest GPU has 80.0 GiB"), std::string::npos);
+  api::SubmitRequest three = Request({"true"});
+  three.gpus = 3;
+  auto too_many = controller_->Submit(kAlice, three);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), StatusCode::kInfeasible);
+  EXPECT_NE(too_many.status().message().find("needs 3 GPUs"), std::string::npos);
+  EXPECT_TRUE(controller_->live_jobs().empty());
+  auto page = store_.History(HistoryQuery{});
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->jobs.empty()) << "nothing refused is stored";
+}
+
+TEST_F(JobControllerTest, AWorkdirTheUserCannotEnterAndANamelessUserAreRefused) {
+  launcher_.denied_workdirs.insert("/work");
+  auto denied = controller_->Submit(kAlice, Request({"true"}));
+  ASSERT_FALSE(denied.ok());
+  EXPECT_EQ(denied.status().code(), StatusCode::kPermissionDenied);
+  launcher_.denied_workdirs.clear();
+  auto nameless = controller_->Submit(Identity{4242, 4242, ""}, Request({"true"}));
+  ASSERT_FALSE(nameless.ok());
+  EXPECT_EQ(nameless.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(nameless.status().message().find("4242"), std::string::npos);
+}
+
+// kill -9 of colod at every step of a launch and of an exit: after the restart the job runs
+// exactly once and ends as it really did; nothing acknowledged is lost.
+enum class Step {
+  kBeforeIntent,
+  kAfterIntent,
+  kBeforeStart,
+  kAfterStart,
+  kBeforeStartedRecord,
+  kAfterStartedRecord,
+  kBeforeExitRecord,
+  kAfterExitRecord,
+};
+
+class KillAtEveryStep : public JobControllerTest, public ::testing::WithParamInterface<Step> {};
+
+TEST_P(KillAtEveryStep, TheJobRunsExactlyOnce) {
+  const JobId id = Submit();
+  const JobId waiting = Submit(kBob, GiB(70));  // a second job, queued behind
+  const Step step = GetParam();
+  switch (step) {
+    case Step::kBeforeIntent:
+      crashing_.CrashAtWrite(1, false);
+      break;
+    case Step::kAfterIntent:
+      crashing_.CrashAtWrite(1, true);
+      break;
+    case Step::kBeforeStart:
+      launcher_.crash = FakeLauncher::CrashPoint::kBeforeStart;
+      break;
+    case Step::kAfterStart:
+      launcher_.crash = FakeLauncher::CrashPoint::kAfterStart;
+      break;
+    case Step::kBeforeStartedRecord:
+      crashing_.CrashAtWrite(2, false);
+      break;
+    case Step::kAfterStartedRecord:
+      crashing_.CrashAtWrite(2, true);
+      break;
+    case Step::kBeforeExitRecord:
+    case Step::kAfterExitRecord:
+      break;
+  }
+  Turn();
+  if (step == Step::kBeforeExitRecord || step == Step::kAfterExitRecord) {
+    ASSERT_FALSE(crashed_);
+    ASSERT_TRUE(launcher_.IsRunning(id, 1));
+    crashing_.CrashAtWrite(1, step == Step::kAfterExitRecord);
+    launcher_.Succeed(id, 1);
+    Turn();
+  }
+  ASSERT_TRUE(crashed_) << "the crash point was never reached";
+  Start();  // colod comes back
+  for (int turn = 0; turn < 5; ++turn) {
+    controller_->Tick();
+    if (launcher_.IsRunning(id, 1)) launcher_.Succeed(id, 1);
+  }
+  EXPECT_EQ((launcher_.starts[{id, 1}]), 1) << "attempt 1 started more than once";
+  EXPECT_EQ((launcher_.starts[{id, 2}]), 0) << "a second attempt was started";
+  EXPECT_EQ(StoredState(id), JobState::kSucceeded);
+  ASSERT_TRUE(Stored(waiting));  // acknowledged, and still there
+  EXPECT_NE(StoredState(waiting), JobState::kLost);
+}
+
+INSTANTIATE_TEST_SUITE_P(Launch, KillAtEveryStep,
+                         ::testing::Values(Step::kBeforeIntent, Step::kAfterIntent,
+                                           Step::kBeforeStart, Step::kAfterStart,
+                                           Step::kBeforeStartedRecord, Step::kAfterStartedRecord,
+                                           Step::kBeforeExitRecord, Step::kAfterExitRecord));
+
+TEST_F(JobControllerTest, ALaunchWhoseIntentCannotBeStoredIsNotStartedAndWaits) {
+  const JobId id = Submit();
+  store_.FailWrites(1, Unavailable("I/O error"));
+  controller_->Tick();
+  EXPECT_FALSE(launcher_.IsRunning(id, 1));
+  EXPECT_EQ((launcher_.starts[{id, 1}]), 0);
+  EXPECT_EQ(StoredState(id), JobState::kQueued);
+  EXPECT_TRUE(Logged("store-error"));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(id, 1)) << "it starts once the store works again";
+}
+
+TEST_F(JobControllerTest, AnExitSeenWhileTheStoreFailsIsKeptAndStoredLater) {
+  const JobId id = Submit();
+  controller_->Tick();
+  store_.FailAllWrites(Unavailable("disk full"));
+  launcher_.Succeed(id, 1);
+  controller_->Tick();
+  EXPECT_TRUE(controller_->has_unsaved());
+  ASSERT_NE(controller_->FindLive(id), nullptr) << "kept in memory until stored";
+  EXPECT_EQ(controller_->FindLive(id)->state, JobState::kSucceeded);
+  EXPECT_EQ(StoredState(id), JobState::kRunning);
+  store_.HealWrites();
+  clock_.Advance(Seconds(2));
+  controller_->Tick();
+  EXPECT_FALSE(controller_->has_unsaved());
+  EXPECT_EQ(StoredState(id), JobState::kSucceeded);
+  EXPECT_EQ(controller_->FindLive(id), nullptr);
+  bool exit_event = false;
+  auto events = store_.Events(id);
+  ASSERT_TRUE(events.ok());
+  for (const JobEvent& e : *events) exit_event |= e.kind == "success";
+  EXPECT_TRUE(exit_event) << "the events of the failed write are stored with the retry";
+}
+
+TEST_F(JobControllerTest, OutOfMemoryIsRecoveredWithALargerNeedOtherFailuresAreFinal) {
+  const JobId id = Submit(kAlice, GiB(4));
+  controller_->Tick();
+  controller_->OnSample(clock_.Now(), {DeviceSample{}, DeviceSample{}});
+  launcher_.End(id, 1, ProcessEnd{true, 1, true},
+                "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+  controller_->Tick();  // ends attempt 1, re-queues it, and starts attempt 2
+  ASSERT_TRUE(launcher_.IsRunning(id, 2));
+  const Job* job = controller_->FindLive(id);
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->attempts[0].exit, ExitKind::kOutOfMemory);
+  EXPECT_GT(job->spec.memory.peak, GiB(4)) << "the need grew after the crash";
+  launcher_.Succeed(id, 2);
+  controller_->Tick();
+  EXPECT_EQ(StoredState(id), JobState::kSucceeded);
+  EXPECT_EQ(controller_->counters().oom_recoveries, 1);
+
+  const JobId failing = Submit();
+  controller_->Tick();
+  launcher_.End(failing, 1, ProcessEnd{true, 3, true}, "ValueError: nope\n");
+  controller_->Tick();
+  EXPECT_EQ(StoredState(failing), JobState::kFailed);
+  EXPECT_NE(Stored(failing)->reason.find("exit code 3"), std::string::npos);
+  EXPECT_FALSE(launcher_.IsRunning(failing, 2));
+}
+
+TEST_F(JobControllerTest, OnlyTheOwnerOrRootCancelsAndACancelIsStoredBeforeActing) {
+  const JobId queued = Submit(kAlice, GiB(70));
+  const JobId waiting = Submit(kAlice, GiB(70));
+  const JobId behind = Submit(kAlice, GiB(70));  // both GPUs full: this one waits
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(queued, 1));
+  ASSERT_TRUE(launcher_.IsRunning(waiting, 1));
+  auto by_bob = controller_->Cancel(kBob, behind);
+  ASSERT_FALSE(by_bob.ok());
+  EXPECT_EQ(by_bob.status().code(), StatusCode::kPermissionDenied);
+
+  store_.FailWrites(1, Unavailable("disk full"));
+  auto unstored = controller_->Cancel(kAlice, behind);
+  ASSERT_FALSE(unstored.ok());
+  EXPECT_EQ(unstored.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(controller_->FindLive(behind)->state, JobState::kQueued);
+
+  auto cancelled = controller_->Cancel(kAlice, behind);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().message();
+  EXPECT_EQ(*cancelled, "cancelled");
+  EXPECT_EQ(StoredState(behind), JobState::kCancelled);
+
+  // A running job that ignores SIGTERM gets SIGKILL once the grace is over.
+  launcher_.ignores_sigterm = true;
+  auto by_root = controller_->Cancel(kRoot, queued);
+  ASSERT_TRUE(by_root.ok());
+  EXPECT_EQ(*by_root, "cancelling");
+  EXPECT_TRUE(Stored(queued)->cancel_requested);
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(queued, 1));
+  clock_.Advance(Seconds(11));
+  controller_->Tick();  // SIGKILL
+  controller_->Tick();  // its end
+  EXPECT_EQ(StoredState(queued), JobState::kCancelled);
+  const auto& signals = launcher_.process(queued, 1)->signals;
+  EXPECT_EQ(signals.front(), SIGTERM);
+  EXPECT_EQ(signals.back(), SIGKILL);
+  auto again = controller_->Cancel(kAlice, queued);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(controller_->Cancel(kAlice, 999).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(JobControllerTest, ARestartRequeuesWaitingJobsAndTakesBackRunningOnes) {
+  const JobId running = Submit(kAlice, GiB(70));
+  const JobId also_running = Submit(kAlice, GiB(70));
+  const JobId queued = Submit(kBob, GiB(70));
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(running, 1));
+  launcher_.Succeed(also_running, 1);  // ends while colod is down
+  Start();
+  EXPECT_NE(controller_->FindLive(running), nullptr);
+  EXPECT_EQ(controller_->FindLive(running)->state, JobState::kRunning);
+  EXPECT_TRUE(Logged("adopted"));
+  controller_->Tick();
+  EXPECT_EQ(StoredState(also_running), JobState::kSucceeded);
+  EXPECT_TRUE(launcher_.IsRunning(queued, 1));
+  EXPECT_EQ((launcher_.starts[{running, 1}]), 1);
+}
+
+TEST_F(JobControllerTest, AnUnreadableRowIsQuarantinedAndTheRestLoad) {
+  const JobId good = Submit();
+  const JobId bad = Submit();
+  store_.CorruptRecord(bad, "spec.gpus: not an integer");
+  Start();
+  EXPECT_NE(controller_->FindLive(good), nullptr);
+  EXPECT_EQ(controller_->FindLive(bad), nullptr);
+  EXPECT_TRUE(Logged("quarantined"));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(good, 1));
+}
+
+TEST_F(JobControllerTest, ALostIdCounterNeverReusesAnId) {
+  const JobId a = Submit();
+  const JobId b = Submit();
+  store_.ForgetIdCounter();
+  Start();
+  const JobId c = Submit();
+  EXPECT_GT(c, b);
+  EXPECT_GT(b, a);
+  EXPECT_TRUE(Stored(a));
+}
+
+TEST_F(JobControllerTest, AStartThatFailsEndsTheAttemptWithTheReason) {
+  const JobId id = Submit();
+  launcher_.fail_next_start =
+      FailedPrecondition("cannot start the job: chdir /work failed: Permission denied");
+  controller_->Tick();
+  EXPECT_EQ(StoredState(id), JobState::kFailed);
+  EXPECT_NE(Stored(id)->reason.find("chdir"), std::string::npos);
+}
+
+TEST_F(JobControllerTest, AnAttemptThatEndedWithNoRecordIsLost) {
+  const JobId id = Submit();
+  controller_->Tick();
+  launcher_.End(id, 1, ProcessEnd{false, 0, false});
+  controller_->Tick();
+  EXPECT_EQ(StoredState(id), JobState::kLost);
+}
+
+TEST_F(JobControllerTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
+  api::JobEstimate estimate;
+  estimate.estimator = "trace";
+  estimate.peak = GiB(40);
+  estimate.lower = GiB(40);
+  estimate.upper = GiB(45);
+  estimate.signature = "model-b32";
+  auto with_estimate = [&] {
+    api::SubmitRequest r = Request({"python", "train.py"}, std::nullopt);
+    r.estimate = estimate;
+    auto id = controller_->Submit(kAlice, r);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return *id;
+  };
+  const JobId blocker = Submit(kBob, GiB(70));
+  const JobId first = with_estimate();
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(first, 1));
+  const JobId second = with_estimate();  // 45 GiB fits beside neither job
+  controller_->Tick();
+  EXPECT_FALSE(launcher_.IsRunning(second, 1));
+  // The first run's processes were seen at 20 GiB on its GPU.
+  const int pid = launcher_.process(first, 1)->handle.pid;
+  std::vector<DeviceSample> devices(2);
+  for (auto& d : devices) d.processes.push_back(ProcessMemory{pid, GiB(20)});
+  controller_->OnSample(clock_.Now(), devices);
+  launcher_.Succeed(first, 1);
+  controller_->Tick();
+  EXPECT_EQ(Stored(first)->attempts[0].peak, GiB(20));
+  const Job* refined = controller_->FindLive(second);
+  ASSERT_NE(refined, nullptr);
+  ASSERT_TRUE(refined->estimate->learned);
+  EXPECT_EQ(refined->estimate->learned->runs, 1);
+  EXPECT_EQ(refined->spec.memory.source, MemorySource::kLearned);
+  EXPECT_TRUE(Logged("estimate"));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(second, 1)) << "it fits beside the blocker with what it learned";
+  (void)blocker;
+}
+
+}  // namespace
+}  // namespace colo
