@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages colo builds against, only those that are missing (idempotent).
+#   scripts/install-deps.sh [fuzz]   fuzz: also clang and libFuzzer, for scripts/fuzz.sh
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
@@ -11,6 +12,15 @@ packages=(
   libsqlite3-dev        # colod's state database
   libtomlplusplus-dev   # colod's configuration file
 )
+for group in "$@"; do
+  case "$group" in
+    fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with clang's runtime
+    *)
+      echo "install-deps.sh: unknown group '$group' (known: fuzz)" >&2
+      exit 2
+      ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -124,18 +124,20 @@ size_t CodePointStart(std::string_view s, size_t at) {
   return at;
 }
 
-// `text` made valid UTF-8 and at most about kMaxPartBytes: a longer one keeps its first and its
-// last lines that fit, with a marker between.
+// `text` made valid UTF-8 and at most kMaxPartBytes (and a marker): a longer one keeps its first
+// and its last lines that fit, with the marker between.
 std::string BoundedText(std::string_view text) {
-  if (text.size() <= kMaxPartBytes) return ValidUtf8(text);
+  std::string valid = ValidUtf8(text);
+  if (valid.size() <= kMaxPartBytes) return valid;
+  const std::string_view all = valid;
   const size_t half = kMaxPartBytes / 2;
-  std::string_view head = text.substr(0, CodePointStart(text, half));
+  std::string_view head = all.substr(0, CodePointStart(all, half));
   if (const size_t nl = head.rfind('\n'); nl != std::string_view::npos && nl > 0)
     head = head.substr(0, nl);
-  std::string_view tail = text.substr(CodePointStart(text, text.size() - half));
+  std::string_view tail = all.substr(CodePointStart(all, all.size() - half));
   if (const size_t nl = tail.find('\n'); nl != std::string_view::npos && nl + 1 < tail.size())
     tail.remove_prefix(nl + 1);
-  return ValidUtf8(head) + "\n[...]\n" + ValidUtf8(tail);
+  return std::string(head) + "\n[...]\n" + std::string(tail);
 }
 
 // Lines [begin, end) joined, blank lines at either end left out.

@@ -639,6 +639,8 @@ TEST(ExitClassifier, HugeInputsOfEveryShape) {
   EXPECT_LE(TerminalError(line).size(), 16 * 1024 + 16u);
   const std::string carriage_returns(size, '\r');
   EXPECT_EQ(ClassifyExit(kFailed, false, carriage_returns, "").detail, "exit code 1");
+  // Replacing invalid bytes triples them; the bound holds after that.
+  EXPECT_LE(TerminalError(std::string(size, '\xff')).size(), 16 * 1024 + 16u);
   const std::string nuls(size, '\0');
   ExpectSafeDetail(ClassifyExit(kFailed, false, nuls, nuls));
 }

@@ -1,0 +1,3 @@
+#COLOR not a directive
+#COLO
+python x.py
