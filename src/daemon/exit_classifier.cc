@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -85,9 +86,9 @@ std::string_view TrimRight(std::string_view s) {
   return s;
 }
 
-std::string_view TrimLeft(std::string_view s, std::string_view chars = " \t\v\f\r") {
-  const size_t first = s.find_first_not_of(chars);
-  return first == std::string_view::npos ? std::string_view() : s.substr(first);
+std::string_view TrimLeft(std::string_view s) {
+  while (!s.empty() && IsBlankChar(s.front())) s.remove_prefix(1);
+  return s;
 }
 
 std::string_view TrimBoth(std::string_view s) {
@@ -166,19 +167,23 @@ bool IsChainSeparator(std::string_view line) {
 }
 
 // Python prints the exceptions it ignores (in __del__, at shutdown) as "Exception ignored in:
-// ..." and a traceback: never the error that ended the process.
+// ..." and a traceback: never the error that ended the process. Looked for near the line's start,
+// after any margin.
 bool IsIgnoredExceptionLine(std::string_view line) {
-  return TrimLeft(line, " \t|+-").starts_with("Exception ignored");
+  return Contains(line.substr(0, 80), "Exception ignored");
 }
 
-// A traceback inside an exception group is drawn with a margin ("    | "); its lines are read
-// without it. Any other text before the header (a progress bar, "Original ") is no margin.
-std::string_view MarginOf(std::string_view header) {
-  const std::string_view before = header.substr(0, header.size() - kTracebackHeader.size());
-  return before.find_first_not_of(" |+-") == std::string_view::npos ? before : std::string_view();
+// Some tracebacks carry a margin on every line: a traceback inside an exception group ("    | "),
+// a worker's under torchrun ("[rank1]: "). Their lines are read without it. Text before the
+// header that the next line does not repeat (a progress bar, "Original ") is no margin.
+std::string_view MarginOf(const std::vector<std::string_view>& lines, size_t header) {
+  const std::string_view line = lines[header];
+  const std::string_view before = line.substr(0, line.size() - kTracebackHeader.size());
+  const bool repeated = header + 1 < lines.size() && lines[header + 1].starts_with(before);
+  return repeated && !TrimLeft(before).empty() ? before : std::string_view();
 }
 
-// `line` without `margin`; nullopt where the margin ends, and so the group's traceback.
+// `line` without `margin`; nullopt where the margin ends, and with it the traceback.
 std::optional<std::string_view> WithoutMargin(std::string_view line, std::string_view margin) {
   if (margin.empty()) return line;
   if (line.starts_with(margin)) return line.substr(margin.size());
@@ -195,7 +200,7 @@ struct Traceback {
 // header, its exception lines what follows them up to `limit` or to the end of its margin.
 Traceback ParseTraceback(const std::vector<std::string_view>& lines, size_t header, size_t limit) {
   Traceback t;
-  t.margin = MarginOf(lines[header]);
+  t.margin = MarginOf(lines, header);
   size_t i = header + 1;
   while (i < limit) {
     const auto line = WithoutMargin(lines[i], t.margin);
@@ -234,12 +239,19 @@ std::string FirstNonBlankLine(std::string_view text) {
   return "";
 }
 
-// The last traceback chain, if one is near the end of `lines`.
-std::optional<Terminal> FromTraceback(const std::vector<std::string_view>& lines) {
-  const size_t n = lines.size();
-  size_t header = n;
-  size_t limit = n;  // where an ignored exception's report begins
-  for (size_t i = n; i-- > 0;) {
+// A traceback chain: the exception texts of its tracebacks, first to last.
+struct Chain {
+  size_t first_header = 0;
+  std::vector<std::string> parts;
+};
+
+// The chain whose last traceback is the last one before line `end`, if no more than
+// kMaxLinesAfterException lines that are neither blank nor indented follow its exception line
+// before `end`.
+std::optional<Chain> ChainBefore(const std::vector<std::string_view>& lines, size_t end) {
+  size_t header = end;
+  size_t limit = end;  // where an ignored exception's report begins
+  for (size_t i = end; i-- > 0;) {
     if (!IsTracebackHeader(lines[i])) continue;
     if (i > 0 && IsIgnoredExceptionLine(lines[i - 1])) {
       limit = i - 1;
@@ -248,23 +260,22 @@ std::optional<Terminal> FromTraceback(const std::vector<std::string_view>& lines
     header = i;
     break;
   }
-  if (header == n) return std::nullopt;
+  if (header == end) return std::nullopt;
   const Traceback last = ParseTraceback(lines, header, limit);
   std::string last_text = ExceptionText(lines, last);
   if (last_text.empty()) return std::nullopt;  // cut off before its exception was printed
   int after = 0;
-  for (size_t i = last.exception_begin + 1; i < n; ++i) {
+  for (size_t i = last.exception_begin + 1; i < end; ++i) {
     if (!lines[i].empty() && !IsIndented(lines[i]) && ++after > kMaxLinesAfterException)
       return std::nullopt;
   }
 
   // Walk back through the chain: a separator above a traceback's header joins it to the one
   // before. Each step only moves up, so the whole walk reads each line at most twice.
-  std::vector<std::string> parts = {std::move(last_text)};
-  size_t current = header;
+  Chain chain{header, {std::move(last_text)}};
   std::string_view margin = last.margin;
-  while (parts.size() < kMaxChainLength) {
-    size_t above = current;
+  while (chain.parts.size() < kMaxChainLength) {
+    size_t above = chain.first_header;
     while (above > 0) {
       const auto line = WithoutMargin(lines[above - 1], margin);
       if (!line || !TrimBoth(*line).empty()) break;
@@ -279,14 +290,47 @@ std::optional<Terminal> FromTraceback(const std::vector<std::string_view>& lines
     if (previous == 0) break;
     --previous;
     const Traceback t = ParseTraceback(lines, previous, separator);
-    parts.insert(parts.begin(), ExceptionText(lines, t));
-    current = previous;
+    chain.parts.insert(chain.parts.begin(), ExceptionText(lines, t));
+    chain.first_header = previous;
     margin = t.margin;
   }
+  return chain;
+}
 
+// The error of a launcher that ran the training in child processes and reports that one failed
+// (torchrun and accelerate for several GPUs, accelerate for one): the children's own errors,
+// printed just before it, ended the job.
+bool IsChildFailure(std::string_view exception_line) {
+  return Contains(exception_line, "ChildFailedError") ||
+         Contains(exception_line, "subprocess.CalledProcessError");
+}
+
+// The last traceback chain, if one is near the end of `lines`, with the children's chains before
+// it when it is a launcher's report of their failure.
+std::optional<Terminal> FromTraceback(const std::vector<std::string_view>& lines) {
+  auto chain = ChainBefore(lines, lines.size());
+  if (!chain) return std::nullopt;
+  std::vector<std::string> parts = std::move(chain->parts);
+  std::string headline = FirstNonBlankLine(parts.back());
+  if (IsChildFailure(headline)) {
+    size_t end = chain->first_header;
+    bool nearest = true;
+    while (parts.size() < kMaxChainLength) {
+      auto child = ChainBefore(lines, end);
+      if (!child) break;
+      // A child's error names the failure better than the launcher's report of it.
+      if (nearest) headline = FirstNonBlankLine(child->parts.back());
+      nearest = false;
+      const size_t room = kMaxChainLength - parts.size();
+      const size_t take = std::min(room, child->parts.size());
+      parts.insert(parts.begin(), std::make_move_iterator(child->parts.end() - take),
+                   std::make_move_iterator(child->parts.end()));
+      end = child->first_header;
+    }
+  }
   Terminal terminal;
   terminal.is_error = true;
-  terminal.headline = FirstNonBlankLine(parts.back());
+  terminal.headline = std::move(headline);
   for (const std::string& part : parts) {
     if (part.empty()) continue;
     if (!terminal.text.empty()) terminal.text += '\n';

@@ -23,12 +23,22 @@ struct ProcessEnd {
 };
 
 // `stderr_tail`, `stdout_tail`: the last part of each output (the error is printed at the end).
-// The detail of the result is valid UTF-8 and at most 300 bytes.
+// Cancelled: "cancelled: <how it ended>"; unknown end: lost; exit 0: success. Otherwise the
+// terminal error decides, stderr's first (Python prints uncaught exceptions there) and stdout's
+// when stderr's is not an error: out of memory with its line as the detail, else a failure
+// "exit code N: <the line that names the error>" (a traceback's exception line, a C++ what(),
+// else the output's last line). The detail is valid UTF-8 of at most 300 bytes.
 JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_view stderr_tail,
                      std::string_view stdout_tail);
 
-// The terminal error of an output tail, valid UTF-8: the exception lines of the last traceback
-// chain near its end, else its last lines that are not warnings; empty for an empty output.
+// The terminal error of an output tail, valid UTF-8: the exception lines of its last traceback
+// chain (tracebacks joined by "During handling of the above exception..." or "The above exception
+// was the direct cause...") if at most 64 lines that are neither blank nor indented follow the
+// last exception line, with the workers' chains printed just before it when it is a launcher's
+// report that a worker failed (torchrun's ChildFailedError, accelerate's CalledProcessError); else
+// a fatal block (from "terminate called", a glog F line or "Fatal Python error" among its last 64
+// lines, to the end); else its last 3 lines, stopping at a warning. Empty for an output without
+// text.
 std::string TerminalError(std::string_view tail);
 
 // The line of a terminal error that shows a GPU allocation failure, or empty.

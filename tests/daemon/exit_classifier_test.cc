@@ -126,6 +126,15 @@ TEST(ExitClassifier, LibtorchUncaughtOutOfMemoryError) {
   ExpectOutOfMemory(output, "what():  CUDA out of memory. Tried to allocate 212.00 MiB", kAborted);
 }
 
+TEST(ExitClassifier, LibtorchOutOfMemoryErrorWhoseWhatWasNotPrinted) {
+  // Killed while aborting: the type of the uncaught error is all there is.
+  ExpectOutOfMemory(
+      "step 1200 loss 0.41\n"
+      "terminate called after throwing an instance of 'c10::OutOfMemoryError'\n",
+      "terminate called after throwing an instance of 'c10::OutOfMemoryError'",
+      ProcessEnd{false, 9, true});
+}
+
 TEST(ExitClassifier, PyTorchMessageUnderARichTraceback) {
   // rich draws the frames in a box and prints the exception's type without its module.
   ExpectOutOfMemory(
@@ -543,6 +552,76 @@ TEST(ExitClassifier, StderrsErrorComesBeforeStdouts) {
   // Neither is an error: stderr's last line names the failure.
   ExpectFailure("step 10\n", "exit code 1: step 10", "loss 0.1\n");
   ExpectFailure("", "exit code 1: loss 0.1", "loss 0.1\n");
+}
+
+// What torchrun (PyTorch >= 2.3) prints when one of its workers fails: the worker's traceback,
+// each line tagged with its rank, then torchrun's own report of the failure.
+std::string TorchrunOutput(const std::string& worker_error) {
+  return "[rank1]: Traceback (most recent call last):\n"
+         "[rank1]:   File \"/w/train.py\", line 50, in <module>\n"
+         "[rank1]:     main()\n"
+         "[rank1]:   File \"/w/train.py\", line 41, in main\n"
+         "[rank1]:     loss = ddp_model(batch).sum()\n"
+         "[rank1]: " +
+         worker_error +
+         "\n"
+         "W0612 10:00:00.123000 140 torch/distributed/elastic/multiprocessing/api.py:890] Sending "
+         "process 1235 closing signal SIGTERM\n"
+         "E0612 10:00:01.456000 140 torch/distributed/elastic/multiprocessing/api.py:862] failed "
+         "(exitcode: 1) local_rank: 1 (pid: 1236) of binary: /usr/bin/python3\n"
+         "Traceback (most recent call last):\n"
+         "  File \"/usr/local/bin/torchrun\", line 8, in <module>\n"
+         "    sys.exit(main())\n"
+         "  File \"/usr/local/lib/python3.10/dist-packages/torch/distributed/launcher/api.py\", "
+         "line "
+         "269, in launch_agent\n"
+         "    raise ChildFailedError(\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+         "============================================================\n"
+         "/w/train.py FAILED\n"
+         "------------------------------------------------------------\n"
+         "Failures:\n"
+         "  <NO_OTHER_FAILURES>\n"
+         "------------------------------------------------------------\n"
+         "Root Cause (first observed failure):\n"
+         "[0]:\n"
+         "  time      : 2024-06-12_10:00:00\n"
+         "  host      : gpu-node-3\n"
+         "  rank      : 1 (local_rank: 1)\n"
+         "  exitcode  : 1 (pid: 1236)\n"
+         "  error_file: <N/A>\n"
+         "  traceback : To enable traceback see: "
+         "https://pytorch.org/docs/stable/elastic/errors.html\n"
+         "============================================================\n";
+}
+
+TEST(ExitClassifier, ALaunchersReportOfAFailedWorkerLooksAtTheWorkersError) {
+  ExpectOutOfMemory(TorchrunOutput("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                                   "132.00 MiB. GPU 1 has a total capacity of 79.10 GiB"),
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB.");
+  ExpectFailure(TorchrunOutput("KeyError: 'labels'"), "exit code 1: KeyError: 'labels'");
+  // accelerate on one GPU runs the script as a subprocess and raises CalledProcessError.
+  ExpectOutOfMemory(
+      "Traceback (most recent call last):\n"
+      "  File \"/w/train.py\", line 30, in <module>\n"
+      "    accelerator.backward(loss)\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB.\n"
+      "Traceback (most recent call last):\n"
+      "  File \"/usr/local/bin/accelerate\", line 8, in <module>\n"
+      "    sys.exit(main())\n"
+      "  File \"/usr/local/lib/python3.10/dist-packages/accelerate/commands/launch.py\", line "
+      "1168, in launch_command\n"
+      "    simple_launcher(args)\n"
+      "subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train.py']' returned "
+      "non-zero exit status 1.\n",
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB.");
+  // Without a worker's error just before it, the report itself is the error.
+  ExpectFailure(
+      "Traceback (most recent call last):\n"
+      "  File \"/usr/local/bin/torchrun\", line 8, in <module>\n"
+      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+      "/w/train.py FAILED\n",
+      "exit code 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:");
 }
 
 // --- ClassifyExit's other outcomes ---
