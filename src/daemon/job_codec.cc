@@ -400,7 +400,7 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
     DecodeEstimate(estimate, e);
     if (estimate.Member("learned") && estimate.Optional("learned")) {
       FieldReader learned(*estimate.Optional("learned"), "estimate.learned", shared);
-      api::JobEstimate::Learned& l = e.learned.emplace();
+      api::JobEstimate::Learned& l = e.learned.emplace(api::JobEstimate::Learned{});
       learned.Int("runs", l.runs);
       learned.Size("peak", l.peak);
       learned.Size("upper", l.upper);
@@ -485,7 +485,7 @@ void DecodeSchema1Record(const json& record, FieldReader::Shared& shared, Job& j
     DecodeEstimate(estimate, e);
     if (const json* history_json = estimate.Optional("history")) {
       FieldReader history(*history_json, "estimate.history", shared);
-      api::JobEstimate::Learned& l = e.learned.emplace();
+      api::JobEstimate::Learned& l = e.learned.emplace(api::JobEstimate::Learned{});
       history.Int("runs", l.runs);
       history.Size("peak", l.peak);
       history.Size("upper", l.upper);
