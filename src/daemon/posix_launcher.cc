@@ -589,15 +589,20 @@ Result<std::unique_ptr<PosixProcessLauncher>> PosixProcessLauncher::Create(const
   launcher->cgroup_base_ = own->first;
   launcher->cgroup_own_path_ = own->second;
   launcher->has_cgroup_kill_ = *has_kill;
-  launcher->tracking_ =
-      fmt::format("cgroup v2: each attempt in {}/colo-job-<job>-<attempt>{}", own->first,
-                  *has_kill ? "" : " (no cgroup.kill: SIGKILL per process)");
+  // Several colods may share a cgroup (one per state directory, tests in parallel): the names of
+  // one's attempts carry a tag of its jobs directory, so they never meet another's.
+  uint32_t tag = 2166136261u;  // FNV-1a
+  for (unsigned char c : options.jobs_dir) tag = (tag ^ c) * 16777619u;
+  launcher->cgroup_prefix_ = fmt::format("colo-{:08x}-job-", tag);
+  launcher->tracking_ = fmt::format("cgroup v2: each attempt in {}/{}<job>-<attempt>{}", own->first,
+                                    launcher->cgroup_prefix_,
+                                    *has_kill ? "" : " (no cgroup.kill: SIGKILL per process)");
   return launcher;
 }
 
 std::string PosixProcessLauncher::CgroupPath(JobId job, int attempt) const {
   if (cgroup_base_.empty()) return "";
-  return fmt::format("{}/colo-job-{}-{}", cgroup_base_, job, attempt);
+  return fmt::format("{}/{}{}-{}", cgroup_base_, cgroup_prefix_, job, attempt);
 }
 
 AttemptFiles PosixProcessLauncher::Files(JobId job, int attempt) const {
@@ -613,8 +618,20 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
     return FailedPrecondition(
         fmt::format("colod runs as uid {} and cannot act as uid {}", geteuid(), owner.uid));
   }
-  // In a child even without a user switch: a stat on a hung network filesystem never returns,
-  // and colod must.
+  if (owner.uid == geteuid() && owner.gid == getegid()) {
+    // colod's own user (root's own jobs, a personal colod's owner): nothing to switch to, so no
+    // child either; only that user can point colod at a hung filesystem.
+    struct stat st {};
+    if (stat(workdir.c_str(), &st) != 0)
+      return FailedPrecondition(fmt::format("workdir {}: {}", workdir, ErrorText(errno)));
+    if (!S_ISDIR(st.st_mode))
+      return FailedPrecondition(fmt::format("workdir {}: {}", workdir, ErrorText(ENOTDIR)));
+    if (access(workdir.c_str(), X_OK) != 0)
+      return FailedPrecondition(fmt::format("workdir {}: {}", workdir, ErrorText(errno)));
+    return Status::Ok();
+  }
+  // Another user's: in a child that has become that user, so the kernel answers for them, and
+  // a stat on a hung network filesystem stalls the child, never colod.
   const UserSwitch change = PrepareUserSwitch(owner);
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", ErrorText(errno)));
@@ -1161,7 +1178,7 @@ std::optional<std::pair<JobId, int>> PosixProcessLauncher::AttemptOf(int pid) {
   if (pid <= 0) return std::nullopt;
   if (uses_cgroups()) {
     const auto path = CgroupOf(pid);
-    const std::string prefix = cgroup_own_path_ + "/colo-job-";
+    const std::string prefix = cgroup_own_path_ + "/" + cgroup_prefix_;
     if (path && path->starts_with(prefix)) {
       const std::string_view rest = std::string_view(*path).substr(prefix.size());
       const auto name = rest.substr(0, rest.find('/'));

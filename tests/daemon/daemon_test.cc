@@ -377,7 +377,7 @@ TEST_F(DaemonTest, AThousandConcurrentSubmissionsAreAllAcceptedOnce) {
   Start();
   // A job holding both GPUs makes them all wait: this is about accepting, not running.
   api::SubmitRequest blocker;
-  blocker.command = {"sleep", "60"};
+  blocker.command = {"sleep", "600"};
   blocker.memory = GiB(70);
   blocker.gpus = 2;
   blocker.workdir = dir_;
