@@ -265,12 +265,19 @@ Result<SubmitRequest> ReadSubmit(const json& j) {
       break;
     }
   }
+  size_t command_bytes = 0, env_bytes = 0;
   for (const std::string& word : s.command) {
+    command_bytes += word.size() + 1;
     if (word.find('\0') != std::string::npos) {
       r.Fail("command", "contains a NUL byte");
       break;
     }
   }
+  for (const std::string& entry : s.env) env_bytes += entry.size() + 1;
+  if (command_bytes > kMaxCommandBytes)
+    r.Fail("command", fmt::format("is longer than {} bytes in all", kMaxCommandBytes));
+  if (env_bytes > kMaxEnvBytes)
+    r.Fail("env", fmt::format("is larger than {} bytes in all", kMaxEnvBytes));
   s.source = r.String("source", "cli", 4096);
   if (!status.ok()) return status;
   return s;
@@ -666,11 +673,14 @@ Result<Request> DecodeRequest(std::string_view line) {
   if (j.is_discarded() || !j.is_object()) return InvalidArgument("request is not a JSON object");
   const auto api = j.find("api");
   if (api == j.end() || !api->is_number_integer() || api->get<int64_t>() != kVersion) {
-    return FailedPrecondition(fmt::format(
-        "unsupported API version {} (colod speaks {}; \"api\" must be the number {})",
-        api == j.end() ? "(none)"
-                       : api->dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40),
-        kVersion, kVersion));
+    return FailedPrecondition(
+        fmt::format("unsupported API version {} (colod speaks {}; \"api\" must be the number {})",
+                    // Named by its type, never printed: a client's value can be nested deep enough
+                    // to overflow any recursive printer.
+                    api == j.end()             ? "(none)"
+                    : api->is_number_integer() ? std::to_string(api->get<int64_t>())
+                                               : std::string("of type ") + api->type_name(),
+                    kVersion, kVersion));
   }
   Status status;
   FieldReader r(j, "", &status);

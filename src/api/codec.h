@@ -15,6 +15,10 @@ namespace colo::api {
 constexpr size_t kMaxCommandWords = 4096;
 constexpr size_t kMaxEnvEntries = 4096;
 constexpr size_t kMaxFieldBytes = 128 * 1024;  // one argument or environment entry
+// A job's whole command, and its whole environment: records stay small enough that a page of
+// history is read in milliseconds.
+constexpr size_t kMaxCommandBytes = 32 * 1024;
+constexpr size_t kMaxEnvBytes = 256 * 1024;
 constexpr int kMaxGpusPerJob = 64;
 constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
 constexpr int64_t kMaxJobId = int64_t{1} << 53;        // exact in a JSON double

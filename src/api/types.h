@@ -90,7 +90,7 @@ struct LogsRequest {
 struct GpusRequest {};
 // Jobs that ended, newest first, one page at a time: a page is at most kMaxHistoryPage jobs and
 // the reply's `next` continues it.
-constexpr int kMaxHistoryPage = 500;
+constexpr int kMaxHistoryPage = 200;
 struct HistoryRequest {
   int limit = 50;
   std::optional<JobId> before;  // only jobs with a smaller id (the previous page's `next`)

@@ -1,5 +1,6 @@
 #include "cli/client_commands.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -118,6 +119,21 @@ void PrintJobs(const std::vector<api::JobSummary>& jobs, bool history) {
                Cell(j.user, 10), StateCode(j.state), j.gpus,
                j.memory ? FormatBytes(*j.memory) : "unknown", Elapsed(elapsed), Printable(where));
   }
+}
+
+// Printable, keeping line breaks (and carriage returns, which progress bars use) as they are.
+std::string PrintableLines(std::string_view text) {
+  std::string out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = text.find_first_of("\r\n", start);
+    const size_t stop = end == std::string_view::npos ? text.size() : end;
+    out += Printable(text.substr(start, stop - start));
+    if (end == std::string_view::npos) break;
+    out += text[end];
+    start = end + 1;
+  }
+  return out;
 }
 
 std::optional<std::string> FindOnPath(const std::string& program) {
@@ -267,16 +283,39 @@ int Logs(const ClientOptions& o) {
     fmt::print(stderr, "colo: job {} has not started yet\n", o.job);
     return 0;
   }
-  // Read as the user: the kernel decides whether they may.
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(NotFound(fmt::format("cannot read {}", path)));
+  // Read as the user: the kernel decides whether they may. The last component is the job's own
+  // file: not followed if it is a link, not waited on if it is a FIFO (root reads with this too).
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) close(fd);
+    return Fail(NotFound(fmt::format("cannot read {}: not a regular file of the job's", path)));
+  }
+  // To a terminal, what the job wrote cannot move the cursor or change colours; to a pipe it
+  // goes as it is.
+  const bool terminal = isatty(STDOUT_FILENO);
+  std::string pending;  // the start of a character cut by the end of a read
   auto drain = [&] {
     char buffer[8192];
-    while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-      fwrite(buffer, 1, static_cast<size_t>(in.gcount()), stdout);
-      if (in.gcount() < static_cast<std::streamsize>(sizeof buffer)) break;
+    ssize_t n;
+    while ((n = read(fd, buffer, sizeof buffer)) > 0) {
+      if (!terminal) {
+        fwrite(buffer, 1, static_cast<size_t>(n), stdout);
+        continue;
+      }
+      pending.append(buffer, static_cast<size_t>(n));
+      size_t cut = pending.size();
+      for (size_t back = 1; back <= 3 && back <= pending.size(); ++back) {
+        const auto byte = static_cast<unsigned char>(pending[pending.size() - back]);
+        if ((byte & 0xC0) == 0xC0) {  // a lead byte: its character may continue in the next read
+          cut = pending.size() - back;
+          break;
+        }
+        if ((byte & 0xC0) != 0x80) break;
+      }
+      fputs(PrintableLines(std::string_view(pending).substr(0, cut)).c_str(), stdout);
+      pending.erase(0, cut);
     }
-    in.clear();
     fflush(stdout);
   };
   drain();
@@ -289,6 +328,8 @@ int Logs(const ClientOptions& o) {
       break;
     }
   }
+  if (!pending.empty()) fputs(Printable(pending).c_str(), stdout);
+  close(fd);
   return 0;
 }
 

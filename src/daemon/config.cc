@@ -28,7 +28,9 @@ const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"paths", {"state_dir", "socket", "shim"}},
     {"jobs", {"cancel_grace", "cgroups", "leftover_grace"}},
     {"metrics", {"enabled", "address", "port", "max_clients"}},
-    {"limits", {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout"}},
+    {"limits",
+     {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout",
+      "max_jobs_per_user"}},
 };
 
 Result<SharingMode> ParseMode(const std::string& text) {
@@ -178,6 +180,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   num("limits", "max_request_bytes", c.max_request_bytes);
   num("limits", "max_clients", c.max_clients);
   num("limits", "max_clients_per_user", c.max_clients_per_user);
+  num("limits", "max_jobs_per_user", c.max_jobs_per_user);
   duration("limits", "idle_timeout", c.idle_timeout);
 
   if (!problem.empty()) return InvalidArgument(problem);
@@ -185,7 +188,8 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
     return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
   if (c.scheduler.sample_interval <= Duration::zero())
     return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
-  if (c.max_clients < 1 || c.max_clients_per_user < 1 || c.metrics_max_clients < 1)
+  if (c.max_clients < 1 || c.max_clients_per_user < 1 || c.metrics_max_clients < 1 ||
+      c.max_jobs_per_user < 1)
     return InvalidArgument(origin +
                            ": limits.max_clients, limits.max_clients_per_user and "
                            "metrics.max_clients must be at least 1");

@@ -47,6 +47,7 @@ struct DaemonConfig {
   size_t max_request_bytes = 1 << 20;
   int max_clients = 256;
   int max_clients_per_user = 32;
+  int max_jobs_per_user = 10000;        // waiting or running at once; root has no limit
   Duration idle_timeout = Seconds(60);  // a connection with no request for this long is closed
 
   std::string PolicySpec() const;

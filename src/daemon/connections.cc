@@ -26,7 +26,9 @@ void ConnectionSet::AddPollFds(std::vector<pollfd>& fds) const {
   for (const auto& [fd, c] : clients_) {
     short events = 0;
     // Backpressure: a client with replies piling up is not read until it takes them.
-    if (!c.closing && c.out.size() < limits_.max_unsent_bytes) events |= POLLIN;
+    if (!c.closing && c.out.size() < limits_.max_unsent_bytes &&
+        c.in.size() <= limits_.max_request_bytes + kReadAhead)
+      events |= POLLIN;
     if (!c.out.empty()) events |= POLLOUT;
     fds.push_back({fd, events, 0});
   }
@@ -97,7 +99,9 @@ void ConnectionSet::Refuse(int fd, std::string_view code, std::string_view messa
 }
 
 void ConnectionSet::Accept(TimePoint now) {
-  for (;;) {
+  // A bounded number per turn: a process that connects and closes in a loop cannot keep colod
+  // from its other work.
+  for (int accepted = 0; accepted < kAcceptsPerTurn; ++accepted) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;  // EAGAIN, or a connection that went away: nothing to do
     Client c;
@@ -140,48 +144,81 @@ void ConnectionSet::Accept(TimePoint now) {
 
 void ConnectionSet::Read(Client& c, TimePoint now) {
   char buffer[65536];
-  for (;;) {
-    if (c.closing || c.out.size() >= limits_.max_unsent_bytes) return;
+  while (!c.closing && c.out.size() < limits_.max_unsent_bytes &&
+         c.in.size() <= limits_.max_request_bytes + kReadAhead) {
     const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
     if (n == 0) {
       c.closing = true;
-      return;
+      break;
     }
     if (n < 0) {
       if (errno != EAGAIN && errno != EINTR) {
         c.closing = true;
         c.out.clear();
       }
-      return;
+      break;
     }
     c.in.append(buffer, static_cast<size_t>(n));
-    if (protocol_ == Protocol::kHttp) {
-      if (c.in.find("\r\n\r\n") != std::string::npos || c.in.size() > 8192) {
-        c.out = handler_(c.identity, c.in);
-        c.in.clear();
-        c.closing = true;
-        c.last_request = now;
-      }
-      continue;
-    }
-    size_t start = 0, newline;
-    while ((newline = c.in.find('\n', start)) != std::string::npos) {
-      const std::string_view line(c.in.data() + start, newline - start);
-      start = newline + 1;
-      c.last_request = now;
-      c.out += handler_(c.identity, line);
-      c.out += '\n';
-      if (c.out.size() >= limits_.max_unsent_bytes) break;  // the rest waits for the reader
-    }
-    c.in.erase(0, start);
-    if (c.in.size() > limits_.max_request_bytes) {
-      c.out +=
-          api::EncodeError(api::ErrorCode::kTooLarge,
-                           fmt::format("request larger than {} bytes", limits_.max_request_bytes));
-      c.out += '\n';
+  }
+  Serve(c, now);
+}
+
+void ConnectionSet::Serve(Client& c, TimePoint now) {
+  if (protocol_ == Protocol::kHttp) {
+    if (c.in.find("\r\n\r\n") != std::string::npos || c.in.size() > limits_.max_request_bytes ||
+        (c.closing && !c.in.empty())) {
+      c.out = handler_(c.identity, c.in);
       c.in.clear();
       c.closing = true;
-      return;
+      c.last_request = now;
+    }
+    return;
+  }
+  // A few requests per client per turn: one client's pipeline cannot hold up the others (or the
+  // jobs); what is left is served at the next turn.
+  size_t start = 0, newline;
+  int served = 0;
+  while (served < kRequestsPerTurn && c.out.size() < limits_.max_unsent_bytes &&
+         (newline = c.in.find('\n', start)) != std::string::npos) {
+    const std::string_view line(c.in.data() + start, newline - start);
+    start = newline + 1;
+    ++served;
+    c.last_request = now;
+    c.out += handler_(c.identity, line);
+    c.out += '\n';
+  }
+  c.in.erase(0, start);
+  if (c.closing && !c.in.empty() && c.in.find('\n') == std::string::npos &&
+      c.in.size() <= limits_.max_request_bytes) {
+    // The client finished sending without a last newline: its last request still gets a reply.
+    c.out += handler_(c.identity, c.in);
+    c.out += '\n';
+    c.in.clear();
+  }
+  // Only a request still without its end counts against the size limit.
+  if (c.in.find('\n') == std::string::npos && c.in.size() > limits_.max_request_bytes) {
+    c.out += api::EncodeError(api::ErrorCode::kTooLarge, fmt::format("request larger than {} bytes",
+                                                                     limits_.max_request_bytes));
+    c.out += '\n';
+    c.in.clear();
+    c.closing = true;
+  }
+}
+
+bool ConnectionSet::HasBufferedWork() const {
+  for (const auto& [fd, c] : clients_) {
+    if (!c.closing && c.out.size() < limits_.max_unsent_bytes &&
+        c.in.find('\n') != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+void ConnectionSet::ServeBuffered(TimePoint now) {
+  for (auto& [fd, c] : clients_) {
+    if (!c.closing && c.in.find('\n') != std::string::npos) {
+      Serve(c, now);
+      if (!c.out.empty()) Write(c);
     }
   }
 }

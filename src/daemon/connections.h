@@ -49,6 +49,10 @@ class ConnectionSet {
   // Closes connections idle past the limit.
   void ExpireIdle(TimePoint now);
   std::optional<TimePoint> NextDeadline() const;
+  // Requests already received but not served yet (the per-turn budget ran out): colod's loop
+  // must not sleep while there are.
+  bool HasBufferedWork() const;
+  void ServeBuffered(TimePoint now);
   size_t size() const { return clients_.size(); }
 
  private:
@@ -62,9 +66,15 @@ class ConnectionSet {
 
   void Accept(TimePoint now);
   void Read(Client& client, TimePoint now);
+  void Serve(Client& client, TimePoint now);
   void Write(Client& client);
   void Refuse(int fd, std::string_view code, std::string_view message);
   int ConnectionsOf(unsigned uid) const;
+
+  static constexpr int kRequestsPerTurn = 16;
+  static constexpr int kAcceptsPerTurn = 64;
+  // Bytes read ahead of what is served, beyond one whole request.
+  static constexpr size_t kReadAhead = 2 << 20;
 
   int listen_fd_;
   Protocol protocol_;

@@ -110,6 +110,7 @@ Status Daemon::Init() {
 
   ControllerOptions controller_options;
   controller_options.cancel_grace = config_.cancel_grace;
+  controller_options.max_live_jobs_per_user = config_.max_jobs_per_user;
   if (config_.mps_enabled) {
     mps_ = std::make_unique<MpsDaemon>(
         MpsSettings{config_.mps_control, config_.mps_pipe_dir, config_.mps_log_dir});
@@ -280,6 +281,8 @@ Status Daemon::Run() {
           metrics_clients_ ? metrics_clients_->NextDeadline() : std::nullopt}) {
       if (deadline && *deadline < wake_at) wake_at = *deadline;
     }
+    // Requests already read but not served (their turn's budget ran out) are served now.
+    if (api_clients_->HasBufferedWork()) wake_at = clock_.Now();
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - clock_.Now()).count() + 1;
     if (poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(timeout, 0))) < 0 &&
@@ -300,6 +303,7 @@ Status Daemon::Run() {
     }
     const TimePoint now = clock_.Now();
     api_clients_->OnReady(fds, now);
+    api_clients_->ServeBuffered(now);
     api_clients_->ExpireIdle(now);
     if (metrics_clients_) {
       metrics_clients_->OnReady(fds, now);

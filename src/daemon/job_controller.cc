@@ -83,6 +83,7 @@ void JobController::ForgetIfDone(JobId id) {
   if (it == live_.end() || it->second.live() || unsaved_.count(id)) return;
   scheduler_.Forget(id);
   running_.erase(id);
+  if (--live_per_user_[it->second.owner.uid] <= 0) live_per_user_.erase(it->second.owner.uid);
   live_.erase(it);
 }
 
@@ -143,6 +144,9 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
     job.estimate = std::move(r.estimate);
     job.estimate->learned.reset();  // what colod learned is colod's to say
     job.estimate->detail = TruncateUtf8(job.estimate->detail, kMaxDetailBytes);
+    // Runs teach only their own user's later runs: a signature is easy to reproduce, and another
+    // user's cheap runs must not re-plan (and so crash or starve) someone else's jobs.
+    if (!job.estimate->signature.empty()) job.estimate->signature += fmt::format("@uid{}", who.uid);
     // A declared need is the limit the job runs under; otherwise earlier runs of the same model
     // are the best evidence there is, then the client's estimate.
     if (!job.spec.memory.known()) {
@@ -158,6 +162,12 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
 }
 
 Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest request) {
+  if (who.uid != 0 && live_per_user_[who.uid] >= options_.max_live_jobs_per_user) {
+    return ResourceExhausted(fmt::format(
+        "{} has {} jobs waiting or running, the most one user may have; submit more when some "
+        "have ended",
+        who.user, live_per_user_[who.uid]));
+  }
   auto made = NewJob(who, std::move(request));
   if (!made.ok()) return made.status();
   Job& job = *made;
@@ -184,6 +194,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
     return queued;
   }
   const JobId id = job.id();
+  live_per_user_[job.owner.uid]++;
   live_.emplace(id, std::move(job));
   return id;
 }
@@ -221,10 +232,11 @@ Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
                            s.message());
       Log(event);
       job.cancel_requested = true;
+      // Once: signalling every process of a job is not free, and asking again changes nothing
+      // (SIGKILL follows when the grace is over).
+      launcher_.Signal(RefOf(job), SIGTERM);
+      running_[id].kill_at = clock_.Now() + options_.cancel_grace;
     }
-    launcher_.Signal(RefOf(job), SIGTERM);
-    Running& r = running_[id];
-    if (!r.kill_at) r.kill_at = clock_.Now() + options_.cancel_grace;
     return std::string("cancelling");
   }
   Job ended = job;
@@ -542,6 +554,7 @@ Status JobController::Recover() {
     by_uuid[scheduler_.gpu_info(static_cast<GpuIndex>(g)).uuid] = static_cast<GpuIndex>(g);
   for (Job& loaded_job : loaded->jobs) {
     const JobId id = loaded_job.id();
+    live_per_user_[loaded_job.owner.uid]++;
     Job& job = live_.emplace(id, std::move(loaded_job)).first->second;
     if (job.state == JobState::kRunning && job.current())
       RecoverRunning(job, by_uuid);
@@ -609,6 +622,7 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
            .ok()) {
     // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted.
     launcher_.Signal(RefOf(job), SIGKILL);
+    launcher_.Release(RefOf(job));
     attempt.phase = Attempt::Phase::kEnded;
     attempt.ended = clock_.WallNow();
     attempt.exit = ExitKind::kLost;

@@ -35,6 +35,9 @@ struct ControllerOptions {
   Duration cancel_grace = Seconds(10);
   // How many earlier successful runs of a model the history estimator looks at.
   int history_runs = 20;
+  // Jobs one user may have waiting or running at once (root: no limit): one user's flood of
+  // submissions cannot fill colod's memory and disk or bury everyone else's jobs.
+  int max_live_jobs_per_user = 10000;
   // The environment a job needs to be an MPS client with these limits (it starts colod's MPS
   // daemon on demand); empty: MPS is off, and MPS placements share plainly.
   std::function<Result<std::vector<std::string>>(int thread_percent, Bytes memory_limit, int gpus)>
@@ -122,6 +125,7 @@ class JobController {
   ProcessLauncher& launcher_;
   ControllerOptions options_;
   std::map<JobId, Job> live_;
+  std::map<unsigned, int> live_per_user_;  // by uid, for max_live_jobs_per_user
   std::map<JobId, Running> running_;
   std::set<JobId> unsaved_;
   std::map<JobId, std::vector<JobEvent>> pending_events_;

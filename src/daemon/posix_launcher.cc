@@ -775,6 +775,7 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     // Nothing of colod's may reach the job: every descriptor above 2 closes at exec.
     syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
     ResetSignals();
+    umask(022);  // the job's files as a login shell would make them, not colod's 077
     if (cgroup_procs.valid() && write(cgroup_procs.get(), "0", 1) != 1)
       ReportAndExit(report, Step::kJoinCgroup, errno);
     if (setsid() < 0) ReportAndExit(report, Step::kSetsid, errno);
@@ -916,9 +917,15 @@ void PosixProcessLauncher::UpdateMembers(Tracked& tracked, const ProcTable& tabl
   std::vector<pid_t> roots(orphans);
   if (shim.pid > 0 && current(shim.pid, shim.start_ticks)) roots.push_back(shim.pid);
   for (const auto& [pid, ticks] : members) roots.push_back(pid);
-  // The shim's session, as long as its members started after the shim (a session id is a pid
-  // and is not reused while the session lasts; the ticks rule out a later session of that id).
-  if (shim.pid > 0) {
+  // The shim's session, while that session is known to last: its shim runs, or a process already
+  // counted to the attempt is still in it (a session id is a pid, not reused while the session
+  // lasts). Once it may have ended, its id may name another user's new session.
+  bool session_lasts = shim.pid > 0 && current(shim.pid, shim.start_ticks);
+  for (const auto& [pid, ticks] : members) {
+    const auto it = table.find(pid);
+    session_lasts |= shim.pid > 0 && it != table.end() && it->second.sid == shim.pid;
+  }
+  if (session_lasts) {
     for (const auto& [pid, info] : table) {
       if (info.sid == shim.pid && info.alive() && info.start_ticks >= shim.start_ticks)
         roots.push_back(pid);
@@ -1198,8 +1205,11 @@ std::optional<std::pair<JobId, int>> PosixProcessLauncher::AttemptOf(int pid) {
       const auto member = tracked.members.find(info->pid);
       if (member != tracked.members.end() && member->second == info->start_ticks) return key;
       const ProcessHandle& shim = tracked.shim;
-      if (shim.pid > 0 && info->sid == shim.pid && info->start_ticks >= shim.start_ticks)
-        return key;
+      // The shim's session only while the shim runs (after that its id may be another's).
+      if (shim.pid > 0 && info->sid == shim.pid && info->start_ticks >= shim.start_ticks) {
+        const auto leader = ReadProcInfo(shim.pid);
+        if (leader && leader->start_ticks == shim.start_ticks) return key;
+      }
       if (info->pid == shim.pid && info->start_ticks == shim.start_ticks) return key;
     }
     if (info->ppid <= 1) break;
@@ -1247,10 +1257,14 @@ bool PosixProcessLauncher::RemoveCgroup(const std::string& path) {
 void PosixProcessLauncher::Release(const AttemptRef& ref) {
   const Key key{ref.job, ref.attempt};
   const auto it = attempts_.find(key);
-  const bool in_cgroup = it != attempts_.end()
-                             ? it->second.in_cgroup
-                             : uses_cgroups() && IsDirectory(CgroupPath(ref.job, ref.attempt));
-  if (it != attempts_.end()) attempts_.erase(it);
+  if (it == attempts_.end()) {
+    // An attempt this launcher never started nor looked at (a Start refused because its cgroup
+    // was busy): whatever runs in that cgroup is not its to kill. An empty one may go.
+    if (uses_cgroups()) rmdir(CgroupPath(ref.job, ref.attempt).c_str());
+    return;
+  }
+  const bool in_cgroup = it->second.in_cgroup;
+  attempts_.erase(it);
   if (!in_cgroup) return;
   const std::string path = CgroupPath(ref.job, ref.attempt);
   if (!RemoveCgroup(path)) cgroups_to_remove_.push_back(path);

@@ -563,7 +563,7 @@ TEST(SqliteJobStore, HistoryPagesOverTwoThousandJobs) {
     }
     return seen;
   };
-  EXPECT_EQ(all_pages(Page(500), 500), ended);
+  EXPECT_EQ(all_pages(Page(api::kMaxHistoryPage), api::kMaxHistoryPage), ended);
   EXPECT_EQ(all_pages(Page(100000), api::kMaxHistoryPage), ended);
   EXPECT_EQ(all_pages(Page(64), 64), ended);
   for (const auto& [uid, ids] : ended_by_user) {
@@ -637,7 +637,7 @@ TEST(SqliteJobStore, QueriesOverAHundredThousandEndedJobs) {
   auto first_page = store->History(Page(500));
   const double first_page_us = micros_since(start);
   ASSERT_TRUE(first_page.ok());
-  EXPECT_EQ(first_page->jobs.size(), 500u);
+  EXPECT_EQ(first_page->jobs.size(), static_cast<size_t>(api::kMaxHistoryPage));
   EXPECT_EQ(first_page->jobs.front().id(), kEnded);
 
   start = Clock::now();
@@ -650,7 +650,7 @@ TEST(SqliteJobStore, QueriesOverAHundredThousandEndedJobs) {
   auto user_page = store->History(Page(500, kEnded / 2, 1007u));
   const double user_page_us = micros_since(start);
   ASSERT_TRUE(user_page.ok());
-  EXPECT_EQ(user_page->jobs.size(), 500u);
+  EXPECT_EQ(user_page->jobs.size(), static_cast<size_t>(api::kMaxHistoryPage));
 
   start = Clock::now();
   auto peaks = store->SuccessfulPeaks("model7", 20);
@@ -660,10 +660,10 @@ TEST(SqliteJobStore, QueriesOverAHundredThousandEndedJobs) {
 
   std::cout << fmt::format(
       "{} ended + {} live jobs: open {:.0f} us, LoadLive {:.0f} us, Find {:.1f} us (mean of {}), "
-      "History page of 500: newest {:.0f} us, from the middle {:.0f} us, one user's {:.0f} us; "
+      "History page of {}: newest {:.0f} us, from the middle {:.0f} us, one user's {:.0f} us; "
       "SuccessfulPeaks(20) {:.0f} us\n",
-      kEnded, kLive, open_us, live_us, find_us, kFinds, first_page_us, deep_page_us, user_page_us,
-      peaks_us);
+      kEnded, kLive, open_us, live_us, find_us, kFinds, api::kMaxHistoryPage, first_page_us,
+      deep_page_us, user_page_us, peaks_us);
 }
 
 }  // namespace
