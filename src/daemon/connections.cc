@@ -44,6 +44,9 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
     Client& c = it->second;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) Read(c, now);
     if (!c.out.empty()) Write(c);
+    // Requests read earlier and held back while replies piled up: nothing new may arrive to
+    // wake them (the client sent everything and now reads), so they are served as room frees.
+    if (protocol_ == Protocol::kJsonLines) Serve(c, now);
   }
   for (auto it = clients_.begin(); it != clients_.end();) {
     if (it->second.closing && it->second.out.empty()) {
@@ -164,25 +167,32 @@ void ConnectionSet::Read(Client& c, TimePoint now) {
       }
       continue;
     }
-    size_t start = 0, newline;
-    while ((newline = c.in.find('\n', start)) != std::string::npos) {
-      const std::string_view line(c.in.data() + start, newline - start);
-      start = newline + 1;
-      c.last_request = now;
-      c.out += handler_(c.identity, line);
-      c.out += '\n';
-      if (c.out.size() >= limits_.max_unsent_bytes) break;  // the rest waits for the reader
-    }
-    c.in.erase(0, start);
-    if (c.in.size() > limits_.max_request_bytes) {
-      c.out +=
-          api::EncodeError(api::ErrorCode::kTooLarge,
-                           fmt::format("request larger than {} bytes", limits_.max_request_bytes));
-      c.out += '\n';
-      c.in.clear();
-      c.closing = true;
-      return;
-    }
+    Serve(c, now);
+  }
+}
+
+void ConnectionSet::Serve(Client& c, TimePoint now) {
+  if (c.closing) return;
+  size_t start = 0, newline;
+  while (c.out.size() < limits_.max_unsent_bytes &&  // the rest waits for the reader
+         (newline = c.in.find('\n', start)) != std::string::npos) {
+    const std::string_view line(c.in.data() + start, newline - start);
+    start = newline + 1;
+    c.last_request = now;
+    c.out += handler_(c.identity, line);
+    c.out += '\n';
+  }
+  c.in.erase(0, start);
+  // Only an unfinished line counts against the limit: whole ones held back are served later.
+  const size_t newline_at = c.in.rfind('\n');
+  const size_t unfinished =
+      newline_at == std::string::npos ? c.in.size() : c.in.size() - newline_at - 1;
+  if (unfinished > limits_.max_request_bytes) {
+    c.out += api::EncodeError(api::ErrorCode::kTooLarge, fmt::format("request larger than {} bytes",
+                                                                     limits_.max_request_bytes));
+    c.out += '\n';
+    c.in.clear();
+    c.closing = true;
   }
 }
 

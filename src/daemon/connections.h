@@ -62,6 +62,8 @@ class ConnectionSet {
 
   void Accept(TimePoint now);
   void Read(Client& client, TimePoint now);
+  // Answers the complete requests `client` sent, as long as its unread replies leave room.
+  void Serve(Client& client, TimePoint now);
   void Write(Client& client);
   void Refuse(int fd, std::string_view code, std::string_view message);
   int ConnectionsOf(unsigned uid) const;
