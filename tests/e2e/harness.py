@@ -365,8 +365,6 @@ class Colod:
         self.config_path = None
         if use_config:
             self.config_path = write_config(os.path.join(root, "colod.toml"), config)
-            if user is not None:
-                os.chown(self.config_path, user.uid, user.gid) if is_root() else None
         self.extra_args = list(extra_args)
         self.env = env
         self.log_path = os.path.join(root, f"colod-{uuid.uuid4().hex[:6]}.log")
@@ -495,6 +493,10 @@ class E2ETest(unittest.TestCase):
         self.addCleanup(self._cleanup)
 
     def _cleanup(self):
+        outcome = getattr(self, "_outcome", None)
+        if outcome is not None and not getattr(outcome, "success", True):
+            for d in self.daemons:  # what colod said, for the failure's report
+                print(f"--- colod log ({' '.join(d.argv())}):\n{d.log()}", file=sys.stderr)
         for d in self.daemons:
             d.cleanup()
         kill_processes_with_token(self.token.split("=", 1)[1])
@@ -506,9 +508,6 @@ class E2ETest(unittest.TestCase):
 
     def cleanup_extra(self):
         """Subclasses: what must go before the temporary directory (mounts)."""
-
-    def dump_logs_on_failure(self):
-        pass
 
     def mkdir(self, *parts, user=None, mode=0o755):
         path = os.path.join(self.tmp, *parts)

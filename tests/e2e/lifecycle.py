@@ -7,10 +7,8 @@ session and descendants), test_multi_user under a system colod as root (cgroups 
 """
 
 import os
-import signal
 import time
 
-import harness
 from harness import wait_until
 
 TERMINAL = {"succeeded", "failed", "cancelled", "lost"}

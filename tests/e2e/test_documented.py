@@ -6,7 +6,6 @@ tests run as root) with its default paths under a temporary HOME and XDG_RUNTIME
 finds it the way a user's would: without COLO_SOCKET.
 """
 
-import json
 import os
 import shutil
 import socket
@@ -152,7 +151,9 @@ class PersonalDaemonDefaults(DocumentedTest):
         sock = os.path.join(sock_dir, "colod.sock")
         for path, kind, mode in [(state, stat.S_ISDIR, 0o700), (sock_dir, stat.S_ISDIR, 0o700),
                                  (sock, stat.S_ISSOCK, 0o600),
-                                 (os.path.join(state, "colo.db"), stat.S_ISREG, 0o600)]:
+                                 (os.path.join(state, "jobs"), stat.S_ISDIR, 0o700),
+                                 (os.path.join(state, "colo.db"), stat.S_ISREG, 0o600),
+                                 (os.path.join(state, "colo.db-wal"), stat.S_ISREG, 0o600)]:
             st = os.lstat(path)
             self.assertTrue(kind(st.st_mode), path)
             self.assertEqual(stat.S_IMODE(st.st_mode), mode, f"mode of {path}")
@@ -594,6 +595,21 @@ class Commands(DocumentedTest):
                 self.assertIs(self.colo_json(*args).get("ok"), True)
         self.wait_state(job, TERMINAL)
 
+    def test_unwritable_output(self):
+        """Output that cannot be written (stdout on a full device) is an error (exit 1 and a
+        message), whether it is small or larger than stdio's buffer: never a crash and never a
+        silent success."""
+        long_args = [f"argument-{i:05d}-" + "x" * 20 for i in range(600)]
+        job = self.submit("--name", "long", "--", "true", *long_args)
+        self.assert_succeeded(job)
+        for args in [("show", job), ("show", "--json", job), ("queue",), ("gpus",)]:
+            with open("/dev/full", "w") as full:
+                r = subprocess.run(harness.as_user(self.user, [harness.COLO, *map(str, args)]),
+                                   stdout=full, stderr=subprocess.PIPE, text=True, timeout=30,
+                                   env=self.client_env(self.user), cwd=self.work)
+            self.assertEqual(r.returncode, 1, f"{args}: {r.stderr}")
+            self.assertIn("No space left on device", r.stderr)
+
     def test_errors(self):
         """Unknown jobs and wrong arguments: exit 1 (or CLI11's usage code), a message, never a
         crash."""
@@ -618,6 +634,64 @@ class RunningJobs(DocumentedTest, lifecycle.LifecycleTests):
 
     def daemon_under_test(self):
         return self.daemon
+
+
+def free_loopback_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, deadline=10):
+    """A GET on 127.0.0.1:PORT; (status line, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.decode().partition("\r\n\r\n")
+    return head.splitlines()[0], body
+
+
+class Metrics(DocumentedTest):
+    """Metrics for Prometheus: opt-in, on loopback, a connection pool of their own."""
+
+    def setUp(self):
+        harness.E2ETest.setUp(self)
+        self.user = harness.unprivileged_user()
+        self.client_user = self.user
+        self.home = self.mkdir("home", user=self.user, mode=0o755)
+        self.runtime = self.mkdir("run", user=self.user, mode=0o700)
+        self.work = self.mkdir("home", "work", user=self.user)
+        self.bin = self.mkdir("home", "bin", user=self.user)
+        self.write(os.path.join(self.bin, "wait-for"), WAIT_SCRIPT, 0o755, self.user)
+        self.port = free_loopback_port()
+        self.daemon = self.start_personal(
+            config={"metrics": {"enabled": True, "port": self.port, "max_clients": 2}})
+
+    def test_metrics(self):
+        """GET /metrics on 127.0.0.1 gives the queue, running jobs, GPUs and placements; another
+        path is 404; scrapers filling their pool lock no API user out."""
+        job, release = self.wait_job()
+        status, body = http_get(self.port, "/metrics")
+        self.assertEqual(status, "HTTP/1.1 200 OK")
+        for line in ("colo_running_jobs 1", 'colo_queue_jobs{queue="main"} 0',
+                     'colo_gpu_memory_total_bytes{gpu="0"'):
+            self.assertIn(line, body)
+        self.assertRegex(body, r'colo_placements_total\{policy="[^"]+"\} 1')
+        self.assertEqual(http_get(self.port, "/other")[0], "HTTP/1.1 404 Not Found")
+        held = [socket.create_connection(("127.0.0.1", self.port), timeout=5) for _ in range(3)]
+        try:
+            self.colo_ok("queue")
+        finally:
+            for s in held:
+                s.close()
+        self.release(release)
+        self.assert_succeeded(job)
+        self.assertIn("colo_running_jobs 0", http_get(self.port, "/metrics")[1])
 
 
 class Refusals(DocumentedTest):
@@ -659,6 +733,21 @@ class Refusals(DocumentedTest):
         out = self.colo_ok("history").stdout
         self.assertIn("x\\x1b]0;", out)
         self.assertNotIn("\x1b", out)
+
+    def test_terminal_escapes_from_a_job_are_shown_escaped(self):
+        """Escape sequences in a job's command, working directory and error output (its
+        reason) are printed escaped by `colo show`, `colo history` and `colo explain`."""
+        odd = self.mkdir("home", "work", "dir\x1b[31m", user=self.user)
+        job = self.submit("--", "sh", "-c", "printf '\\033]0;pwn\\007\\033[2J\\n' >&2; exit 4",
+                          "\x1b[5m", cwd=odd)
+        self.assertEqual(self.wait_state(job, TERMINAL)["state"], "failed")
+        for args in [("show", job), ("history",), ("explain", job), ("queue",)]:
+            out = self.colo_ok(*args).stdout
+            self.assertNotIn("\x1b", out, args)
+            self.assertNotIn("\x07", out, args)
+        show = self.colo_ok("show", job).stdout
+        self.assertIn("dir\\x1b[31m", show)
+        self.assertIn("\\x1b]0;pwn\\x07", show)
 
 
 class ClientNeverCrashes(harness.E2ETest):

@@ -142,8 +142,15 @@ class Storage(FaultTest):
         self.assertIn("could not be stored, so it was not submitted", refused.stderr)
         self.assertTrue(d.alive())
         self.colo_ok("queue", daemon=d)
-        os.unlink(filler)
+        # Jobs that end on the full disk: their ends are kept in memory and stored later.
         self.write(release, "")
+        for job in acknowledged[1:3]:
+            self.assert_succeeded(job, daemon=d)
+        wait_until(lambda: "could not store the job's latest change" in d.current_log(), 10,
+                   "colod to say it keeps an unstored change")
+        os.unlink(filler)
+        wait_until(lambda: "stored again" in d.current_log(), 10,
+                   "colod to store the kept changes")
         job, r = self.try_submit(d, "--", "true")
         self.assertIsNotNone(job, r.stderr)
         acknowledged.append(job)
@@ -419,12 +426,19 @@ class KillNine(FaultTest):
         """colod is killed with SIGKILL at random moments while a client submits jobs (each
         appends "$COLO_JOB_ID $COLO_ATTEMPT" to a log and sleeps a little), and restarted, six
         times; then everything finishes: every acknowledged job succeeded, no job ran twice,
-        none was lost."""
+        none was lost. Attempts in cgroups where colod can make them."""
+        self.kill_loop({})
+
+    def test_kill_9_loop_without_cgroups(self):
+        """The same with cgroups off: attempts found again by their sessions and logs."""
+        self.kill_loop({"jobs": {"cgroups": "off"}})
+
+    def kill_loop(self, config):
         seed = int(os.environ.get("COLO_E2E_SEED", time.time_ns() % 100000))
         print(f"kill -9 loop seed {seed} (COLO_E2E_SEED to repeat)")
         rng = random.Random(seed)
         log = os.path.join(self.work, "jobs.log")
-        d = self.colod(start=False, config={"limits": {"idle_timeout": "60s"}})
+        d = self.colod(start=False, config=dict(config, limits={"idle_timeout": "60s"}))
         acknowledged, failures = [], []
         stop = threading.Event()
 
@@ -525,6 +539,47 @@ class Garbage(FaultTest):
                     self.assertEqual(reply["code"], code, reply)
                     self.assertIn(words, reply["error"])
             self.assertTrue(harness.request(s, {"api": 1, "op": "hello"})["ok"])
+        self.assert_serving()
+
+    def submit_line(self, **fields):
+        request = {"api": 1, "op": "submit", "command": ["true"], "workdir": self.work,
+                   "env": ["PATH=" + harness.SYSTEM_PATH, self.token]}
+        request.update(fields)
+        return json.dumps(request).encode() + b"\n"
+
+    def test_malformed_submits(self):
+        """Submits with NUL bytes, bad environment entries, relative or missing working
+        directories, oversized names: refused naming the field, nothing stored; a name that is
+        not valid UTF-8 is refused too; a good one after them is the only job stored."""
+        cases = [
+            (self.submit_line(command=["tr\0ue"]), "command"),
+            (self.submit_line(command=[""]), "command"),
+            (self.submit_line(env=["NOEQUALS"]), "env"),
+            (self.submit_line(env=["=x"]), "env"),
+            (self.submit_line(env=["A=\0"]), "env"),
+            (self.submit_line(workdir="relative/dir"), "workdir"),
+            (self.submit_line(workdir=self.work + "/\0x"), "workdir"),
+            (self.submit_line(workdir=""), "workdir"),
+            (self.submit_line(name="n" * 2000), "name"),
+            (self.submit_line(gpus=0), "gpus"),
+            (self.submit_line(memory=-5), "memory"),
+            (self.submit_line(threads=101), "threads"),
+        ]
+        with self.connect() as s:
+            for line, field in cases:
+                with self.subTest(line=line[:80]):
+                    reply = harness.request(s, line)
+                    self.assertIsNotNone(reply)
+                    self.assertFalse(reply["ok"], reply)
+                    self.assertIn(field, reply["error"])
+            raw = self.submit_line(name="PLACEHOLDER").replace(b"PLACEHOLDER", b"bad\xff\xfename")
+            reply = harness.request(s, raw)
+            self.assertEqual(reply["code"], "invalid_argument", "invalid UTF-8 was accepted")
+            reply = harness.request(s, self.submit_line(name="good"))
+            self.assertTrue(reply["ok"], reply)
+            job = reply["job"]
+        self.assertEqual(self.assert_succeeded(job, daemon=self.d)["name"], "good")
+        self.assertEqual(sorted(self.all_jobs(self.d)), [job])
         self.assert_serving()
 
     def test_random_bytes(self):

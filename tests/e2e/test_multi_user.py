@@ -202,7 +202,9 @@ class WhoSeesWhat(MultiUserTest):
         job, release = self.running_job(ALICE, "--name", "alices", extra_env={"SECRET": secret})
         self.assertIn(secret.encode(), self.db_bytes(), "the secret is not in the database")
         state = self.d.state_dir
-        self.assertEqual(stat.S_IMODE(os.stat(state).st_mode), 0o711)
+        for path in (state, self.jobs_dir):
+            st = os.stat(path)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o711), path)
         for name in ("colo.db", "colo.db-wal"):
             path = os.path.join(state, name)
             st = os.stat(path)
@@ -385,6 +387,27 @@ class Connections(MultiUserTest):
                 s.close()
 
 
+class AllConnections(MultiUserTest):
+    config = {"limits": {"max_clients": 3, "max_clients_per_user": 2}}
+
+    def test_pool_full(self):
+        """limits.max_clients connections in all: the next user is told colod is busy, and root
+        is still served."""
+        held = harness.connect_as(self.d.socket, BOB, count=2)
+        held += harness.connect_as(self.d.socket, ALICE, count=1)
+        try:
+            for s in held:
+                self.assertTrue(harness.request(s, {"api": 1, "op": "hello"})["ok"])
+            r = self.as_(ALICE, "queue")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("too many connections", r.stderr)
+            self.assertEqual(self.as_(None, "queue").returncode, 0)
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: self.as_(ALICE, "queue").returncode == 0, 5, "alice to be served")
+
+
 class PersonalDaemons(harness.E2ETest):
     """colod started by alice: hers alone."""
 
@@ -466,6 +489,15 @@ class PersonalDaemons(harness.E2ETest):
         self.assertEqual(d.proc.wait(harness.START_DEADLINE), 1)
         self.assertIn(f"{trap} belongs to uid {BOB.uid}", d.log())
         self.assertEqual(os.listdir(trap), [])
+        self.assertEqual(stat.S_IMODE(os.stat("/tmp").st_mode), 0o1777)
+        # Without bob's directory there, alice's colod makes it hers and colo finds it there.
+        os.rmdir(trap)
+        d.start()
+        st = os.stat(trap)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, 0o700))
+        env = {"PATH": harness.SYSTEM_PATH, "HOME": self.home}
+        r = self.colo("queue", "--json", user=ALICE, env=env, cwd=self.home)
+        self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(stat.S_IMODE(os.stat("/tmp").st_mode), 0o1777)
 
     def test_shared_parent_keeps_its_mode(self):
