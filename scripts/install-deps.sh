@@ -11,6 +11,8 @@ packages=(
   libbenchmark-dev      # scheduler and simulator benchmarks
   libsqlite3-dev        # colod's state database
   libtomlplusplus-dev   # colod's configuration file
+  python3               # end-to-end tests (tests/e2e, standard library only)
+  util-linux mount passwd  # setpriv, mount (e2e tests), useradd (CI's test users)
 )
 for group in "$@"; do
   case "$group" in

@@ -47,11 +47,15 @@ Client::~Client() {
 Result<std::string> Client::RoundTrip(const std::string& request) {
   const std::string line = request + "\n";
   size_t sent = 0;
+  int send_error = 0;
   while (sent < line.size()) {
     const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Unavailable(fmt::format("colod closed the connection: {}", strerror(errno)));
+      // colod may have refused the connection (too many, not its owner) and closed it: the
+      // reason it sent first is still there to read.
+      send_error = errno;
+      break;
     }
     sent += static_cast<size_t>(n);
   }
@@ -75,7 +79,11 @@ Result<std::string> Client::RoundTrip(const std::string& request) {
     char buffer[65536];
     const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return Unavailable("colod closed the connection before replying");
+    if (n <= 0) {
+      return Unavailable(send_error != 0
+                             ? fmt::format("colod closed the connection: {}", strerror(send_error))
+                             : "colod closed the connection before replying");
+    }
     pending_.append(buffer, static_cast<size_t>(n));
   }
 }

@@ -1,14 +1,15 @@
 #include "cli/client_commands.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "api/client.h"
@@ -144,6 +145,34 @@ std::optional<std::string> FindOnPath(const std::string& program) {
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return std::nullopt;
+}
+
+// A job's log, opened as the user running colo (the kernel decides whether they may), and only
+// as colod made it: a regular file that belongs to the owner of the job's directory. Everything
+// in that directory is the job's to replace: a link (to /etc/shadow, for root reading it) is not
+// followed, a FIFO is not waited on, a hard link to another user's file is not read.
+Result<int> OpenJobLog(const std::string& path) {
+  const fs::path p(path);
+  const int dir = open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return NotFound(fmt::format("cannot read {}: {}", path, strerror(errno)));
+  struct stat dir_st {};
+  const bool dir_ok = fstat(dir, &dir_st) == 0;
+  const int fd =
+      openat(dir, p.filename().c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  const int open_error = errno;
+  close(dir);
+  if (fd < 0) {
+    if (open_error == ELOOP)
+      return FailedPrecondition(fmt::format("{} is a symbolic link; not following it", path));
+    return NotFound(fmt::format("cannot read {}: {}", path, strerror(open_error)));
+  }
+  struct stat st {};
+  if (!dir_ok || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != dir_st.st_uid) {
+    close(fd);
+    return FailedPrecondition(
+        fmt::format("{} is not a regular file of the job's owner; not reading it", path));
+  }
+  return fd;
 }
 
 bool IsRegularFile(const std::string& path) {
@@ -283,22 +312,19 @@ int Logs(const ClientOptions& o) {
     fmt::print(stderr, "colo: job {} has not started yet\n", o.job);
     return 0;
   }
-  // Read as the user: the kernel decides whether they may. The last component is the job's own
-  // file: not followed if it is a link, not waited on if it is a FIFO (root reads with this too).
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (fd >= 0) close(fd);
-    return Fail(NotFound(fmt::format("cannot read {}: not a regular file of the job's", path)));
-  }
+  auto log = OpenJobLog(path);
+  if (!log.ok()) return Fail(log.status());
+  const int fd = *log;
   // To a terminal, what the job wrote cannot move the cursor or change colours; to a pipe it
   // goes as it is.
   const bool terminal = isatty(STDOUT_FILENO);
   std::string pending;  // the start of a character cut by the end of a read
   auto drain = [&] {
     char buffer[8192];
-    ssize_t n;
-    while ((n = read(fd, buffer, sizeof buffer)) > 0) {
+    for (;;) {
+      const ssize_t n = read(fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
       if (!terminal) {
         fwrite(buffer, 1, static_cast<size_t>(n), stdout);
         continue;

@@ -46,6 +46,9 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
     Client& c = it->second;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) Read(c, now);
     if (!c.out.empty()) Write(c);
+    // Requests read earlier and held back while replies piled up: nothing new may arrive to
+    // wake them (the client sent everything and now reads), so they are served as room frees.
+    if (protocol_ == Protocol::kJsonLines) Serve(c, now);
   }
   for (auto it = clients_.begin(); it != clients_.end();) {
     if (it->second.closing && it->second.out.empty()) {

@@ -160,9 +160,12 @@ Status Daemon::Listen() {
     return Unavailable(fmt::format("cannot listen on {}: {}", config_.socket, strerror(errno)));
   own_socket_ = true;
   // Every local user talks to a system colod (who they are comes from SO_PEERCRED); a personal
-  // one's socket is its owner's alone (the umask made it 0600).
-  if (!personal_ && chmod(config_.socket.c_str(), 0666) != 0)
-    return Unavailable(fmt::format("cannot open {} to users: {}", config_.socket, strerror(errno)));
+  // one's socket is its owner's alone. bind() leaves 0777 less the umask (0700), so the mode is
+  // set either way.
+  const mode_t socket_mode = personal_ ? 0600 : 0666;
+  if (chmod(config_.socket.c_str(), socket_mode) != 0)
+    return Unavailable(fmt::format("cannot set the mode of {} to {:o}: {}", config_.socket,
+                                   socket_mode, strerror(errno)));
   ConnectionLimits api_limits;
   api_limits.max_connections = config_.max_clients;
   api_limits.max_per_user = config_.max_clients_per_user;

@@ -364,6 +364,8 @@ void JobController::Launch(const colo::Launch& launch) {
   attempt.memory_limit = launch.memory_limit;
   attempt.started = clock_.WallNow();
   std::vector<std::string> mps_env;
+  // Stored with the attempt's start, so that `colo show` tells why a job ran without MPS.
+  std::vector<JobEvent> launch_events;
   if (launch.mode == SharingMode::kMps) {
     auto env = options_.mps_env
                    ? options_.mps_env(attempt.thread_percent, launch.memory_limit,
@@ -373,10 +375,8 @@ void JobController::Launch(const colo::Launch& launch) {
       mps_env = std::move(*env);
     } else {
       attempt.mode = SharingMode::kPlain;
-      if (mps_problem_ != env.status().message()) {
-        mps_problem_ = env.status().message();
-        Log(Event(launch.job, "mps", "MPS unavailable, sharing without it: " + mps_problem_));
-      }
+      launch_events.push_back(Event(
+          launch.job, "mps", "MPS unavailable, sharing without it: " + env.status().message()));
     }
   }
   // The intent first: once it is stored, a restart can never start this attempt a second time.
@@ -424,7 +424,8 @@ void JobController::Launch(const colo::Launch& launch) {
     current.detail = why;
     scheduler_.OnJobExit(launch.job, JobExit{ExitKind::kFailure, why});
     TakeSchedulerState(job);
-    Persist(job, {Event(launch.job, "failure", why)});
+    launch_events.push_back(Event(launch.job, "failure", why));
+    Persist(job, std::move(launch_events));
     launcher_.Release(RefOf(job));
     ForgetIfDone(launch.job);
     return;
@@ -433,15 +434,16 @@ void JobController::Launch(const colo::Launch& launch) {
   current.pid_start = started->start_ticks;
   current.phase = Attempt::Phase::kRunning;
   counters_.placements++;
-  Persist(job,
-          {Event(launch.job, "started",
-                 fmt::format("attempt {} on {} ({}{}), pid {}", current.number, visible,
-                             ToString(current.mode),
-                             current.mode == SharingMode::kMps
-                                 ? fmt::format(", {}% threads, {} limit", current.thread_percent,
-                                               FormatBytes(current.memory_limit))
-                                 : "",
-                             current.pid))});
+  launch_events.push_back(
+      Event(launch.job, "started",
+            fmt::format("attempt {} on {} ({}{}), pid {}", current.number, visible,
+                        ToString(current.mode),
+                        current.mode == SharingMode::kMps
+                            ? fmt::format(", {}% threads, {} limit", current.thread_percent,
+                                          FormatBytes(current.memory_limit))
+                            : "",
+                        current.pid)));
+  Persist(job, std::move(launch_events));
 }
 
 // --- Exit ---

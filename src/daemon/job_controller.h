@@ -129,7 +129,6 @@ class JobController {
   std::map<JobId, Running> running_;
   std::set<JobId> unsaved_;
   std::map<JobId, std::vector<JobEvent>> pending_events_;
-  std::string mps_problem_;
   ControllerCounters counters_;
 };
 

@@ -484,6 +484,19 @@ std::optional<std::string> CgroupOf(pid_t pid) {
 
 // --- Paths ---
 
+// The start of every attempt cgroup's name of the colod whose jobs live in `jobs_dir`: colods on
+// other state directories may share the parent cgroup (two started from one shell), and neither
+// may take, fail on or kill the other's "job 1, attempt 1". A restart on the same state directory
+// finds the same names again.
+std::string CgroupPrefix(std::string_view jobs_dir) {
+  uint64_t hash = 14695981039346656037ULL;  // FNV-1a
+  for (const char c : jobs_dir) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return fmt::format("colo-{:016x}-job-", hash);
+}
+
 std::string AttemptFileName(int attempt, std::string_view suffix) {
   return fmt::format("attempt-{}.{}", attempt, suffix);
 }
@@ -570,6 +583,7 @@ Result<std::unique_ptr<PosixProcessLauncher>> PosixProcessLauncher::Create(const
 
   std::unique_ptr<PosixProcessLauncher> launcher(new PosixProcessLauncher(options, dir.release()));
   launcher->options_.jobs_dir = canonical;
+  launcher->cgroup_prefix_ = CgroupPrefix(canonical);
   constexpr std::string_view kWithout =
       "each attempt is its session plus every process seen below it";
   if (options.cgroups == Cgroups::kOff) {
@@ -589,11 +603,6 @@ Result<std::unique_ptr<PosixProcessLauncher>> PosixProcessLauncher::Create(const
   launcher->cgroup_base_ = own->first;
   launcher->cgroup_own_path_ = own->second;
   launcher->has_cgroup_kill_ = *has_kill;
-  // Several colods may share a cgroup (one per state directory, tests in parallel): the names of
-  // one's attempts carry a tag of its jobs directory, so they never meet another's.
-  uint32_t tag = 2166136261u;  // FNV-1a
-  for (unsigned char c : options.jobs_dir) tag = (tag ^ c) * 16777619u;
-  launcher->cgroup_prefix_ = fmt::format("colo-{:08x}-job-", tag);
   launcher->tracking_ = fmt::format("cgroup v2: each attempt in {}/{}<job>-<attempt>{}", own->first,
                                     launcher->cgroup_prefix_,
                                     *has_kill ? "" : " (no cgroup.kill: SIGKILL per process)");

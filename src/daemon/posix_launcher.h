@@ -117,8 +117,8 @@ class PosixProcessLauncher final : public ProcessLauncher {
   int jobs_dir_fd_ = -1;
   std::string cgroup_base_;      // colod's own cgroup, where attempts' cgroups go; empty: none
   std::string cgroup_own_path_;  // the same as /proc/PID/cgroup names it ("" for the root)
-  std::string cgroup_prefix_;    // "colo-TAG-job-": TAG tells this colod's attempts from others
   bool has_cgroup_kill_ = false;
+  std::string cgroup_prefix_;  // "colo-<tag of the state directory>-job-": this colod's alone
   std::string tracking_;
   std::map<Key, Tracked> attempts_;
   std::vector<std::string> cgroups_to_remove_;  // released while processes were still leaving

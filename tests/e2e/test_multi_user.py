@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""Two ordinary users on one system colod (run as root), and personal colods: who runs what, who
+sees what, and what a hostile job or client cannot do (README, "Security model").
+
+Needs root and the users colo-alice and colo-bob (CI makes them; .ci/run). Skipped (77) without.
+"""
+
+import errno
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import time
+import uuid
+
+import harness
+import lifecycle
+from harness import wait_until
+
+WAIT_SCRIPT = """#!/bin/sh
+echo "started $COLO_JOB_ID"
+i=0
+while [ ! -e "$1" ]; do
+  i=$((i + 1))
+  if [ $i -gt 1200 ]; then echo "gave up" >&2; exit 3; fi
+  sleep 0.05
+done
+echo "finished $COLO_JOB_ID"
+"""
+
+# The job replaces its own output files by something hostile while it runs, then fails with an
+# error colod must classify from those files' tails.
+REPLACE_SCRIPT = """#!/bin/sh
+dir="$1/$COLO_JOB_ID"
+kind="$2"
+n=$COLO_ATTEMPT
+echo "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2
+for f in err out; do
+  rm -f "$dir/attempt-$n.$f"
+  case "$kind" in
+    link) ln -s /etc/shadow "$dir/attempt-$n.$f" ;;
+    fifo) mkfifo "$dir/attempt-$n.$f" ;;
+    dirlink) ln -s /etc "$dir/attempt-$n.$f" ;;
+  esac
+done
+echo "replaced" > "$3"
+exit 1
+"""
+
+TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
+
+if not harness.is_root():
+    harness.skip_file("multi-user tests need root (a system colod serving two users)")
+ALICE = harness.user_or_none("colo-alice")
+BOB = harness.user_or_none("colo-bob")
+if ALICE is None or BOB is None:
+    harness.skip_file("users colo-alice and colo-bob are missing (CI creates them: .ci/run)")
+
+
+class MultiUserTest(harness.E2ETest):
+    """A system colod (root) with a low per-user connection limit, and a workdir per user."""
+
+    config = {"limits": {"max_clients_per_user": 4, "idle_timeout": "3s"}}
+
+    def setUp(self):
+        super().setUp()
+        self.bin = self.mkdir("bin")
+        self.write(os.path.join(self.bin, "wait-for"), WAIT_SCRIPT, 0o755)
+        self.write(os.path.join(self.bin, "replace-logs"), REPLACE_SCRIPT, 0o755)
+        self.work = {u.name: self.mkdir(u.name, user=u, mode=0o700) for u in (ALICE, BOB)}
+        self.d = self.colod(config=self.config)
+        self.jobs_dir = os.path.join(self.d.state_dir, "jobs")
+
+    def colo(self, *args, **kwargs):
+        """colo ARGS against the system colod, as `user` (default: client_user; None: root),
+        from that user's workdir."""
+        user = kwargs.get("user") or self.client_user
+        if kwargs.get("cwd") is None:
+            kwargs["cwd"] = self.work[user.name] if user else self.tmp
+        kwargs.setdefault("path_prefix", self.bin)
+        kwargs.setdefault("daemon", self.d)
+        return super().colo(*args, **kwargs)
+
+    def as_(self, user, *args, **kwargs):
+        """colo ARGS as `user` (None: root, in classes whose client_user is None)."""
+        return self.colo(*args, user=user, **kwargs)
+
+    def json_as(self, user, command, *args, **kwargs):
+        r = self.as_(user, command, "--json", *args, **kwargs)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def submit_as(self, user, *args, **kwargs):
+        return int(self.json_as(user, "submit", *args, **kwargs)["job"])
+
+    def show_as(self, user, job):
+        return self.json_as(user, "show", job)["job"]
+
+    def wait_as(self, user, job, states, deadline=harness.JOB_DEADLINE):
+        states = {states} if isinstance(states, str) else set(states)
+        return wait_until(lambda: (lambda j: j if j["state"] in states else None)(
+            self.show_as(user, job)), deadline, f"job {job} to be one of {sorted(states)}", 0.1)
+
+    def running_job(self, user, *args, extra_env=None):
+        """A job of `user` that runs until released: (job, release path)."""
+        release = os.path.join(self.tmp, f"release-{uuid.uuid4().hex[:8]}")
+        job = self.submit_as(user, *args, "--", "wait-for", release, extra_env=extra_env)
+        self.wait_as(user, job, "running")
+        return job, release
+
+    def release(self, path):
+        self.write(path, "")
+
+    def run_as(self, user, *argv):
+        """A plain program as `user`; (exit code, stdout+stderr)."""
+        r = subprocess.run(harness.as_user(user, list(argv)), capture_output=True, timeout=30,
+                           env={"PATH": harness.SYSTEM_PATH, "HOME": user.home}, cwd="/")
+        return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
+
+    def db_bytes(self):
+        """colo.db and its WAL as root reads them."""
+        data = b""
+        for suffix in ("", "-wal"):
+            try:
+                with open(os.path.join(self.d.state_dir, "colo.db" + suffix), "rb") as f:
+                    data += f.read()
+            except FileNotFoundError:
+                pass
+        return data
+
+    def record_of(self, job):
+        with sqlite3.connect(f"file:{self.d.state_dir}/colo.db?mode=ro", uri=True,
+                             timeout=10) as db:
+            return db.execute("SELECT record FROM jobs WHERE id = ?", (job,)).fetchone()[0]
+
+
+class WhoRunsWhat(MultiUserTest):
+    def test_job_runs_as_alice_with_her_groups(self):
+        """Alice's job runs as alice with exactly her groups from the group database (`id -G
+        colo-alice`), her primary group as its gid, and a job directory she alone owns."""
+        expected_groups = subprocess.run(["id", "-G", ALICE.name], capture_output=True,
+                                         text=True, check=True).stdout.split()
+        job = self.submit_as(ALICE, "--", "sh", "-c", 'echo "$(id -u) $(id -g) $(id -G)"')
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        out = self.as_(ALICE, "logs", job).stdout.split()
+        self.assertEqual(out[:2], [str(ALICE.uid), str(ALICE.gid)])
+        self.assertEqual(sorted(out[2:]), sorted(expected_groups))
+        st = os.stat(os.path.join(self.jobs_dir, str(job)))
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, 0o700))
+
+    def test_a_gid_alice_is_not_in_does_not_count(self):
+        """Alice connecting with root's gid and no groups (a set-gid program, say) still gets a
+        job with her own gid and groups: the connection's gid counts only if the database puts
+        her in that group."""
+        expected_groups = sorted(str(g) for g in ALICE.groups)
+        job = self.submit_as(ALICE, "--", "sh", "-c", 'echo "$(id -g) $(id -G)"', gid=0,
+                             clear_groups=True)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        out = self.as_(ALICE, "logs", job).stdout.split()
+        self.assertEqual(out[0], str(ALICE.gid))
+        self.assertNotIn("0", out[1:])
+        self.assertEqual(sorted(out[1:]), expected_groups)
+
+    def test_root_jobs_run_as_root_and_others_never_do(self):
+        """Root's own job runs as root; bob's never does."""
+        root_job = self.submit_as(None, "--", "id", "-u")
+        bob_job = self.submit_as(BOB, "--", "id", "-u")
+        for user, job, uid in [(None, root_job, 0), (BOB, bob_job, BOB.uid)]:
+            self.assertEqual(self.wait_as(user, job, TERMINAL)["state"], "succeeded")
+            self.assertEqual(self.as_(user, "logs", job).stdout.strip(), str(uid))
+
+    def test_uid_without_passwd_entry_may_look_but_not_submit(self):
+        """A uid the passwd database does not name may list the queue but not submit."""
+        ghost = harness.User.__new__(harness.User)
+        ghost.name, ghost.uid, ghost.gid, ghost.home, ghost.groups = "ghost", 54321, 54321, "/", []
+        env = {"PATH": harness.SYSTEM_PATH, "HOME": "/", "COLO_SOCKET": self.d.socket,
+               self.token.split("=")[0]: self.token.split("=")[1]}
+        r = self.colo("queue", user=ghost, env=env, cwd="/", clear_groups=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.colo("submit", "--", "true", user=ghost, env=env, cwd="/", clear_groups=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no entry in the passwd database", r.stderr)
+
+    def test_workdir_checked_as_the_user(self):
+        """Bob cannot submit a job into alice's private workdir: colod checks it as bob."""
+        r = self.as_(BOB, "submit", "--workdir", self.work[ALICE.name], "--", "true",
+                     cwd=self.work[BOB.name])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn(self.work[ALICE.name], r.stderr)
+        self.assertEqual(self.json_as(BOB, "queue")["jobs"], [])
+
+
+class WhoSeesWhat(MultiUserTest):
+    def test_bob_cannot_read_alices_secrets(self):
+        """A secret in alice's environment at submit is stored, but bob can read neither the
+        database, its WAL, nor the state directory's listing; `colo show`, `logs` and `cancel`
+        of her job are refused to him; the queue shows it; `colo history --all` shows it
+        without its reason; once it ends its environment leaves the record."""
+        secret = "s3cr3t-" + uuid.uuid4().hex
+        job, release = self.running_job(ALICE, "--name", "alices", extra_env={"SECRET": secret})
+        self.assertIn(secret.encode(), self.db_bytes(), "the secret is not in the database")
+        state = self.d.state_dir
+        for path in (state, self.jobs_dir):
+            st = os.stat(path)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o711), path)
+        for name in ("colo.db", "colo.db-wal"):
+            path = os.path.join(state, name)
+            st = os.stat(path)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o600), path)
+            code, out = self.run_as(BOB, "cat", path)
+            self.assertNotEqual(code, 0, f"bob read {path}")
+            self.assertNotIn(secret, out)
+        for path in (state, self.jobs_dir, os.path.join(self.jobs_dir, str(job))):
+            code, out = self.run_as(BOB, "ls", path)
+            self.assertNotEqual(code, 0, f"bob listed {path}: {out}")
+        code, out = self.run_as(BOB, "cat", os.path.join(self.jobs_dir, str(job), "attempt-1.out"))
+        self.assertNotEqual(code, 0)
+        code, out = self.run_as(ALICE, "ls", os.path.join(self.jobs_dir, str(job)))
+        self.assertEqual(code, 0, out)
+
+        for args, verb in [(("show", job), "see its details"), (("logs", job), "read its output"),
+                           (("cancel", job), "cancel it"), (("show", "--json", job), "see")]:
+            r = self.as_(BOB, *args)
+            self.assertEqual(r.returncode, 1, args)
+            self.assertIn("belongs to colo-alice", r.stderr)
+            self.assertIn(verb, r.stderr)
+            self.assertNotIn(secret, r.stdout + r.stderr)
+        self.assertEqual(self.show_as(ALICE, job)["state"], "running")
+        queue = self.json_as(BOB, "queue")["jobs"]
+        self.assertEqual([(j["id"], j["name"], j["user"], j["state"]) for j in queue],
+                         [(job, "alices", ALICE.name, "running")])
+        self.assertNotIn(secret, self.as_(BOB, "queue", "--json").stdout)
+
+        self.release(release)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        self.assertNotIn(secret, self.record_of(job), "an ended job kept its environment")
+
+    def test_history_all_hides_reasons(self):
+        """Bob's `colo history --all` lists alice's failed job (id, name, user, state) without
+        its reason, which may quote her output; alice and root see the reason."""
+        marker = "private-" + uuid.uuid4().hex
+        job = self.submit_as(ALICE, "--", "sh", "-c", f"echo {marker} >&2; exit 7")
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "failed")
+        self.assertIn(marker, self.show_as(ALICE, job)["reason"])
+        bobs = self.json_as(BOB, "history", "--all")["jobs"]
+        [seen] = [j for j in bobs if j["id"] == job]
+        self.assertEqual((seen["user"], seen["state"], seen["reason"], seen.get("redacted")),
+                         (ALICE.name, "failed", "", True))
+        for text in (self.as_(BOB, "history", "--all").stdout,
+                     self.as_(BOB, "history", "--all", "--json").stdout):
+            self.assertNotIn(marker, text)
+        self.assertEqual(self.json_as(BOB, "history")["jobs"], [])
+        root_view = [j for j in self.json_as(None, "history", "--all")["jobs"] if j["id"] == job]
+        self.assertIn(marker, root_view[0]["reason"])
+
+    def test_only_owner_or_root_cancels(self):
+        """Bob's cancel of alice's job is refused and changes nothing; root's cancel works."""
+        job, _ = self.running_job(ALICE)
+        r = self.as_(BOB, "cancel", job)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(self.show_as(ALICE, job)["state"], "running")
+        self.assertEqual(self.json_as(None, "cancel", job)["state"], "cancelling")
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "cancelled")
+
+
+class HostileJobs(MultiUserTest):
+    def shadow_lines(self):
+        with open("/etc/shadow") as f:
+            return [line.strip() for line in f if len(line.strip()) > 8]
+
+    def hostile_job(self, kind):
+        done = os.path.join(self.work[ALICE.name], f"done-{kind}")
+        job = self.submit_as(ALICE, "--", "replace-logs", self.jobs_dir, kind, done)
+        detail = self.wait_as(ALICE, job, TERMINAL)
+        self.assertTrue(os.path.exists(done), f"the job did not replace its logs: {detail}")
+        return job, detail
+
+    def test_logs_replaced_by_a_link_to_shadow(self):
+        """Alice's job replaces its attempt-1.err and .out with links to /etc/shadow while it
+        runs: colod classifies its end without following them (a plain failure, not the OOM the
+        old file said), and nothing of shadow reaches `colo show`, its JSON or `colo logs`."""
+        job, detail = self.hostile_job("link")
+        self.assertEqual(detail["state"], "failed")
+        texts = [self.as_(ALICE, "show", job).stdout, self.as_(ALICE, "show", "--json", job).stdout,
+                 self.as_(None, "show", job).stdout]
+        r = self.as_(ALICE, "logs", job)
+        self.assertEqual(r.returncode, 1)
+        texts.append(r.stdout + r.stderr)
+        for user in (ALICE, None):
+            r = self.as_(user, "logs", "--stderr", job)
+            texts.append(r.stdout + r.stderr)
+        for text in texts:
+            for line in self.shadow_lines():
+                self.assertNotIn(line, text)
+        self.assertTrue(self.d.alive())
+
+    def test_logs_replaced_by_a_fifo(self):
+        """A FIFO in place of the job's logs hangs neither colod (it keeps serving and ends the
+        job) nor `colo logs`, as the owner or as root."""
+        job, detail = self.hostile_job("fifo")
+        self.assertEqual(detail["state"], "failed")
+        for user in (ALICE, None):
+            began = time.monotonic()
+            r = self.as_(user, "logs", job, timeout=20)
+            self.assertLess(time.monotonic() - began, 10)
+            self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertEqual(self.json_as(BOB, "queue")["jobs"], [])
+        self.assertTrue(self.d.alive())
+
+    def test_logs_replaced_by_a_directory_link(self):
+        """A link to a directory in place of the logs is not read either."""
+        job, detail = self.hostile_job("dirlink")
+        self.assertEqual(detail["state"], "failed")
+        self.assertTrue(self.d.alive())
+
+
+class RunningJobsAsAlice(MultiUserTest, lifecycle.LifecycleTests):
+    """How a system colod (root: cgroups where it can make them) runs alice's jobs."""
+
+    def setUp(self):
+        super().setUp()
+        self.client_user = ALICE
+
+    def tmpdir_for_jobs(self):
+        return self.work[ALICE.name]
+
+    def daemon_under_test(self):
+        return self.d
+
+    def logs(self, job, *flags):
+        return self.colo_ok("logs", job, *flags).stdout
+
+
+class Connections(MultiUserTest):
+    def hello(self, sock):
+        return harness.request(sock, {"api": 1, "op": "hello"})
+
+    def test_too_many_connections_from_one_user(self):
+        """Bob holding limits.max_clients_per_user connections gets "too many connections" for
+        the next one, while alice and root are still served; closing one lets bob in again."""
+        held = harness.connect_as(self.d.socket, BOB, count=4)
+        try:
+            for s in held:
+                reply = self.hello(s)
+                self.assertTrue(reply["ok"], reply)
+                self.assertEqual(reply["user"], BOB.name)
+            [extra] = harness.connect_as(self.d.socket, BOB)
+            with extra:
+                reply = self.hello(extra)
+                self.assertIsNotNone(reply, "colod closed the fifth connection without a word")
+                self.assertFalse(reply["ok"])
+                self.assertEqual(reply["code"], "busy")
+                self.assertIn("too many connections", reply["error"])
+            r = self.as_(BOB, "queue")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("too many connections", r.stderr)
+            self.assertEqual(self.as_(ALICE, "queue").returncode, 0)
+            self.assertEqual(self.as_(None, "queue").returncode, 0)
+            held.pop().close()
+            wait_until(lambda: self.as_(BOB, "queue").returncode == 0, 5,
+                       "bob to be served after closing a connection")
+        finally:
+            for s in held:
+                s.close()
+
+    def test_idle_connections_are_closed(self):
+        """A connection that sends nothing is closed after limits.idle_timeout (3 s here), one
+        that keeps asking is not; bob's idle connections stop counting against him."""
+        idle = harness.connect_as(self.d.socket, BOB, count=4)
+        [busy] = harness.connect_as(self.d.socket, ALICE)
+        began = time.monotonic()
+        try:
+            while time.monotonic() - began < 4.5:
+                self.assertTrue(self.hello(busy)["ok"])
+                time.sleep(0.5)
+            for s in idle:
+                self.assertEqual(harness.read_line(s, deadline=6), b"",
+                                 "an idle connection was not closed")
+            closed_after = time.monotonic() - began
+            self.assertGreaterEqual(closed_after, 3)
+            self.assertTrue(self.hello(busy)["ok"], "a busy connection was closed")
+            self.assertEqual(self.as_(BOB, "queue").returncode, 0)
+        finally:
+            for s in idle + [busy]:
+                s.close()
+
+
+class AllConnections(MultiUserTest):
+    config = {"limits": {"max_clients": 3, "max_clients_per_user": 2}}
+
+    def test_pool_full(self):
+        """limits.max_clients connections in all: the next user is told colod is busy, and root
+        is still served."""
+        held = harness.connect_as(self.d.socket, BOB, count=2)
+        held += harness.connect_as(self.d.socket, ALICE, count=1)
+        try:
+            for s in held:
+                self.assertTrue(harness.request(s, {"api": 1, "op": "hello"})["ok"])
+            r = self.as_(ALICE, "queue")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("too many connections", r.stderr)
+            self.assertEqual(self.as_(None, "queue").returncode, 0)
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: self.as_(ALICE, "queue").returncode == 0, 5, "alice to be served")
+
+
+class PersonalDaemons(harness.E2ETest):
+    """colod started by alice: hers alone."""
+
+    def setUp(self):
+        super().setUp()
+        self.home = self.mkdir("alice-home", user=ALICE)
+        self.runtime = self.mkdir("alice-run", user=ALICE, mode=0o700)
+
+    def personal(self, runtime=None, start=True, **kwargs):
+        env = {"PATH": harness.SYSTEM_PATH, "HOME": self.home, "LANG": "C.UTF-8"}
+        if runtime:
+            env["XDG_RUNTIME_DIR"] = runtime
+        socket_path = kwargs.pop("socket_path", os.path.join(runtime or "/nonexistent", "colo",
+                                                             "colod.sock"))
+        return self.colod(start=start, user=ALICE, defaults=True, env=env, socket_path=socket_path,
+                          root=self.home, **kwargs)
+
+    def colod(self, start=True, root=None, **kwargs):
+        d = harness.Colod(root or self.tmp, **kwargs)
+        self.daemons.append(d)
+        if start:
+            d.start()
+        return d
+
+    def test_refuses_other_users(self):
+        """Alice's personal colod: socket 0600 in a 0700 directory of hers; bob cannot connect,
+        root is refused by colod itself ("serves only its owner"); alice is served."""
+        d = self.personal(self.runtime)
+        st = os.stat(d.socket)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, 0o600))
+        st = os.stat(os.path.dirname(d.socket))
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, 0o700))
+        with self.assertRaises(OSError) as caught:
+            harness.connect_as(d.socket, BOB)
+        self.assertIn(caught.exception.errno, (errno.EACCES, errno.EPERM))
+        [s] = harness.connect_as(d.socket, None)
+        with s:
+            reply = harness.request(s, {"api": 1, "op": "hello"})
+        self.assertIsNotNone(reply, "colod closed root's connection without a word")
+        self.assertFalse(reply["ok"])
+        self.assertEqual(reply["code"], "permission_denied")
+        self.assertIn("serves only its owner", reply["error"])
+        env = {"PATH": harness.SYSTEM_PATH, "HOME": self.home, "XDG_RUNTIME_DIR": self.runtime}
+        r = self.colo("queue", user=ALICE, env=env, cwd=self.home)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(d.alive())
+
+    def test_socket_directory_made_by_another_user(self):
+        """Bob made the directory alice's personal socket goes in (in a shared 1777 directory):
+        her colod refuses to start, saying whose it is, and changes nothing of it."""
+        shared = self.mkdir("shared", mode=0o1777)
+        os.chmod(shared, 0o1777)
+        trap = os.path.join(shared, "colo")
+        code, out = self.run_as_bob("mkdir", "-m", "0777", trap)
+        self.assertEqual(code, 0, out)
+        d = self.personal(shared, start=False)
+        d.spawn()
+        self.assertEqual(d.proc.wait(harness.START_DEADLINE), 1)
+        log = d.log()
+        self.assertIn(trap, log)
+        self.assertIn(f"uid {BOB.uid}", log)
+        st = os.stat(trap)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (BOB.uid, 0o777))
+        self.assertEqual(os.listdir(trap), [])
+        self.assertEqual(stat.S_IMODE(os.stat(shared).st_mode), 0o1777)
+
+    def test_tmp_fallback_directory_made_by_another_user(self):
+        """Without XDG_RUNTIME_DIR the personal socket is /tmp/colo-<uid>/colod.sock: if bob made
+        that directory first, alice's colod refuses to start with a message; /tmp keeps its
+        mode."""
+        trap = f"/tmp/colo-{ALICE.uid}"
+        if os.path.lexists(trap):
+            self.skipTest(f"{trap} exists already; not touching it")
+        self.addCleanup(shutil.rmtree, trap, True)
+        code, out = self.run_as_bob("mkdir", "-m", "0755", trap)
+        self.assertEqual(code, 0, out)
+        d = self.personal(None, start=False, socket_path=f"{trap}/colod.sock")
+        d.spawn()
+        self.assertEqual(d.proc.wait(harness.START_DEADLINE), 1)
+        self.assertIn(f"{trap} belongs to uid {BOB.uid}", d.log())
+        self.assertEqual(os.listdir(trap), [])
+        self.assertEqual(stat.S_IMODE(os.stat("/tmp").st_mode), 0o1777)
+        # Without bob's directory there, alice's colod makes it hers and colo finds it there.
+        os.rmdir(trap)
+        d.start()
+        st = os.stat(trap)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, 0o700))
+        env = {"PATH": harness.SYSTEM_PATH, "HOME": self.home}
+        r = self.colo("queue", "--json", user=ALICE, env=env, cwd=self.home)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(stat.S_IMODE(os.stat("/tmp").st_mode), 0o1777)
+
+    def test_shared_parent_keeps_its_mode(self):
+        """A personal colod whose socket directory it creates in a 1777 directory makes it 0700
+        and leaves the parent's mode and sticky bit alone, also after it stops."""
+        shared = self.mkdir("shared", mode=0o1777)
+        os.chmod(shared, 0o1777)
+        d = self.personal(shared)
+        st = os.stat(os.path.join(shared, "colo"))
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, 0o700))
+        self.assertEqual(stat.S_IMODE(os.stat(shared).st_mode), 0o1777)
+        self.assertEqual(d.stop(), 0)
+        self.assertEqual(stat.S_IMODE(os.stat(shared).st_mode), 0o1777)
+
+    def test_socket_directory_writable_by_others(self):
+        """Alice's own socket directory, but writable by others: refused."""
+        loose = self.mkdir("alice-run", "colo", user=ALICE, mode=0o777)
+        os.chmod(loose, 0o777)
+        d = self.personal(self.runtime, start=False)
+        d.spawn()
+        self.assertEqual(d.proc.wait(harness.START_DEADLINE), 1)
+        self.assertIn("writable by others", d.log())
+
+    def run_as_bob(self, *argv):
+        r = subprocess.run(harness.as_user(BOB, list(argv)), capture_output=True, timeout=30,
+                           env={"PATH": harness.SYSTEM_PATH}, cwd="/")
+        return r.returncode, (r.stdout + r.stderr).decode(errors="replace")
+
+
+if __name__ == "__main__":
+    harness.main()
