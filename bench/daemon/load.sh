@@ -38,7 +38,7 @@ export COLO_SOCKET="$socket"
 rss() { awk '/^VmRSS|^VmHWM/ {printf "%s %.1f MiB  ", $1, $2/1024}' "/proc/$colod/status"; echo; }
 wait_idle() {  # until no job is queued or running
   while :; do
-    n=$("$bin/colo" queue --json | grep -o '"id":' | wc -l)
+    n=$("$bin/colo" queue --json | grep -o '"id":' | wc -l || true)
     [ "$n" -eq 0 ] && return
     sleep 1
   done

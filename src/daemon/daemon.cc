@@ -155,17 +155,18 @@ Status Daemon::Listen() {
     return InvalidArgument("socket path too long: " + config_.socket);
   memcpy(address.sun_path, config_.socket.c_str(), config_.socket.size() + 1);
   api_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (api_fd_ < 0 || bind(api_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      listen(api_fd_, 512) != 0)
-    return Unavailable(fmt::format("cannot listen on {}: {}", config_.socket, strerror(errno)));
-  own_socket_ = true;
   // Every local user talks to a system colod (who they are comes from SO_PEERCRED); a personal
-  // one's socket is its owner's alone. bind() leaves 0777 less the umask (0700), so the mode is
-  // set either way.
-  const mode_t socket_mode = personal_ ? 0600 : 0666;
-  if (chmod(config_.socket.c_str(), socket_mode) != 0)
-    return Unavailable(fmt::format("cannot set the mode of {} to {:o}: {}", config_.socket,
-                                   socket_mode, strerror(errno)));
+  // one's socket is its owner's alone. The mode comes from the umask at bind, not from a later
+  // chmod by path (which a swapped path could turn onto another file).
+  const mode_t umask_before = umask(personal_ ? 0177 : 0111);
+  const bool bound =
+      api_fd_ >= 0 && bind(api_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  const int bind_error = errno;
+  umask(umask_before);
+  if (!bound || listen(api_fd_, 512) != 0)
+    return Unavailable(fmt::format("cannot listen on {}: {}", config_.socket,
+                                   strerror(bound ? errno : bind_error)));
+  own_socket_ = true;
   ConnectionLimits api_limits;
   api_limits.max_connections = config_.max_clients;
   api_limits.max_per_user = config_.max_clients_per_user;

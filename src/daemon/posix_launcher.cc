@@ -698,6 +698,21 @@ Result<int> PosixProcessLauncher::OpenJobDirForStart(JobId job, const Identity& 
     return FailedPrecondition(fmt::format("job directory {}/{} is not a plain directory: {}",
                                           options_.jobs_dir, name, ErrorText(errno)));
   }
+  struct stat st {};
+  if (fstat(dir.get(), &st) != 0)
+    return Internal(fmt::format("fstat {}/{}: {}", options_.jobs_dir, name, ErrorText(errno)));
+  if (geteuid() == 0 && st.st_uid != owner.uid && st.st_uid != 0) {
+    // Left by another user's job of the same id (a state database started afresh): its files are
+    // that user's. It is set aside, never handed to the new owner.
+    const std::string aside = fmt::format("{}.left-by-uid{}-{}", name, st.st_uid, st.st_ino);
+    dir.reset();
+    if (renameat(jobs_dir_fd_, name.c_str(), jobs_dir_fd_, aside.c_str()) != 0)
+      return Unavailable(
+          fmt::format("job directory {}/{} belongs to uid {} and cannot be set "
+                      "aside: {}",
+                      options_.jobs_dir, name, st.st_uid, ErrorText(errno)));
+    return OpenJobDirForStart(job, owner);
+  }
   if (geteuid() == 0 && fchown(dir.get(), owner.uid, owner.gid) != 0)
     return Internal(fmt::format("fchown {}/{}: {}", options_.jobs_dir, name, ErrorText(errno)));
   if (fchmod(dir.get(), 0700) != 0)

@@ -43,7 +43,15 @@ Status EnsureOwnDir(const std::string& dir, mode_t mode, bool tighten) {
     if (lstat(dir.c_str(), &st) != 0)
       return Unavailable(fmt::format("cannot inspect {}: {}", dir, strerror(errno)));
     if (S_ISDIR(st.st_mode) && st.st_uid == geteuid()) {
-      chmod(dir.c_str(), mode);  // created just now: the umask does not decide its mode
+      // Created just now: the umask does not decide its mode. Through a descriptor of the
+      // directory itself, so a path swapped meanwhile is never what gets the mode.
+      const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) {
+        struct stat fst {};
+        if (fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev)
+          (void)fchmod(fd, mode);
+        close(fd);
+      }
       return Status::Ok();
     }
   }
@@ -58,10 +66,33 @@ Status EnsureOwnDir(const std::string& dir, mode_t mode, bool tighten) {
     return FailedPrecondition(fmt::format("{} is writable by others (mode {:o}); colod refuses it",
                                           dir, st.st_mode & 07777));
   if (tighten && (st.st_mode & 07777 & ~mode) != 0) {
-    if (chmod(dir.c_str(), mode) != 0)
-      return Unavailable(fmt::format("cannot make {} owner-only: {}", dir, strerror(errno)));
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const bool done = fd >= 0 && fchmod(fd, mode) == 0;
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    if (!done)
+      return Unavailable(fmt::format("cannot make {} owner-only: {}", dir, strerror(error)));
   }
   return Status::Ok();
+}
+
+// Every directory above `dir` must be one that only root or colod's user can change (or sticky,
+// like /tmp): otherwise its owner could rename `dir` away and put their own in its place.
+Status CheckAncestors(const std::string& dir) {
+  for (std::string path = Parent(dir);; path = Parent(path)) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0)
+      return Unavailable(fmt::format("cannot inspect {}: {}", path, strerror(errno)));
+    const bool trusted_owner = st.st_uid == 0 || st.st_uid == geteuid();
+    const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (!trusted_owner || (others_write && !(st.st_mode & S_ISVTX))) {
+      return FailedPrecondition(fmt::format(
+          "{} is under {}, which uid {} owns{}; another user could replace what colod puts "
+          "there, so colod refuses it",
+          dir, path, st.st_uid, others_write ? " and others may write" : ""));
+    }
+    if (path == "/" || path == ".") return Status::Ok();
+  }
 }
 
 }  // namespace
@@ -85,6 +116,7 @@ Result<StateLock> PrepareStateDir(const std::string& state_dir, bool personal) {
         fmt::format("the state directory must be an absolute path, not '{}'", state_dir));
   const mode_t shared = personal ? 0700 : 0711;
   COLO_RETURN_IF_ERROR(EnsureOwnDir(state_dir, shared, /*tighten=*/true));
+  COLO_RETURN_IF_ERROR(CheckAncestors(state_dir));
   const std::string lock_path = state_dir + "/colod.lock";
   const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
@@ -116,6 +148,7 @@ Status PrepareSocketDir(const std::string& socket_path, bool personal) {
         fmt::format("the socket must be an absolute path, not '{}'", socket_path));
   const std::string dir = Parent(socket_path);
   COLO_RETURN_IF_ERROR(EnsureOwnDir(dir, personal ? 0700 : 0755, /*tighten=*/false));
+  COLO_RETURN_IF_ERROR(CheckAncestors(dir));
   struct stat st {};
   if (lstat(socket_path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
