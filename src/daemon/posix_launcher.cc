@@ -46,31 +46,6 @@ std::string ErrorText(int error) {
                                            : fmt::format("errno {}", error);
 }
 
-// Closes on scope exit.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    reset(other.release());
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 // At most `max_bytes` from `fd`, from the current offset.
 std::string ReadBounded(int fd, size_t max_bytes) {
   std::string out;
@@ -236,6 +211,21 @@ void DropPrivileges(const UserSwitch& change, int report_fd) {
       egid != change.gid || sgid != change.gid) {
     ReportAndExit(report_fd, Step::kUserDidNotTake, EPERM);
   }
+}
+
+// For a check made as the user: only the effective ids (and so the filesystem ids) become the
+// user's, while the real and saved ones stay root's, so the user cannot signal (stop) the child
+// and hold colod up while it waits for the answer.
+void BecomeUserForChecks(const UserSwitch& change, int report_fd) {
+  if (!change.active) return;
+  if (setgroups(change.groups.size(), change.groups.data()) != 0)
+    ReportAndExit(report_fd, Step::kSetgroups, errno);
+  if (setresgid(static_cast<gid_t>(-1), change.gid, static_cast<gid_t>(-1)) != 0)
+    ReportAndExit(report_fd, Step::kSetgid, errno);
+  if (setresuid(static_cast<uid_t>(-1), change.uid, static_cast<uid_t>(-1)) != 0)
+    ReportAndExit(report_fd, Step::kSetuid, errno);
+  if (geteuid() != change.uid || getegid() != change.gid)
+    ReportAndExit(report_fd, Step::kUserDidNotTake, EPERM);
 }
 
 // Opens an attempt's log as the user: never through a link, never waiting on a FIFO.
@@ -651,11 +641,13 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
   if (pid == 0) {
     const int report = report_write.get();
     ResetSignals();
-    DropPrivileges(change, report);
+    BecomeUserForChecks(change, report);
     struct stat st {};
     if (stat(path, &st) != 0) ReportAndExit(report, Step::kStat, errno);
     if (!S_ISDIR(st.st_mode)) ReportAndExit(report, Step::kNotDirectory, ENOTDIR);
-    if (access(path, X_OK) != 0) ReportAndExit(report, Step::kAccess, errno);
+    // With the effective ids, which are the user's (access() would ask for the real ones).
+    if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) != 0)
+      ReportAndExit(report, Step::kAccess, errno);
     ReportAndExit(report, Step::kDone, 0);
   }
   report_write.reset();
@@ -718,6 +710,83 @@ Result<int> PosixProcessLauncher::OpenJobDirForStart(JobId job, const Identity& 
   if (fchmod(dir.get(), 0700) != 0)
     return Internal(fmt::format("fchmod {}/{}: {}", options_.jobs_dir, name, ErrorText(errno)));
   return dir.release();
+}
+
+std::string PosixProcessLauncher::StartFailure(JobId job, int attempt, const Tracked& tracked,
+                                               int step, int error_number) const {
+  const ChildReport report{static_cast<Step>(step), error_number};
+  const std::string dir_path = fmt::format("{}/{}", options_.jobs_dir, job);
+  const std::string out_name = AttemptFileName(attempt, "out");
+  const std::string err_name = AttemptFileName(attempt, "err");
+  const std::string error = ErrorText(report.error);
+  switch (report.step) {
+    case Step::kJoinCgroup:
+      return fmt::format("joining cgroup {} failed: {}", CgroupPath(job, attempt), error);
+    case Step::kSetsid:
+      return fmt::format("setsid failed: {}", error);
+    case Step::kSetgroups:
+      return fmt::format("setgroups for {} failed: {}", tracked.owner.user, error);
+    case Step::kSetgid:
+      return fmt::format("setgid {} failed: {}", tracked.owner.gid, error);
+    case Step::kSetuid:
+      return fmt::format("setuid {} failed: {}", tracked.owner.uid, error);
+    case Step::kUserDidNotTake:
+      return fmt::format("switching to uid {} did not take", tracked.owner.uid);
+    case Step::kOpenDevNull:
+      return fmt::format("open /dev/null failed: {}", error);
+    case Step::kOpenStdout:
+      return fmt::format("open {}/{} failed: {}", dir_path, out_name, error);
+    case Step::kOpenStderr:
+      return fmt::format("open {}/{} failed: {}", dir_path, err_name, error);
+    case Step::kStdoutNotRegular:
+      return fmt::format("{}/{} is not a regular file", dir_path, out_name);
+    case Step::kStderrNotRegular:
+      return fmt::format("{}/{} is not a regular file", dir_path, err_name);
+    case Step::kRedirect:
+      return fmt::format("redirecting stdin, stdout and stderr failed: {}", error);
+    case Step::kChdir:
+      return fmt::format("chdir {} failed: {}", tracked.workdir, error);
+    case Step::kExec:
+      return fmt::format("exec {} failed: {}", options_.shim, error);
+    default:
+      return fmt::format("starting the job failed: {}", error);
+  }
+}
+
+std::optional<AttemptEnd> PosixProcessLauncher::CheckStarting(Tracked& tracked, JobId job,
+                                                              int attempt) {
+  ChildReport report{Step::kDone, 0};
+  std::string failure;
+  pollfd ready{tracked.start_report.get(), POLLIN, 0};
+  if (poll(&ready, 1, 0) != 0) {  // a report, the end of the pipe (exec), or an error to read
+    if (!ReadReport(tracked.start_report.get(), &report)) {
+      tracked.start_report.reset();  // closed by the exec: the shim runs
+      return std::nullopt;
+    }
+    failure = StartFailure(job, attempt, tracked, static_cast<int>(report.step), report.error);
+  } else if (std::chrono::steady_clock::now() >= tracked.start_deadline) {
+    failure = fmt::format(
+        "starting the job did not finish within {} s (a hung workdir or job "
+        "directory, or a stopped start)",
+        kStartTimeout.count());
+  } else {
+    return std::nullopt;  // still starting
+  }
+  // The child never ran the shim: it is reaped here, and the attempt ends with the reason.
+  tracked.start_report.reset();
+  if (!tracked.wait_status) {
+    // Not reaped yet (Refresh() records what it reaps), so the pid is still this child's.
+    kill(tracked.shim.pid, SIGKILL);
+    int status = 0;
+    while (waitpid(tracked.shim.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    tracked.wait_status = status;
+  }
+  const std::string cgroup = CgroupPath(job, attempt);
+  if (tracked.in_cgroup && !RemoveCgroup(cgroup)) cgroups_to_remove_.push_back(cgroup);
+  tracked.in_cgroup = false;
+  return AttemptEnd{ProcessEnd{true, 127, true}, "colo: cannot start the job: " + failure + "\n",
+                    ""};
 }
 
 Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
@@ -825,63 +894,16 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   const auto info = ReadProcInfo(pid);
   const uint64_t start_ticks = info ? info->start_ticks : 0;
 
-  const bool answered = WaitReadable(report_read.get(), kStartTimeout);
-  ChildReport report{Step::kDone, 0};
-  if (!answered) {
-    // Stuck in a filesystem as the user: it dies when the call returns; Refresh() reaps it then.
-    kill(pid, SIGKILL);
-    if (!cgroup.empty()) cgroups_to_remove_.push_back(cgroup);
-    return Unavailable(
-        fmt::format("starting the job did not finish within {} s (a hung "
-                    "workdir or job directory?)",
-                    kStartTimeout.count()));
-  }
-  if (ReadReport(report_read.get(), &report)) {
-    // It exits right after its report.
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    if (!cgroup.empty() && !RemoveCgroup(cgroup)) cgroups_to_remove_.push_back(cgroup);
-    const std::string dir_path = fmt::format("{}/{}", options_.jobs_dir, spec.job);
-    const std::string error = ErrorText(report.error);
-    switch (report.step) {
-      case Step::kJoinCgroup:
-        return Unavailable(fmt::format("joining cgroup {} failed: {}", cgroup, error));
-      case Step::kSetsid:
-        return Internal(fmt::format("setsid failed: {}", error));
-      case Step::kSetgroups:
-        return Internal(fmt::format("setgroups for {} failed: {}", spec.owner.user, error));
-      case Step::kSetgid:
-        return Internal(fmt::format("setgid {} failed: {}", spec.owner.gid, error));
-      case Step::kSetuid:
-        return Internal(fmt::format("setuid {} failed: {}", spec.owner.uid, error));
-      case Step::kUserDidNotTake:
-        return Internal(fmt::format("switching to uid {} did not take", spec.owner.uid));
-      case Step::kOpenDevNull:
-        return Internal(fmt::format("open /dev/null failed: {}", error));
-      case Step::kOpenStdout:
-        return FailedPrecondition(fmt::format("open {}/{} failed: {}", dir_path, out_name, error));
-      case Step::kOpenStderr:
-        return FailedPrecondition(fmt::format("open {}/{} failed: {}", dir_path, err_name, error));
-      case Step::kStdoutNotRegular:
-        return FailedPrecondition(fmt::format("{}/{} is not a regular file", dir_path, out_name));
-      case Step::kStderrNotRegular:
-        return FailedPrecondition(fmt::format("{}/{} is not a regular file", dir_path, err_name));
-      case Step::kRedirect:
-        return Internal(fmt::format("redirecting stdin, stdout and stderr failed: {}", error));
-      case Step::kChdir:
-        return FailedPrecondition(fmt::format("chdir {} failed: {}", spec.workdir, error));
-      case Step::kExec:
-        return FailedPrecondition(fmt::format("exec {} failed: {}", options_.shim, error));
-      default:
-        return Internal(fmt::format("starting the job failed: {}", error));
-    }
-  }
-
+  // Not waited for here: once the child has become the user, the user may stop it, and colod
+  // must not stop with it. Check() reads its report (a failed step, or the exec that closed it).
   Tracked tracked;
   tracked.owner = spec.owner;
   tracked.shim = {pid, start_ticks};
   tracked.own_child = true;
   tracked.in_cgroup = !cgroup.empty();
+  tracked.start_report = std::move(report_read);
+  tracked.start_deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  tracked.workdir = spec.workdir;
   attempts_[key] = std::move(tracked);
   return ProcessHandle{pid, start_ticks};
 }
@@ -1139,6 +1161,10 @@ std::optional<ProcessEnd> PosixProcessLauncher::ReadExitRecord(JobId job, int at
 
 std::optional<AttemptEnd> PosixProcessLauncher::Check(const AttemptRef& ref) {
   Tracked& tracked = Track(ref);
+  if (tracked.start_report.valid()) {
+    auto failed = CheckStarting(tracked, ref.job, ref.attempt);
+    if (failed || tracked.start_report.valid()) return failed;
+  }
   if (ShimRuns(tracked)) return std::nullopt;
   // The shim is gone; what it left (it was killed, or a process ignored it) goes before the
   // attempt counts as ended.

@@ -21,7 +21,9 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +35,31 @@
 #include "daemon/process_launcher.h"
 
 namespace colo {
+
+// A file descriptor that closes on scope exit.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    reset(other.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
@@ -89,11 +116,21 @@ class PosixProcessLauncher final : public ProcessLauncher {
     // Without a cgroup: every process seen in the shim's session or below a process of the
     // attempt, by pid and start ticks (so a recycled pid is never taken for it).
     std::map<pid_t, uint64_t> members;
+    // While the start is under way: the child's report pipe (closed by the exec of the shim) and
+    // how long it may take.
+    UniqueFd start_report;
+    std::chrono::steady_clock::time_point start_deadline;
+    std::string workdir;
   };
 
   PosixProcessLauncher(Options options, int jobs_dir_fd);
 
   Tracked& Track(const AttemptRef& ref);
+  // A start under way: nullopt while the child has not exec'd the shim (or once it has), the
+  // attempt's end when a step failed or the start took too long.
+  std::optional<AttemptEnd> CheckStarting(Tracked& tracked, JobId job, int attempt);
+  std::string StartFailure(JobId job, int attempt, const Tracked& tracked, int step,
+                           int error_number) const;
   bool ShimRuns(Tracked& tracked);
   // Brings the members of every attempt without a cgroup up to date from one /proc scan.
   void UpdateAllMembers(const ProcTable& table);
