@@ -307,6 +307,24 @@ def read_line(sock, deadline=10.0, limit=1 << 24):
     return data.split(b"\n", 1)[0]
 
 
+def read_lines(sock, count, deadline=30.0):
+    """`count` reply lines from `sock` (fewer if colod closed it)."""
+    deadline *= SLOWER
+    data = b""
+    end = time.monotonic() + deadline
+    while data.count(b"\n") < count:
+        left = end - time.monotonic()
+        if left <= 0:
+            got = data.count(b"\n")
+            raise AssertionError(f"{got} of {count} lines within {deadline} s")
+        sock.settimeout(left)
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n")[:count]
+
+
 def request(sock, obj, deadline=10.0):
     """Sends one request (a dict, or raw bytes) and returns the decoded reply, or None when
     colod closed the connection."""

@@ -619,7 +619,7 @@ class Garbage(FaultTest):
         hog.setblocking(False)
         line = b'{"api":1,"op":"gpus"}\n' * 1000
         sent, blocked_since = 0, None
-        end = time.monotonic() + 20
+        end = time.monotonic() + 20 * harness.SLOWER
         while time.monotonic() < end:  # until colod has stopped reading it for a second
             try:
                 sent += hog.send(line)
@@ -652,7 +652,7 @@ class Garbage(FaultTest):
             sender.start()
             replies = 0
             data = b""
-            end = time.monotonic() + 20
+            end = time.monotonic() + 20 * harness.SLOWER
             while replies < count and time.monotonic() < end:
                 s.settimeout(max(0.1, end - time.monotonic()))
                 try:
