@@ -644,7 +644,7 @@ class Garbage(FaultTest):
     def test_pipelined_requests_are_all_answered(self):
         """A client that sends many requests at once and then reads gets every reply, also when
         the replies outgrow what colod keeps unsent and the requests are already buffered."""
-        count = 20000
+        count = 5000
         with self.connect() as s:
             s.settimeout(20)
             sender = threading.Thread(target=s.sendall,
