@@ -297,6 +297,7 @@ class HostileJobs(MultiUserTest):
         old file said), and nothing of shadow reaches `colo show`, its JSON or `colo logs`."""
         job, detail = self.hostile_job("link")
         self.assertEqual(detail["state"], "failed")
+        self.assertEqual([a["exit_kind"] for a in detail["attempt_list"]], ["failure"])
         texts = [self.as_(ALICE, "show", job).stdout, self.as_(ALICE, "show", "--json", job).stdout,
                  self.as_(None, "show", job).stdout]
         r = self.as_(ALICE, "logs", job)
