@@ -14,6 +14,7 @@ import stat
 import subprocess
 import threading
 import time
+import unittest
 
 import harness
 import lifecycle
@@ -587,6 +588,8 @@ class Commands(DocumentedTest):
                          [bad])
         self.assertEqual(len(self.colo_json("history", "--all")["jobs"]), 2)
 
+    @unittest.skipIf(harness.SANITIZED, "510 jobs take minutes with sanitized binaries; the "
+                     "release run covers the paging")
     def test_history_pages(self):
         """`colo history --limit N` above one page (500 jobs) reads every page: each ended job
         once, newest first; the default shows 50."""
