@@ -39,9 +39,9 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 # longer for binaries built with sanitizers (make asan runs these tests too).
 SANITIZED = os.environ.get("COLO_E2E_SANITIZED") == "1"
 SLOWER = 3 if SANITIZED else 1
-START_DEADLINE = 20 * SLOWER
-JOB_DEADLINE = 30 * SLOWER
-CLIENT_DEADLINE = 30 * SLOWER
+START_DEADLINE = 20 * SLOWER  # a colod process to start or exit
+CLIENT_DEADLINE = 30 * SLOWER  # one colo command
+JOB_DEADLINE = 30  # a job to reach a state (wait_until scales it)
 # Passed on to colod and colo, whose environments are otherwise made from scratch.
 SANITIZER_ENV = {k: v for k, v in os.environ.items()
                  if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")}
@@ -54,7 +54,8 @@ def skip_file(reason):
 
 
 def require_binaries():
-    """Skips nothing: a build without the binaries is a failure, not a reason to skip."""
+    """Exits 1 when a binary is missing (a build without them is a failure, not a reason to
+    skip), and copies them where every user may run them when they are not there already."""
     for path in (COLO, COLOD, SHIM):
         if not os.access(path, os.X_OK):
             print(f"missing binary {path} (build colo, colod and colo-shim)", file=sys.stderr)
@@ -307,6 +308,24 @@ def read_line(sock, deadline=10.0, limit=1 << 24):
     return data.split(b"\n", 1)[0]
 
 
+def read_lines(sock, count, deadline=30.0):
+    """`count` reply lines from `sock` (fewer if colod closed it)."""
+    deadline *= SLOWER
+    data = b""
+    end = time.monotonic() + deadline
+    while data.count(b"\n") < count:
+        left = end - time.monotonic()
+        if left <= 0:
+            got = data.count(b"\n")
+            raise AssertionError(f"{got} of {count} lines within {deadline} s")
+        sock.settimeout(left)
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n")[:count]
+
+
 def request(sock, obj, deadline=10.0):
     """Sends one request (a dict, or raw bytes) and returns the decoded reply, or None when
     colod closed the connection."""
@@ -400,7 +419,7 @@ class Colod:
         self.wait_serving()
         return self
 
-    def wait_serving(self, deadline=START_DEADLINE):
+    def wait_serving(self, deadline=20):
         def serving():
             if self.proc.poll() is not None:
                 raise AssertionError(f"colod exited with {self.proc.returncode}:\n{self.log()}")
@@ -443,7 +462,7 @@ class Colod:
             return None if self.proc is None else self.proc.returncode
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(deadline)
+            return self.proc.wait(deadline * SLOWER)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)

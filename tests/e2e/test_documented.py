@@ -6,6 +6,7 @@ tests run as root) with its default paths under a temporary HOME and XDG_RUNTIME
 finds it the way a user's would: without COLO_SOCKET.
 """
 
+import json
 import os
 import shutil
 import socket
@@ -13,6 +14,7 @@ import stat
 import subprocess
 import threading
 import time
+import unittest
 
 import harness
 import lifecycle
@@ -545,6 +547,27 @@ class Commands(DocumentedTest):
         self.assert_succeeded(second)
         self.assertIn("ended", self.colo_json("explain", waiting)["summary"])
 
+    def test_exclusive_job(self):
+        """`--share exclusive`: waits while every GPU has a job, then runs alone on a GPU, and no
+        other job joins it there."""
+        a, release_a = self.wait_job("--mem", "1GiB")
+        b, release_b = self.wait_job("--mem", "1GiB")
+        self.assertNotEqual(self.show(a)["gpu_uuids"], self.show(b)["gpu_uuids"])
+        excl = self.submit("--share", "exclusive", "--", "wait-for", release_a + "-x")
+        self.assertEqual(self.show(excl)["state"], "queued")
+        self.assertTrue(self.colo_json("explain", excl)["gpus"])
+        self.release(release_a)
+        self.assert_succeeded(a)
+        detail = self.wait_state(excl, "running")
+        self.assertEqual(detail["attempt_list"][0]["mode"], "exclusive")
+        others = [self.submit("--mem", "1GiB", "--", "true") for _ in range(3)]
+        for job in others:
+            self.assertNotEqual(self.assert_succeeded(job)["gpu_uuids"], detail["gpu_uuids"])
+        self.release(release_a + "-x")
+        self.release(release_b)
+        self.assert_succeeded(excl)
+        self.assert_succeeded(b)
+
     def test_history(self):
         """`colo history` lists ended jobs newest first with their end and reason; --json too;
         --limit bounds it."""
@@ -564,6 +587,30 @@ class Commands(DocumentedTest):
         self.assertEqual([j["id"] for j in self.colo_json("history", "--limit", "1")["jobs"]],
                          [bad])
         self.assertEqual(len(self.colo_json("history", "--all")["jobs"]), 2)
+
+    @unittest.skipIf(harness.SANITIZED, "510 jobs take minutes with sanitized binaries; the "
+                     "release run covers the paging")
+    def test_history_pages(self):
+        """`colo history --limit N` above one page (500 jobs) reads every page: each ended job
+        once, newest first; the default shows 50."""
+        count = 510
+        [s] = harness.connect_as(self.daemon.socket, self.user)
+        with s:
+            s.settimeout(30)
+            request = json.dumps({"api": 1, "op": "submit", "command": ["true"],
+                                  "workdir": self.work, "env": [self.token],
+                                  "name": "many", "memory": 1 << 30}).encode() + b"\n"
+            s.sendall(request * count)
+            replies = [json.loads(line) for line in harness.read_lines(s, count)]
+        self.assertTrue(all(r["ok"] for r in replies), replies[:3])
+        jobs = [r["job"] for r in replies]
+        wait_until(lambda: not self.colo_json("queue")["jobs"], 120, "every job to end")
+        history = self.colo_json("history", "--limit", "1000")["jobs"]
+        self.assertEqual([j["id"] for j in history], sorted(jobs, reverse=True))
+        self.assertTrue(all(j["state"] == "succeeded" for j in history))
+        text = self.colo_ok("history", "--limit", "600").stdout.splitlines()
+        self.assertEqual(len(text), 1 + count)
+        self.assertEqual(len(self.colo_json("history")["jobs"]), 50)
 
     def test_gpus(self):
         """`colo gpus` shows both fake GPUs with memory, power, mode and the jobs on them."""

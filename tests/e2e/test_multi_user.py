@@ -255,6 +255,20 @@ class WhoSeesWhat(MultiUserTest):
         root_view = [j for j in self.json_as(None, "history", "--all")["jobs"] if j["id"] == job]
         self.assertIn(marker, root_view[0]["reason"])
 
+    def test_queue_of_one_user(self):
+        """`colo queue --user NAME` lists that user's jobs only, to anyone."""
+        a, release_a = self.running_job(ALICE, "--name", "of-alice")
+        b, release_b = self.running_job(BOB, "--name", "of-bob")
+        for viewer in (ALICE, BOB, None):
+            jobs = self.json_as(viewer, "queue", "--user", BOB.name)["jobs"]
+            self.assertEqual([(j["id"], j["user"]) for j in jobs], [(b, BOB.name)])
+        self.assertEqual(sorted(j["id"] for j in self.json_as(BOB, "queue")["jobs"]), [a, b])
+        text = self.as_(BOB, "queue", "--user", ALICE.name).stdout
+        self.assertIn("of-alice", text)
+        self.assertNotIn("of-bob", text)
+        for release in (release_a, release_b):
+            self.release(release)
+
     def test_only_owner_or_root_cancels(self):
         """Bob's cancel of alice's job is refused and changes nothing; root's cancel works."""
         job, _ = self.running_job(ALICE)
@@ -283,6 +297,7 @@ class HostileJobs(MultiUserTest):
         old file said), and nothing of shadow reaches `colo show`, its JSON or `colo logs`."""
         job, detail = self.hostile_job("link")
         self.assertEqual(detail["state"], "failed")
+        self.assertEqual([a["exit_kind"] for a in detail["attempt_list"]], ["failure"])
         texts = [self.as_(ALICE, "show", job).stdout, self.as_(ALICE, "show", "--json", job).stdout,
                  self.as_(None, "show", job).stdout]
         r = self.as_(ALICE, "logs", job)
