@@ -46,9 +46,6 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
     Client& c = it->second;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) Read(c, now);
     if (!c.out.empty()) Write(c);
-    // Requests read earlier and held back while replies piled up: nothing new may arrive to
-    // wake them (the client sent everything and now reads), so they are served as room frees.
-    if (protocol_ == Protocol::kJsonLines) Serve(c, now);
   }
   for (auto it = clients_.begin(); it != clients_.end();) {
     if (it->second.closing && it->second.out.empty()) {
@@ -217,6 +214,9 @@ bool ConnectionSet::HasBufferedWork() const {
   return false;
 }
 
+// Requests read earlier and held back (the turn's budget, or replies piling up): nothing new may
+// arrive to wake them (the client sent everything and now reads), so they are served here as room
+// frees, once per turn.
 void ConnectionSet::ServeBuffered(TimePoint now) {
   for (auto& [fd, c] : clients_) {
     if (!c.closing && c.in.find('\n') != std::string::npos) {

@@ -347,6 +347,17 @@ void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {
   r.String("signature", e.signature);
 }
 
+// The fields both record formats write alike.
+void DecodeLifecycle(FieldReader& r, Job& job) {
+  r.String("workdir", job.workdir);
+  r.Strings("env", job.env);
+  r.Name("state", job.state, kJobStates, "job state");
+  r.String("reason", job.reason);
+  r.Time("submitted", job.submitted);
+  r.Time("finished", job.finished);
+  r.Bool("cancel_requested", job.cancel_requested);
+}
+
 void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
   FieldReader r(record, "", shared);
   int format = 0;
@@ -378,13 +389,7 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
     owner.Uint("gid", job.owner.gid);
     owner.String("user", job.owner.user);
   }
-  r.String("workdir", job.workdir);
-  r.Strings("env", job.env);
-  r.Name("state", job.state, kJobStates, "job state");
-  r.String("reason", job.reason);
-  r.Time("submitted", job.submitted);
-  r.Time("finished", job.finished);
-  r.Bool("cancel_requested", job.cancel_requested);
+  DecodeLifecycle(r, job);
   if (const json* attempts = r.Member("attempts")) {
     if (!attempts->is_array()) return r.Fail("attempts", "not a list");
     for (size_t i = 0; i < attempts->size() && r.ok(); ++i) {
@@ -440,13 +445,7 @@ void DecodeSchema1Record(const json& record, FieldReader::Shared& shared, Job& j
   r.Uint("uid", job.owner.uid);
   r.Uint("gid", job.owner.gid);
   job.owner.user = job.spec.owner;
-  r.String("workdir", job.workdir);
-  r.Strings("env", job.env);
-  r.Name("state", job.state, kJobStates, "job state");
-  r.String("reason", job.reason);
-  r.Time("submitted", job.submitted);
-  r.Time("finished", job.finished);
-  r.Bool("cancel_requested", job.cancel_requested);
+  DecodeLifecycle(r, job);
   r.String("source", job.source);
   r.Int("threads", job.threads);
   if (const json* attempts = r.Member("attempts")) {
