@@ -26,9 +26,7 @@ void ConnectionSet::AddPollFds(std::vector<pollfd>& fds) const {
   for (const auto& [fd, c] : clients_) {
     short events = 0;
     // Backpressure: a client with replies piling up is not read until it takes them.
-    if (!c.closing && c.out.size() < limits_.max_unsent_bytes &&
-        c.in.size() <= limits_.max_request_bytes + kReadAhead)
-      events |= POLLIN;
+    if (WantsInput(c)) events |= POLLIN;
     if (!c.out.empty()) events |= POLLOUT;
     fds.push_back({fd, events, 0});
   }
@@ -142,10 +140,15 @@ void ConnectionSet::Accept(TimePoint now) {
   }
 }
 
+bool ConnectionSet::WantsInput(const Client& c) const {
+  if (c.closing || c.out.size() >= limits_.max_unsent_bytes) return false;
+  if (c.in.size() < kReadAhead) return true;
+  return c.in.size() <= limits_.max_request_bytes && c.in.find('\n') == std::string::npos;
+}
+
 void ConnectionSet::Read(Client& c, TimePoint now) {
   char buffer[65536];
-  while (!c.closing && c.out.size() < limits_.max_unsent_bytes &&
-         c.in.size() <= limits_.max_request_bytes + kReadAhead) {
+  while (WantsInput(c)) {
     const ssize_t n = recv(c.fd, buffer, sizeof buffer, 0);
     if (n == 0) {
       c.closing = true;

@@ -65,6 +65,10 @@ class ConnectionSet {
   };
 
   void Accept(TimePoint now);
+  // Whether the client's socket is read now: not while its replies pile up, nor once a whole
+  // request waits to be served beyond a little read-ahead. What one client holds in colod is so
+  // bounded by one request plus the read-ahead in, and the unsent limit (plus one reply) out.
+  bool WantsInput(const Client& client) const;
   void Read(Client& client, TimePoint now);
   void Serve(Client& client, TimePoint now);
   void Write(Client& client);
@@ -73,8 +77,8 @@ class ConnectionSet {
 
   static constexpr int kRequestsPerTurn = 16;
   static constexpr int kAcceptsPerTurn = 64;
-  // Bytes read ahead of what is served, beyond one whole request.
-  static constexpr size_t kReadAhead = 2 << 20;
+  // Bytes read ahead of what is served once a whole request is buffered.
+  static constexpr size_t kReadAhead = 64 << 10;
 
   int listen_fd_;
   Protocol protocol_;
