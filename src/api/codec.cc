@@ -238,7 +238,37 @@ struct RequestEncoder {
     if (q.before) j["before"] = *q.before;
     return j;
   }
+  json operator()(const SlurmAttachRequest& a) const {
+    json j{{"op", "slurm_attach"},  {"job", a.job},   {"uid", a.uid},
+           {"name", a.name},        {"gpus", a.gpus}, {"share", std::string(ToString(a.share))},
+           {"restarts", a.restarts}};
+    if (a.memory) j["memory"] = a.memory->count();
+    return j;
+  }
+  json operator()(const SlurmEndRequest& e) const {
+    json j{{"op", "slurm_end"}, {"job", e.job}};
+    if (e.wait_status) j["wait_status"] = *e.wait_status;
+    return j;
+  }
 };
+
+uint32_t ReadSlurmJobId(FieldReader& r) {
+  if (!r.Has("job")) r.Fail("job", "is required (a Slurm job id)");
+  return static_cast<uint32_t>(r.Int("job", 0, 1, kMaxSlurmJobId));
+}
+
+SlurmAttachRequest ReadSlurmAttach(FieldReader& r, const json& j) {
+  SlurmAttachRequest a;
+  a.job = ReadSlurmJobId(r);
+  if (!r.Has("uid")) r.Fail("uid", "is required (the job's user)");
+  a.uid = static_cast<unsigned>(r.Int("uid", 0, 0, 0xfffffffe));
+  a.name = r.String("name", "", 1024);
+  a.gpus = static_cast<int>(r.Int("gpus", 1, 1, kMaxGpusPerJob));
+  a.memory = ReadBytes(r, j, "memory");
+  a.share = r.Enum("share", SharingPreference::kAny, &ParseSharingPreference);
+  a.restarts = static_cast<int>(r.Int("restarts", 0, 0, 1 << 20));
+  return a;
+}
 
 Result<SubmitRequest> ReadSubmit(const json& j) {
   Status status;
@@ -320,6 +350,7 @@ json ToJson(const JobSummary& s) {
          {"mode", s.mode},
          {"peak", s.peak.count()}};
   if (s.memory) j["memory"] = s.memory->count();
+  if (s.slurm_job) j["slurm_job"] = *s.slurm_job;
   if (s.redacted) j["redacted"] = true;
   return j;
 }
@@ -396,6 +427,8 @@ JobSummary ReadSummary(const json& j, Status* status) {
   s.gpu_uuids = StringList(r, "gpu_uuids");
   s.mode = r.String("mode", "", 64);
   s.peak = Bytes(r.Int("peak", 0, 0, kMaxMemoryBytes));
+  if (r.Has("slurm_job"))
+    s.slurm_job = static_cast<uint32_t>(r.Int("slurm_job", 0, 0, kMaxSlurmJobId));
   s.redacted = r.Bool("redacted", false);
   return s;
 }
@@ -440,6 +473,26 @@ std::vector<JobSummary> ReadSummaries(const json& j, Status* status) {
 
 template <typename T>
 struct ReplyReader;
+
+template <>
+struct ReplyReader<SlurmAttachReply> {
+  static SlurmAttachReply Read(const json& j, Status* status) {
+    FieldReader r(j, "", status);
+    SlurmAttachReply a;
+    a.state = r.Enum("state", SlurmPlacement::kFailed, &ParseSlurmPlacement);
+    a.job = r.Int("job", 0, 0, kMaxJobId);
+    a.env = r.Strings("env", 256, 64 * 1024);
+    a.reason = r.String("reason", "", 1 << 20);
+    return a;
+  }
+};
+template <>
+struct ReplyReader<SlurmEndReply> {
+  static SlurmEndReply Read(const json& j, Status* status) {
+    FieldReader r(j, "", status);
+    return SlurmEndReply{r.Int("job", 0, 0, kMaxJobId), r.String("state", "", 64)};
+  }
+};
 
 template <>
 struct ReplyReader<HelloReply> {
@@ -657,8 +710,9 @@ ErrorCode CodeOf(const Status& status) {
 }
 
 std::string_view OpName(const Request& request) {
-  static constexpr std::string_view kNames[] = {"hello",   "submit", "queue", "show",   "cancel",
-                                                "explain", "logs",   "gpus",  "history"};
+  static constexpr std::string_view kNames[] = {"hello",   "submit",       "queue",    "show",
+                                                "cancel",  "explain",      "logs",     "gpus",
+                                                "history", "slurm_attach", "slurm_end"};
   return kNames[request.index()];
 }
 
@@ -711,6 +765,13 @@ Result<Request> DecodeRequest(std::string_view line) {
     if (r.Has("before")) h.before = r.Int("before", 0, 1, kMaxJobId);
     h.all = r.Bool("all", false);
     request = h;
+  } else if (op == "slurm_attach") {
+    request = ReadSlurmAttach(r, j);
+  } else if (op == "slurm_end") {
+    SlurmEndRequest e;
+    e.job = ReadSlurmJobId(r);
+    if (r.Has("wait_status")) e.wait_status = static_cast<int>(r.Int("wait_status", 0, 0, 0xffff));
+    request = e;
   } else {
     return InvalidArgument(op.empty() ? "request has no \"op\""
                                       : fmt::format("unknown op '{}'", op.substr(0, 64)));
@@ -803,6 +864,37 @@ std::string EncodeReply(const HistoryReply& h) {
   return Line(std::move(j));
 }
 
+std::string_view ToString(SlurmPlacement p) {
+  switch (p) {
+    case SlurmPlacement::kPlaced:
+      return "placed";
+    case SlurmPlacement::kWaiting:
+      return "waiting";
+    case SlurmPlacement::kRequeue:
+      return "requeue";
+    case SlurmPlacement::kFailed:
+      break;
+  }
+  return "failed";
+}
+Result<SlurmPlacement> ParseSlurmPlacement(std::string_view text) {
+  for (SlurmPlacement p : {SlurmPlacement::kPlaced, SlurmPlacement::kWaiting,
+                           SlurmPlacement::kRequeue, SlurmPlacement::kFailed}) {
+    if (text == ToString(p)) return p;
+  }
+  return InvalidArgument(fmt::format("unknown placement state '{}'", text.substr(0, 64)));
+}
+
+std::string EncodeReply(const SlurmAttachReply& a) {
+  return Line({{"state", std::string(ToString(a.state))},
+               {"job", a.job},
+               {"env", a.env},
+               {"reason", a.reason}});
+}
+std::string EncodeReply(const SlurmEndReply& e) {
+  return Line({{"job", e.job}, {"state", e.state}});
+}
+
 std::string EncodeError(ErrorCode code, std::string_view message) {
   const json j{
       {"ok", false}, {"error", std::string(message)}, {"code", std::string(ToString(code))}};
@@ -840,5 +932,7 @@ template Result<ExplainReply> DecodeReply<ExplainReply>(std::string_view);
 template Result<LogsReply> DecodeReply<LogsReply>(std::string_view);
 template Result<GpusReply> DecodeReply<GpusReply>(std::string_view);
 template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
+template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
+template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
 
 }  // namespace colo::api

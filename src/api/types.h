@@ -97,8 +97,32 @@ struct HistoryRequest {
   bool all = false;             // every user's jobs (their details stay private)
 };
 
+// --- Slurm: the node's half of a Slurm job (the SPANK plugin in slurmstepd and slurmd, as root).
+// Only root may send these: the uid they carry is Slurm's word, which a user cannot give. ---
+constexpr int64_t kMaxSlurmJobId = 0xfffffff0;  // Slurm's ids are 32 bits; the top few are steps'
+// A Slurm job on this node asks for its GPUs. Asking again (every step, and while it waits) gets
+// the same answer: one Slurm job is one tenant, however many steps it runs.
+struct SlurmAttachRequest {
+  uint32_t job = 0;  // Slurm's job id
+  unsigned uid = 0;  // the job's user
+  std::string name;  // Slurm's job name
+  int gpus = 1;
+  // Planned peak per GPU; absent: whole GPUs (a job Slurm gave GPUs without colo's options).
+  std::optional<Bytes> memory;
+  SharingPreference share = SharingPreference::kAny;
+  // SLURM_RESTART_COUNT: above 0, an earlier run (on any node) may have raised the job's need.
+  int restarts = 0;
+};
+// The job's batch script ended with this wait status, or (no status) Slurm's epilog says the
+// whole job ended on this node.
+struct SlurmEndRequest {
+  uint32_t job = 0;
+  std::optional<int> wait_status;
+};
+
 using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
-                             ExplainRequest, LogsRequest, GpusRequest, HistoryRequest>;
+                             ExplainRequest, LogsRequest, GpusRequest, HistoryRequest,
+                             SlurmAttachRequest, SlurmEndRequest>;
 std::string_view OpName(const Request& request);
 
 // --- Replies ---
@@ -146,6 +170,7 @@ struct JobSummary {
   std::vector<std::string> gpu_uuids;
   std::string mode;
   Bytes peak;
+  std::optional<uint32_t> slurm_job;  // the Slurm job it is the node's half of
   bool redacted = false;
 };
 // Everything about one job (colo show).
@@ -217,6 +242,22 @@ struct HistoryReply {
   std::optional<JobId> next;  // pass as `before` for the next page; absent on the last page
 };
 
+// placed: run with `env`; waiting: ask again soon; requeue: colo handed the job back to Slurm
+// (`reason` says why), so the step must not run here; failed: it cannot run (`reason`).
+enum class SlurmPlacement { kPlaced, kWaiting, kRequeue, kFailed };
+std::string_view ToString(SlurmPlacement p);
+Result<SlurmPlacement> ParseSlurmPlacement(std::string_view text);
+struct SlurmAttachReply {
+  SlurmPlacement state = SlurmPlacement::kWaiting;
+  JobId job = 0;                 // colo's id of the tenant
+  std::vector<std::string> env;  // placed: NAME=value for every task of every step
+  std::string reason;
+};
+struct SlurmEndReply {
+  JobId job = 0;  // 0: colod had no tenant for it
+  std::string state;
+};
+
 // The reply type of each request, for typed calls.
 template <typename Req>
 struct ReplyOf;
@@ -255,6 +296,14 @@ struct ReplyOf<GpusRequest> {
 template <>
 struct ReplyOf<HistoryRequest> {
   using type = HistoryReply;
+};
+template <>
+struct ReplyOf<SlurmAttachRequest> {
+  using type = SlurmAttachReply;
+};
+template <>
+struct ReplyOf<SlurmEndRequest> {
+  using type = SlurmEndReply;
 };
 
 }  // namespace colo::api

@@ -60,6 +60,8 @@ std::string StateCode(JobState state) {
       return "CA";
     case JobState::kLost:
       return "LO";
+    case JobState::kRequeued:
+      return "RQS";
   }
   return "?";
 }

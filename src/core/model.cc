@@ -69,6 +69,8 @@ std::string_view ToString(JobState s) {
       return "cancelled";
     case JobState::kLost:
       return "lost";
+    case JobState::kRequeued:
+      return "requeued";
   }
   return "?";
 }
@@ -110,7 +112,7 @@ Result<SharingMode> ParseSharingMode(std::string_view text) {
   return ParseByName(text, SharingMode::kExclusive, "sharing mode");
 }
 Result<JobState> ParseJobState(std::string_view text) {
-  return ParseByName(text, JobState::kLost, "job state");
+  return ParseByName(text, JobState::kRequeued, "job state");
 }
 Result<ExitKind> ParseExitKind(std::string_view text) {
   return ParseByName(text, ExitKind::kLost, "exit kind");

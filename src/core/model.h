@@ -52,12 +52,22 @@ struct JobSpec {
   double expected_smact = -1.0;
 };
 
-enum class JobState { kQueued, kRecovering, kRunning, kSucceeded, kFailed, kCancelled, kLost };
+// kRequeued: a Slurm job this node handed back to Slurm's queue (to run again here or elsewhere).
+enum class JobState {
+  kQueued,
+  kRecovering,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kLost,
+  kRequeued
+};
 std::string_view ToString(JobState s);
 Result<JobState> ParseJobState(std::string_view text);
 inline bool IsTerminal(JobState s) {
   return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled ||
-         s == JobState::kLost;
+         s == JobState::kLost || s == JobState::kRequeued;
 }
 
 enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost };

@@ -55,6 +55,29 @@ Result<api::SubmitReply> ApiHandlers::Handle(const Identity& caller,
   return api::SubmitReply{*id};
 }
 
+// Only root speaks for Slurm: the plugin runs in slurmstepd and slurmd as root, and the uid it
+// names is Slurm's word. A user saying so would place jobs as anyone.
+static Status SlurmCaller(const Identity& caller, const SlurmBridge* slurm) {
+  if (caller.uid != 0)
+    return PermissionDenied("only root (colo's Slurm plugin) may place or end Slurm jobs");
+  if (!slurm)
+    return FailedPrecondition(
+        "this colod is not a Slurm node (start it with --slurm-node NAME or set slurm.node)");
+  return Status::Ok();
+}
+
+Result<api::SlurmAttachReply> ApiHandlers::Handle(const Identity& caller,
+                                                  const api::SlurmAttachRequest& request) {
+  COLO_RETURN_IF_ERROR(SlurmCaller(caller, c_.slurm));
+  return c_.slurm->Attach(request);
+}
+
+Result<api::SlurmEndReply> ApiHandlers::Handle(const Identity& caller,
+                                               const api::SlurmEndRequest& request) {
+  COLO_RETURN_IF_ERROR(SlurmCaller(caller, c_.slurm));
+  return c_.slurm->End(request);
+}
+
 std::vector<int> ApiHandlers::GpuIndices(const std::vector<std::string>& uuids) const {
   std::vector<int> out;
   const Scheduler& s = c_.controller.scheduler();
@@ -84,6 +107,7 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
     s.mode = std::string(ToString(a->mode));
   }
   s.peak = c_.controller.CurrentPeak(job);
+  if (job.slurm) s.slurm_job = job.slurm->job;
   if (job.state == JobState::kQueued || job.state == JobState::kRecovering) {
     // Why it waits is colod's own account, not the job's: everyone may read it.
     const JobRecord* r = c_.controller.scheduler().job(job.id());

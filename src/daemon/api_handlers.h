@@ -12,6 +12,7 @@
 #include "api/types.h"
 #include "common/clock.h"
 #include "daemon/job_controller.h"
+#include "daemon/slurm_bridge.h"
 #include "gpu/gpu.h"
 
 namespace colo {
@@ -29,7 +30,8 @@ struct HandlerContext {
   ProcessLauncher& launcher;
   const GpuBackend& gpus;
   const std::optional<GpuSnapshot>& latest_sample;
-  bool personal = false;  // a personal colod: serves its owner only
+  bool personal = false;         // a personal colod: serves its owner only
+  SlurmBridge* slurm = nullptr;  // set on a Slurm node
 };
 
 class ApiHandlers {
@@ -50,6 +52,8 @@ class ApiHandlers {
   Result<api::LogsReply> Handle(const Identity& caller, const api::LogsRequest&);
   Result<api::GpusReply> Handle(const Identity& caller, const api::GpusRequest&);
   Result<api::HistoryReply> Handle(const Identity& caller, const api::HistoryRequest&);
+  Result<api::SlurmAttachReply> Handle(const Identity& caller, const api::SlurmAttachRequest&);
+  Result<api::SlurmEndReply> Handle(const Identity& caller, const api::SlurmEndRequest&);
 
   // The job, if the caller may see its details; errors name why not.
   Result<Job> JobForOwner(const Identity& caller, JobId id, std::string_view what) const;

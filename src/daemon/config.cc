@@ -28,6 +28,7 @@ const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"paths", {"state_dir", "socket", "shim"}},
     {"jobs", {"cancel_grace", "cgroups", "leftover_grace"}},
     {"metrics", {"enabled", "address", "port", "max_clients"}},
+    {"slurm", {"node", "bin_dir", "conf", "wait_limit", "reconcile_interval"}},
     {"limits",
      {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout",
       "max_jobs_per_user"}},
@@ -182,6 +183,11 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   num("limits", "max_clients_per_user", c.max_clients_per_user);
   num("limits", "max_jobs_per_user", c.max_jobs_per_user);
   duration("limits", "idle_timeout", c.idle_timeout);
+  str("slurm", "node", c.slurm_node);
+  str("slurm", "bin_dir", c.slurm_bin_dir);
+  str("slurm", "conf", c.slurm_conf);
+  duration("slurm", "wait_limit", c.slurm_wait_limit);
+  duration("slurm", "reconcile_interval", c.slurm_reconcile_interval);
 
   if (!problem.empty()) return InvalidArgument(problem);
   if (c.scheduler.window_samples < 1)

@@ -49,6 +49,12 @@ struct DaemonConfig {
   int max_clients_per_user = 32;
   int max_jobs_per_user = 10000;        // waiting or running at once; root has no limit
   Duration idle_timeout = Seconds(60);  // a connection with no request for this long is closed
+  // [slurm]: this colod is the node layer of a Slurm cluster (the SPANK plugin asks it)
+  std::string slurm_node;                   // this node's Slurm name; empty: not a Slurm node
+  std::string slurm_bin_dir = "/usr/bin";   // where scontrol is
+  std::string slurm_conf;                   // SLURM_CONF for scontrol; empty: Slurm's default
+  Duration slurm_wait_limit = Seconds(60);  // a job waits here this long, then goes elsewhere
+  Duration slurm_reconcile_interval = Seconds(30);
 
   std::string PolicySpec() const;
 };

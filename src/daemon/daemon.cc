@@ -24,6 +24,7 @@
 #include "common/text.h"
 #include "daemon/metrics.h"
 #include "daemon/posix_launcher.h"
+#include "daemon/slurm_bridge.h"
 #include "daemon/sqlite_job_store.h"
 #include "policies/registry.h"
 
@@ -120,14 +121,29 @@ Status Daemon::Init() {
       return mps_->ClientEnv(threads, limit, gpus);
     };
   }
+  controller_options.tenant_wait_limit = config_.slurm_wait_limit;
+  controller_options.hand_back = [this](const TenantHandback& handback) {
+    if (slurm_) slurm_->HandBack(handback);
+  };
   controller_options.log = [](const JobEvent& e) {
     fmt::print(stderr, "colod: {}{}: {}\n", e.job ? fmt::format("job {} ", e.job) : "", e.kind,
                Printable(e.detail));
   };
   controller_ = std::make_unique<JobController>(clock_, *scheduler_, *store_, *launcher_,
                                                 std::move(controller_options));
-  handlers_ = std::make_unique<ApiHandlers>(
-      HandlerContext{clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_});
+  if (!config_.slurm_node.empty()) {
+    std::vector<std::string> slurm_env;
+    if (!config_.slurm_conf.empty()) slurm_env.push_back("SLURM_CONF=" + config_.slurm_conf);
+    SlurmBridgeOptions slurm_options;
+    slurm_options.node = config_.slurm_node;
+    slurm_options.reconcile_interval = config_.slurm_reconcile_interval;
+    slurm_ = std::make_unique<SlurmBridge>(
+        clock_, *controller_,
+        std::make_unique<ScontrolCommands>(config_.slurm_bin_dir, std::move(slurm_env)),
+        std::move(slurm_options), [this] { Wake(); });
+  }
+  handlers_ = std::make_unique<ApiHandlers>(HandlerContext{
+      clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_, slurm_.get()});
 
   // Jobs that outlive their shim are re-parented to colod, which reaps them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -281,7 +297,8 @@ Status Daemon::Run() {
     if (metrics_clients_) metrics_clients_->AddPollFds(fds);
     TimePoint wake_at = clock_.Now() + kMaxSleep;
     for (const auto& deadline :
-         {controller_->NextWakeup(), api_clients_->NextDeadline(),
+         {controller_->NextWakeup(), slurm_ ? slurm_->NextWakeup() : std::nullopt,
+          api_clients_->NextDeadline(),
           metrics_clients_ ? metrics_clients_->NextDeadline() : std::nullopt}) {
       if (deadline && *deadline < wake_at) wake_at = *deadline;
     }
@@ -317,6 +334,7 @@ Status Daemon::Run() {
       controller_->OnSample(sample->time, sample->devices);
       latest_sample_ = GpuSnapshot{sample->wall, std::move(sample->devices)};
     }
+    if (slurm_) slurm_->Tick();
     controller_->Tick();
     CheckMps();
   }

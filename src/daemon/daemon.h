@@ -23,6 +23,7 @@ namespace colo {
 
 class JobStore;
 class ProcessLauncher;
+class SlurmBridge;
 
 class Daemon {
  public:
@@ -62,6 +63,7 @@ class Daemon {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<MpsDaemon> mps_;
   std::unique_ptr<JobController> controller_;
+  std::unique_ptr<SlurmBridge> slurm_;  // on a Slurm node only
   std::optional<GpuSnapshot> latest_sample_;
   std::unique_ptr<ApiHandlers> handlers_;
   int api_fd_ = -1, metrics_fd_ = -1, signal_fd_ = -1, wake_fd_ = -1;

@@ -42,6 +42,15 @@ struct Attempt {
 };
 std::string_view ToString(Attempt::Phase phase);
 
+// A Slurm job on this node: Slurm runs its processes (slurmstepd, as the user); colod chose its
+// GPUs and watches for its end, which the SPANK plugin reports.
+struct SlurmTenancy {
+  uint32_t job = 0;  // Slurm's job id
+  int restarts = 0;  // Slurm's restart count of the run this record is
+  // Out-of-memory crashes of its earlier runs (on any node): the retry cap counts them too.
+  int earlier_ooms = 0;
+};
+
 struct Job {
   JobSpec spec;  // id, name, owner (the user name), command, GPUs, memory need, sharing, SMACT
   Identity owner;
@@ -55,6 +64,7 @@ struct Job {
   std::string source = "cli";  // "cli", "script PATH", "rad PATH"
   int threads = 0;             // MPS thread percentage the user asked for; 0: the policy's
   std::optional<api::JobEstimate> estimate;
+  std::optional<SlurmTenancy> slurm;  // set: a tenant, not a process colod started
 
   JobId id() const { return spec.id; }
   const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }

@@ -93,7 +93,7 @@ json EncodeEstimate(const api::JobEstimate& estimate) {
 // Every enum a record holds is written by its ToString name; these are the names it may have.
 constexpr JobState kJobStates[] = {
     JobState::kQueued, JobState::kRecovering, JobState::kRunning, JobState::kSucceeded,
-    JobState::kFailed, JobState::kCancelled,  JobState::kLost};
+    JobState::kFailed, JobState::kCancelled,  JobState::kLost,    JobState::kRequeued};
 constexpr ExitKind kExitKinds[] = {ExitKind::kSuccess, ExitKind::kFailure, ExitKind::kOutOfMemory,
                                    ExitKind::kCancelled, ExitKind::kLost};
 constexpr SharingMode kSharingModes[] = {SharingMode::kMps, SharingMode::kPlain,
@@ -399,6 +399,15 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
   }
   r.String("source", job.source);
   r.Int("threads", job.threads);
+  // Added within schema 2: absent in records written before colod knew Slurm.
+  if (const json* slurm_json = r.Optional("slurm")) {
+    FieldReader slurm(*slurm_json, "slurm", shared);
+    SlurmTenancy& t = job.slurm.emplace();
+    slurm.Uint("job", t.job);
+    slurm.Int("restarts", t.restarts);
+    slurm.Int("earlier_ooms", t.earlier_ooms);
+    if (slurm.ok() && t.job == 0) slurm.Fail("job", "must be a Slurm job id");
+  }
   if (r.Member("estimate") && r.Optional("estimate")) {
     FieldReader estimate(*r.Optional("estimate"), "estimate", shared);
     api::JobEstimate& e = job.estimate.emplace();
@@ -535,6 +544,10 @@ std::string EncodeJob(const Job& job) {
   record["source"] = ValidUtf8(job.source);
   record["threads"] = job.threads;
   record["estimate"] = job.estimate ? EncodeEstimate(*job.estimate) : json(nullptr);
+  if (job.slurm)
+    record["slurm"] = {{"job", job.slurm->job},
+                       {"restarts", job.slurm->restarts},
+                       {"earlier_ooms", job.slurm->earlier_ooms}};
   // Every string is valid UTF-8 already; `replace` is what keeps dump() from ever throwing.
   return record.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -83,6 +83,14 @@ void JobController::ForgetIfDone(JobId id) {
   if (it == live_.end() || it->second.live() || unsaved_.count(id)) return;
   scheduler_.Forget(id);
   running_.erase(id);
+  tenant_deadline_.erase(id);
+  if (const auto& slurm = it->second.slurm) {
+    tenants_.erase(slurm->job);
+    // A bounded memory: the oldest Slurm ids go first.
+    constexpr size_t kEndedTenantsKept = 4096;
+    if (ended_tenants_.size() >= kEndedTenantsKept) ended_tenants_.erase(ended_tenants_.begin());
+    ended_tenants_[slurm->job] = EndedTenant{slurm->restarts, TenantReply(it->second)};
+  }
   if (--live_per_user_[it->second.owner.uid] <= 0) live_per_user_.erase(it->second.owner.uid);
   live_.erase(it);
 }
@@ -194,9 +202,14 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
     return queued;
   }
   const JobId id = job.id();
-  live_per_user_[job.owner.uid]++;
-  live_.emplace(id, std::move(job));
+  AddLive(std::move(job));
   return id;
+}
+
+void JobController::AddLive(Job job) {
+  live_per_user_[job.owner.uid]++;
+  if (job.slurm) tenants_[job.slurm->job] = job.id();
+  live_.emplace(job.id(), std::move(job));
 }
 
 // --- Cancel ---
@@ -217,6 +230,11 @@ Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
   if (who.uid != 0 && who.uid != job.owner.uid)
     return PermissionDenied(fmt::format(
         "job {} belongs to {}; only its owner or root may cancel it", id, job.owner.user));
+  if (job.slurm) {
+    // Slurm runs its processes and owns its place in the cluster's queue.
+    return FailedPrecondition(fmt::format("job {} is Slurm job {}: cancel it with scancel {}", id,
+                                          job.slurm->job, job.slurm->job));
+  }
   if (job.state == JobState::kRunning) {
     if (!job.cancel_requested) {
       // Stored first: if colod stops now, the restart still knows the end was asked for.
@@ -298,6 +316,7 @@ void JobController::Tick() {
       running_.erase(id);
       continue;
     }
+    if (it->second.slurm) continue;  // its end is reported, not watched
     if (auto end = launcher_.Check(RefOf(it->second))) FinishAttempt(it->second, *end);
   }
   // Cancels whose grace is over.
@@ -320,6 +339,31 @@ void JobController::Tick() {
       ForgetIfDone(id);
     }
   }
+  // Tenants that waited here too long go back to Slurm, to run on another node.
+  std::vector<JobId> overdue;
+  for (const auto& [id, deadline] : tenant_deadline_) {
+    if (now >= deadline) overdue.push_back(id);
+  }
+  for (JobId id : overdue) {
+    auto it = live_.find(id);
+    tenant_deadline_.erase(id);
+    if (it == live_.end() || it->second.state == JobState::kRunning || !it->second.live()) continue;
+    Job& job = it->second;
+    const JobRecord* r = scheduler_.job(id);
+    const std::string why = r && r->last_wait ? r->last_wait->Reason() : "no GPU was free";
+    HandBack(job,
+             TenantHandback{job.slurm->job, id,
+                            job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
+                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job),
+                            fmt::format("no GPU of this node could take it within {:.0f} s ({})",
+                                        ToSeconds(options_.tenant_wait_limit), why),
+                            /*avoid_this_node=*/true},
+             {});
+  }
+  PlacementPass();
+}
+
+void JobController::PlacementPass() {
   const TimePoint pass_began = clock_.Now();
   const std::vector<colo::Launch> launches = scheduler_.Schedule();
   const double seconds = ToSeconds(clock_.Now() - pass_began);
@@ -342,6 +386,7 @@ std::optional<TimePoint> JobController::NextWakeup() const {
     if (r.kill_at) earlier(*r.kill_at);
   }
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
+  for (const auto& [id, deadline] : tenant_deadline_) earlier(deadline);
   return wake;
 }
 
@@ -379,6 +424,7 @@ void JobController::Launch(const colo::Launch& launch) {
           launch.job, "mps", "MPS unavailable, sharing without it: " + env.status().message()));
     }
   }
+  if (job.slurm) return LaunchTenant(job, std::move(attempt), std::move(launch_events));
   // The intent first: once it is stored, a restart can never start this attempt a second time.
   job.attempts.push_back(attempt);
   job.state = JobState::kRunning;
@@ -484,9 +530,21 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   std::string detail = fmt::format("attempt {}: {}", attempt.number, what);
   if (action == ExitAction::kRequeuedForRecovery)
     detail += fmt::format("; re-queued needing {} per GPU", FormatBytes(job.spec.memory.peak));
+  if (job.slurm && action == ExitAction::kRequeuedForRecovery) {
+    // Its next run is Slurm's to start, on whichever node Slurm picks, with the raised need.
+    (void)scheduler_.Cancel(id);
+    HandBack(job,
+             TenantHandback{job.slurm->job, id, job.spec.memory.peak,
+                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job),
+                            fmt::format("out of memory; runs again needing {} per GPU",
+                                        FormatBytes(job.spec.memory.peak)),
+                            /*avoid_this_node=*/false},
+             {Event(id, std::string(ToString(exit.kind)), detail)});
+    return;
+  }
   const bool stored =
       Persist(job, {Event(id, std::string(ToString(exit.kind)), std::move(detail))});
-  launcher_.Release(RefOf(job));
+  if (!job.slurm) launcher_.Release(RefOf(job));
   // Only a stored success may teach other jobs: the store answers the history's questions.
   if (stored && exit.kind == ExitKind::kSuccess) RefineQueuedNeeds(job);
   ForgetIfDone(id);
@@ -556,12 +614,14 @@ Status JobController::Recover() {
     by_uuid[scheduler_.gpu_info(static_cast<GpuIndex>(g)).uuid] = static_cast<GpuIndex>(g);
   for (Job& loaded_job : loaded->jobs) {
     const JobId id = loaded_job.id();
-    live_per_user_[loaded_job.owner.uid]++;
-    Job& job = live_.emplace(id, std::move(loaded_job)).first->second;
-    if (job.state == JobState::kRunning && job.current())
+    AddLive(std::move(loaded_job));
+    Job& job = live_.at(id);
+    if (job.state == JobState::kRunning && job.current()) {
       RecoverRunning(job, by_uuid);
-    else
+    } else {
       Requeue(job);
+      if (job.slurm && job.live()) tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
+    }
     ForgetIfDone(id);
   }
   return Status::Ok();
@@ -591,7 +651,7 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
     if (auto it = by_uuid.find(uuid); it != by_uuid.end()) gpus.push_back(it->second);
   }
   std::vector<JobEvent> events;
-  if (attempt.phase == Attempt::Phase::kLaunching) {
+  if (attempt.phase == Attempt::Phase::kLaunching && !job.slurm) {
     // colod stopped between storing the intent and storing the process.
     const auto found = launcher_.FindLaunched(RefOf(job));
     if (found.running) {
@@ -622,9 +682,12 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
            .Adopt(job.spec, gpus, attempt.mode, attempt.thread_percent, attempt.number,
                   MonotonicStart(clock_, attempt.started), ooms)
            .ok()) {
-    // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted.
-    launcher_.Signal(RefOf(job), SIGKILL);
-    launcher_.Release(RefOf(job));
+    // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted
+    // (a tenant's are Slurm's: its record ends, and the step keeps what it was given).
+    if (!job.slurm) {
+      launcher_.Signal(RefOf(job), SIGKILL);
+      launcher_.Release(RefOf(job));
+    }
     attempt.phase = Attempt::Phase::kEnded;
     attempt.ended = clock_.WallNow();
     attempt.exit = ExitKind::kLost;
@@ -641,9 +704,207 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
   if (job.cancel_requested) running_[id].kill_at = clock_.Now() + options_.cancel_grace;
   if (events.empty())
     events.push_back(Event(id, "adopted",
-                           fmt::format("attempt {} (pid {}) taken back after a restart",
-                                       attempt.number, attempt.pid)));
+                           job.slurm
+                               ? fmt::format("run {} of Slurm job {} taken back after a restart",
+                                             attempt.number, job.slurm->job)
+                               : fmt::format("attempt {} (pid {}) taken back after a restart",
+                                             attempt.number, attempt.pid)));
   Persist(job, std::move(events));
+}
+
+// --- Slurm tenants ---
+
+const Job* JobController::FindTenant(uint32_t slurm_job) const {
+  auto it = tenants_.find(slurm_job);
+  return it == tenants_.end() ? nullptr : FindLive(it->second);
+}
+
+Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& request) {
+  if (const Job* live = FindTenant(request.slurm_job)) {
+    if (live->slurm->restarts >= request.restarts) return TenantReply(*live);
+    // A run of it whose end never reached colod (colod was down): Slurm has started it again.
+    EndTenant(request.slurm_job, AttemptEnd{ProcessEnd{true, 0, /*known=*/false}, "", ""});
+  } else if (auto ended = ended_tenants_.find(request.slurm_job);
+             ended != ended_tenants_.end() && ended->second.restarts >= request.restarts) {
+    return ended->second.reply;
+  }
+  if (request.owner.user.empty())
+    return PermissionDenied(
+        fmt::format("Slurm job {} runs as uid {}, which has no entry in the passwd database",
+                    request.slurm_job, request.owner.uid));
+  Job job;
+  job.owner = request.owner;
+  job.slurm = SlurmTenancy{request.slurm_job, request.restarts, request.earlier_ooms};
+  job.spec.owner = request.owner.user;
+  job.spec.command = {fmt::format("(Slurm job {})", request.slurm_job)};
+  job.spec.name =
+      TruncateUtf8(request.name.empty() ? fmt::format("slurm-{}", request.slurm_job) : request.name,
+                   kMaxNameBytes);
+  job.spec.gpus = request.gpus;
+  job.source = fmt::format("slurm {}", request.slurm_job);
+  if (request.memory) {
+    // The user's declared need is the limit; an out-of-memory crash of an earlier run raised it.
+    const Bytes need = std::max(*request.memory, request.raised_need.value_or(Bytes(0)));
+    job.spec.memory = MemoryNeed{need, MemorySource::kDeclared, 0.0};
+    job.spec.sharing = request.share;
+  } else {
+    // Whole GPUs from Slurm: nobody shares them.
+    job.spec.sharing = SharingPreference::kExclusive;
+  }
+  if (Status placeable = scheduler_.CheckPlaceable(job.spec); !placeable.ok()) {
+    return api::SlurmAttachReply{
+        api::SlurmPlacement::kFailed, 0, {}, "cannot run on this node: " + placeable.message()};
+  }
+  job.state = JobState::kQueued;
+  job.submitted = clock_.WallNow();
+  JobEvent attached = Event(
+      0, "submitted",
+      fmt::format("Slurm job {} (run {}) of {}: {} GPU(s), memory {}", request.slurm_job,
+                  request.restarts, job.owner.user, job.spec.gpus,
+                  job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "whole GPUs"));
+  if (Status stored = store_.Insert(job, {attached}); !stored.ok()) {
+    counters_.store_failures++;
+    return Unavailable("the Slurm job could not be stored on this node: " + stored.message());
+  }
+  attached.job = job.id();
+  Log(attached);
+  const JobId id = job.id();
+  const int ooms = request.earlier_ooms;
+  job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
+  if (Status queued = scheduler_.Submit(job.spec, PriorAttempts{0, ooms}); !queued.ok()) {
+    job.state = JobState::kFailed;
+    job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
+    job.finished = clock_.WallNow();
+    Persist(job, {Event(id, "failed", job.reason)});
+    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, job.reason};
+  }
+  AddLive(std::move(job));
+  tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
+  // At once, so that a job that fits starts without waiting for colod's next turn.
+  PlacementPass();
+  const Job* now = FindLive(id);
+  if (!now) {
+    if (auto ended = ended_tenants_.find(request.slurm_job); ended != ended_tenants_.end())
+      return ended->second.reply;
+    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, "ended at once"};
+  }
+  return TenantReply(*now);
+}
+
+void JobController::LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent> events) {
+  const JobId id = job.id();
+  const JobState before = job.state;
+  attempt.phase = Attempt::Phase::kRunning;
+  job.attempts.push_back(attempt);
+  job.state = JobState::kRunning;
+  std::string visible;
+  for (const std::string& uuid : attempt.gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  events.push_back(Event(
+      id, "placed",
+      fmt::format("Slurm job {} on {} ({}{})", job.slurm->job, visible, ToString(attempt.mode),
+                  attempt.mode == SharingMode::kMps
+                      ? fmt::format(", {}% threads, {} limit", attempt.thread_percent,
+                                    FormatBytes(attempt.memory_limit))
+                      : "")));
+  if (Status s = store_.Update(job, events); !s.ok()) {
+    // Not placed until stored: a restart must know which GPUs the job was given.
+    job.attempts.pop_back();
+    job.state = before;
+    (void)scheduler_.AbortLaunch(id);
+    counters_.store_failures++;
+    Log(Event(id, "store-error",
+              "the placement could not be recorded, so the job waits: " + s.message()));
+    return;
+  }
+  for (const JobEvent& e : events) Log(e);
+  tenant_deadline_.erase(id);
+  running_[id] = Running{};
+  counters_.placements++;
+}
+
+std::vector<std::string> JobController::TenantEnv(const Job& job) const {
+  const Attempt* a = job.current();
+  if (!a) return {};
+  std::string visible;
+  for (const std::string& uuid : a->gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  std::vector<std::string> env = {
+      "CUDA_VISIBLE_DEVICES=" + visible,
+      fmt::format("COLO_JOB_ID={}", job.id()),
+      fmt::format("COLO_ATTEMPT={}", a->number),
+  };
+  // What colo planned per GPU: the job's limit under MPS, its budget when sharing plainly.
+  const Bytes planned = a->memory_limit > Bytes(0) ? a->memory_limit
+                        : job.spec.memory.known()  ? job.spec.memory.Upper()
+                                                   : Bytes(0);
+  if (planned > Bytes(0)) env.push_back(fmt::format("COLO_GPU_MEMORY={}", planned.count()));
+  if (a->mode == SharingMode::kMps && options_.mps_env) {
+    auto mps =
+        options_.mps_env(a->thread_percent, a->memory_limit, static_cast<int>(a->gpu_uuids.size()));
+    if (mps.ok()) env.insert(env.end(), mps->begin(), mps->end());
+  }
+  return env;
+}
+
+api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
+  api::SlurmAttachReply reply;
+  reply.job = job.id();
+  switch (job.state) {
+    case JobState::kRunning:
+      reply.state = api::SlurmPlacement::kPlaced;
+      reply.env = TenantEnv(job);
+      break;
+    case JobState::kQueued:
+    case JobState::kRecovering: {
+      reply.state = api::SlurmPlacement::kWaiting;
+      const JobRecord* r = scheduler_.job(job.id());
+      reply.reason = r && r->last_wait ? r->last_wait->Reason() : "waiting for its turn";
+      break;
+    }
+    case JobState::kRequeued:
+      reply.state = api::SlurmPlacement::kRequeue;
+      reply.reason = job.reason;
+      break;
+    default:
+      reply.state = api::SlurmPlacement::kFailed;
+      reply.reason = job.reason.empty() ? std::string(ToString(job.state)) : job.reason;
+      break;
+  }
+  return reply;
+}
+
+void JobController::HandBack(Job& job, TenantHandback handback, std::vector<JobEvent> events) {
+  const JobId id = job.id();
+  job.state = JobState::kRequeued;
+  job.reason = TruncateUtf8("given back to Slurm: " + handback.reason, kMaxDetailBytes);
+  job.finished = clock_.WallNow();
+  job.env.clear();
+  events.push_back(Event(id, "requeued", job.reason));
+  Persist(job, std::move(events));
+  if (options_.hand_back) options_.hand_back(handback);
+  ForgetIfDone(id);
+}
+
+std::optional<JobId> JobController::EndTenant(uint32_t slurm_job, const AttemptEnd& end) {
+  auto found = tenants_.find(slurm_job);
+  if (found == tenants_.end()) return std::nullopt;
+  const JobId id = found->second;
+  auto it = live_.find(id);
+  if (it == live_.end()) return std::nullopt;
+  Job& job = it->second;
+  if (!job.live()) return id;  // ended, waiting to be stored
+  if (job.state == JobState::kRunning && job.current()) {
+    FinishAttempt(job, end);
+    return id;
+  }
+  // It ended before colod placed it (Slurm cancelled it, or its time ran out).
+  (void)scheduler_.Cancel(id);
+  job.state = JobState::kCancelled;
+  job.reason = "Slurm ended the job before it was placed here";
+  job.finished = clock_.WallNow();
+  job.env.clear();
+  Persist(job, {Event(id, "cancelled", job.reason)});
+  ForgetIfDone(id);
+  return id;
 }
 
 }  // namespace colo

@@ -30,6 +30,30 @@
 
 namespace colo {
 
+// A Slurm job asking for its GPUs on this node: api::SlurmAttachRequest with the owner's
+// identity from the passwd database, and what earlier runs left in Slurm's record of the job.
+struct TenantRequest {
+  uint32_t slurm_job = 0;
+  Identity owner;
+  std::string name;
+  int gpus = 1;
+  std::optional<Bytes> memory;  // per GPU; absent: whole GPUs
+  SharingPreference share = SharingPreference::kAny;
+  int restarts = 0;
+  std::optional<Bytes> raised_need;  // what an out-of-memory crash of an earlier run raised it to
+  int earlier_ooms = 0;
+};
+
+// A tenant given back to Slurm's queue, and what its next run (on any node) needs.
+struct TenantHandback {
+  uint32_t slurm_job = 0;
+  JobId job = 0;
+  Bytes need;    // per GPU
+  int ooms = 0;  // out-of-memory crashes over all its runs
+  std::string reason;
+  bool avoid_this_node = false;  // this node could not place it in time
+};
+
 struct ControllerOptions {
   // A cancelled job gets SIGTERM, then SIGKILL after this long.
   Duration cancel_grace = Seconds(10);
@@ -42,6 +66,11 @@ struct ControllerOptions {
   // daemon on demand); empty: MPS is off, and MPS placements share plainly.
   std::function<Result<std::vector<std::string>>(int thread_percent, Bytes memory_limit, int gpus)>
       mps_env;
+  // How long a Slurm job may wait here for GPUs before it is given back to Slurm (to go to
+  // another node): Slurm counts a node's GPU memory, not how it is split between GPUs.
+  Duration tenant_wait_limit = Seconds(60);
+  // Gives a tenant back to Slurm's queue (scontrol requeue); called after the record is stored.
+  std::function<void(const TenantHandback&)> hand_back;
   // Where events go besides the store (colod's log).
   std::function<void(const JobEvent&)> log;
 };
@@ -76,6 +105,14 @@ class JobController {
   // owner or root may cancel it.
   Result<std::string> Cancel(const Identity& who, JobId id);
 
+  // A Slurm job on this node asks for its GPUs: the first ask queues it (and places it at once
+  // if it fits); every later ask, by any of its steps, gets the same answer.
+  Result<api::SlurmAttachReply> AttachTenant(const TenantRequest& request);
+  // A tenant's run ended (its batch script's end, or Slurm's word that the job is over).
+  // Returns colo's id of it, or nullopt when no run of it is live here.
+  std::optional<JobId> EndTenant(uint32_t slurm_job, const AttemptEnd& end);
+  const Job* FindTenant(uint32_t slurm_job) const;
+
   // A sample of every GPU, in the scheduler's order, with the processes on each.
   void OnSample(TimePoint time, const std::vector<DeviceSample>& devices);
   // One turn of work: attempts that ended, cancels to escalate, records to store again, then a
@@ -103,6 +140,14 @@ class JobController {
 
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
   void Launch(const Launch& launch);
+  // Placement pass and its launches.
+  void PlacementPass();
+  // A tenant's placement needs no process: it is recorded, and its steps ask for it.
+  void LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent> events);
+  api::SlurmAttachReply TenantReply(const Job& job) const;
+  std::vector<std::string> TenantEnv(const Job& job) const;
+  void HandBack(Job& job, TenantHandback handback, std::vector<JobEvent> events);
+  void AddLive(Job job);
   void FinishAttempt(Job& job, const AttemptEnd& end);
   void RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid);
   void Requeue(Job& job);
@@ -127,6 +172,15 @@ class JobController {
   std::map<JobId, Job> live_;
   std::map<unsigned, int> live_per_user_;  // by uid, for max_live_jobs_per_user
   std::map<JobId, Running> running_;
+  std::map<uint32_t, JobId> tenants_;  // live tenants by Slurm job id
+  // When a waiting tenant is given back to Slurm.
+  std::map<JobId, TimePoint> tenant_deadline_;
+  // How recent tenants ended, by Slurm job id, so a step still asking learns it (bounded).
+  struct EndedTenant {
+    int restarts = 0;
+    api::SlurmAttachReply reply;
+  };
+  std::map<uint32_t, EndedTenant> ended_tenants_;
   std::set<JobId> unsaved_;
   std::map<JobId, std::vector<JobEvent>> pending_events_;
   ControllerCounters counters_;

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   int fake_gpus = 0;
   bool check_only = false;
   int metrics_port = 0;
+  std::string slurm_node;
   app.add_option("-c,--config", config_path, "TOML config (see docs/colod.toml)");
   app.add_flag("--check-config", check_only,
                "validate the config, print the effective settings, exit");
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--socket", socket, "the API socket");
   app.add_option("--policy", policy, "placement policy spec (overrides the config)");
   app.add_option("--metrics-port", metrics_port, "serve Prometheus metrics on 127.0.0.1:PORT");
+  app.add_option("--slurm-node", slurm_node,
+                 "be the node layer of this Slurm node (its name in slurm.conf)");
   app.set_version_flag("--version", "colod 0.1.0");
   CLI11_PARSE(app, argc, argv);
 
@@ -39,6 +42,9 @@ int main(int argc, char** argv) {
   if (!state_dir.empty()) config.state_dir = state_dir;
   if (!socket.empty()) config.socket = socket;
   if (!policy.empty()) config.policy = policy;
+  if (!slurm_node.empty()) config.slurm_node = slurm_node;
+  if (const char* conf = getenv("SLURM_CONF"); conf && config.slurm_conf.empty())
+    config.slurm_conf = conf;
   if (metrics_port) {
     config.metrics_enabled = true;
     config.metrics_port = metrics_port;

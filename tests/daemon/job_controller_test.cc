@@ -80,6 +80,8 @@ class JobControllerTest : public ::testing::Test {
     ControllerOptions options;
     options.cancel_grace = Seconds(10);
     options.log = [this](const JobEvent& e) { log_.push_back(e); };
+    options.tenant_wait_limit = Seconds(60);
+    options.hand_back = [this](const TenantHandback& h) { handbacks_.push_back(h); };
     controller_ = std::make_unique<JobController>(clock_, *scheduler_, crashing_, launcher_,
                                                   std::move(options));
     ASSERT_TRUE(controller_->Recover().ok());
@@ -132,6 +134,7 @@ class JobControllerTest : public ::testing::Test {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobController> controller_;
   std::vector<JobEvent> log_;
+  std::vector<TenantHandback> handbacks_;
   bool crashed_ = false;
 };
 
@@ -471,6 +474,157 @@ TEST_F(JobControllerTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
   controller_->Tick();
   EXPECT_TRUE(launcher_.IsRunning(second, 1)) << "it fits beside the blocker with what it learned";
   (void)blocker;
+}
+
+// --- Slurm tenants: Slurm runs the processes; colod places them and watches for their end. ---
+
+TenantRequest Tenant(uint32_t slurm_job, std::optional<Bytes> memory = GiB(30), int restarts = 0) {
+  TenantRequest t;
+  t.slurm_job = slurm_job;
+  t.owner = kAlice;
+  t.name = "train";
+  t.memory = memory;
+  t.restarts = restarts;
+  return t;
+}
+
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& e : env) {
+    if (e.rfind(name + "=", 0) == 0) return e.substr(name.size() + 1);
+  }
+  return "";
+}
+
+TEST_F(JobControllerTest, ASlurmJobIsPlacedAtOnceAndEveryStepGetsTheSamePlacement) {
+  auto first = controller_->AttachTenant(Tenant(501));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->state, api::SlurmPlacement::kPlaced) << first->reason;
+  const std::string visible = EnvValue(first->env, "CUDA_VISIBLE_DEVICES");
+  EXPECT_TRUE(visible == "GPU-0" || visible == "GPU-1") << visible;
+  EXPECT_EQ(EnvValue(first->env, "COLO_GPU_MEMORY"), std::to_string(GiB(30).count()));
+  auto step = controller_->AttachTenant(Tenant(501));
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(step->job, first->job);
+  EXPECT_EQ(step->env, first->env);
+  EXPECT_EQ(controller_->live_jobs().size(), 1u) << "a step is not a second job";
+  EXPECT_FALSE(launcher_.IsRunning(first->job, 1)) << "colod starts no process for Slurm";
+  auto stored = Stored(first->job);
+  ASSERT_TRUE(stored && stored->slurm);
+  EXPECT_EQ(stored->slurm->job, 501u);
+  EXPECT_EQ(stored->state, JobState::kRunning) << "the placement is stored before it is given";
+  // The batch script ends well: the GPUs are free, the record says so.
+  EXPECT_EQ(controller_->EndTenant(501, AttemptEnd{ProcessEnd{true, 0, true}, "", ""}), first->job);
+  EXPECT_EQ(StoredState(first->job), JobState::kSucceeded);
+  EXPECT_EQ(controller_->FindTenant(501), nullptr);
+  EXPECT_TRUE(handbacks_.empty());
+}
+
+TEST_F(JobControllerTest, AnOutOfMemoryCrashGivesTheSlurmJobBackNeedingMore) {
+  auto placed = controller_->AttachTenant(Tenant(502, GiB(10)));
+  ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
+  controller_->EndTenant(502, AttemptEnd{ProcessEnd{true, 1, true},
+                                         "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                                         "allocate 2.00 GiB",
+                                         ""});
+  ASSERT_EQ(handbacks_.size(), 1u);
+  EXPECT_EQ(handbacks_[0].slurm_job, 502u);
+  EXPECT_GT(handbacks_[0].need, GiB(10)) << "the next run plans with a larger need";
+  EXPECT_EQ(handbacks_[0].ooms, 1);
+  EXPECT_FALSE(handbacks_[0].avoid_this_node) << "any node may run it again";
+  EXPECT_EQ(StoredState(placed->job), JobState::kRequeued);
+  // A step of the run that crashed still asking learns it, and starts nothing.
+  auto late = controller_->AttachTenant(Tenant(502, GiB(10)));
+  ASSERT_TRUE(late.ok());
+  EXPECT_EQ(late->state, api::SlurmPlacement::kRequeue);
+  // Slurm's next run (restart 1) comes with what the crash taught, from the job's record.
+  TenantRequest next = Tenant(502, GiB(10), 1);
+  next.raised_need = handbacks_[0].need;
+  next.earlier_ooms = handbacks_[0].ooms;
+  auto rerun = controller_->AttachTenant(next);
+  ASSERT_TRUE(rerun.ok()) << rerun.status().message();
+  EXPECT_EQ(rerun->state, api::SlurmPlacement::kPlaced);
+  EXPECT_NE(rerun->job, placed->job);
+  EXPECT_EQ(EnvValue(rerun->env, "COLO_GPU_MEMORY"), std::to_string(handbacks_[0].need.count()));
+}
+
+TEST_F(JobControllerTest, TheRetryCapCountsOutOfMemoryCrashesOfEveryRun) {
+  TenantRequest request = Tenant(503, GiB(10), 7);
+  request.earlier_ooms = config_.max_oom_retries;
+  auto placed = controller_->AttachTenant(request);
+  ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
+  controller_->EndTenant(
+      503, AttemptEnd{ProcessEnd{true, 1, true}, "RuntimeError: CUDA out of memory.", ""});
+  EXPECT_TRUE(handbacks_.empty()) << "past the cap the job fails rather than run again";
+  EXPECT_EQ(StoredState(placed->job), JobState::kFailed);
+}
+
+TEST_F(JobControllerTest, ASlurmJobThatCannotBePlacedInTimeGoesToAnotherNode) {
+  // Two whole-GPU jobs from Slurm take both GPUs.
+  ASSERT_EQ(controller_->AttachTenant(Tenant(510, std::nullopt))->state,
+            api::SlurmPlacement::kPlaced);
+  ASSERT_EQ(controller_->AttachTenant(Tenant(511, std::nullopt))->state,
+            api::SlurmPlacement::kPlaced);
+  auto waiting = controller_->AttachTenant(Tenant(512, GiB(4)));
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->state, api::SlurmPlacement::kWaiting)
+      << "nothing shares a GPU Slurm gave a job whole";
+  clock_.Advance(Seconds(59));
+  Turn();
+  EXPECT_TRUE(handbacks_.empty());
+  ASSERT_TRUE(controller_->NextWakeup());
+  clock_.Advance(Seconds(2));
+  Turn();
+  ASSERT_EQ(handbacks_.size(), 1u);
+  EXPECT_EQ(handbacks_[0].slurm_job, 512u);
+  EXPECT_TRUE(handbacks_[0].avoid_this_node);
+  EXPECT_NE(handbacks_[0].reason.find("within 60 s"), std::string::npos) << handbacks_[0].reason;
+  auto asked = controller_->AttachTenant(Tenant(512, GiB(4)));
+  ASSERT_TRUE(asked.ok());
+  EXPECT_EQ(asked->state, api::SlurmPlacement::kRequeue);
+  EXPECT_NE(asked->reason.find("given back to Slurm"), std::string::npos) << asked->reason;
+}
+
+TEST_F(JobControllerTest, ASlurmJobThatCanNeverFitThisNodeIsRefusedWithTheReason) {
+  auto refused = controller_->AttachTenant(Tenant(520, GiB(200)));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->state, api::SlurmPlacement::kFailed);
+  EXPECT_NE(refused->reason.find("80.0 GiB"), std::string::npos) << refused->reason;
+  EXPECT_TRUE(controller_->live_jobs().empty());
+}
+
+TEST_F(JobControllerTest, SlurmJobsAreTakenBackAfterARestartAndCannotBeCancelledThroughColo) {
+  auto placed = controller_->AttachTenant(Tenant(530));
+  ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
+  ASSERT_EQ(controller_->AttachTenant(Tenant(531, std::nullopt))->state,
+            api::SlurmPlacement::kPlaced);
+  auto waiting = controller_->AttachTenant(Tenant(532, GiB(60)));
+  ASSERT_EQ(waiting->state, api::SlurmPlacement::kWaiting);
+  Start();  // colod restarts while Slurm's jobs run
+  auto again = controller_->AttachTenant(Tenant(530));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->state, api::SlurmPlacement::kPlaced);
+  EXPECT_EQ(again->job, placed->job);
+  EXPECT_EQ(again->env, placed->env) << "the same GPUs as before the restart";
+  EXPECT_EQ(controller_->AttachTenant(Tenant(532, GiB(60)))->state, api::SlurmPlacement::kWaiting)
+      << "a waiting one waits again, still behind the GPUs the others hold";
+  auto cancel = controller_->Cancel(kAlice, placed->job);
+  ASSERT_FALSE(cancel.ok());
+  EXPECT_NE(cancel.status().message().find("scancel 530"), std::string::npos);
+  // The whole-GPU job ends: the waiting one gets its GPU.
+  controller_->EndTenant(531, AttemptEnd{ProcessEnd{true, 0, true}, "", ""});
+  Turn();
+  EXPECT_EQ(controller_->AttachTenant(Tenant(532, GiB(60)))->state, api::SlurmPlacement::kPlaced);
+}
+
+TEST_F(JobControllerTest, ARunColodNeverHeardEndIsClosedWhenSlurmStartsTheJobAgain) {
+  auto placed = controller_->AttachTenant(Tenant(540, GiB(10), 0));
+  ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
+  auto rerun = controller_->AttachTenant(Tenant(540, GiB(10), 1));
+  ASSERT_TRUE(rerun.ok());
+  EXPECT_EQ(rerun->state, api::SlurmPlacement::kPlaced);
+  EXPECT_NE(rerun->job, placed->job);
+  EXPECT_EQ(StoredState(placed->job), JobState::kLost);
+  EXPECT_EQ(controller_->live_jobs().size(), 1u);
 }
 
 }  // namespace

@@ -1,0 +1,421 @@
+// colo's SPANK plugin: Slurm keeps the cluster's queue and picks the node; the node's colod picks
+// the GPU(s), from the job's memory need and the GPUs' live state, and recovers out-of-memory
+// crashes through Slurm's requeue.
+//
+// Local context (sbatch, srun, salloc, as the user): the options are checked, an estimate file
+// is turned into a memory need (`colo estimate`), and the need is handed to job_submit/lua (which
+// makes it a per-node gpumem GRES) through the job-control environment.
+// Remote context (slurmstepd, as root): every step of a colo job asks the node's colod for the
+// job's placement (one Slurm job is one tenant), waits while colod queues it, and exports the
+// answer into its tasks; the batch script's end is reported. slurmd's epilog (as root) tells
+// colod that the job is over on the node. A job that Slurm gave whole GPUs without colo options
+// is placed by colod too, alone on its GPUs, so colo never collocates onto them.
+//
+// Plugin arguments (plugstack.conf): socket=PATH (%h: this host's name; default
+// /run/colo/colod.sock), colo=PATH (default /usr/bin/colo), unreachable=fail|run (default fail),
+// connect_timeout=SECONDS (default 10), max_wait=SECONDS (default 600).
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+}
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/client.h"
+#include "common/subprocess.h"
+#include "common/units.h"
+
+extern "C" {
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+const char plugin_name[] = "colo";
+const char plugin_type[] = "spank";
+const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+}
+
+namespace {
+
+using colo::Bytes;
+
+struct Settings {
+  std::string socket = "/run/colo/colod.sock";
+  std::string colo = "/usr/bin/colo";
+  bool run_unmanaged_when_unreachable = false;
+  int connect_timeout_s = 10;
+  int max_wait_s = 600;
+};
+
+// What the user asked for (the options' callbacks fill it, in every context).
+struct Request {
+  std::optional<Bytes> memory;
+  std::string estimate_from;
+  int batch = 0;
+  int gpus = 0;  // 0: not given (1)
+  std::string share;
+  bool any() const { return memory || !estimate_from.empty() || gpus > 0 || !share.empty(); }
+};
+
+Settings g_settings;
+Request g_request;
+bool g_attached = false;  // this step asked colod and got GPUs
+std::vector<std::string> g_env;
+
+bool ParseSettings(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq),
+                      value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (key == "socket") {
+      g_settings.socket = value;
+    } else if (key == "colo") {
+      g_settings.colo = value;
+    } else if (key == "unreachable" && (value == "fail" || value == "run")) {
+      g_settings.run_unmanaged_when_unreachable = value == "run";
+    } else if (key == "connect_timeout" && atoi(value.c_str()) > 0) {
+      g_settings.connect_timeout_s = atoi(value.c_str());
+    } else if (key == "max_wait" && atoi(value.c_str()) > 0) {
+      g_settings.max_wait_s = atoi(value.c_str());
+    } else {
+      slurm_error("colo: unknown plugin argument '%s' in plugstack.conf", arg.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string SocketPath() {
+  std::string path = g_settings.socket;
+  const size_t at = path.find("%h");
+  if (at != std::string::npos) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    path.replace(at, 2, host);
+  }
+  return path;
+}
+
+// --- Options ---
+
+int OnMem(int, const char* value, int) {
+  auto bytes = colo::ParseBytes(value ? value : "");
+  if (!bytes.ok() || *bytes <= Bytes(0) || bytes->count() > (int64_t{1} << 50)) {
+    slurm_error(
+        "colo: --colo-mem=%s: %s", value ? value : "",
+        bytes.ok() ? "must be more than 0 and at most 1 PiB" : bytes.status().message().c_str());
+    return -1;
+  }
+  g_request.memory = *bytes;
+  return 0;
+}
+
+int OnEstimateFrom(int, const char* value, int) {
+  if (!value || !*value) {
+    slurm_error("colo: --colo-estimate-from needs a model summary file");
+    return -1;
+  }
+  g_request.estimate_from = value;
+  return 0;
+}
+
+int PositiveInt(const char* value, const char* option, int max, int& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = value ? strtol(value, &end, 10) : 0;
+  if (!value || !*value || *end || errno || n < 1 || n > max) {
+    slurm_error("colo: %s=%s: must be a whole number from 1 to %d", option, value ? value : "",
+                max);
+    return -1;
+  }
+  out = static_cast<int>(n);
+  return 0;
+}
+
+int OnBatch(int, const char* value, int) {
+  return PositiveInt(value, "--colo-batch", 1 << 20, g_request.batch);
+}
+
+int OnGpus(int, const char* value, int) {
+  return PositiveInt(value, "--colo-gpus", 64, g_request.gpus);
+}
+
+int OnShare(int, const char* value, int) {
+  const std::string v = value ? value : "";
+  if (v != "mps" && v != "plain" && v != "exclusive") {
+    slurm_error("colo: --colo-share=%s: must be mps, plain or exclusive", v.c_str());
+    return -1;
+  }
+  g_request.share = v;
+  return 0;
+}
+
+struct spank_option g_options[] = {
+    {const_cast<char*>("colo-mem"), const_cast<char*>("SIZE"),
+     const_cast<char*>("[colo] GPU memory the job needs per GPU, e.g. 12GiB: colo places it on a "
+                       "GPU with room for it"),
+     1, 0, OnMem},
+    {const_cast<char*>("colo-estimate-from"), const_cast<char*>("FILE"),
+     const_cast<char*>("[colo] estimate the GPU memory from a model summary (as colo estimate)"), 1,
+     0, OnEstimateFrom},
+    {const_cast<char*>("colo-batch"), const_cast<char*>("N"),
+     const_cast<char*>("[colo] batch size for --colo-estimate-from"), 1, 0, OnBatch},
+    {const_cast<char*>("colo-gpus"), const_cast<char*>("N"),
+     const_cast<char*>("[colo] GPUs per node colo gives the job (default 1)"), 1, 0, OnGpus},
+    {const_cast<char*>("colo-share"), const_cast<char*>("MODE"),
+     const_cast<char*>("[colo] how its GPU is shared: mps, plain or exclusive"), 1, 0, OnShare},
+    SPANK_OPTIONS_TABLE_END};
+
+// --- Local context ---
+
+// `colo estimate` as the user, where the user's files are: the same answer `colo submit
+// --estimate-from` plans with (the best estimator's upper bound).
+std::optional<Bytes> Estimate() {
+  std::vector<std::string> argv = {g_settings.colo, "estimate", "--json", g_request.estimate_from};
+  if (g_request.batch > 0) {
+    argv.push_back("--batch");
+    argv.push_back(std::to_string(g_request.batch));
+  }
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.push_back(*e);
+  auto run = colo::RunCommand(argv, env, std::chrono::seconds(60));
+  if (!run.ok() || run->exit_code != 0) {
+    slurm_error("colo: --colo-estimate-from=%s: %s", g_request.estimate_from.c_str(),
+                run.ok() ? run->output.substr(0, 2000).c_str() : run.status().message().c_str());
+    return std::nullopt;
+  }
+  const auto j = nlohmann::json::parse(run->output, nullptr, false);
+  if (j.is_object() && j.contains("best") && j["best"].is_string()) {
+    for (const auto& e : j.value("estimates", nlohmann::json::array())) {
+      if (e.is_object() && e.value("estimator", "") == j["best"].get<std::string>() &&
+          e.contains("upper") && e["upper"].is_number_integer())
+        return Bytes(e["upper"].get<int64_t>());
+    }
+  }
+  slurm_error("colo: no estimator could answer for %s (run colo estimate %s to see why)",
+              g_request.estimate_from.c_str(), g_request.estimate_from.c_str());
+  return std::nullopt;
+}
+
+int LocalPostOpt(spank_t sp) {
+  if (!g_request.any()) return 0;
+  if (g_request.memory && !g_request.estimate_from.empty()) {
+    slurm_error("colo: give --colo-mem or --colo-estimate-from, not both");
+    return -1;
+  }
+  if (g_request.batch > 0 && g_request.estimate_from.empty()) {
+    slurm_error("colo: --colo-batch goes with --colo-estimate-from");
+    return -1;
+  }
+  if (!g_request.estimate_from.empty()) {
+    auto estimate = Estimate();
+    if (!estimate) return -1;
+    g_request.memory = *estimate;
+  }
+  const std::string share = g_request.share.empty() ? "any" : g_request.share;
+  const int gpus = g_request.gpus > 0 ? g_request.gpus : 1;
+  if (g_request.memory) {
+    const std::string bytes = std::to_string(g_request.memory->count());
+    // For job_submit/lua (a gpumem GRES) and the epilog; and for the job's own steps, where an
+    // estimate is not made again (slurmstepd runs as root and does not read users' files).
+    spank_job_control_setenv(sp, "COLO_MEM", bytes.c_str(), 1);
+    spank_setenv(sp, "COLO_SLURM_MEM", bytes.c_str(), 1);
+  }
+  spank_job_control_setenv(sp, "COLO_GPUS", std::to_string(gpus).c_str(), 1);
+  spank_job_control_setenv(sp, "COLO_SHARE", share.c_str(), 1);
+  return 0;
+}
+
+// --- Remote context ---
+
+std::string Getenv(spank_t sp, const char* name) {
+  char value[4096] = {};
+  if (spank_getenv(sp, name, value, sizeof value) != ESPANK_SUCCESS) return "";
+  return value;
+}
+
+int CountList(const std::string& list) {
+  if (list.empty()) return 0;
+  int n = 1;
+  for (char c : list) n += c == ',';
+  return n;
+}
+
+colo::Result<colo::api::Client> ConnectWithRetry(const std::string& path, int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    auto client = colo::api::Client::Connect(path, std::chrono::seconds(30));
+    if (client.ok() || std::chrono::steady_clock::now() >= deadline) return client;
+    // colod restarting: it is back within seconds, and the job should not fail for that.
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+int RemotePostOpt(spank_t sp) {
+  uint32_t job_id = 0, uid = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
+    return 0;
+  colo::api::SlurmAttachRequest request;
+  request.job = job_id;
+  request.uid = uid;
+  request.name = Getenv(sp, "SLURM_JOB_NAME");
+  request.restarts = atoi(Getenv(sp, "SLURM_RESTART_COUNT").c_str());
+  if (g_request.any()) {
+    if (!g_request.estimate_from.empty()) {
+      auto bytes = colo::ParseBytes(Getenv(sp, "COLO_SLURM_MEM"));
+      if (!bytes.ok()) {
+        slurm_error(
+            "colo: job %u: the estimate made at submission did not reach the job (was "
+            "it submitted with --export=NONE?); use --colo-mem",
+            job_id);
+        return -1;
+      }
+      g_request.memory = *bytes;
+    }
+    request.memory = g_request.memory;
+    request.gpus = g_request.gpus > 0 ? g_request.gpus : 1;
+    auto share = colo::ParseSharingPreference(g_request.share.empty() ? "any" : g_request.share);
+    request.share = share.ok() ? *share : colo::SharingPreference::kAny;
+  } else {
+    // Whole GPUs from Slurm, without colo: colod places the job alone on idle GPUs.
+    std::string gpus = Getenv(sp, "SLURM_STEP_GPUS");
+    if (gpus.empty()) gpus = Getenv(sp, "SLURM_JOB_GPUS");
+    if (CountList(gpus) == 0) return 0;  // no GPUs: nothing of colo's
+    request.gpus = CountList(gpus);
+  }
+  const std::string path = SocketPath();
+  auto first = ConnectWithRetry(path, g_settings.connect_timeout_s);
+  if (!first.ok()) {
+    if (g_settings.run_unmanaged_when_unreachable) {
+      slurm_info("colo: job %u runs without colo: colod at %s is unreachable (%s)", job_id,
+                 path.c_str(), first.status().message().c_str());
+      return 0;
+    }
+    slurm_error("colo: job %u cannot start: this node's colod (%s) is unreachable: %s", job_id,
+                path.c_str(), first.status().message().c_str());
+    return -1;
+  }
+  std::optional<colo::api::Client> client;
+  client.emplace(std::move(*first));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(g_settings.max_wait_s);
+  auto pause = std::chrono::milliseconds(20);
+  for (;;) {
+    auto reply = client->Call(request);
+    if (!reply.ok()) {
+      // A restarted colod: connect again and ask again (the job is stored, or is asked for anew).
+      auto again = ConnectWithRetry(path, g_settings.connect_timeout_s);
+      client.reset();
+      if (!again.ok()) {
+        slurm_error("colo: job %u: colod stopped answering: %s", job_id,
+                    reply.status().message().c_str());
+        return -1;
+      }
+      client.emplace(std::move(*again));
+      continue;
+    }
+    switch (reply->state) {
+      case colo::api::SlurmPlacement::kPlaced:
+        g_env = reply->env;
+        g_attached = true;
+        return 0;
+      case colo::api::SlurmPlacement::kRequeue:
+        slurm_error("colo: job %u goes back to Slurm's queue: %s", job_id, reply->reason.c_str());
+        return -1;
+      case colo::api::SlurmPlacement::kFailed:
+        slurm_error("colo: job %u cannot run here: %s", job_id, reply->reason.c_str());
+        return -1;
+      case colo::api::SlurmPlacement::kWaiting:
+        break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      slurm_error("colo: job %u waited %d s for GPUs on this node: %s", job_id,
+                  g_settings.max_wait_s, reply->reason.c_str());
+      return -1;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
+}
+
+void SendEnd(uint32_t job_id, std::optional<int> wait_status) {
+  auto client = colo::api::Client::Connect(SocketPath(), std::chrono::seconds(5));
+  if (!client.ok()) return;  // colod reconciles with Slurm when it is back
+  colo::api::SlurmEndRequest end;
+  end.job = job_id;
+  end.wait_status = wait_status;
+  (void)client->Call(end);
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int argc, char** argv) {
+  if (!ParseSettings(argc, argv)) return -1;
+  for (struct spank_option& option : g_options) {
+    if (!option.name) break;
+    if (spank_option_register(sp, &option) != ESPANK_SUCCESS) return -1;
+  }
+  return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+  switch (spank_context()) {
+    case S_CTX_LOCAL:
+    case S_CTX_ALLOCATOR:
+      return LocalPostOpt(sp);
+    case S_CTX_REMOTE:
+      return RemotePostOpt(sp);
+    default:
+      return 0;
+  }
+}
+
+// As the user, just before exec: the tasks see colo's GPUs and limits.
+int slurm_spank_task_init(spank_t sp, int, char**) {
+  if (!g_attached) return 0;
+  for (const std::string& entry : g_env) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    spank_setenv(sp, entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 1);
+  }
+  return 0;
+}
+
+// The batch script's end, with its status: colod reads why it failed (out of memory?).
+int slurm_spank_task_exit(spank_t sp, int, char**) {
+  if (!g_attached) return 0;
+  uint32_t job_id = 0, step_id = 0;
+  int status = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+      spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS)
+    return 0;
+  if (step_id == SLURM_BATCH_SCRIPT) SendEnd(job_id, status);
+  return 0;
+}
+
+// slurmd, as root, when the job is over on this node (PrologFlags=Alloc): its GPUs are free.
+int slurm_spank_job_epilog(spank_t sp, int argc, char** argv) {
+  if (!ParseSettings(argc, argv)) return 0;
+  uint32_t job_id = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS || job_id == 0) {
+    const char* id = getenv("SLURM_JOB_ID");
+    job_id = id ? static_cast<uint32_t>(strtoul(id, nullptr, 10)) : 0;
+  }
+  if (job_id != 0) SendEnd(job_id, std::nullopt);
+  return 0;  // never fail an epilog: Slurm would drain the node
+}
+
+}  // extern "C"
