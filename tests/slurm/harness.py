@@ -310,6 +310,15 @@ class SlurmClusterTest(unittest.TestCase):
                          f"job {job_id}: {info}\noutput:\n{self.output_of(job_id, info)}")
         return info
 
+    def requeue_now(self, job_id, deadline=JOB_DEADLINE):
+        """Requeues a batch job (running or just finished) so that it runs again at once:
+        `scontrol requeue`, wait until PENDING, `scontrol update StartTime=now+1`. (now+1, not
+        now: a job started again on the same node within the second of its requeue is killed
+        by slurmd with "Job credential revoked".) Returns once the job is PENDING again."""
+        self.scontrol("requeue", job_id)
+        self.wait_for(job_id, "PENDING", deadline)
+        self.scontrol("update", f"JobId={job_id}", "StartTime=now+1")
+
     def node_of(self, job_id):
         """The node(s) a job ran on (NodeList, e.g. n2 or n[1-3])."""
         info = self.job_info(job_id)

@@ -122,6 +122,33 @@ class ClusterTest(SlurmClusterTest):
         self.assertEqual(mine[0]["restarts"], "0")
         self.assertEqual(mine[0]["user"], "colo-alice")
 
+    def test_requeue_runs_a_job_again_at_once(self):
+        job = self.sbatch("colo-alice", 'echo "run ${SLURM_RESTART_COUNT:-0}"\nsleep 300\n',
+                          ["--open-mode=append"])
+        self.wait_for(job, "RUNNING")
+        start = time.monotonic()
+        self.requeue_now(job)
+        info = self.wait_for(job, "RUNNING", 15)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertEqual(info["Restarts"], "1")
+        harness.wait_until(lambda: "run 1" in self.output_of(job), 10, "the second run's output")
+        runs = [line for line in self.output_of(job).splitlines() if line.startswith("run ")]
+        self.assertEqual(runs, ["run 0", "run 1"])
+        self.slurm("scancel", job)
+        self.wait_finished(job)
+
+    def test_requeue_of_a_finished_job(self):
+        job = self.sbatch("colo-bob", 'echo "run ${SLURM_RESTART_COUNT:-0}"\nexit 3\n',
+                          ["--open-mode=append"])
+        self.assertEqual(self.wait_finished(job)["JobState"], "FAILED")
+        self.requeue_now(job)
+        harness.wait_until(lambda: "run 1" in self.output_of(job), 15, "the second run's output")
+        info = self.wait_finished(job)
+        self.assertEqual(info["Restarts"], "1")
+        # Each requeue leaves a PENDING record in the completion log (sacct -c), then the end.
+        records = self.slurm("sacct", "-c", "-n", "-P", "-j", job, "-o", "JobID,State").stdout
+        self.assertEqual(records.split(), [f"{job}|FAILED", f"{job}|PENDING", f"{job}|FAILED"])
+
     def test_colod_restart(self):
         path = os.path.join(harness.COLO_SOCKET_DIR, "n2.sock")
 
