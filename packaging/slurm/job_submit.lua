@@ -5,9 +5,9 @@ its GPUs have. Install it as job_submit.lua next to slurm.conf, with JobSubmitPl
 give every node `Gres=gpu:N,gpumem:<N x GPU memory in MiB>` (GresTypes=gpu,gpumem; gres.conf:
 `Name=gpumem Count=<MiB>`).
 
-  * A colo job (colo's SPANK plugin set COLO_MEM, COLO_GPUS in the job-control environment):
-    gpumem = COLO_MEM (bytes per GPU) x COLO_GPUS, rounded up to MiB. Without COLO_MEM each of its
-    GPUs plans a whole GPU (GPU_MEM_MIB). Any gpumem the user asked for is replaced; the job's
+  * A colo job (colo's SPANK plugin set COLO_MEM, COLO_GPUS or COLO_SHARE in the job-control
+    environment): gpumem = COLO_MEM (bytes per GPU) x COLO_GPUS (default 1), rounded up to MiB.
+    Without COLO_MEM each of its GPUs plans a whole GPU (GPU_MEM_MIB). Any gpumem the user asked for is replaced; the job's
     other GRES stay as they are.
   * A job that asks for whole GPUs (--gres=gpu:N, --gpus-per-node=N) without colo options:
     gpumem = N x GPU_MEM_MIB (replacing any gpumem it asked for).
@@ -54,10 +54,25 @@ local function spank_env(job, name)
   return nil
 end
 
--- A positive decimal integer (at most 15 digits, exact in Lua's numbers), or nil.
+-- Whether colo's plugin marked the job (a request or a record) as a colo job.
+local function is_colo_job(job)
+  for _, name in ipairs({ "COLO_MEM", "COLO_GPUS", "COLO_SHARE" }) do
+    if spank_env(job, name) ~= nil then
+      return true
+    end
+  end
+  return false
+end
+
+-- A positive decimal integer, or nil. One of more than 15 digits (beyond what Lua's numbers hold
+-- exactly) is math.huge: more than any node has.
 local function positive_integer(text)
-  if text == nil or not text:match("^%d+$") or #text > 15 then
+  if text == nil or not text:match("^%d+$") then
     return nil
+  end
+  local digits = text:gsub("^0+", "")
+  if #digits > 15 then
+    return math.huge
   end
   local n = tonumber(text)
   if n == nil or n <= 0 then
@@ -140,7 +155,7 @@ end
 local function planned_gpumem(job_desc, entries)
   local mem_text = spank_env(job_desc, "COLO_MEM")
   local gpus_text = spank_env(job_desc, "COLO_GPUS")
-  local colo = mem_text ~= nil or gpus_text ~= nil
+  local colo = is_colo_job(job_desc)
 
   local wide = job_wide_gpus(job_desc)
   if wide and REFUSE_JOB_WIDE_GPUS then
@@ -157,7 +172,7 @@ local function planned_gpumem(job_desc, entries)
       end
     end
     if gpus > MAX_GPUS_PER_NODE then
-      return nil, string.format("%d GPUs asked for, but a node has at most %d", gpus,
+      return nil, string.format("%s GPUs asked for, but a node has at most %d", gpus_text,
         MAX_GPUS_PER_NODE)
     end
     local per_gpu_mib = GPU_MEM_MIB
@@ -169,8 +184,8 @@ local function planned_gpumem(job_desc, entries)
       end
       if math.ceil(bytes / MIB) > MAX_NODE_GPUMEM_MIB then
         return nil, string.format(
-          "COLO_MEM of %s bytes (%d MiB) per GPU is more than any node has (%d MiB)", mem_text,
-          math.ceil(bytes / MIB), MAX_NODE_GPUMEM_MIB)
+          "COLO_MEM of %s bytes per GPU is more than any node has (%d MiB)", mem_text,
+          MAX_NODE_GPUMEM_MIB)
       end
       local mib = math.ceil(bytes * gpus / MIB)
       if mib > MAX_NODE_GPUMEM_MIB then
@@ -222,7 +237,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   if modify_uid == 0 or job_desc.tres_per_node == nil then
     return slurm.SUCCESS
   end
-  if spank_env(job_rec, "COLO_MEM") ~= nil or spank_env(job_rec, "COLO_GPUS") ~= nil then
+  if is_colo_job(job_rec) then
     slurm.log_info("colo: uid %d may not change the GPU request of colo job %d", modify_uid,
       job_rec.job_id)
     return slurm.ERROR
