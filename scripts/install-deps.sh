@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages colo builds against, only those that are missing (idempotent).
-#   scripts/install-deps.sh [fuzz]   fuzz: also clang and libFuzzer, for scripts/fuzz.sh
+#   scripts/install-deps.sh [fuzz] [slurm]
+#     fuzz:  also clang and libFuzzer, for scripts/fuzz.sh
+#     slurm: also Slurm 22.05 and munge, for the test cluster of tests/slurm (cluster.sh)
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
@@ -17,8 +19,11 @@ packages=(
 for group in "$@"; do
   case "$group" in
     fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer comes with clang's runtime
+    # slurm-wlm-basic-plugins (job_submit/lua, with liblua5.1) comes with slurmctld;
+    # libslurm-dev has slurm/spank.h; iproute2 makes the test cluster's network namespaces.
+    slurm) packages+=(slurmctld slurmd slurm-client munge libslurm-dev iproute2) ;;
     *)
-      echo "install-deps.sh: unknown group '$group' (known: fuzz)" >&2
+      echo "install-deps.sh: unknown group '$group' (known: fuzz, slurm)" >&2
       exit 2
       ;;
   esac
