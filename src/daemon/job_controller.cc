@@ -354,7 +354,7 @@ void JobController::Tick() {
     HandBack(job,
              TenantHandback{job.slurm->job, id,
                             job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
-                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job),
+                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
                             fmt::format("no GPU of this node could take it within {:.0f} s ({})",
                                         ToSeconds(options_.tenant_wait_limit), why),
                             /*avoid_this_node=*/true},
@@ -535,7 +535,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
     (void)scheduler_.Cancel(id);
     HandBack(job,
              TenantHandback{job.slurm->job, id, job.spec.memory.peak,
-                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job),
+                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
                             fmt::format("out of memory; runs again needing {} per GPU",
                                         FormatBytes(job.spec.memory.peak)),
                             /*avoid_this_node=*/false},

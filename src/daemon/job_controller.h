@@ -50,6 +50,7 @@ struct TenantHandback {
   JobId job = 0;
   Bytes need;    // per GPU
   int ooms = 0;  // out-of-memory crashes over all its runs
+  int gpus = 1;
   std::string reason;
   bool avoid_this_node = false;  // this node could not place it in time
 };

@@ -106,6 +106,7 @@ Result<SlurmJobInfo> ParseScontrolJob(std::string_view text) {
   info.std_out = text_of("standard_output");
   info.std_err = text_of("standard_error");
   info.restarts = static_cast<int>(int_of("restart_cnt"));
+  info.tres_per_node = text_of("tres_per_node");
   // A wait status (as waitpid gives it) in this version of the format.
   const int status = static_cast<int>(int_of("exit_code"));
   if (WIFSIGNALED(status))
@@ -147,7 +148,24 @@ Result<std::optional<SlurmJobInfo>> ScontrolCommands::ShowJob(uint32_t job) {
   return std::optional<SlurmJobInfo>(std::move(*info));
 }
 
-Status ScontrolCommands::Requeue(uint32_t job, const SlurmNote& note,
+std::string WithGpumem(const std::string& tres, int64_t mib) {
+  std::string out;
+  size_t start = 0;
+  while (start <= tres.size()) {
+    const size_t comma = tres.find(',', start);
+    std::string item =
+        tres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (std::string_view prefix : {"gres:gpumem:", "gpumem:"}) {
+      if (item.rfind(prefix, 0) == 0) item = "gres:gpumem:" + std::to_string(mib);
+    }
+    if (!item.empty()) out += (out.empty() ? "" : ",") + item;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Status ScontrolCommands::Requeue(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
                                  const std::string& avoid_node) {
   const std::string id = std::to_string(job);
   auto noted = Scontrol({"update", "JobId=" + id, "AdminComment=" + FormatSlurmNote(note)});
@@ -168,11 +186,15 @@ Status ScontrolCommands::Requeue(uint32_t job, const SlurmNote& note,
       return Unavailable(fmt::format("job {} did not become pending after its requeue", job));
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  if (!avoid_node.empty()) {
-    auto excluded = Scontrol({"update", "JobId=" + id, "ExcNodeList=" + avoid_node});
-    if (!excluded.ok()) return excluded.status();
-  }
-  auto now = Scontrol({"update", "JobId=" + id, "StartTime=now"});
+  // One update: eligible a second from now (a start within the requeue's own second is refused
+  // by the node, whose credentials for the job were revoked in that second), with the memory
+  // the next run plans with as slurmctld's gpumem, off the node that could not place it.
+  std::vector<std::string> update = {"update", "JobId=" + id, "StartTime=now+1"};
+  if (!avoid_node.empty()) update.push_back("ExcNodeList=" + avoid_node);
+  if (before.ok() && *before && gpumem_mib > 0 &&
+      (*before)->tres_per_node.find("gpumem:") != std::string::npos)
+    update.push_back("TresPerNode=" + WithGpumem((*before)->tres_per_node, gpumem_mib));
+  auto now = Scontrol(update);
   return now.ok() ? Status::Ok() : now.status();
 }
 
@@ -351,8 +373,11 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
   const std::string avoid = handback.avoid_this_node ? options_.node : "";
   const uint32_t slurm_job = handback.slurm_job;
   const std::string reason = handback.reason;
-  Post([this, slurm_job, note, avoid, reason]() -> std::function<void()> {
-    const Status s = commands_->Requeue(slurm_job, note, avoid);
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const int64_t gpumem_mib =
+      handback.need > Bytes(0) ? (handback.need.count() + kMiB - 1) / kMiB * handback.gpus : 0;
+  Post([this, slurm_job, note, gpumem_mib, avoid, reason]() -> std::function<void()> {
+    const Status s = commands_->Requeue(slurm_job, note, gpumem_mib, avoid);
     return [s, slurm_job, reason] {
       if (s.ok())
         LogLine(fmt::format("Slurm job {} requeued: {}", slurm_job, reason));

@@ -34,6 +34,7 @@ struct SlurmJobInfo {
   int exit_code = 0;    // the batch script's exit code
   int exit_signal = 0;  // or the signal that ended it
   int restarts = 0;
+  std::string tres_per_node;  // e.g. gres:gpu:1,gres:gpumem:4096
 };
 
 // colo's own note in a job's AdminComment.
@@ -50,9 +51,11 @@ class SlurmCommands {
   virtual ~SlurmCommands() = default;
   // nullopt: Slurm no longer knows the job.
   virtual Result<std::optional<SlurmJobInfo>> ShowJob(uint32_t job) = 0;
-  // Puts the job back in Slurm's queue with `note` in its AdminComment, kept off `avoid_node`
-  // (when not empty), eligible at once.
-  virtual Status Requeue(uint32_t job, const SlurmNote& note, const std::string& avoid_node) = 0;
+  // Puts the job back in Slurm's queue with `note` in its AdminComment and its gpumem GRES made
+  // `gpumem_mib` per node (when it has one), kept off `avoid_node` (when not empty), eligible at
+  // once.
+  virtual Status Requeue(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+                         const std::string& avoid_node) = 0;
   // The last `max_bytes` of a file, read as `who` — never as root: the path is the user's.
   virtual Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                          size_t max_bytes) = 0;
@@ -64,7 +67,8 @@ class ScontrolCommands : public SlurmCommands {
   // `bin_dir`: where scontrol and squeue are; `environment`: SLURM_CONF and such for them.
   ScontrolCommands(std::string bin_dir, std::vector<std::string> environment);
   Result<std::optional<SlurmJobInfo>> ShowJob(uint32_t job) override;
-  Status Requeue(uint32_t job, const SlurmNote& note, const std::string& avoid_node) override;
+  Status Requeue(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+                 const std::string& avoid_node) override;
   Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                  size_t max_bytes) override;
 
@@ -74,7 +78,9 @@ class ScontrolCommands : public SlurmCommands {
   std::vector<std::string> env_;
 };
 
-// Parses `scontrol show job -o J` (one line of Key=Value fields).
+// Parses `scontrol --json show job J`.
+// `tres_per_node` with its gpumem count made `mib` (unchanged when it has none).
+std::string WithGpumem(const std::string& tres_per_node, int64_t mib);
 Result<SlurmJobInfo> ParseScontrolJob(std::string_view line);
 
 struct SlurmBridgeOptions {

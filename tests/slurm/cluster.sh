@@ -61,13 +61,18 @@ colod_socket() { echo "$COLO_SOCKET_DIR/$1.sock"; }
 # colod finds its cluster through scontrol).
 colod_argv() {
   local node=$1
+  # A short wait before a job that does not fit any GPU goes to another node, so that tests see it.
+  printf '[slurm]\nwait_limit = "%ss"\nreconcile_interval = "5s"\n' "${COLO_WAIT_LIMIT:-8}" \
+    >"$DIR/colo/$node/colod.toml"
   COLOD_ARGV=("$COLOD" --fake-gpus "$GPUS_PER_NODE" --state-dir "$DIR/colo/$node/state"
-    --socket "$(colod_socket "$node")")
+    --socket "$(colod_socket "$node")" --slurm-node "$node" -c "$DIR/colo/$node/colod.toml")
   COLOD_ENV=(PATH="$SYSTEM_PATH" LANG=C.UTF-8 SLURM_CONF="$DIR/slurm.conf")
 }
 
 # The SPANK plugin's arguments (key=value), the same on every node: %h is the node's hostname.
-spank_args() { echo "socket=$COLO_SOCKET_DIR/%h.sock"; }
+spank_args() {
+  echo "socket=$COLO_SOCKET_DIR/%h.sock colo=$(dirname "$(realpath "$COLOD")")/colo connect_timeout=5 max_wait=120"
+}
 
 # --- Small helpers ---
 
