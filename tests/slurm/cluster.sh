@@ -42,6 +42,8 @@ GPUS_PER_NODE=2
 GPU_MEM_MIB=81920  # each fake GPU: 80 GiB
 SYSTEM_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 DEADLINE=20  # seconds, for every wait
+LOCK_FILE=/run/lock/colo-slurm-cluster.lock
+[ -d /run/lock ] || LOCK_FILE=/tmp/colo-slurm-cluster.lock
 
 die() {
   echo "cluster.sh: $*" >&2
@@ -267,7 +269,7 @@ start_munged() {
   chmod 0600 "$m/munge.key"
   runuser -u munge -- /usr/sbin/munged --key-file="$m/munge.key" --socket="$m/munge.sock" \
     --pid-file="$m/munged.pid" --log-file="$m/munged.log" --seed-file="$m/munged.seed" \
-    </dev/null >>"$m/munged.out" 2>&1 || die "munged did not start: $(cat "$m/munged.out")"
+    </dev/null >>"$m/munged.out" 2>&1 9>&- || die "munged did not start: $(cat "$m/munged.out")"
   record_pid munged "$(read_pidfile "$m/munged.pid")"
   munge_works() { munge --socket "$m/munge.sock" -n | unmunge --socket "$m/munge.sock"; }
   wait_for "munged to answer" munge_works || die "munged does not answer on $m/munge.sock"
@@ -330,7 +332,7 @@ remove_network() {
 # --- Slurm daemons ---
 
 start_slurmctld() {
-  slurm_env /usr/sbin/slurmctld -c -f "$DIR/slurm.conf" </dev/null >>"$DIR/ctld/slurmctld.out" 2>&1 ||
+  slurm_env /usr/sbin/slurmctld -c -f "$DIR/slurm.conf" </dev/null >>"$DIR/ctld/slurmctld.out" 2>&1 9>&- ||
     die "slurmctld did not start: $(tail -5 "$DIR/ctld/slurmctld.log" 2>/dev/null)"
   record_pid slurmctld "$(read_pidfile "$DIR/ctld/slurmctld.pid")"
   wait_for "slurmctld to answer" ctld_up ||
@@ -345,7 +347,7 @@ start_slurmd() {
   # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
   slurm_env ip netns exec "$(node_ns "$node")" unshare --uts \
     sh -c 'hostname "$1" && exec /usr/sbin/slurmd -f "$2" -N "$1"' sh "$node" "$DIR/slurm.conf" \
-    </dev/null >>"$DIR/nodes/$node/slurmd.out" 2>&1 ||
+    </dev/null >>"$DIR/nodes/$node/slurmd.out" 2>&1 9>&- ||
     die "slurmd $node did not start: $(tail -5 "$DIR/nodes/$node/slurmd.log" 2>/dev/null)"
   record_pid "slurmd-$node" "$(read_pidfile "$DIR/nodes/$node/slurmd.pid")"
 }
@@ -367,7 +369,7 @@ start_colod() {
   local log="$DIR/colo/$node/colod.log"
   colod_argv "$node"
   echo "--- $(date '+%F %T') ${COLOD_ARGV[*]}" >>"$log"
-  setsid env -i "${COLOD_ENV[@]}" "${COLOD_ARGV[@]}" </dev/null >>"$log" 2>&1 &
+  setsid env -i "${COLOD_ENV[@]}" "${COLOD_ARGV[@]}" </dev/null >>"$log" 2>&1 9>&- &
   pid=$!
   local end=$((SECONDS + DEADLINE)) exe
   exe=$(realpath "$COLOD")
@@ -508,6 +510,12 @@ usage() {
 [ $# -ge 2 ] || usage
 command=$1
 DIR=$(realpath -m "$2")
+# One command at a time on this machine (the names above are the machine's): fd 9 holds the lock
+# until this script exits; the daemons it starts do not inherit it.
+if [ "$command" != env ]; then
+  exec 9>>"$LOCK_FILE"
+  flock -w "$DEADLINE" 9 || die "another cluster.sh holds $LOCK_FILE for more than $DEADLINE s"
+fi
 case "$command" in
   up) cmd_up ;;
   down) cmd_down ;;

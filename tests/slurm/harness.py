@@ -11,6 +11,7 @@ of the source tree; a missing colod is a failure.
 """
 
 import atexit
+import fcntl
 import os
 import pwd
 import re
@@ -36,6 +37,7 @@ COLO_SOCKET_DIR = "/run/colo-slurm"
 
 # Deadlines (seconds). Generous: CI shares two cores between these and other work.
 CLUSTER_DEADLINE = 120  # cluster.sh up or down
+MACHINE_DEADLINE = 180  # another test file's cluster on this machine to go
 COMMAND_DEADLINE = 30  # one Slurm command
 JOB_DEADLINE = 60  # a job to reach a state
 
@@ -147,6 +149,34 @@ class Cluster:
 
 
 _active_clusters = []
+_machine_lock = None
+
+
+def lock_machine():
+    """Waits (at most MACHINE_DEADLINE) until no other test process has a cluster on this
+    machine, and keeps it so until this process exits: the bridge, namespaces and ports are
+    the machine's, so test files (another checkout's too) take turns."""
+    global _machine_lock
+    if _machine_lock is not None:
+        return
+    directory = "/run/lock" if os.path.isdir("/run/lock") else tempfile.gettempdir()
+    fd = os.open(os.path.join(directory, "colo-slurm-tests.lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        wait_until(lambda: _try_flock(fd), MACHINE_DEADLINE,
+                   "another Slurm test cluster on this machine to go", interval=0.5)
+    except BaseException:
+        os.close(fd)
+        raise
+    _machine_lock = fd
+
+
+def _try_flock(fd):
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 def _down_all():
@@ -176,6 +206,7 @@ class SlurmClusterTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        lock_machine()
         root = tempfile.mkdtemp(prefix="colo-slurm-")
         os.chmod(root, 0o755)
         cls.cluster = Cluster(root)
@@ -200,11 +231,17 @@ class SlurmClusterTest(unittest.TestCase):
                 raise AssertionError(f"cluster.sh down failed:\n{result.stderr}")
 
     def setUp(self):
+        self._problems_before = self._problem_count()
         self.addCleanup(self._report_on_failure)
 
+    def _problem_count(self):
+        # The failures and errors the result holds so far (_Outcome.success stays True after a
+        # failure in Python 3.11, so it cannot tell).
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        return len(getattr(result, "failures", [])) + len(getattr(result, "errors", []))
+
     def _report_on_failure(self):
-        outcome = getattr(self, "_outcome", None)
-        if outcome is not None and not getattr(outcome, "success", True):
+        if self._problem_count() > self._problems_before:
             print(f"--- squeue:\n{self.slurm('squeue', '-t', 'all', check=False).stdout}\n"
                   f"{self.cluster.logs()}", file=sys.stderr)
 

@@ -126,6 +126,8 @@ class ClusterTest(SlurmClusterTest):
         job = self.sbatch("colo-alice", 'echo "run ${SLURM_RESTART_COUNT:-0}"\nsleep 300\n',
                           ["--open-mode=append"])
         self.wait_for(job, "RUNNING")
+        # RUNNING comes a moment before the script does.
+        harness.wait_until(lambda: "run 0" in self.output_of(job), 10, "the first run's output")
         start = time.monotonic()
         self.requeue_now(job)
         info = self.wait_for(job, "RUNNING", 15)
