@@ -38,6 +38,13 @@ TimePoint MonotonicStart(const Clock& clock, WallTime started) {
   return clock.Now() - std::max(Duration::zero(), ago);
 }
 
+// CUDA_VISIBLE_DEVICES for an attempt: its GPUs by UUID, which no renumbering changes.
+std::string VisibleDevices(const Attempt& attempt) {
+  std::string visible;
+  for (const std::string& uuid : attempt.gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  return visible;
+}
+
 }  // namespace
 
 JobController::JobController(const Clock& clock, Scheduler& scheduler, JobStore& store,
@@ -441,8 +448,7 @@ void JobController::Launch(const colo::Launch& launch) {
   }
   running_[launch.job] = Running{};
 
-  std::string visible;
-  for (const std::string& uuid : attempt.gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  const std::string visible = VisibleDevices(attempt);
   LaunchSpec spec;
   spec.job = launch.job;
   spec.attempt = attempt.number;
@@ -797,8 +803,7 @@ void JobController::LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent
   attempt.phase = Attempt::Phase::kRunning;
   job.attempts.push_back(attempt);
   job.state = JobState::kRunning;
-  std::string visible;
-  for (const std::string& uuid : attempt.gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  const std::string visible = VisibleDevices(attempt);
   events.push_back(Event(
       id, "placed",
       fmt::format("Slurm job {} on {} ({}{})", job.slurm->job, visible, ToString(attempt.mode),
@@ -825,8 +830,7 @@ void JobController::LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent
 std::vector<std::string> JobController::TenantEnv(const Job& job) const {
   const Attempt* a = job.current();
   if (!a) return {};
-  std::string visible;
-  for (const std::string& uuid : a->gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
+  const std::string visible = VisibleDevices(*a);
   std::vector<std::string> env = {
       "CUDA_VISIBLE_DEVICES=" + visible,
       fmt::format("COLO_JOB_ID={}", job.id()),
