@@ -11,6 +11,8 @@ struct SimCommandOptions {
   std::string trace = "thesis-90";
   std::string server = "a100x4";
   int servers = 1;
+  std::string cluster = "queue";
+  int queue_depth = 100;
   std::string policy;
   std::string compare;
   std::string estimator = "oracle";
