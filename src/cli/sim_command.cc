@@ -155,6 +155,8 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_flag("--calibration", o.calibration,
                 "print the interference/power fit to the H100 measurements");
   sim->add_flag("--timings", o.timings, "print wall time and jobs/s per policy to stderr");
+  sim->add_flag("--describe", o.describe,
+                "print how much the trace asks of the servers (its load) and exit");
 }
 
 int RunSimCommand(const SimCommandOptions& o) {
@@ -209,6 +211,25 @@ int RunSimCommand(const SimCommandOptions& o) {
   if (!trace.ok()) {
     fmt::print(stderr, "colo sim: {}\n", trace.status().message());
     return 2;
+  }
+  if (o.describe) {
+    const TraceLoad load = DescribeLoad(*trace);
+    const double gpus = static_cast<double>(o.servers) * server->gpus;
+    std::string mix;
+    for (size_t g = 1; g < load.jobs_by_gpus.size(); ++g) {
+      if (load.jobs_by_gpus[g] == 0) continue;
+      mix += fmt::format(
+          "{}{} GPU{}: {:.1f}%", mix.empty() ? "" : ", ", g, g == 1 ? "" : "s",
+          100.0 * static_cast<double>(load.jobs_by_gpus[g]) / static_cast<double>(load.jobs));
+    }
+    fmt::print("trace {}: {} jobs submitted over {:.1f} h ({})\n", trace->name, load.jobs,
+               load.span_s / 3600, mix);
+    fmt::print(
+        "{:.0f} GPU-hours run alone; while the jobs arrive they keep {:.0f} GPUs busy on "
+        "average if each starts on arrival: {:.2f}x the {} x {} GPUs\n",
+        load.gpu_hours, load.mean_demand_gpus, load.mean_demand_gpus / gpus, o.servers,
+        server->gpus);
+    return 0;
   }
   auto margin = ParseBytes(o.margin);
   auto recovery = ParseRecoveryMode(o.recovery);

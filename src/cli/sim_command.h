@@ -38,6 +38,7 @@ struct SimCommandOptions {
   bool list_policies = false;
   bool calibration = false;
   bool timings = false;
+  bool describe = false;
 };
 
 void AddSimCommand(CLI::App& app, SimCommandOptions& options);
