@@ -370,6 +370,41 @@ TEST(Cluster, ShardSpecsAreChecked) {
   EXPECT_EQ(*ParseClusterMode("per-server"), ClusterMode::kPerServer);
 }
 
+TEST(Cluster, PerServerReproducesTheFormerRule) {
+  // Numbers from the simulator before the cluster queue existed (same trace, seed and servers).
+  SyntheticOptions synthetic;
+  synthetic.jobs = 3000;
+  synthetic.jobs_per_hour = 30;
+  synthetic.seed = 3;
+  const Trace trace = SyntheticPhilly(synthetic);
+  SimOptions options;
+  options.server = *FindServer("h100x8");
+  options.servers = 4;
+  options.cluster = ClusterMode::kPerServer;
+  options.seed = 3;
+  options.record_timeline = false;
+  struct Expected {
+    const char* spec;
+    double total_s, wait_s, jct_s;
+    int ooms, succeeded;
+  };
+  for (const Expected& e : {
+           Expected{"exclusive", 3912570.2414, 972751.3369, 983385.0045, 0, 3000},
+           Expected{"worst-fit", 2121569.9719, 323654.0635, 336637.4133, 0, 3000},
+           Expected{"least-utilized:est=noisy:0.3", 2076197.9691, 332322.466, 345270.1855, 0, 3000},
+           Expected{"round-robin:est=none,gates=none", 2210821.2807, 135443.0493, 189905.5907, 1150,
+                    2997},
+       }) {
+    SCOPED_TRACE(e.spec);
+    const SimResult r = RunSim(trace, e.spec, options);
+    EXPECT_NEAR(r.metrics.total_time_s, e.total_s, 1e-3);
+    EXPECT_NEAR(r.metrics.wait_avg_s, e.wait_s, 1e-3);
+    EXPECT_NEAR(r.metrics.jct_avg_s, e.jct_s, 1e-3);
+    EXPECT_EQ(r.metrics.oom_crashes, e.ooms);
+    EXPECT_EQ(r.metrics.succeeded, e.succeeded);
+  }
+}
+
 TEST(Cluster, OneServerBehavesAsThePerServerRule) {
   // With one server the queue's reservation is that server's own queue: the same run.
   for (const char* spec :
