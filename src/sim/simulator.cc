@@ -306,7 +306,9 @@ class Engine {
   // previous round is tried only on the servers that may take more since; others go down the
   // free-memory index.
   bool StartSomewhere(int index, bool looked_at_last_round);
-  void Reserve(int index);
+  // Queues the oldest waiting job on the most free server, which no other job is then sent to;
+  // true if that server's pass started it at once.
+  bool Reserve(int index);
   void Unreserve();
   void Round();
   void StartPending();
@@ -1121,26 +1123,36 @@ bool Engine::StartSomewhere(int index, bool looked_at_last_round) {
   return false;
 }
 
-void Engine::Reserve(int index) {
+bool Engine::Reserve(int index) {
   // The most free server (servers whose place is not known are read first: they move down).
   while (!index_.empty() && servers_[static_cast<size_t>(index_.begin()->second)].grew)
     ReadServer(index_.begin()->second);
-  if (index_.empty()) return;  // every server is busy with its own queue: try again next round
+  if (index_.empty()) return false;  // every server is busy with its own queue: next round
   const int s = index_.begin()->second;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   Server& server = servers_[static_cast<size_t>(s)];
   JobSpec spec = job.spec;
   spec.memory = NeedOn(job, s);
   COLO_CHECK(server.scheduler->Submit(spec).ok());
-  reserved_job_ = index;
-  reserved_server_ = s;
   job.server = s;
   ++pass_count_;
-  // No server could start it, this one included.
-  COLO_CHECK(server.scheduler->Schedule().empty());
+  std::vector<Launch> launches = server.scheduler->Schedule();
   PushWakeup(s);
+  if (!launches.empty()) {
+    // A utilization window fell below the gate since the server was last looked at (it is looked
+    // at again each sample interval): its own pass starts the job now.
+    COLO_CHECK(launches.size() == 1 && launches.front().job == spec.id);
+    queue_.erase(job.rank);
+    job.queued = false;
+    AccountLaunch(s, launches.front());
+    pending_.emplace_back(s, std::move(launches.front()));
+    return true;
+  }
+  reserved_job_ = index;
+  reserved_server_ = s;
   server.eligible = false;
   Unindex(s);
+  return false;
 }
 
 void Engine::Unreserve() {
@@ -1223,7 +1235,7 @@ void Engine::Round() {
     if (StartSomewhere(index, looked_at)) continue;
     // It waits. The oldest waiting job reserves the most free server, where it queues: nothing
     // else is sent there, so that server's own scheduler starts it once it fits.
-    if (oldest && reserved_job_ < 0) Reserve(index);
+    if (oldest && reserved_job_ < 0 && Reserve(index)) continue;
     ++waiting;
     if (fifo) break;
   }
