@@ -103,6 +103,10 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
                   "when it can start there; backfill), fifo (the same in strict order) or "
                   "per-server (each job sent to a server on arrival, as before)")
       ->capture_default_str();
+  sim->add_option("--node-choice", o.node_choice,
+                  "which server that can start a job gets it: most-free (planned memory) or "
+                  "best-fit (the least free, Slurm's native choice)")
+      ->capture_default_str();
   sim->add_option("--queue-depth", o.queue_depth,
                   "waiting jobs the cluster queue looks at per round (0: all)")
       ->capture_default_str()
@@ -239,14 +243,18 @@ int RunSimCommand(const SimCommandOptions& o) {
     return 2;
   }
   auto cluster = ParseClusterMode(o.cluster);
-  if (!cluster.ok()) {
-    fmt::print(stderr, "colo sim: --cluster: {}\n", cluster.status().message());
+  auto node_choice = ParseNodeChoice(o.node_choice);
+  if (!cluster.ok() || !node_choice.ok()) {
+    fmt::print(stderr, "colo sim: {}\n",
+               !cluster.ok() ? "--cluster: " + cluster.status().message()
+                             : "--node-choice: " + node_choice.status().message());
     return 2;
   }
   SimOptions options;
   options.server = *server;
   options.servers = o.servers;
   options.cluster = *cluster;
+  options.node_choice = *node_choice;
   options.queue_depth = o.queue_depth;
   options.seed = o.seed;
   options.scheduler.backfill = o.backfill;

@@ -12,6 +12,7 @@ struct SimCommandOptions {
   std::string server = "a100x4";
   int servers = 1;
   std::string cluster = "queue";
+  std::string node_choice = "most-free";
   int queue_depth = 100;
   std::string policy;
   std::string compare;

@@ -66,6 +66,12 @@ Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults) {
   return spec;
 }
 
+Result<NodeChoice> ParseNodeChoice(std::string_view text) {
+  if (text == "most-free") return NodeChoice::kMostFree;
+  if (text == "best-fit") return NodeChoice::kBestFit;
+  return InvalidArgument(fmt::format("unknown node choice '{}' (use most-free or best-fit)", text));
+}
+
 Result<ClusterMode> ParseClusterMode(std::string_view text) {
   if (text == "queue") return ClusterMode::kQueue;
   if (text == "fifo") return ClusterMode::kFifo;
@@ -298,8 +304,8 @@ class Engine {
   PlacementRequest RequestFor(const SimJob& job, int server) const;
   // A necessary condition for the policy to place the request on the server (no policy call).
   bool MayPlace(const Server& server, const PlacementRequest& request) const;
-  // No server further down the free-memory index can take the request.
-  bool BelowNeed(int64_t score, const PlacementRequest& request) const;
+  // The least score a server that can take the request has.
+  int64_t NeededScore(const PlacementRequest& request) const;
   // Starts the job on the server if it can start it now.
   bool TryStart(int index, int server, const PlacementRequest& request);
   // Starts the job on the most free server that can start it now, if any. A job looked at in the
@@ -1037,14 +1043,15 @@ bool Engine::MayPlace(const Server& server, const PlacementRequest& request) con
   return true;
 }
 
-bool Engine::BelowNeed(int64_t score, const PlacementRequest& request) const {
-  if (rule_.shards) return score < request.gpus;
+int64_t Engine::NeededScore(const PlacementRequest& request) const {
+  if (spec_.learn) return 0;  // the need depends on the server
+  if (rule_.shards) return request.gpus;
   // Only idle GPUs count towards an idle-only policy's score, each with all its free memory.
-  if (rule_.gates && rule_.gates->idle_only) return score < request.gpus * idle_free_;
+  if (rule_.gates && rule_.gates->idle_only) return request.gpus * idle_free_;
   if (rule_.gates && rule_.gates->memory) {
-    return score < request.gpus * (request.memory_need + rule_.gates->memory_margin).count();
+    return request.gpus * (request.memory_need + rule_.gates->memory_margin).count();
   }
-  return false;
+  return 0;
 }
 
 bool Engine::TryStart(int index, int server_index, const PlacementRequest& request) {
@@ -1086,10 +1093,11 @@ bool Engine::StartSomewhere(int index, bool looked_at_last_round) {
   if (looked_at_last_round) {
     // Every other server turned it down and has only taken more since.
     if (!round_changed_sorted_) {
+      const bool best_fit = options_.node_choice == NodeChoice::kBestFit;
       std::sort(round_changed_.begin(), round_changed_.end(), [&](int a, int b) {
         const int64_t sa = servers_[static_cast<size_t>(a)].score;
         const int64_t sb = servers_[static_cast<size_t>(b)].score;
-        return sa != sb ? sa > sb : a < b;
+        return sa != sb ? (best_fit ? sa < sb : sa > sb) : a < b;
       });
       round_changed_sorted_ = true;
     }
@@ -1101,6 +1109,32 @@ bool Engine::StartSomewhere(int index, bool looked_at_last_round) {
         round_changed_sorted_ = false;
         return true;
       }
+    }
+    return false;
+  }
+  if (options_.node_choice == NodeChoice::kBestFit) {
+    // The least free server that can start it: up the index from the last server with enough
+    // free memory (servers whose place is not known are read first: they move down to it).
+    while (!index_.empty() && servers_[static_cast<size_t>(index_.begin()->second)].grew)
+      ReadServer(index_.begin()->second);
+    // Groups of equal free memory, least first; within one, the lowest index first.
+    auto group_end = index_.upper_bound({-NeededScore(shared), std::numeric_limits<int>::max()});
+    while (group_end != index_.begin()) {
+      const int64_t group = std::prev(group_end)->first;
+      for (auto it = index_.lower_bound({group, std::numeric_limits<int>::min()});
+           it != index_.end() && it->first == group;) {
+        const std::pair<int64_t, int> key = *it;
+        const int s = key.second;
+        const Server& server = servers_[static_cast<size_t>(s)];
+        const PlacementRequest request = request_for(s);
+        if (server.changed || MayPlace(server, request)) {
+          // The least free servers turn most jobs down: read first, then ask the policy.
+          if (server.changed || server.stale || server.view.now != Now()) ReadServer(s);
+          if (MayPlace(server, request) && TryStart(index, s, request)) return true;
+        }
+        it = index_.upper_bound(key);  // reading the server may have moved it
+      }
+      group_end = index_.lower_bound({group, std::numeric_limits<int>::min()});
     }
     return false;
   }
@@ -1116,7 +1150,7 @@ bool Engine::StartSomewhere(int index, bool looked_at_last_round) {
       continue;
     }
     const PlacementRequest request = request_for(s);
-    if (!spec_.learn && BelowNeed(-key.first, request)) break;
+    if (-key.first < NeededScore(request)) break;
     if ((server.changed || MayPlace(server, request)) && TryStart(index, s, request)) return true;
     it = index_.upper_bound(key);
   }

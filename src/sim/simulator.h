@@ -43,10 +43,22 @@ enum class ClusterMode {
 Result<ClusterMode> ParseClusterMode(std::string_view text);
 std::string_view ToString(ClusterMode mode);
 
+// Which of the servers that can start a job the cluster queue sends it to.
+enum class NodeChoice {
+  // The most free planned memory (idle GPUs for exclusive, free shards for shards), as a
+  // consumable gpumem resource with least-loaded node selection would choose.
+  kMostFree,
+  // The least free that can start it: Slurm's native best fit, which packs jobs and keeps
+  // servers whole for larger jobs.
+  kBestFit,
+};
+Result<NodeChoice> ParseNodeChoice(std::string_view text);
+
 struct SimOptions {
   ServerProfile server;
   int servers = 1;
   ClusterMode cluster = ClusterMode::kQueue;
+  NodeChoice node_choice = NodeChoice::kMostFree;
   // Waiting jobs looked at per scheduling round of the cluster queue (Slurm's default_queue_depth);
   // 0: all of them.
   int queue_depth = 100;

@@ -206,7 +206,7 @@ TEST(Cluster, PerServerLeavesAJobBehindABusyServerTheQueueDoesNot) {
   EXPECT_EQ(queue.metrics.succeeded, 3);
 }
 
-TEST(Cluster, TheMostFreeServerGetsTheJob) {
+TEST(Cluster, TheJobGoesToTheMostFreeServerOrWithBestFitTheLeastFree) {
   // Server 0 holds a 20 GiB job, server 1 a 5 GiB one (worst-fit, oracle): a third job goes to
   // server 1, where more planned memory is free, though server 0 could start it too.
   const Trace trace =
@@ -216,6 +216,16 @@ TEST(Cluster, TheMostFreeServerGetsTheJob) {
   EXPECT_EQ(r.jobs[1].server, 1);
   EXPECT_EQ(r.jobs[2].server, 1);
   EXPECT_NEAR(r.jobs[2].start_s, 100, 1e-6);
+  // Slurm's best fit sends it to the least free server that can start it.
+  SimOptions best_fit = Cluster(2, 1);
+  best_fit.node_choice = NodeChoice::kBestFit;
+  const SimResult packed = RunSim(trace, "worst-fit", best_fit);
+  EXPECT_EQ(packed.jobs[1].server, 1) << "server 0's GPU is in its launch grace at 1 s";
+  EXPECT_EQ(packed.jobs[2].server, 0) << "beside the 20 GiB job: the least free that fits";
+  // Both rules only choose among servers that can start the job now.
+  const Trace big = Csv("0,1000,20GiB,0.2,1,1,a\n1,1000,25GiB,0.2,1,1,a\n");
+  EXPECT_EQ(RunSim(big, "worst-fit", best_fit).jobs[1].server, 1);
+  EXPECT_NEAR(RunSim(big, "worst-fit", best_fit).jobs[1].start_s, 1, 1e-6);
 }
 
 TEST(Cluster, StrictOrderNeverStartsALaterJobFirstBackfillDoes) {
@@ -273,10 +283,14 @@ TEST(Cluster, NoJobWaitsWhileAServerCouldStartIt) {
   int64_t checks = 0;
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     const Trace trace = RandomTrace(seed, 60, 4);
-    for (const ClusterMode mode : {ClusterMode::kQueue, ClusterMode::kFifo}) {
+    for (const auto& [mode, choice] : {std::pair{ClusterMode::kQueue, NodeChoice::kMostFree},
+                                       std::pair{ClusterMode::kQueue, NodeChoice::kBestFit},
+                                       std::pair{ClusterMode::kFifo, NodeChoice::kMostFree}}) {
       for (const std::string& spec : specs) {
-        SCOPED_TRACE(fmt::format("seed {} {} {}", seed, ToString(mode), spec));
+        SCOPED_TRACE(fmt::format("seed {} {} {} {}", seed, ToString(mode),
+                                 choice == NodeChoice::kBestFit ? "best-fit" : "most-free", spec));
         SimOptions options = Cluster(3, 4, mode);
+        options.node_choice = choice;
         options.check_dispatch = true;
         const SimResult r = RunSim(trace, spec, options);
         EXPECT_EQ(r.metrics.dispatch_violations, 0);
