@@ -321,6 +321,8 @@ class Engine {
   void Requeue(int index);
   void CheckDispatch();
   void Enqueue(int index);
+  // Whether an idle server could start the job (else it is refused at submission).
+  Status Placeable(const JobSpec& spec) const;
 
   const Trace& trace_;
   const RunSpec& spec_;
@@ -545,16 +547,14 @@ void Engine::Arrive(int index) {
   const TraceJob& t = *job.trace;
   if (queue_mode_) {
     job.spec = SpecFor(t);
-    // Every server is alike: what the first could never run, none could. Rejected at submission,
-    // as slurmctld refuses a job no node can satisfy. The verdict depends only on the shape of the
-    // request (an idle server has no owners), so it is asked once per shape.
+    // Every server is alike: what an idle one could never run, none could. Rejected at
+    // submission, as slurmctld refuses a job no node can satisfy (otherwise it would wait at the
+    // head of the queue forever). The verdict depends only on the shape of the request (an idle
+    // server has no owners), so it is asked once per shape.
     const auto shape = std::make_tuple(job.spec.gpus, job.spec.memory.Upper().count(),
                                        job.spec.memory.known(), job.spec.sharing);
     auto cached = placeable_.find(shape);
-    if (cached == placeable_.end()) {
-      cached =
-          placeable_.emplace(shape, servers_.front().scheduler->CheckPlaceable(job.spec)).first;
-    }
+    if (cached == placeable_.end()) cached = placeable_.emplace(shape, Placeable(job.spec)).first;
     const Status& placeable = cached->second;
     if (!placeable.ok()) {
       job.rejected = true;
@@ -577,6 +577,52 @@ void Engine::Arrive(int index) {
   }
   AddDemand(chosen, spec.gpus);
   MarkDirty(chosen);
+}
+
+Status Engine::Placeable(const JobSpec& spec) const {
+  // As Scheduler::CheckPlaceable, on an idle server as the simulation has it: its GPUs show the
+  // memory an idle GPU already uses (the driver, other tenants) as taken.
+  const ServerProfile& server = options_.server;
+  if (spec.gpus > server.gpus) {
+    return InfeasibleStatus(
+        fmt::format("needs {} GPUs on one server; the largest has {}", spec.gpus, server.gpus));
+  }
+  const Bytes free = server.capacity - server.baseline_used;
+  if (spec.memory.known() && spec.memory.Upper() > free) {
+    return InfeasibleStatus(fmt::format("needs {} per GPU; an idle GPU has {} free",
+                                        FormatBytes(spec.memory.Upper()), FormatBytes(free)));
+  }
+  ClusterView idle;
+  idle.now = Now();
+  for (int g = 0; g < server.gpus; ++g) {
+    GpuView v;
+    v.index = g;
+    v.capacity = server.capacity;
+    v.free_for_placement = free;
+    v.mode = spec_.sharing;
+    idle.gpus.push_back(v);
+  }
+  PlacementRequest request;
+  request.job = spec.id;
+  request.owner = spec.owner;
+  request.gpus = spec.gpus;
+  request.memory = spec.memory;
+  request.memory_need = spec.memory.Upper();
+  request.sharing = spec.sharing;
+  request.expected_smact = spec.expected_smact;
+  const PlacementDecision decision = policy_.Place(idle, request);
+  if (const auto* no = std::get_if<Infeasible>(&decision)) return InfeasibleStatus(no->reason);
+  if (const auto* wait = std::get_if<Wait>(&decision)) {
+    for (const GateVerdict& v : wait->per_gpu) {
+      if (v.gate == Gate::kMemory) {
+        return InfeasibleStatus(
+            fmt::format("needs {} per GPU including the policy's margin; an idle GPU has {} free",
+                        FormatBytes(Bytes(static_cast<int64_t>(v.limit))), FormatBytes(free)));
+      }
+    }
+    return InfeasibleStatus("no GPU of an idle server could take it: " + wait->Reason());
+  }
+  return Status::Ok();
 }
 
 void Engine::Enqueue(int index) {

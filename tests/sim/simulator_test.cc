@@ -377,6 +377,18 @@ TEST(Cluster, AJobThatOverflowsAGpuAloneFailsInsteadOfLooping) {
   EXPECT_NE(r.jobs[0].reason.find("alone"), std::string::npos) << r.jobs[0].reason;
 }
 
+TEST(Cluster, AJobNoIdleServerCouldStartIsRefusedInsteadOfBlockingTheQueue) {
+  // 37.8 GiB + the 2 GiB margin fit a 40 GiB GPU, but not the 39.6 GiB an idle one has free (the
+  // driver holds the rest): refused at submission, it does not hold up the job behind it.
+  const Trace trace = Csv("0,100,37.8GiB,0.2,1,1,a\n1,100,2GiB,0.2,1,1,a\n");
+  const SimResult r = RunSim(trace, "worst-fit", Cluster(1, 1, ClusterMode::kFifo));
+  EXPECT_EQ(r.metrics.rejected, 1);
+  EXPECT_NE(r.jobs[0].reason.find("an idle GPU has 39.6 GiB free"), std::string::npos)
+      << r.jobs[0].reason;
+  EXPECT_EQ(r.jobs[1].state, JobState::kSucceeded);
+  EXPECT_NEAR(r.jobs[1].start_s, 1, 1e-6);
+}
+
 TEST(Cluster, ShardSpecsAreChecked) {
   EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:n=0", RunSpec{}), A100x4()).ok());
   EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:k=2", RunSpec{}), A100x4()).ok());
