@@ -865,6 +865,7 @@ void Engine::Reindex(int server_index) {
 
 void Engine::AccountLaunch(int server_index, const Launch& launch) {
   Server& server = servers_[static_cast<size_t>(server_index)];
+  if (server.free.empty()) return;  // never read: its first read counts everything
   for (GpuIndex g : launch.gpus) {
     server.free[static_cast<size_t>(g)] -= launch.memory_limit.count();
     ++server.jobs_on[static_cast<size_t>(g)];
@@ -882,8 +883,8 @@ Bytes Engine::ReservationOf(const SimJob& job) const {
 
 void Engine::AccountGrowth(const SimJob& job, Bytes before) {
   const Bytes after = ReservationOf(job);
-  if (after == before) return;
   Server& server = servers_[static_cast<size_t>(job.server)];
+  if (after == before || server.free.empty()) return;
   for (int g : job.gpus)
     server.free[static_cast<size_t>(g - server.first_gpu)] -= (after - before).count();
   Reindex(job.server);
@@ -891,6 +892,7 @@ void Engine::AccountGrowth(const SimJob& job, Bytes before) {
 
 void Engine::AccountExit(const SimJob& job, Bytes reservation) {
   Server& server = servers_[static_cast<size_t>(job.server)];
+  if (server.free.empty()) return;
   for (int g : job.gpus) {
     const size_t local = static_cast<size_t>(g - server.first_gpu);
     server.free[local] += reservation.count();
@@ -1105,12 +1107,14 @@ bool Engine::TryStart(int index, int server_index, const PlacementRequest& reque
   // A picture read at this instant that took nothing since is the server as it is: the policy
   // answers on it. Otherwise the job is submitted and the server's own pass answers (reading the
   // view once), and taken back if it waits.
+  Scheduler& scheduler = *server.scheduler;
+  // A server busy with its own queue (a reservation, a recovery) takes nothing from the cluster.
+  if (!scheduler.main_queue().empty() || !scheduler.recovery_queue().empty()) return false;
   const bool current = !server.changed && !server.stale && server.view.now == Now();
   if (current && !std::holds_alternative<Placed>(policy_.Place(server.view, request))) return false;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   JobSpec spec = job.spec;
   spec.memory = request.memory;
-  Scheduler& scheduler = *server.scheduler;
   COLO_CHECK(scheduler.Submit(spec).ok());
   ++pass_count_;
   std::vector<Launch> launches = scheduler.Schedule();
