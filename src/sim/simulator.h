@@ -30,8 +30,8 @@ Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults);
 // How jobs reach servers.
 enum class ClusterMode {
   // One cluster-wide queue in arrival order, as slurmctld keeps: a job goes to a server only when
-  // that server's scheduler can start it now (among those, the one with the most free planned
-  // memory). The oldest waiting job reserves one server; later jobs may start on any other
+  // that server's scheduler can start it now (which one of those: NodeChoice). The oldest waiting
+  // job reserves the most free server and queues there; later jobs may start on any other
   // (backfill). At most `queue_depth` waiting jobs are looked at per scheduling round.
   kQueue,
   // The same queue in strict order (Slurm's sched/builtin): nothing starts while the oldest waits.
@@ -65,7 +65,8 @@ struct SimOptions {
   // For tests: after every instant, probe every waiting job the rule covers against every server
   // and count the jobs left waiting that a server could start (Metrics::dispatch_violations); with
   // the utilization gate on, only once that has lasted a sample interval (the window slides
-  // continuously and is looked at again each interval, as colod samples).
+  // continuously and is looked at again each interval, as colod samples). Also checks that the
+  // cluster's accounting of free memory agrees with the servers' schedulers.
   bool check_dispatch = false;
   SchedulerConfig scheduler;
   GateConfig gates;
