@@ -193,7 +193,7 @@ SimOptions Cluster(int servers, int gpus, ClusterMode mode = ClusterMode::kQueue
   return o;
 }
 
-TEST(Cluster, PerServerLeavesAJobBehindABusyServerTheQueueDoesNot) {
+TEST(SimCluster, PerServerLeavesAJobBehindABusyServerTheQueueDoesNot) {
   // Two one-GPU servers, whole GPUs. A long job and two short ones arrive together: the former
   // rule sends the third to the first server (least demand, lowest index), behind the long job,
   // while the second server idles after 10 s. The cluster queue starts it there at 10 s.
@@ -206,7 +206,7 @@ TEST(Cluster, PerServerLeavesAJobBehindABusyServerTheQueueDoesNot) {
   EXPECT_EQ(queue.metrics.succeeded, 3);
 }
 
-TEST(Cluster, TheJobGoesToTheMostFreeServerOrWithBestFitTheLeastFree) {
+TEST(SimCluster, TheJobGoesToTheMostFreeServerOrWithBestFitTheLeastFree) {
   // Server 0 holds a 20 GiB job, server 1 a 5 GiB one (worst-fit, oracle): a third job goes to
   // server 1, where more planned memory is free, though server 0 could start it too.
   const Trace trace =
@@ -228,7 +228,7 @@ TEST(Cluster, TheJobGoesToTheMostFreeServerOrWithBestFitTheLeastFree) {
   EXPECT_NEAR(RunSim(big, "worst-fit", best_fit).jobs[1].start_s, 1, 1e-6);
 }
 
-TEST(Cluster, StrictOrderNeverStartsALaterJobFirstBackfillDoes) {
+TEST(SimCluster, StrictOrderNeverStartsALaterJobFirstBackfillDoes) {
   // Two 4-GPU servers, whole GPUs: a 2-GPU job holds half of server 0 for 100 s, a 1-GPU job
   // one GPU of server 1 for 1000 s, and a 4-GPU job waits for a whole server. A 1-GPU job behind
   // it starts at once with backfill and only after it in FIFO.
@@ -272,7 +272,7 @@ Trace RandomTrace(uint64_t seed, int jobs, int max_gpus) {
   return Csv(rows);
 }
 
-TEST(Cluster, NoJobWaitsWhileAServerCouldStartIt) {
+TEST(SimCluster, NoJobWaitsWhileAServerCouldStartIt) {
   // The property, checked after every instant by probing every waiting job the rule covers
   // against every server with the policy itself: in the queue mode no server but the one
   // reserved for the oldest job could start a waiting job; in FIFO, none could start the oldest.
@@ -312,7 +312,7 @@ TEST(Cluster, NoJobWaitsWhileAServerCouldStartIt) {
   EXPECT_GT(checks, 10000) << "jobs did wait, and were checked";
 }
 
-TEST(Cluster, FifoStartsJobsInArrivalOrder) {
+TEST(SimCluster, FifoStartsJobsInArrivalOrder) {
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     const Trace trace = RandomTrace(seed, 80, 4);
     for (const char* spec : {"exclusive", "worst-fit", "least-utilized:grace=off"}) {
@@ -333,7 +333,7 @@ TEST(Cluster, FifoStartsJobsInArrivalOrder) {
   EXPECT_GT(later_first, 0);
 }
 
-TEST(Cluster, ShardsCrashWhenCoLocatedPeaksOverflowAndTheJobIsRequeued) {
+TEST(SimCluster, ShardsCrashWhenCoLocatedPeaksOverflowAndTheJobIsRequeued) {
   // One 40 GiB GPU cut into 2 shards: two 25 GiB jobs share it by count alone. The second
   // reaches its peak at 61 s beside the first and crashes; Slurm requeues it, the free shard takes
   // it again at once, and by its next peak (121 s) the first (60 s alone, a little slowed) has
@@ -369,7 +369,7 @@ TEST(Cluster, ShardsCrashWhenCoLocatedPeaksOverflowAndTheJobIsRequeued) {
   EXPECT_NEAR(shared.jobs[1].start_s, 1, 1e-6);
 }
 
-TEST(Cluster, AJobThatOverflowsAGpuAloneFailsInsteadOfLooping) {
+TEST(SimCluster, AJobThatOverflowsAGpuAloneFailsInsteadOfLooping) {
   const Trace trace = Csv("0,100,45GiB,0.3,10,1,a\n");
   const SimResult r = RunSim(trace, "shards:n=2,est=none", Cluster(1, 1));
   EXPECT_EQ(r.metrics.failed, 1);
@@ -377,7 +377,7 @@ TEST(Cluster, AJobThatOverflowsAGpuAloneFailsInsteadOfLooping) {
   EXPECT_NE(r.jobs[0].reason.find("alone"), std::string::npos) << r.jobs[0].reason;
 }
 
-TEST(Cluster, AJobNoIdleServerCouldStartIsRefusedInsteadOfBlockingTheQueue) {
+TEST(SimCluster, AJobNoIdleServerCouldStartIsRefusedInsteadOfBlockingTheQueue) {
   // 37.8 GiB + the 2 GiB margin fit a 40 GiB GPU, but not the 39.6 GiB an idle one has free (the
   // driver holds the rest): refused at submission, it does not hold up the job behind it.
   const Trace trace = Csv("0,100,37.8GiB,0.2,1,1,a\n1,100,2GiB,0.2,1,1,a\n");
@@ -389,14 +389,14 @@ TEST(Cluster, AJobNoIdleServerCouldStartIsRefusedInsteadOfBlockingTheQueue) {
   EXPECT_NEAR(r.jobs[1].start_s, 1, 1e-6);
 }
 
-TEST(Cluster, ShardSpecsAreChecked) {
+TEST(SimCluster, ShardSpecsAreChecked) {
   EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:n=0", RunSpec{}), A100x4()).ok());
   EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:k=2", RunSpec{}), A100x4()).ok());
   EXPECT_FALSE(ParseClusterMode("slurm").ok());
   EXPECT_EQ(*ParseClusterMode("per-server"), ClusterMode::kPerServer);
 }
 
-TEST(Cluster, PerServerReproducesTheFormerRule) {
+TEST(SimCluster, PerServerReproducesTheFormerRule) {
   // Numbers from the simulator before the cluster queue existed (same trace, seed and servers).
   SyntheticOptions synthetic;
   synthetic.jobs = 3000;
@@ -431,7 +431,7 @@ TEST(Cluster, PerServerReproducesTheFormerRule) {
   }
 }
 
-TEST(Cluster, OneServerBehavesAsThePerServerRule) {
+TEST(SimCluster, OneServerBehavesAsThePerServerRule) {
   // With one server the queue's reservation is that server's own queue: the same run.
   for (const char* spec :
        {"exclusive", "worst-fit", "least-utilized:est=none", "best-fit:grace=off",
