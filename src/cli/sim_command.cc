@@ -40,7 +40,7 @@ std::vector<std::string> SplitSpecs(const std::string& list) {
   std::string current;
   for (const std::string& part : Split(list, ',')) {
     const std::string name(Trim(part.substr(0, part.find(':'))));
-    bool is_policy = false;
+    bool is_policy = name == "shards";
     for (const auto& info : KnownPolicies()) {
       is_policy |= info.name == name;
       for (const auto& alias : info.aliases) is_policy |= alias == name;
@@ -98,6 +98,19 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_option("--servers", o.servers, "number of identical servers")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  sim->add_option("--cluster", o.cluster,
+                  "how jobs reach servers: queue (one cluster queue, a job goes to a server only "
+                  "when it can start there; backfill), fifo (the same in strict order) or "
+                  "per-server (each job sent to a server on arrival, as before)")
+      ->capture_default_str();
+  sim->add_option("--node-choice", o.node_choice,
+                  "which server that can start a job gets it: most-free (planned memory) or "
+                  "best-fit (the least free, Slurm's native choice)")
+      ->capture_default_str();
+  sim->add_option("--queue-depth", o.queue_depth,
+                  "waiting jobs the cluster queue looks at per round (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000000));
   sim->add_option("--policy", o.policy,
                   "one policy spec, e.g. worst-fit or least-utilized:margin=5GiB");
   sim->add_option("--compare", o.compare,
@@ -146,6 +159,8 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_flag("--calibration", o.calibration,
                 "print the interference/power fit to the H100 measurements");
   sim->add_flag("--timings", o.timings, "print wall time and jobs/s per policy to stderr");
+  sim->add_flag("--describe", o.describe,
+                "print how much the trace asks of the servers (its load) and exit");
 }
 
 int RunSimCommand(const SimCommandOptions& o) {
@@ -157,6 +172,8 @@ int RunSimCommand(const SimCommandOptions& o) {
       if (!aliases.empty()) aliases += ")";
       fmt::print("{:<16}{:<14} {}\n", p.name, aliases, p.summary);
     }
+    fmt::print("{:<16}{:<14} {}\n", "shards", "",
+               "simulator only: Slurm's shard GRES, n=4 jobs per GPU by count, no memory known");
     return 0;
   }
   if (o.list_workloads) {
@@ -199,6 +216,25 @@ int RunSimCommand(const SimCommandOptions& o) {
     fmt::print(stderr, "colo sim: {}\n", trace.status().message());
     return 2;
   }
+  if (o.describe) {
+    const TraceLoad load = DescribeLoad(*trace);
+    const double gpus = static_cast<double>(o.servers) * server->gpus;
+    std::string mix;
+    for (size_t g = 1; g < load.jobs_by_gpus.size(); ++g) {
+      if (load.jobs_by_gpus[g] == 0) continue;
+      mix += fmt::format(
+          "{}{} GPU{}: {:.1f}%", mix.empty() ? "" : ", ", g, g == 1 ? "" : "s",
+          100.0 * static_cast<double>(load.jobs_by_gpus[g]) / static_cast<double>(load.jobs));
+    }
+    fmt::print("trace {}: {} jobs submitted over {:.1f} h ({})\n", trace->name, load.jobs,
+               load.span_s / 3600, mix);
+    fmt::print(
+        "{:.0f} GPU-hours run alone; while the jobs arrive they keep {:.0f} GPUs busy on "
+        "average if each starts on arrival: {:.2f}x the {} x {} GPUs\n",
+        load.gpu_hours, load.mean_demand_gpus, load.mean_demand_gpus / gpus, o.servers,
+        server->gpus);
+    return 0;
+  }
   auto margin = ParseBytes(o.margin);
   auto recovery = ParseRecoveryMode(o.recovery);
   if (!margin.ok() || !recovery.ok()) {
@@ -206,9 +242,20 @@ int RunSimCommand(const SimCommandOptions& o) {
                !margin.ok() ? margin.status().message() : recovery.status().message());
     return 2;
   }
+  auto cluster = ParseClusterMode(o.cluster);
+  auto node_choice = ParseNodeChoice(o.node_choice);
+  if (!cluster.ok() || !node_choice.ok()) {
+    fmt::print(stderr, "colo sim: {}\n",
+               !cluster.ok() ? "--cluster: " + cluster.status().message()
+                             : "--node-choice: " + node_choice.status().message());
+    return 2;
+  }
   SimOptions options;
   options.server = *server;
   options.servers = o.servers;
+  options.cluster = *cluster;
+  options.node_choice = *node_choice;
+  options.queue_depth = o.queue_depth;
   options.seed = o.seed;
   options.scheduler.backfill = o.backfill;
   options.scheduler.window_samples = o.window;
@@ -262,9 +309,10 @@ int RunSimCommand(const SimCommandOptions& o) {
       return 2;
     }
     if (o.timings) {
-      fmt::print(stderr, "{}: {} jobs in {:.3f} s wall = {:.0f} jobs/s ({} events, {} passes)\n",
+      fmt::print(stderr,
+                 "{}: {} jobs in {:.3f} s wall = {:.0f} jobs/s ({} events, {} passes, {} rounds)\n",
                  text, trace->jobs.size(), wall, static_cast<double>(trace->jobs.size()) / wall,
-                 result->metrics.events, result->metrics.passes);
+                 result->metrics.events, result->metrics.passes, result->metrics.rounds);
     }
     results.push_back(std::move(*result));
   }
@@ -275,8 +323,8 @@ int RunSimCommand(const SimCommandOptions& o) {
   else if (o.csv)
     fmt::print("{}", ToCsv(results));
   else {
-    fmt::print("trace {} ({} jobs) on {} x {}\n", trace->name, trace->jobs.size(), o.servers,
-               server->name);
+    fmt::print("trace {} ({} jobs) on {} x {}, cluster {}\n", trace->name, trace->jobs.size(),
+               o.servers, server->name, ToString(options.cluster));
     fmt::print("{}", FormatTable(results, baseline));
   }
   if (!o.report.empty()) {

@@ -11,6 +11,9 @@ struct SimCommandOptions {
   std::string trace = "thesis-90";
   std::string server = "a100x4";
   int servers = 1;
+  std::string cluster = "queue";
+  std::string node_choice = "most-free";
+  int queue_depth = 100;
   std::string policy;
   std::string compare;
   std::string estimator = "oracle";
@@ -36,6 +39,7 @@ struct SimCommandOptions {
   bool list_policies = false;
   bool calibration = false;
   bool timings = false;
+  bool describe = false;
 };
 
 void AddSimCommand(CLI::App& app, SimCommandOptions& options);

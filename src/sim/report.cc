@@ -116,17 +116,17 @@ std::string ToCsv(const std::vector<SimResult>& results) {
       "policy,jobs,succeeded,failed,total_time_s,wait_avg_s,wait_p50_s,wait_p95_s,exec_avg_s,exec_"
       "p50_s,"
       "exec_p95_s,jct_avg_s,jct_p50_s,jct_p95_s,oom_crashes,lost_gpu_hours,energy_mj,mean_smact,"
-      "mean_memory_frac\n";
+      "mean_memory_frac,wait_p99_s,jct_p99_s,requeues\n";
   for (const auto& r : results) {
     const Metrics& m = r.metrics;
     out += fmt::format(
         "\"{}\",{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{},{"
         ":.4f},"
-        "{:.4f},{:.4f},{:.4f}\n",
+        "{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{}\n",
         m.label, m.jobs, m.succeeded, m.failed, m.total_time_s, m.wait_avg_s, m.wait_p50_s,
         m.wait_p95_s, m.exec_avg_s, m.exec_p50_s, m.exec_p95_s, m.jct_avg_s, m.jct_p50_s,
-        m.jct_p95_s, m.oom_crashes, m.lost_gpu_hours, m.energy_mj, m.mean_smact,
-        m.mean_memory_frac);
+        m.jct_p95_s, m.oom_crashes, m.lost_gpu_hours, m.energy_mj, m.mean_smact, m.mean_memory_frac,
+        m.wait_p99_s, m.jct_p99_s, m.requeues);
   }
   return out;
 }

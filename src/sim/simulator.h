@@ -27,9 +27,47 @@ struct RunSpec {
 };
 Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults);
 
+// How jobs reach servers.
+enum class ClusterMode {
+  // One cluster-wide queue in arrival order, as slurmctld keeps: a job goes to a server only when
+  // that server's scheduler can start it now (which one of those: NodeChoice). The oldest waiting
+  // job reserves the most free server and queues there; later jobs may start on any other
+  // (backfill). At most `queue_depth` waiting jobs are looked at per scheduling round.
+  kQueue,
+  // The same queue in strict order (Slurm's sched/builtin): nothing starts while the oldest waits.
+  kFifo,
+  // The former rule: each job is sent on arrival to the server with the least outstanding GPU
+  // demand and waits in that server's queue, never moving.
+  kPerServer,
+};
+Result<ClusterMode> ParseClusterMode(std::string_view text);
+std::string_view ToString(ClusterMode mode);
+
+// Which of the servers that can start a job the cluster queue sends it to.
+enum class NodeChoice {
+  // The most free planned memory (idle GPUs for exclusive, free shards for shards), as a
+  // consumable gpumem resource with least-loaded node selection would choose.
+  kMostFree,
+  // The least free that can start it: Slurm's native best fit, which packs jobs and keeps
+  // servers whole for larger jobs.
+  kBestFit,
+};
+Result<NodeChoice> ParseNodeChoice(std::string_view text);
+
 struct SimOptions {
   ServerProfile server;
   int servers = 1;
+  ClusterMode cluster = ClusterMode::kQueue;
+  NodeChoice node_choice = NodeChoice::kMostFree;
+  // Waiting jobs looked at per scheduling round of the cluster queue (Slurm's default_queue_depth);
+  // 0: all of them.
+  int queue_depth = 100;
+  // For tests: after every instant, probe every waiting job the rule covers against every server
+  // and count the jobs left waiting that a server could start (Metrics::dispatch_violations); with
+  // the utilization gate on, only once that has lasted a sample interval (the window slides
+  // continuously and is looked at again each interval, as colod samples). Also checks that the
+  // cluster's accounting of free memory agrees with the servers' schedulers.
+  bool check_dispatch = false;
   SchedulerConfig scheduler;
   GateConfig gates;
   InterferenceModel interference;
@@ -58,7 +96,10 @@ struct Metrics {
   double wait_avg_s = 0, wait_p50_s = 0, wait_p95_s = 0;
   double exec_avg_s = 0, exec_p50_s = 0, exec_p95_s = 0;
   double jct_avg_s = 0, jct_p50_s = 0, jct_p95_s = 0;
+  double wait_p99_s = 0, jct_p99_s = 0;
   int oom_crashes = 0;
+  // Jobs put back into the cluster queue after an out-of-memory crash (the shards baseline).
+  int requeues = 0;
   double lost_gpu_hours = 0;
   double energy_mj = 0;
   double mean_smact = 0;          // over all GPUs and the trace's duration
@@ -67,6 +108,11 @@ struct Metrics {
   std::vector<double> gpu_memory_gib;
   int64_t events = 0;
   int64_t passes = 0;
+  int64_t rounds = 0;  // scheduling rounds of the cluster queue
+  // With SimOptions::check_dispatch: (job, server) pairs probed, and those where the server could
+  // have started a job that was left waiting.
+  int64_t dispatch_checks = 0;
+  int64_t dispatch_violations = 0;
 };
 
 // What the HTML report draws. Filled only with SimOptions::record_timeline.

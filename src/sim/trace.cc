@@ -396,6 +396,32 @@ Trace SyntheticPhilly(const SyntheticOptions& o) {
   return trace;
 }
 
+TraceLoad DescribeLoad(const Trace& trace) {
+  TraceLoad load;
+  load.jobs = trace.jobs.size();
+  if (trace.jobs.empty()) return load;
+  double first = ToSeconds(trace.jobs.front().submit), last = first;
+  for (const TraceJob& job : trace.jobs) {
+    first = std::min(first, ToSeconds(job.submit));
+    last = std::max(last, ToSeconds(job.submit));
+  }
+  load.span_s = last - first;
+  double busy = 0, all_at_once = 0;
+  for (const TraceJob& job : trace.jobs) {
+    const double gpus = job.profile.gpus;
+    const double start = ToSeconds(job.submit);
+    const double duration = ToSeconds(job.profile.duration);
+    load.gpu_hours += gpus * duration / 3600;
+    busy += gpus * (std::min(start + duration, last) - start);
+    all_at_once += gpus;
+    const size_t g = static_cast<size_t>(job.profile.gpus);
+    if (load.jobs_by_gpus.size() <= g) load.jobs_by_gpus.resize(g + 1, 0);
+    ++load.jobs_by_gpus[g];
+  }
+  load.mean_demand_gpus = load.span_s > 0 ? busy / load.span_s : all_at_once;
+  return load;
+}
+
 Result<Trace> LoadTrace(const std::string& source, const SyntheticOptions& synthetic) {
   if (source == "thesis-90" || source == "thesis90") return ThesisTrace(90);
   if (source == "thesis-60" || source == "thesis60") return ThesisTrace(60);

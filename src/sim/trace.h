@@ -65,4 +65,17 @@ Trace SyntheticPhilly(const SyntheticOptions& options);
 // "thesis-90", "thesis-60", "synthetic", "carma:SCRIPT", "philly:FILE.json", or a CSV path.
 Result<Trace> LoadTrace(const std::string& source, const SyntheticOptions& synthetic);
 
+// How much a trace asks of a cluster.
+struct TraceLoad {
+  size_t jobs = 0;
+  double span_s = 0;     // first to last submission
+  double gpu_hours = 0;  // every job's GPUs times its solo duration
+  // GPUs busy on average between the first and the last submission if every job started on
+  // arrival and ran alone (jobs still running at the last submission count until then): what a
+  // cluster of that many GPUs would have to give at once, on average, while the trace arrives.
+  double mean_demand_gpus = 0;
+  std::vector<size_t> jobs_by_gpus;  // [g]: jobs asking for g GPUs
+};
+TraceLoad DescribeLoad(const Trace& trace);
+
 }  // namespace colo

@@ -1,7 +1,12 @@
 #include "sim/simulator.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "common/rng.h"
 #include "sim/report.h"
 
 namespace colo {
@@ -175,6 +180,271 @@ TEST(RunSpec, SplitsSimulatorKeysFromPolicySettings) {
   EXPECT_FALSE(ParseRunSpec("worst-fit:share=warp", RunSpec{}).ok());
   auto unknown = Simulate(ThesisTrace(90), *ParseRunSpec("nope", RunSpec{}), A100x4());
   EXPECT_FALSE(unknown.ok());
+}
+
+// ---- The cluster layer ----
+
+SimOptions Cluster(int servers, int gpus, ClusterMode mode = ClusterMode::kQueue) {
+  SimOptions o = A100x4();
+  o.server.gpus = gpus;
+  o.servers = servers;
+  o.cluster = mode;
+  o.record_timeline = false;
+  return o;
+}
+
+TEST(SimCluster, PerServerLeavesAJobBehindABusyServerTheQueueDoesNot) {
+  // Two one-GPU servers, whole GPUs. A long job and two short ones arrive together: the former
+  // rule sends the third to the first server (least demand, lowest index), behind the long job,
+  // while the second server idles after 10 s. The cluster queue starts it there at 10 s.
+  const Trace trace = Csv("0,1000,2GiB,0.2,1,1,a\n0,10,2GiB,0.2,1,1,a\n0,10,2GiB,0.2,1,1,a\n");
+  const SimResult old_rule = RunSim(trace, "exclusive", Cluster(2, 1, ClusterMode::kPerServer));
+  const SimResult queue = RunSim(trace, "exclusive", Cluster(2, 1));
+  EXPECT_NEAR(old_rule.jobs[2].start_s, 1000, 1e-6);
+  EXPECT_NEAR(queue.jobs[2].start_s, 10, 1e-6);
+  EXPECT_EQ(queue.jobs[2].server, 1);
+  EXPECT_EQ(queue.metrics.succeeded, 3);
+}
+
+TEST(SimCluster, TheJobGoesToTheMostFreeServerOrWithBestFitTheLeastFree) {
+  // Server 0 holds a 20 GiB job, server 1 a 5 GiB one (worst-fit, oracle): a third job goes to
+  // server 1, where more planned memory is free, though server 0 could start it too.
+  const Trace trace =
+      Csv("0,1000,20GiB,0.2,1,1,a\n1,1000,5GiB,0.2,1,1,a\n100,100,2GiB,0.2,1,1,a\n");
+  const SimResult r = RunSim(trace, "worst-fit", Cluster(2, 1));
+  EXPECT_EQ(r.jobs[0].server, 0);
+  EXPECT_EQ(r.jobs[1].server, 1);
+  EXPECT_EQ(r.jobs[2].server, 1);
+  EXPECT_NEAR(r.jobs[2].start_s, 100, 1e-6);
+  // Slurm's best fit sends it to the least free server that can start it.
+  SimOptions best_fit = Cluster(2, 1);
+  best_fit.node_choice = NodeChoice::kBestFit;
+  const SimResult packed = RunSim(trace, "worst-fit", best_fit);
+  EXPECT_EQ(packed.jobs[1].server, 1) << "server 0's GPU is in its launch grace at 1 s";
+  EXPECT_EQ(packed.jobs[2].server, 0) << "beside the 20 GiB job: the least free that fits";
+  // Both rules only choose among servers that can start the job now.
+  const Trace big = Csv("0,1000,20GiB,0.2,1,1,a\n1,1000,25GiB,0.2,1,1,a\n");
+  EXPECT_EQ(RunSim(big, "worst-fit", best_fit).jobs[1].server, 1);
+  EXPECT_NEAR(RunSim(big, "worst-fit", best_fit).jobs[1].start_s, 1, 1e-6);
+}
+
+TEST(SimCluster, StrictOrderNeverStartsALaterJobFirstBackfillDoes) {
+  // Two 4-GPU servers, whole GPUs: a 2-GPU job holds half of server 0 for 100 s, a 1-GPU job
+  // one GPU of server 1 for 1000 s, and a 4-GPU job waits for a whole server. A 1-GPU job behind
+  // it starts at once with backfill and only after it in FIFO.
+  const Trace trace = Csv(
+      "0,100,2GiB,0.2,1,2,a\n0,1000,2GiB,0.2,1,1,a\n1,100,2GiB,0.2,1,4,a\n2,50,2GiB,0.2,1,1,a\n");
+  SimOptions fifo = Cluster(2, 4, ClusterMode::kFifo);
+  fifo.check_dispatch = true;
+  SimOptions queue = Cluster(2, 4);
+  queue.check_dispatch = true;
+  const SimResult strict = RunSim(trace, "exclusive", fifo);
+  const SimResult backfill = RunSim(trace, "exclusive", queue);
+  EXPECT_NEAR(strict.jobs[2].start_s, 100, 1e-6);
+  EXPECT_NEAR(strict.jobs[3].start_s, 100, 1e-6) << "not before the 4-GPU job";
+  // The 4-GPU job reserves server 1 (3 idle GPUs against 2); the 1-GPU job behind it is
+  // backfilled at once on server 0, and the 4-GPU job starts there when it empties first, at 100.
+  EXPECT_NEAR(backfill.jobs[3].start_s, 2, 1e-6) << "backfilled";
+  EXPECT_EQ(backfill.jobs[3].server, 0);
+  EXPECT_NEAR(backfill.jobs[2].start_s, 100, 1e-6);
+  EXPECT_EQ(backfill.jobs[2].server, 0);
+  EXPECT_EQ(strict.metrics.dispatch_violations, 0);
+  EXPECT_EQ(backfill.metrics.dispatch_violations, 0);
+  EXPECT_GT(backfill.metrics.dispatch_checks, 0);
+}
+
+// Random small traces: mixed GPU counts, memory from 1 to 30 GiB on 40 GiB GPUs, bursty arrivals.
+Trace RandomTrace(uint64_t seed, int jobs, int max_gpus) {
+  Rng rng(seed);
+  std::string rows;
+  double at = 0;
+  for (int i = 0; i < jobs; ++i) {
+    at += rng.Exponential(rng.Uniform() < 0.5 ? 5 : 120);
+    const double u = rng.Uniform();
+    const int gpus = std::min(max_gpus, u < 0.75 ? 1 : u < 0.9 ? 2 : 4);
+    const double duration = std::round(rng.Uniform(60, 2000));
+    const int peak = 1 + static_cast<int>(rng.Below(30));
+    const double smact = std::round(rng.Uniform(0.05, 0.95) * 100) / 100;
+    const int warmup = static_cast<int>(std::min(duration - 1, rng.Uniform(0, 120)));
+    rows += fmt::format("{:.0f},{:.0f},{}GiB,{},{},{},u{}\n", at, duration, peak, smact, warmup,
+                        gpus, rng.Below(2));
+  }
+  return Csv(rows);
+}
+
+TEST(SimCluster, NoJobWaitsWhileAServerCouldStartIt) {
+  // The property, checked after every instant by probing every waiting job the rule covers
+  // against every server with the policy itself: in the queue mode no server but the one
+  // reserved for the oldest job could start a waiting job; in FIFO, none could start the oldest.
+  const std::vector<std::string> specs = {"exclusive",          "worst-fit",
+                                          "best-fit:grace=off", "least-utilized:est=noisy:0.3",
+                                          "first-fit:est=none", "round-robin:same-user=off",
+                                          "shards:n=2",         "worst-fit:learn=on"};
+  int64_t checks = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const Trace trace = RandomTrace(seed, 60, 4);
+    for (const auto& [mode, choice] : {std::pair{ClusterMode::kQueue, NodeChoice::kMostFree},
+                                       std::pair{ClusterMode::kQueue, NodeChoice::kBestFit},
+                                       std::pair{ClusterMode::kFifo, NodeChoice::kMostFree}}) {
+      for (const std::string& spec : specs) {
+        SCOPED_TRACE(fmt::format("seed {} {} {} {}", seed, ToString(mode),
+                                 choice == NodeChoice::kBestFit ? "best-fit" : "most-free", spec));
+        SimOptions options = Cluster(3, 4, mode);
+        options.node_choice = choice;
+        options.check_dispatch = true;
+        const SimResult r = RunSim(trace, spec, options);
+        EXPECT_EQ(r.metrics.dispatch_violations, 0);
+        // Every job ends: it succeeds, or is refused at submission (a noisy estimate above the
+        // GPU), or fails after out-of-memory crashes (colo's retry cap, Slurm's requeue limit).
+        for (const JobResult& job : r.jobs) {
+          if (job.state == JobState::kSucceeded) continue;
+          EXPECT_TRUE(job.reason.starts_with("rejected") ||
+                      job.reason.find("out of memory") != std::string::npos)
+              << job.id << ": " << job.reason;
+        }
+        if (spec == "exclusive" || spec == "worst-fit" || spec == "best-fit:grace=off") {
+          EXPECT_EQ(r.metrics.succeeded, 60);
+        }
+        checks += r.metrics.dispatch_checks;
+      }
+    }
+  }
+  EXPECT_GT(checks, 10000) << "jobs did wait, and were checked";
+}
+
+TEST(SimCluster, FifoStartsJobsInArrivalOrder) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const Trace trace = RandomTrace(seed, 80, 4);
+    for (const char* spec : {"exclusive", "worst-fit", "least-utilized:grace=off"}) {
+      SCOPED_TRACE(fmt::format("seed {} {}", seed, spec));
+      const SimResult r = RunSim(trace, spec, Cluster(3, 4, ClusterMode::kFifo));
+      ASSERT_EQ(r.metrics.succeeded, 80);
+      int later_first = 0;
+      for (size_t i = 1; i < r.jobs.size(); ++i)
+        later_first += r.jobs[i].start_s < r.jobs[i - 1].start_s;
+      EXPECT_EQ(later_first, 0);
+    }
+  }
+  // With backfill the same traces do start later jobs first (the rule above is not vacuous).
+  const SimResult backfill = RunSim(RandomTrace(1, 80, 4), "exclusive", Cluster(3, 4));
+  int later_first = 0;
+  for (size_t i = 1; i < backfill.jobs.size(); ++i)
+    later_first += backfill.jobs[i].start_s < backfill.jobs[i - 1].start_s;
+  EXPECT_GT(later_first, 0);
+}
+
+TEST(SimCluster, ShardsCrashWhenCoLocatedPeaksOverflowAndTheJobIsRequeued) {
+  // One 40 GiB GPU cut into 2 shards: two 25 GiB jobs share it by count alone. The second
+  // reaches its peak at 61 s beside the first and crashes; Slurm requeues it, the free shard takes
+  // it again at once, and by its next peak (121 s) the first (60 s alone, a little slowed) has
+  // ended: it runs to the end.
+  const Trace trace = Csv("0,60,25GiB,0.1,10,1,a\n1,1000,25GiB,0.1,60,1,a\n");
+  const SimOptions options = Cluster(1, 1);
+  const SimResult r = RunSim(trace, "shards:n=2,est=none", options);
+  EXPECT_EQ(r.metrics.oom_crashes, 1);
+  EXPECT_EQ(r.metrics.requeues, 1);
+  EXPECT_NEAR(r.metrics.lost_gpu_hours, 60.0 / 3600, 1e-9) << "from its start to its peak";
+  EXPECT_EQ(r.metrics.succeeded, 2);
+  EXPECT_EQ(r.jobs[1].ooms, 1);
+  EXPECT_EQ(r.jobs[1].attempts, 2);
+  EXPECT_NEAR(r.jobs[1].start_s, 1, 1e-6) << "its first start";
+  EXPECT_GE(r.jobs[1].end_s, 61 + 1000 - 1e-6) << "re-run from the start";
+  EXPECT_LT(r.jobs[1].end_s, 61 + 1000 + 10) << "slowed only while the first one ran";
+  // While the first job holds its memory, every retry crashes: after 5 requeues Slurm holds it.
+  const Trace longer = Csv("0,1000,25GiB,0.3,10,1,a\n1,1000,25GiB,0.3,60,1,a\n");
+  const SimResult held = RunSim(longer, "shards:n=2,est=none", options);
+  EXPECT_EQ(held.metrics.oom_crashes, 6);
+  EXPECT_EQ(held.metrics.requeues, 5);
+  EXPECT_NEAR(held.metrics.lost_gpu_hours, 6 * 60.0 / 3600, 1e-9);
+  EXPECT_EQ(held.jobs[0].state, JobState::kSucceeded);
+  EXPECT_EQ(held.jobs[1].state, JobState::kFailed);
+  EXPECT_NE(held.jobs[1].reason.find("MaxBatchRequeue"), std::string::npos) << held.jobs[1].reason;
+  // With 1 shard per GPU (whole GPUs) nothing crashes; the oracle plans them apart too.
+  EXPECT_EQ(RunSim(longer, "shards:n=1", options).metrics.oom_crashes, 0);
+  EXPECT_EQ(RunSim(longer, "worst-fit", options).metrics.oom_crashes, 0);
+  // Peaks that fit together share without a crash.
+  const Trace small = Csv("0,1000,15GiB,0.3,60,1,a\n1,1000,15GiB,0.3,60,1,a\n");
+  const SimResult shared = RunSim(small, "shards:n=2,est=none", options);
+  EXPECT_EQ(shared.metrics.oom_crashes, 0);
+  EXPECT_NEAR(shared.jobs[1].start_s, 1, 1e-6);
+}
+
+TEST(SimCluster, AJobThatOverflowsAGpuAloneFailsInsteadOfLooping) {
+  const Trace trace = Csv("0,100,45GiB,0.3,10,1,a\n");
+  const SimResult r = RunSim(trace, "shards:n=2,est=none", Cluster(1, 1));
+  EXPECT_EQ(r.metrics.failed, 1);
+  EXPECT_EQ(r.metrics.oom_crashes, 1);
+  EXPECT_NE(r.jobs[0].reason.find("alone"), std::string::npos) << r.jobs[0].reason;
+}
+
+TEST(SimCluster, AJobNoIdleServerCouldStartIsRefusedInsteadOfBlockingTheQueue) {
+  // 37.8 GiB + the 2 GiB margin fit a 40 GiB GPU, but not the 39.6 GiB an idle one has free (the
+  // driver holds the rest): refused at submission, it does not hold up the job behind it.
+  const Trace trace = Csv("0,100,37.8GiB,0.2,1,1,a\n1,100,2GiB,0.2,1,1,a\n");
+  const SimResult r = RunSim(trace, "worst-fit", Cluster(1, 1, ClusterMode::kFifo));
+  EXPECT_EQ(r.metrics.rejected, 1);
+  EXPECT_NE(r.jobs[0].reason.find("an idle GPU has 39.6 GiB free"), std::string::npos)
+      << r.jobs[0].reason;
+  EXPECT_EQ(r.jobs[1].state, JobState::kSucceeded);
+  EXPECT_NEAR(r.jobs[1].start_s, 1, 1e-6);
+}
+
+TEST(SimCluster, ShardSpecsAreChecked) {
+  EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:n=0", RunSpec{}), A100x4()).ok());
+  EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:k=2", RunSpec{}), A100x4()).ok());
+  EXPECT_FALSE(ParseClusterMode("slurm").ok());
+  EXPECT_EQ(*ParseClusterMode("per-server"), ClusterMode::kPerServer);
+}
+
+TEST(SimCluster, PerServerReproducesTheFormerRule) {
+  // Numbers from the simulator before the cluster queue existed (same trace, seed and servers).
+  SyntheticOptions synthetic;
+  synthetic.jobs = 3000;
+  synthetic.jobs_per_hour = 30;
+  synthetic.seed = 3;
+  const Trace trace = SyntheticPhilly(synthetic);
+  SimOptions options;
+  options.server = *FindServer("h100x8");
+  options.servers = 4;
+  options.cluster = ClusterMode::kPerServer;
+  options.seed = 3;
+  options.record_timeline = false;
+  struct Expected {
+    const char* spec;
+    double total_s, wait_s, jct_s;
+    int ooms, succeeded;
+  };
+  for (const Expected& e : {
+           Expected{"exclusive", 3912570.2414, 972751.3369, 983385.0045, 0, 3000},
+           Expected{"worst-fit", 2121569.9719, 323654.0635, 336637.4133, 0, 3000},
+           Expected{"least-utilized:est=noisy:0.3", 2076197.9691, 332322.466, 345270.1855, 0, 3000},
+           Expected{"round-robin:est=none,gates=none", 2210821.2807, 135443.0493, 189905.5907, 1150,
+                    2997},
+       }) {
+    SCOPED_TRACE(e.spec);
+    const SimResult r = RunSim(trace, e.spec, options);
+    EXPECT_NEAR(r.metrics.total_time_s, e.total_s, 1e-3);
+    EXPECT_NEAR(r.metrics.wait_avg_s, e.wait_s, 1e-3);
+    EXPECT_NEAR(r.metrics.jct_avg_s, e.jct_s, 1e-3);
+    EXPECT_EQ(r.metrics.oom_crashes, e.ooms);
+    EXPECT_EQ(r.metrics.succeeded, e.succeeded);
+  }
+}
+
+TEST(SimCluster, OneServerBehavesAsThePerServerRule) {
+  // With one server the queue's reservation is that server's own queue: the same run.
+  for (const char* spec :
+       {"exclusive", "worst-fit", "least-utilized:est=none", "best-fit:grace=off",
+        "round-robin:est=none,gates=none,recovery=thesis"}) {
+    SCOPED_TRACE(spec);
+    const Trace trace = ThesisTrace(90);
+    SimOptions queue = A100x4();
+    SimOptions old_rule = A100x4();
+    old_rule.cluster = ClusterMode::kPerServer;
+    const ReportContext context{"thesis-90", "a100x4", 1, 1};
+    EXPECT_EQ(ToJson(context, {RunSim(trace, spec, queue)}, true),
+              ToJson(context, {RunSim(trace, spec, old_rule)}, true));
+  }
 }
 
 }  // namespace
