@@ -250,6 +250,9 @@ struct RequestEncoder {
     if (e.wait_status) j["wait_status"] = *e.wait_status;
     return j;
   }
+  json operator()(const SlurmRunRequest& r) const {
+    return json{{"op", "slurm_run"}, {"job", r.job}, {"restarts", r.restarts}};
+  }
 };
 
 uint32_t ReadSlurmJobId(FieldReader& r) {
@@ -493,6 +496,14 @@ struct ReplyReader<SlurmEndReply> {
     return SlurmEndReply{r.Int("job", 0, 0, kMaxJobId), r.String("state", "", 64)};
   }
 };
+template <>
+struct ReplyReader<SlurmRunReply> {
+  static SlurmRunReply Read(const json& j, Status* status) {
+    FieldReader r(j, "", status);
+    return SlurmRunReply{static_cast<uint32_t>(r.Int("job", 0, 0, kMaxSlurmJobId)),
+                         static_cast<int>(r.Int("restarts", 0, 0, 1 << 20))};
+  }
+};
 
 template <>
 struct ReplyReader<HelloReply> {
@@ -710,9 +721,9 @@ ErrorCode CodeOf(const Status& status) {
 }
 
 std::string_view OpName(const Request& request) {
-  static constexpr std::string_view kNames[] = {"hello",   "submit",       "queue",    "show",
-                                                "cancel",  "explain",      "logs",     "gpus",
-                                                "history", "slurm_attach", "slurm_end"};
+  static constexpr std::string_view kNames[] = {
+      "hello", "submit", "queue",   "show",         "cancel",    "explain",
+      "logs",  "gpus",   "history", "slurm_attach", "slurm_end", "slurm_run"};
   return kNames[request.index()];
 }
 
@@ -772,6 +783,11 @@ Result<Request> DecodeRequest(std::string_view line) {
     e.job = ReadSlurmJobId(r);
     if (r.Has("wait_status")) e.wait_status = static_cast<int>(r.Int("wait_status", 0, 0, 0xffff));
     request = e;
+  } else if (op == "slurm_run") {
+    SlurmRunRequest run;
+    run.job = ReadSlurmJobId(r);
+    run.restarts = static_cast<int>(r.Int("restarts", 0, 0, 1 << 20));
+    request = run;
   } else {
     return InvalidArgument(op.empty() ? "request has no \"op\""
                                       : fmt::format("unknown op '{}'", op.substr(0, 64)));
@@ -894,6 +910,9 @@ std::string EncodeReply(const SlurmAttachReply& a) {
 std::string EncodeReply(const SlurmEndReply& e) {
   return Line({{"job", e.job}, {"state", e.state}});
 }
+std::string EncodeReply(const SlurmRunReply& run) {
+  return Line({{"job", run.job}, {"restarts", run.restarts}});
+}
 
 std::string EncodeError(ErrorCode code, std::string_view message) {
   const json j{
@@ -934,5 +953,6 @@ template Result<GpusReply> DecodeReply<GpusReply>(std::string_view);
 template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
 template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
 template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
+template Result<SlurmRunReply> DecodeReply<SlurmRunReply>(std::string_view);
 
 }  // namespace colo::api

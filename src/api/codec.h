@@ -41,6 +41,7 @@ std::string EncodeReply(const GpusReply& reply);
 std::string EncodeReply(const HistoryReply& reply);
 std::string EncodeReply(const SlurmAttachReply& reply);
 std::string EncodeReply(const SlurmEndReply& reply);
+std::string EncodeReply(const SlurmRunReply& reply);
 std::string EncodeError(const Status& error);
 std::string EncodeError(ErrorCode code, std::string_view message);
 

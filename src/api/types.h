@@ -111,6 +111,12 @@ struct SlurmAttachRequest {
   std::optional<Bytes> memory;
   SharingPreference share = SharingPreference::kAny;
   // SLURM_RESTART_COUNT: above 0, an earlier run (on any node) may have raised the job's need.
+  // Slurm 22.05 does not give it to the batch step; slurm_run (the prolog) tells colod then.
+  int restarts = 0;
+};
+// slurmd's prolog: run number `restarts` (runs before it) of a Slurm job begins on this node.
+struct SlurmRunRequest {
+  uint32_t job = 0;
   int restarts = 0;
 };
 // The job's batch script ended with this wait status, or (no status) Slurm's epilog says the
@@ -122,7 +128,7 @@ struct SlurmEndRequest {
 
 using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
                              ExplainRequest, LogsRequest, GpusRequest, HistoryRequest,
-                             SlurmAttachRequest, SlurmEndRequest>;
+                             SlurmAttachRequest, SlurmEndRequest, SlurmRunRequest>;
 std::string_view OpName(const Request& request);
 
 // --- Replies ---
@@ -253,8 +259,15 @@ struct SlurmAttachReply {
   std::vector<std::string> env;  // placed: NAME=value for every task of every step
   std::string reason;
 };
+struct SlurmRunReply {
+  uint32_t job = 0;
+  int restarts = 0;  // the run colod now expects
+};
 struct SlurmEndReply {
   JobId job = 0;  // 0: colod had no tenant for it
+  // "ended"; "ending" (its output is being read, or its requeue is on its way: ask again, and
+  // keep the batch step until it is not — a job Slurm saw fail would release its dependents);
+  // "requeued" (given back to Slurm, which runs it again); "unknown" (no tenant for it).
   std::string state;
 };
 
@@ -304,6 +317,10 @@ struct ReplyOf<SlurmAttachRequest> {
 template <>
 struct ReplyOf<SlurmEndRequest> {
   using type = SlurmEndReply;
+};
+template <>
+struct ReplyOf<SlurmRunRequest> {
+  using type = SlurmRunReply;
 };
 
 }  // namespace colo::api

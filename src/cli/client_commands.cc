@@ -102,8 +102,12 @@ std::string Pct(double v) {
 }
 
 void PrintJobs(const std::vector<api::JobSummary>& jobs, bool history) {
-  fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", "JOBID", "NAME", "USER", "ST",
-             "GPUS", "MEM", "TIME", history ? "END / REASON" : "GPUS(REASON)");
+  // On a Slurm node, each job's Slurm id too ("-" for a job submitted to colo itself).
+  const bool slurm = std::any_of(jobs.begin(), jobs.end(),
+                                 [](const api::JobSummary& j) { return j.slurm_job.has_value(); });
+  const std::string slurm_header = slurm ? fmt::format(" {:>8}", "SLURM") : "";
+  fmt::print("{:>7}{} {:<18} {:<10} {:>3} {:>4} {:>10} {:>11}  {}\n", "JOBID", slurm_header, "NAME",
+             "USER", "ST", "GPUS", "MEM", "TIME", history ? "END / REASON" : "GPUS(REASON)");
   for (const api::JobSummary& j : jobs) {
     double elapsed = 0;
     if (j.state == JobState::kRunning)
@@ -118,8 +122,10 @@ void PrintJobs(const std::vector<api::JobSummary>& jobs, bool history) {
     } else {
       where = "(" + j.reason + ")";
     }
-    fmt::print("{:>7} {:<18} {:<10} {:>2} {:>4} {:>10} {:>11}  {}\n", j.id, Cell(j.name, 18),
-               Cell(j.user, 10), StateCode(j.state), j.gpus,
+    const std::string slurm_cell =
+        slurm ? fmt::format(" {:>8}", j.slurm_job ? std::to_string(*j.slurm_job) : "-") : "";
+    fmt::print("{:>7}{} {:<18} {:<10} {:>3} {:>4} {:>10} {:>11}  {}\n", j.id, slurm_cell,
+               Cell(j.name, 18), Cell(j.user, 10), StateCode(j.state), j.gpus,
                j.memory ? FormatBytes(*j.memory) : "unknown", Elapsed(elapsed), Printable(where));
   }
 }
@@ -384,7 +390,8 @@ int History(const ClientOptions& o) {
 
 void PrintShow(const api::JobDetail& j) {
   const api::JobSummary& s = j.summary;
-  fmt::print("JobId={} Name={} User={} State={} Attempts={}\n", s.id, Printable(s.name),
+  fmt::print("JobId={}{} Name={} User={} State={} Attempts={}\n", s.id,
+             s.slurm_job ? fmt::format(" SlurmJobId={}", *s.slurm_job) : "", Printable(s.name),
              Printable(s.user), ToString(s.state), s.attempts);
   std::vector<std::string> words;
   for (const std::string& w : j.command) words.push_back(Printable(w));

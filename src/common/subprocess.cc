@@ -15,6 +15,9 @@
 namespace colo {
 namespace {
 
+// How the intermediate process says that the command was killed by a signal.
+constexpr int kKilledBySignal = 255;
+
 class Fd {
  public:
   explicit Fd(int fd = -1) : fd_(fd) {}
@@ -58,22 +61,36 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
   // functions (this process has other threads).
   std::vector<char*> args = Pointers(argv), envp = Pointers(env);
 
+  // Two processes: the one colod waits for through its pidfd sends no SIGCHLD and never calls
+  // exec, so it stays invisible to waitpid(-1) (exec would make a child an ordinary one again);
+  // it runs the command as its own child and exits with its status.
   int pidfd = -1;
-  clone_args clone{};
-  clone.flags = CLONE_PIDFD;
-  clone.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  clone.exit_signal = 0;  // no SIGCHLD: only this pidfd waits for it
-  const long pid = syscall(SYS_clone3, &clone, sizeof clone);
+  clone_args outer{};
+  outer.flags = CLONE_PIDFD;
+  outer.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  outer.exit_signal = 0;
+  const long pid = syscall(SYS_clone3, &outer, sizeof outer);
   if (pid < 0) return Internal(std::string("clone3: ") + strerror(errno));
   if (pid == 0) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    setsid();
+    setsid();  // a process group of its own: a timeout kills the command with it
     if (dup2(devnull.get(), 0) < 0 || dup2(write_end.get(), 1) < 0 || dup2(write_end.get(), 2) < 0)
       _exit(126);
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
+    clone_args inner{};
+    inner.exit_signal = SIGCHLD;
+    const long command = syscall(SYS_clone3, &inner, sizeof inner);
+    if (command < 0) _exit(126);
+    if (command == 0) {
+      execve(args[0], args.data(), envp.data());
+      _exit(127);
+    }
+    int status = 0;
+    while (waitpid(static_cast<pid_t>(command), &status, 0) < 0) {
+      if (errno != EINTR) _exit(126);
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : kKilledBySignal);
   }
   Fd process(pidfd);
   close(write_end.release());
@@ -98,7 +115,11 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
     const size_t room = max_output - std::min(max_output, result.output.size());
     result.output.append(buffer, std::min(room, static_cast<size_t>(n)));
   }
-  if (result.timed_out) syscall(SYS_pidfd_send_signal, process.get(), SIGKILL, nullptr, 0);
+  auto kill_all = [&] {
+    kill(-static_cast<pid_t>(pid), SIGKILL);  // not reaped yet: the group is still its own
+    syscall(SYS_pidfd_send_signal, process.get(), SIGKILL, nullptr, 0);
+  };
+  if (result.timed_out) kill_all();
   siginfo_t info{};
   // What it left running in its session is its own business; it is waited for with a bound too.
   for (;;) {
@@ -107,14 +128,15 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
         deadline - std::chrono::steady_clock::now());
     if (poll(&p, 1, std::max<int>(0, static_cast<int>(left.count()))) == 0) {
       result.timed_out = true;
-      syscall(SYS_pidfd_send_signal, process.get(), SIGKILL, nullptr, 0);
+      kill_all();
     }
     if (waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(process.get()), &info,
                WEXITED | __WCLONE) == 0)
       break;
     if (errno != EINTR) return Internal(std::string("waitid: ") + strerror(errno));
   }
-  result.exit_code = info.si_code == CLD_EXITED ? info.si_status : -1;
+  result.exit_code =
+      info.si_code == CLD_EXITED && info.si_status != kKilledBySignal ? info.si_status : -1;
   return result;
 }
 

@@ -1,6 +1,7 @@
 // Runs a helper program (scontrol, setpriv) and collects its output, bounded in time and size.
-// Safe to call from any thread of a process that reaps its children with waitpid(-1): the child
-// sends no SIGCHLD and is waited for through its pidfd only, so no other reaper takes its status.
+// Safe to call from any thread of a process that reaps its children with waitpid(-1): its child
+// sends no SIGCHLD, never execs and is waited for through its pidfd only, so no other reaper
+// takes its status; the command runs as that child's child.
 #pragma once
 
 #include <string>
@@ -12,7 +13,7 @@
 namespace colo {
 
 struct CommandResult {
-  int exit_code = -1;  // -1: killed (by a signal, or at the deadline)
+  int exit_code = -1;  // -1: killed (by a signal, or at the deadline); 127: could not be run
   bool timed_out = false;
   std::string output;  // stdout and stderr together, at most `max_output` bytes (the first ones)
 };

@@ -78,6 +78,12 @@ Result<api::SlurmEndReply> ApiHandlers::Handle(const Identity& caller,
   return c_.slurm->End(request);
 }
 
+Result<api::SlurmRunReply> ApiHandlers::Handle(const Identity& caller,
+                                               const api::SlurmRunRequest& request) {
+  COLO_RETURN_IF_ERROR(SlurmCaller(caller, c_.slurm));
+  return c_.slurm->BeginRun(request);
+}
+
 std::vector<int> ApiHandlers::GpuIndices(const std::vector<std::string>& uuids) const {
   std::vector<int> out;
   const Scheduler& s = c_.controller.scheduler();

@@ -54,6 +54,7 @@ class ApiHandlers {
   Result<api::HistoryReply> Handle(const Identity& caller, const api::HistoryRequest&);
   Result<api::SlurmAttachReply> Handle(const Identity& caller, const api::SlurmAttachRequest&);
   Result<api::SlurmEndReply> Handle(const Identity& caller, const api::SlurmEndRequest&);
+  Result<api::SlurmRunReply> Handle(const Identity& caller, const api::SlurmRunRequest&);
 
   // The job, if the caller may see its details; errors name why not.
   Result<Job> JobForOwner(const Identity& caller, JobId id, std::string_view what) const;

@@ -139,7 +139,7 @@ Status Daemon::Init() {
     slurm_options.reconcile_interval = config_.slurm_reconcile_interval;
     slurm_ = std::make_unique<SlurmBridge>(
         clock_, *controller_,
-        std::make_unique<ScontrolCommands>(config_.slurm_bin_dir, std::move(slurm_env)),
+        std::make_unique<SlurmCliCommands>(config_.slurm_bin_dir, std::move(slurm_env)),
         std::move(slurm_options), [this] { Wake(); });
   }
   handlers_ = std::make_unique<ApiHandlers>(HandlerContext{

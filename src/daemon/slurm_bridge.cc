@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "common/text.h"
 
@@ -15,8 +16,10 @@ namespace colo {
 namespace {
 
 constexpr Duration kCommandTimeout = Seconds(15);
-constexpr Duration kRequeuePendingWait = Seconds(20);
+constexpr auto kRerunRecheck = std::chrono::milliseconds(250);
 constexpr std::string_view kNotePrefix = "colo:";
+// squeue --json of Slurm 22.05 lists every job of the cluster, a few KiB each.
+constexpr size_t kMaxSqueueOutput = size_t{256} << 20;
 
 std::optional<Identity> IdentityOf(unsigned uid) {
   passwd entry{}, *found = nullptr;
@@ -82,70 +85,199 @@ std::string FormatSlurmNote(const SlurmNote& note) {
 
 // --- scontrol ---
 
-Result<SlurmJobInfo> ParseScontrolJob(std::string_view text) {
-  // `scontrol --json show job`: a user's job name or paths cannot pass for other fields there,
-  // as they could in the Key=Value form.
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument("scontrol's output is not JSON");
-  const auto jobs = j.find("jobs");
-  if (jobs == j.end() || !jobs->is_array() || jobs->empty() || !jobs->front().is_object())
-    return InvalidArgument("scontrol's output lists no job");
-  const nlohmann::json& job = jobs->front();
-  auto text_of = [&](const char* key) -> std::string {
-    const auto it = job.find(key);
-    return it != job.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  auto int_of = [&](const char* key) -> int64_t {
-    const auto it = job.find(key);
-    return it != job.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-  };
-  SlurmJobInfo info;
-  info.state = text_of("job_state");
-  info.nodes = text_of("nodes");
-  info.admin_comment = text_of("admin_comment");
-  info.std_out = text_of("standard_output");
-  info.std_err = text_of("standard_error");
-  info.restarts = static_cast<int>(int_of("restart_cnt"));
-  info.tres_per_node = text_of("tres_per_node");
-  // A wait status (as waitpid gives it) in this version of the format.
-  const int status = static_cast<int>(int_of("exit_code"));
-  if (WIFSIGNALED(status))
-    info.exit_signal = WTERMSIG(status);
-  else
-    info.exit_code = WEXITSTATUS(status);
-  if (info.state.empty()) return InvalidArgument("scontrol's record has no job_state");
-  return info;
+namespace {
+
+// Slurm's filename pattern (sbatch(1) "filename pattern") made the path of this job's file.
+std::string ExpandOutputPattern(std::string_view pattern, const SlurmJobInfo& info,
+                                const std::string& first_node) {
+  std::string out;
+  // A backslash anywhere turns the pattern's expansion off.
+  if (pattern.find('\\') != std::string_view::npos) {
+    for (char c : pattern)
+      if (c != '\\') out += c;
+    return out;
+  }
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    size_t j = i + 1;
+    int width = 0;
+    while (j < pattern.size() && pattern[j] >= '0' && pattern[j] <= '9' && width < 10)
+      width = width * 10 + (pattern[j++] - '0');
+    if (j == pattern.size()) {
+      out += pattern.substr(i);
+      break;
+    }
+    auto padded = [&](uint64_t n) { return fmt::format("{:0{}}", n, std::min(width, 10)); };
+    switch (pattern[j]) {
+      case '%':
+        out += '%';
+        break;
+      case 'j':
+        out += padded(info.job);
+        break;
+      case 'J':
+        out += padded(info.job) + ".batch";
+        break;
+      case 'A':
+        out += padded(info.array_job ? info.array_job : info.job);
+        break;
+      case 'a':
+        out += info.array_task ? padded(*info.array_task) : std::string("4294967294");
+        break;
+      case 'N':
+        out += first_node;
+        break;
+      case 'n':
+      case 't':
+        out += padded(0);
+        break;
+      case 's':
+        out += "batch";
+        break;
+      case 'u':
+        out += info.user;
+        break;
+      case 'x':
+        out += info.name;
+        break;
+      default:
+        out += pattern.substr(i, j + 1 - i);
+        break;
+    }
+    i = j;
+  }
+  return out;
 }
 
-ScontrolCommands::ScontrolCommands(std::string bin_dir, std::vector<std::string> environment)
+std::string FirstNode(const std::string& nodes) {
+  // "n[1-3],m2" -> "n1"; "n2" -> "n2".
+  const size_t bracket = nodes.find('[');
+  const size_t comma = nodes.find(',');
+  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket))
+    return nodes.substr(0, comma);
+  const size_t end = nodes.find_first_of("-,]", bracket + 1);
+  return nodes.substr(0, bracket) + nodes.substr(bracket + 1, end == std::string::npos
+                                                                  ? std::string::npos
+                                                                  : end - bracket - 1);
+}
+
+std::string OutputPath(std::string_view pattern, const SlurmJobInfo& info) {
+  std::string path = ExpandOutputPattern(pattern, info, FirstNode(info.nodes));
+  if (!path.empty() && path[0] != '/' && !info.work_dir.empty())
+    path = info.work_dir + (info.work_dir.back() == '/' ? "" : "/") + path;
+  return path;
+}
+
+}  // namespace
+
+Result<std::map<uint32_t, SlurmJobInfo>> ParseSqueueJobs(std::string_view text) {
+  // `squeue --json`: a user's job name or paths cannot pass for other fields there, as they
+  // can in scontrol's Key=Value form (a name may hold "\n   JobState=COMPLETED").
+  const size_t open = text.find('{'), close = text.rfind('}');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+    return InvalidArgument("squeue's output is not JSON");
+  const nlohmann::json j = nlohmann::json::parse(text.substr(open, close + 1 - open), nullptr,
+                                                 /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("squeue's output is not JSON");
+  const auto jobs = j.find("jobs");
+  if (jobs == j.end() || !jobs->is_array()) return InvalidArgument("squeue's output has no jobs");
+  std::map<uint32_t, SlurmJobInfo> out;
+  for (const nlohmann::json& job : *jobs) {
+    if (!job.is_object()) continue;
+    auto text_of = [&](const char* key) -> std::string {
+      const auto it = job.find(key);
+      return it != job.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    auto int_of = [&](const char* key) -> std::optional<int64_t> {
+      const auto it = job.find(key);
+      if (it == job.end() || !it->is_number_integer()) return std::nullopt;
+      return it->get<int64_t>();
+    };
+    const auto id = int_of("job_id");
+    if (!id || *id <= 0 || *id > std::numeric_limits<uint32_t>::max()) continue;
+    SlurmJobInfo info;
+    info.job = static_cast<uint32_t>(*id);
+    info.state = text_of("job_state");
+    if (info.state.empty()) continue;
+    info.nodes = text_of("nodes");
+    info.admin_comment = text_of("admin_comment");
+    info.restarts = static_cast<int>(
+        std::clamp<int64_t>(int_of("restart_cnt").value_or(0), 0, std::numeric_limits<int>::max()));
+    info.tres_per_node = text_of("tres_per_node");
+    info.user = text_of("user_name");
+    info.name = text_of("name");
+    info.work_dir = text_of("current_working_directory");
+    if (const auto a = int_of("array_job_id"); a && *a > 0 && *a <= UINT32_MAX)
+      info.array_job = static_cast<uint32_t>(*a);
+    if (const auto t = int_of("array_task_id"); t && *t >= 0 && *t <= UINT32_MAX)
+      info.array_task = static_cast<uint32_t>(*t);
+    // A wait status, as waitpid gives it, in this version of the format.
+    const int status = static_cast<int>(int_of("exit_code").value_or(0));
+    if (WIFSIGNALED(status))
+      info.exit_signal = WTERMSIG(status);
+    else
+      info.exit_code = WEXITSTATUS(status);
+    const std::string out_pattern = text_of("standard_output");
+    const std::string err_pattern = text_of("standard_error");
+    info.std_out = OutputPath(
+        out_pattern.empty() ? (info.array_job ? "slurm-%A_%a.out" : "slurm-%j.out") : out_pattern,
+        info);
+    info.std_err = err_pattern.empty() ? info.std_out : OutputPath(err_pattern, info);
+    out[info.job] = std::move(info);
+  }
+  return out;
+}
+
+Result<std::optional<SlurmJobInfo>> SlurmCommands::ShowJob(uint32_t job) {
+  auto jobs = ShowJobs({job});
+  if (!jobs.ok()) return jobs.status();
+  auto it = jobs->find(job);
+  if (it == jobs->end()) return std::optional<SlurmJobInfo>();
+  return std::optional<SlurmJobInfo>(std::move(it->second));
+}
+
+SlurmCliCommands::SlurmCliCommands(std::string bin_dir, std::vector<std::string> environment)
     : bin_dir_(std::move(bin_dir)), env_(std::move(environment)) {
   env_.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
 }
 
-Result<std::string> ScontrolCommands::Scontrol(std::vector<std::string> args) {
-  args.insert(args.begin(), bin_dir_ + "/scontrol");
-  auto run = RunCommand(args, env_, kCommandTimeout);
+Result<std::string> SlurmCliCommands::Run(const std::string& command, std::vector<std::string> args,
+                                          size_t max_output) {
+  args.insert(args.begin(), bin_dir_ + "/" + command);
+  auto run = RunCommand(args, env_, kCommandTimeout, max_output);
   if (!run.ok()) return run.status();
-  std::string joined;
-  for (size_t i = 1; i < args.size(); ++i) joined += (i > 1 ? " " : "") + args[i];
-  if (run->timed_out) return Unavailable(fmt::format("scontrol {}: no answer in time", joined));
+  std::string joined = command;
+  for (size_t i = 1; i < args.size(); ++i) joined += " " + args[i];
+  if (run->timed_out) return Unavailable(fmt::format("{}: no answer in time", joined));
   if (run->exit_code != 0) {
-    return Unavailable(
-        fmt::format("scontrol {}: {}", joined, TruncateUtf8(ValidUtf8(run->output), 400)));
+    return Unavailable(fmt::format("{}: {}", joined,
+                                   std::string(Trim(TruncateUtf8(ValidUtf8(run->output), 400)))));
   }
   return std::move(run->output);
 }
 
-Result<std::optional<SlurmJobInfo>> ScontrolCommands::ShowJob(uint32_t job) {
-  auto out = Scontrol({"--json", "show", "job", std::to_string(job)});
+Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::ShowJobs(
+    const std::vector<uint32_t>& jobs) {
+  std::string list;
+  for (uint32_t job : jobs) list += (list.empty() ? "" : ",") + std::to_string(job);
+  // Slurm 22.05's squeue --json lists every job whatever -j says; later ones honour it. Either
+  // way the jobs asked for are picked by id.
+  auto out = Run("squeue", {"--json", "--states=all", "--jobs=" + list}, kMaxSqueueOutput);
   if (!out.ok()) {
     if (out.status().message().find("Invalid job id") != std::string::npos)
-      return std::optional<SlurmJobInfo>();
+      return std::map<uint32_t, SlurmJobInfo>();
     return out.status();
   }
-  auto info = ParseScontrolJob(*out);
-  if (!info.ok()) return info.status();
-  return std::optional<SlurmJobInfo>(std::move(*info));
+  auto all = ParseSqueueJobs(*out);
+  if (!all.ok()) return all.status();
+  std::map<uint32_t, SlurmJobInfo> wanted;
+  for (uint32_t job : jobs) {
+    if (auto it = all->find(job); it != all->end()) wanted.insert(std::move(*it));
+  }
+  return wanted;
 }
 
 std::string WithGpumem(const std::string& tres, int64_t mib) {
@@ -165,40 +297,103 @@ std::string WithGpumem(const std::string& tres, int64_t mib) {
   return out;
 }
 
-Status ScontrolCommands::Requeue(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
-                                 const std::string& avoid_node) {
-  const std::string id = std::to_string(job);
-  auto noted = Scontrol({"update", "JobId=" + id, "AdminComment=" + FormatSlurmNote(note)});
-  if (!noted.ok()) return noted.status();
-  auto before = ShowJob(job);
-  if (before.ok() && *before && (*before)->state != "PENDING") {
-    auto requeued = Scontrol({"requeue", id});
-    if (!requeued.ok()) return requeued.status();
+std::map<uint32_t, SlurmJobInfo> ParseSqueueStates(std::string_view text) {
+  std::map<uint32_t, SlurmJobInfo> out;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    std::vector<std::string_view> fields;
+    while (!line.empty()) {
+      const size_t bar = line.find('|');
+      if (bar == std::string_view::npos) break;
+      fields.push_back(Trim(line.substr(0, bar)));
+      line = line.substr(bar + 1);
+    }
+    if (fields.size() < 4) continue;
+    SlurmJobInfo info;
+    const auto id = ParseInt(fields[0]);
+    const auto restarts = ParseInt(fields[2]);
+    if (!id.ok() || *id <= 0 || *id > 0xffffffffLL || !restarts.ok() || *restarts < 0) continue;
+    info.job = static_cast<uint32_t>(*id);
+    info.state = std::string(fields[1]);
+    info.restarts = static_cast<int>(std::min<int64_t>(*restarts, 1 << 20));
+    info.nodes = std::string(fields[3]);
+    if (!info.state.empty()) out[info.job] = std::move(info);
   }
-  // A requeued job waits out Slurm's credential expiry before it may start; it is made
-  // eligible at once as soon as it is pending again.
-  const auto deadline = std::chrono::steady_clock::now() + kRequeuePendingWait;
-  for (;;) {
-    auto info = ShowJob(job);
-    if (info.ok() && !*info) return NotFound(fmt::format("Slurm no longer knows job {}", job));
-    if (info.ok() && (*info)->state == "PENDING") break;
-    if (std::chrono::steady_clock::now() > deadline)
-      return Unavailable(fmt::format("job {} did not become pending after its requeue", job));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  // One update: eligible a second from now (a start within the requeue's own second is refused
-  // by the node, whose credentials for the job were revoked in that second), with the memory
-  // the next run plans with as slurmctld's gpumem, off the node that could not place it.
-  std::vector<std::string> update = {"update", "JobId=" + id, "StartTime=now+1"};
-  if (!avoid_node.empty()) update.push_back("ExcNodeList=" + avoid_node);
-  if (before.ok() && *before && gpumem_mib > 0 &&
-      (*before)->tres_per_node.find("gpumem:") != std::string::npos)
-    update.push_back("TresPerNode=" + WithGpumem((*before)->tres_per_node, gpumem_mib));
-  auto now = Scontrol(update);
-  return now.ok() ? Status::Ok() : now.status();
+  return out;
 }
 
-Result<std::string> ScontrolCommands::TailAsUser(const Identity& who, const std::string& path,
+Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::JobStates(
+    const std::vector<uint32_t>& jobs) {
+  std::string list;
+  for (uint32_t job : jobs) list += (list.empty() ? "" : ",") + std::to_string(job);
+  // Only fields a user cannot write, so that no job name or path can pass for another field.
+  auto out = Run("squeue", {"--noheader", "--states=all", "--jobs=" + list,
+                            "--Format=JobID:|,State:|,RestartCnt:|,NodeList:|"});
+  if (!out.ok()) {
+    if (out.status().message().find("Invalid job id") != std::string::npos)
+      return std::map<uint32_t, SlurmJobInfo>();
+    return out.status();
+  }
+  return ParseSqueueStates(*out);
+}
+
+Status SlurmCliCommands::Requeue(uint32_t job, const SlurmNote& note) {
+  const std::string id = std::to_string(job);
+  auto states = JobStates({job});
+  if (!states.ok()) return states.status();
+  const auto it = states->find(job);
+  if (it == states->end()) return NotFound(fmt::format("Slurm no longer knows job {}", job));
+  if (it->second.state == "PENDING") {
+    // Requeued already (by Slurm or an admin): held until PrepareRerun has updated it.
+    auto held = Run("scontrol", {"hold", id});
+    return held.ok() ? Status::Ok() : held.status();
+  }
+  // The note first, while the job can still be updated (an ended one cannot; PrepareRerun
+  // writes it again once the job is pending).
+  (void)Run("scontrol", {"update", "JobId=" + id, "AdminComment=" + FormatSlurmNote(note)});
+  // Held: it cannot start again before PrepareRerun has said where and with how much.
+  auto requeued = Run("scontrol", {"requeuehold", id});
+  if (!requeued.ok() &&
+      requeued.status().message().find("pending execution") != std::string::npos) {
+    // Pending after all (squeue lags slurmctld by a moment): held as it is.
+    auto held = Run("scontrol", {"hold", id});
+    return held.ok() ? Status::Ok() : held.status();
+  }
+  return requeued.ok() ? Status::Ok() : requeued.status();
+}
+
+Result<bool> SlurmCliCommands::PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+                                            const std::string& avoid_node) {
+  const std::string id = std::to_string(job);
+  // Pending (and held) only once its batch step and epilog are through.
+  auto states = JobStates({job});
+  if (!states.ok()) return states.status();
+  const auto it = states->find(job);
+  if (it == states->end()) return NotFound(fmt::format("Slurm no longer knows job {}", job));
+  if (it->second.state != "PENDING") return false;
+  auto full = ShowJob(job);
+  std::vector<std::string> update = {"update", "JobId=" + id,
+                                     "AdminComment=" + FormatSlurmNote(note)};
+  if (!avoid_node.empty()) update.push_back("ExcNodeList=" + avoid_node);
+  if (gpumem_mib > 0 && full.ok() && *full &&
+      (*full)->tres_per_node.find("gpumem:") != std::string::npos)
+    update.push_back("TresPerNode=" + WithGpumem((*full)->tres_per_node, gpumem_mib));
+  auto updated = Run("scontrol", update);
+  // Released whatever the update did: a job left held would never run.
+  auto released = Release(job);
+  if (!updated.ok()) return updated.status();
+  if (!released.ok()) return released;
+  return true;
+}
+
+Status SlurmCliCommands::Release(uint32_t job) {
+  auto released = Run("scontrol", {"release", std::to_string(job)});
+  return released.ok() ? Status::Ok() : released.status();
+}
+
+Result<std::string> SlurmCliCommands::TailAsUser(const Identity& who, const std::string& path,
                                                  size_t max_bytes) {
   if (path.empty() || path[0] != '/') return InvalidArgument("not an absolute path: " + path);
   // setpriv drops to the user before tail opens anything: what the user cannot read, colod
@@ -223,8 +418,10 @@ SlurmBridge::SlurmBridge(const Clock& clock, JobController& controller,
       commands_(std::move(commands)),
       options_(std::move(options)),
       wake_(std::move(wake)),
-      next_reconcile_(clock.Now()),
-      worker_([this] { WorkerLoop(); }) {}
+      next_reconcile_(clock.Now()) {
+  for (int i = 0; i < std::max(1, options_.workers); ++i)
+    workers_.emplace_back([this] { WorkerLoop(); });
+}
 
 SlurmBridge::~SlurmBridge() {
   {
@@ -232,7 +429,7 @@ SlurmBridge::~SlurmBridge() {
     stopping_ = true;
   }
   work_ready_.notify_all();
-  worker_.join();
+  for (std::thread& worker : workers_) worker.join();
 }
 
 void SlurmBridge::Post(std::function<std::function<void()>()> work) {
@@ -269,23 +466,42 @@ void SlurmBridge::WorkerLoop() {
   }
 }
 
-Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest& request) {
-  const auto owner = IdentityOf(request.uid);
-  TenantRequest tenant;
-  tenant.slurm_job = request.job;
-  tenant.owner = owner.value_or(Identity{request.uid, 0, ""});
-  tenant.name = request.name;
-  tenant.gpus = request.gpus;
-  tenant.memory = request.memory;
-  tenant.share = request.share;
-  tenant.restarts = request.restarts;
+Result<api::SlurmRunReply> SlurmBridge::BeginRun(const api::SlurmRunRequest& request) {
+  runs_[request.job] = request.restarts;
+  // A bounded memory: Slurm's ids grow, the oldest go first.
+  while (runs_.size() > options_.max_pending) runs_.erase(runs_.begin());
+  prolog_waits_.erase(request.job);
+  return api::SlurmRunReply{request.job, request.restarts};
+}
+
+Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest& asked) {
+  api::SlurmAttachRequest request = asked;
   const Job* live = controller_.FindTenant(request.job);
+  bool ask_slurm = false;
+  if (auto run = runs_.find(request.job); run != runs_.end()) {
+    request.restarts = std::max(request.restarts, run->second);
+  } else if (live && live->live()) {
+    request.restarts = std::max(request.restarts, live->slurm->restarts);  // another step
+  } else if (request.restarts == 0) {
+    // Which run of the job this is, slurmd's prolog says (Slurm 22.05 gives the batch step no
+    // restart count). It runs beside the batch step's launch and may come a moment later.
+    auto [wait, inserted] =
+        prolog_waits_.try_emplace(request.job, clock_.Now() + options_.prolog_grace);
+    if (inserted && prolog_waits_.size() > options_.max_pending)
+      prolog_waits_.erase(prolog_waits_.begin());
+    if (clock_.Now() < wait->second)
+      return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
+                                   0,
+                                   {},
+                                   "waiting for slurmd's prolog to say which run this is"};
+    // No word from it (colod was down then): Slurm's record says.
+    ask_slurm = true;
+  }
   const bool known = live && live->slurm->restarts >= request.restarts;
-  if (request.restarts > 0 && !known) {
+  if (ask_slurm || (request.restarts > 0 && !known)) {
     // A run after a requeue: an earlier run (here or on another node) may have raised its need.
-    const auto key = std::make_pair(request.job, request.restarts);
-    auto it = lookups_.find(key);
-    if (it == lookups_.end()) {
+    auto it = lookups_.find(request.job);
+    if (it == lookups_.end() || it->second.restarts != request.restarts) {
       bool full;
       {
         std::lock_guard lock(mutex_);
@@ -293,42 +509,72 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
       }
       if (full) return Unavailable("colod's queue of work for Slurm is full; try again");
       if (lookups_.size() >= options_.max_pending) lookups_.erase(lookups_.begin());
-      lookups_[key] = Lookup{};
+      lookups_[request.job] = Lookup{request.restarts, {}, {}, {}};
       const uint32_t job = request.job;
-      Post([this, job, key]() -> std::function<void()> {
+      const int restarts = request.restarts;
+      Post([this, job, restarts]() -> std::function<void()> {
         auto info = commands_->ShowJob(job);
-        return [this, key, info = std::move(info)] {
-          Lookup& l = lookups_[key];
-          if (info.ok() && *info)
+        return [this, job, restarts, info = std::move(info)] {
+          auto found = lookups_.find(job);
+          if (found == lookups_.end() || found->second.restarts != restarts) return;
+          Lookup& l = found->second;
+          if (info.ok() && *info) {
             l.note = ParseSlurmNote((*info)->admin_comment);
-          else
+            l.slurm_restarts = (*info)->restarts;
+          } else {
             l.error = info.ok() ? "Slurm does not know the job" : info.status().message();
+          }
         };
       });
       return api::SlurmAttachReply{
           api::SlurmPlacement::kWaiting, 0, {}, "reading Slurm's record of the job's earlier runs"};
     }
-    if (!it->second.note && it->second.error.empty())
+    const Lookup& l = it->second;
+    if (!l.note && l.error.empty())
       return api::SlurmAttachReply{
           api::SlurmPlacement::kWaiting, 0, {}, "reading Slurm's record of the job's earlier runs"};
-    if (it->second.note) {
-      tenant.raised_need = it->second.note->need;
-      tenant.earlier_ooms = it->second.note->ooms;
+    if (l.note) {
+      request.restarts = std::max(request.restarts, l.slurm_restarts);
     } else {
       LogLine(
           fmt::format("Slurm job {}: its earlier runs are unknown ({}); it plans with what "
                       "it asks for",
-                      request.job, it->second.error));
+                      request.job, l.error));
     }
-    lookups_.erase(it);
   }
+  TenantRequest tenant;
+  tenant.slurm_job = request.job;
+  tenant.owner = IdentityOf(request.uid).value_or(Identity{request.uid, 0, ""});
+  tenant.name = request.name;
+  tenant.gpus = request.gpus;
+  tenant.memory = request.memory;
+  tenant.share = request.share;
+  tenant.restarts = request.restarts;
+  if (auto it = lookups_.find(request.job); it != lookups_.end() && it->second.note) {
+    if (request.restarts > 0) {
+      tenant.raised_need = it->second.note->need;
+      tenant.earlier_ooms = it->second.note->ooms;
+    }
+  }
+  lookups_.erase(request.job);
+  prolog_waits_.erase(request.job);
   return controller_.AttachTenant(tenant);
 }
 
 Result<api::SlurmEndReply> SlurmBridge::End(const api::SlurmEndRequest& request) {
+  // The epilog: this run is over on the node; a later run here is a new one, which its prolog
+  // announces.
+  if (!request.wait_status) runs_.erase(request.job);
   const Job* tenant = controller_.FindTenant(request.job);
-  if (!tenant) return api::SlurmEndReply{0, "unknown"};
-  const JobId id = tenant->id();
+  const JobId id = tenant ? tenant->id() : 0;
+  if (!tenant || !tenant->live()) {
+    // This run is over here already (a repeated ask while its requeue goes on, or a late one).
+    if (requeuing_.count(request.job)) return api::SlurmEndReply{id, "ending"};
+    if ((tenant && tenant->state == JobState::kRequeued) ||
+        std::find(requeued_.begin(), requeued_.end(), request.job) != requeued_.end())
+      return api::SlurmEndReply{id, "requeued"};
+    return api::SlurmEndReply{id, tenant ? "ended" : "unknown"};
+  }
   if (ending_.count(request.job)) return api::SlurmEndReply{id, "ending"};
   if (!request.wait_status) {
     // Slurm's epilog: the whole job is over on this node (a job of steps without a batch
@@ -350,16 +596,31 @@ void SlurmBridge::FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int w
   ending_.insert(slurm_job);
   Post([this, slurm_job, job, owner, wait_status]() -> std::function<void()> {
     AttemptEnd end{EndOfWaitStatus(wait_status), "", ""};
+    std::vector<std::string> problems;
     auto info = commands_->ShowJob(slurm_job);
+    if (!info.ok()) problems.push_back(info.status().message());
+    if (info.ok() && !*info) problems.push_back("Slurm no longer knows the job");
     if (info.ok() && *info) {
-      if (auto err = commands_->TailAsUser(owner, (*info)->std_err, kTailBytes); err.ok())
+      auto err = commands_->TailAsUser(owner, (*info)->std_err, kTailBytes);
+      if (err.ok())
         end.stderr_tail = std::move(*err);
+      else
+        problems.push_back(err.status().message());
       if ((*info)->std_out != (*info)->std_err) {
-        if (auto out = commands_->TailAsUser(owner, (*info)->std_out, kTailBytes); out.ok())
+        auto out = commands_->TailAsUser(owner, (*info)->std_out, kTailBytes);
+        if (out.ok())
           end.stdout_tail = std::move(*out);
+        else
+          problems.push_back(out.status().message());
       }
     }
-    return [this, slurm_job, job, end = std::move(end)] {
+    return [this, slurm_job, job, end = std::move(end), problems = std::move(problems)] {
+      for (const std::string& problem : problems) {
+        LogLine(
+            fmt::format("Slurm job {}: its output could not be read, so its end is judged "
+                        "by its exit status alone: {}",
+                        slurm_job, problem));
+      }
       ending_.erase(slurm_job);
       const Job* tenant = controller_.FindTenant(slurm_job);
       if (tenant && tenant->id() == job) controller_.EndTenant(slurm_job, end);
@@ -376,14 +637,53 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
   constexpr int64_t kMiB = int64_t{1} << 20;
   const int64_t gpumem_mib =
       handback.need > Bytes(0) ? (handback.need.count() + kMiB - 1) / kMiB * handback.gpus : 0;
+  requeuing_.insert(slurm_job);
+  // Two steps: the requeue, held (the batch step, if it is still there, waits for it), then,
+  // once Slurm has the job pending, what its next run needs, and its release.
   Post([this, slurm_job, note, gpumem_mib, avoid, reason]() -> std::function<void()> {
-    const Status s = commands_->Requeue(slurm_job, note, gpumem_mib, avoid);
-    return [s, slurm_job, reason] {
-      if (s.ok())
-        LogLine(fmt::format("Slurm job {} requeued: {}", slurm_job, reason));
-      else
+    const Status s = commands_->Requeue(slurm_job, note);
+    return [this, s, slurm_job, note, gpumem_mib, avoid, reason] {
+      requeuing_.erase(slurm_job);
+      if (!s.ok()) {
         LogLine(fmt::format("Slurm job {} could not be requeued ({}): {}", slurm_job, reason,
                             s.message()));
+        return;
+      }
+      requeued_.push_back(slurm_job);
+      if (requeued_.size() > options_.max_pending) requeued_.pop_front();
+      PrepareRerun(slurm_job, note, gpumem_mib, avoid, reason,
+                   clock_.Now() + options_.rerun_deadline);
+    };
+  });
+}
+
+void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpumem_mib,
+                               std::string avoid, std::string reason, TimePoint deadline) {
+  const bool last_chance = clock_.Now() >= deadline;
+  Post([=, this]() -> std::function<void()> {
+    if (last_chance) {
+      const Status released = commands_->Release(slurm_job);
+      return [=] {
+        LogLine(fmt::format(
+            "Slurm job {} requeued ({}) but not pending in time; released as "
+            "it is{}",
+            slurm_job, reason, released.ok() ? "" : " (failed: " + released.message() + ")"));
+      };
+    }
+    const Result<bool> prepared = commands_->PrepareRerun(slurm_job, note, gpumem_mib, avoid);
+    return [=, this] {
+      if (prepared.ok() && !*prepared) {
+        // Not pending yet: looked at again shortly, never holding a worker meanwhile.
+        later_.emplace(clock_.Now() + kRerunRecheck, [=, this] {
+          PrepareRerun(slurm_job, note, gpumem_mib, avoid, reason, deadline);
+        });
+        return;
+      }
+      if (prepared.ok())
+        LogLine(fmt::format("Slurm job {} requeued: {}", slurm_job, reason));
+      else
+        LogLine(fmt::format("Slurm job {} requeued ({}), its next run not prepared: {}", slurm_job,
+                            reason, prepared.status().message()));
     };
   });
 }
@@ -393,33 +693,51 @@ void SlurmBridge::Reconcile() {
     std::lock_guard lock(mutex_);
     if (in_flight_ > 0) return;  // the last round (or other work) is not through yet
   }
+  struct Running {
+    uint32_t slurm_job;
+    int restarts;
+    JobId id;
+    Identity owner;
+  };
+  std::vector<Running> running;
+  std::vector<uint32_t> ids;
   for (const auto& [id, job] : controller_.live_jobs()) {
     if (!job.slurm || job.state != JobState::kRunning || ending_.count(job.slurm->job)) continue;
-    const uint32_t slurm_job = job.slurm->job;
-    const int restarts = job.slurm->restarts;
-    const JobId colo_id = id;
-    const Identity owner = job.owner;
-    Post([this, slurm_job, restarts, colo_id, owner]() -> std::function<void()> {
-      auto info = commands_->ShowJob(slurm_job);
-      return [this, slurm_job, restarts, colo_id, owner, info = std::move(info)] {
-        if (!info.ok()) return;  // Slurm did not answer: asked again at the next round
-        const Job* tenant = controller_.FindTenant(slurm_job);
-        if (!tenant || tenant->id() != colo_id || ending_.count(slurm_job)) return;
-        if (*info && StillRunning((*info)->state) && (*info)->restarts <= restarts) return;
-        // Its end never reached colod (colod was down, or the plugin could not tell).
-        if (!*info) {
-          controller_.EndTenant(slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
-          return;
-        }
-        const ProcessEnd end = EndOf(**info);
-        if (end.exited && end.code == 0) {
-          controller_.EndTenant(slurm_job, AttemptEnd{end, "", ""});
-          return;
-        }
-        FinishEnd(slurm_job, colo_id, owner, end.exited ? (end.code << 8) : end.code);
-      };
-    });
+    running.push_back({job.slurm->job, job.slurm->restarts, id, job.owner});
+    ids.push_back(job.slurm->job);
   }
+  if (running.empty()) return;
+  // One query for all of them: on a busy cluster each is a listing of every job.
+  Post([this, running = std::move(running), ids = std::move(ids)]() -> std::function<void()> {
+    auto records = commands_->ShowJobs(ids);
+    return [this, running, records = std::move(records)] {
+      if (!records.ok()) return;  // Slurm did not answer: asked again at the next round
+      for (const Running& r : running) {
+        const Job* tenant = controller_.FindTenant(r.slurm_job);
+        if (!tenant || tenant->id() != r.id || ending_.count(r.slurm_job)) continue;
+        const auto it = records->find(r.slurm_job);
+        if (it == records->end()) {
+          // Its end never reached colod (colod was down, or the plugin could not tell), and
+          // Slurm has forgotten it since.
+          controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
+          continue;
+        }
+        const SlurmJobInfo& info = it->second;
+        if (StillRunning(info.state) && info.restarts <= r.restarts) continue;
+        if (info.state == "PENDING" || info.restarts > r.restarts) {
+          // Requeued by someone else (scontrol requeue, a node failure): this run is over.
+          controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{false, SIGKILL, false}, "", ""});
+          continue;
+        }
+        const ProcessEnd end = EndOf(info);
+        if (end.exited && end.code == 0) {
+          controller_.EndTenant(r.slurm_job, AttemptEnd{end, "", ""});
+          continue;
+        }
+        FinishEnd(r.slurm_job, r.id, r.owner, end.exited ? (end.code << 8) : end.code);
+      }
+    };
+  });
 }
 
 void SlurmBridge::Tick() {
@@ -430,6 +748,11 @@ void SlurmBridge::Tick() {
     in_flight_ -= done.size();
   }
   for (auto& f : done) f();
+  while (!later_.empty() && later_.begin()->first <= clock_.Now()) {
+    auto work = std::move(later_.begin()->second);
+    later_.erase(later_.begin());
+    work();
+  }
   if (clock_.Now() >= next_reconcile_) {
     next_reconcile_ = clock_.Now() + options_.reconcile_interval;
     Reconcile();
@@ -437,6 +760,7 @@ void SlurmBridge::Tick() {
 }
 
 std::optional<TimePoint> SlurmBridge::NextWakeup() const {
+  if (!later_.empty()) return std::min(next_reconcile_, later_.begin()->first);
   return next_reconcile_;
 }
 

@@ -27,10 +27,14 @@ namespace colo {
 
 // What colod needs of Slurm's record of a job.
 struct SlurmJobInfo {
+  uint32_t job = 0;
   std::string state;  // RUNNING, PENDING, COMPLETED, ...
   std::string nodes;  // the node list, as Slurm writes it
   std::string admin_comment;
-  std::string std_out, std_err;
+  std::string std_out, std_err;  // absolute paths, Slurm's filename pattern expanded
+  std::string user, name, work_dir;
+  uint32_t array_job = 0;  // 0: not part of an array
+  std::optional<uint32_t> array_task;
   int exit_code = 0;    // the batch script's exit code
   int exit_signal = 0;  // or the signal that ended it
   int restarts = 0;
@@ -49,39 +53,55 @@ std::string FormatSlurmNote(const SlurmNote& note);
 class SlurmCommands {
  public:
   virtual ~SlurmCommands() = default;
-  // nullopt: Slurm no longer knows the job.
-  virtual Result<std::optional<SlurmJobInfo>> ShowJob(uint32_t job) = 0;
-  // Puts the job back in Slurm's queue with `note` in its AdminComment and its gpumem GRES made
-  // `gpumem_mib` per node (when it has one), kept off `avoid_node` (when not empty), eligible at
-  // once.
-  virtual Status Requeue(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
-                         const std::string& avoid_node) = 0;
+  // Slurm's records of those of `jobs` it still knows.
+  virtual Result<std::map<uint32_t, SlurmJobInfo>> ShowJobs(const std::vector<uint32_t>& jobs) = 0;
+  // One job's record; nullopt when Slurm no longer knows it.
+  Result<std::optional<SlurmJobInfo>> ShowJob(uint32_t job);
+  // What squeue says of `jobs` (state, restarts, nodes only: a cheap query), those it knows.
+  virtual Result<std::map<uint32_t, SlurmJobInfo>> JobStates(const std::vector<uint32_t>& jobs) = 0;
+  // Puts the job back in Slurm's queue (running or ended), held so that it does not start
+  // before PrepareRerun, with `note` in its AdminComment.
+  virtual Status Requeue(uint32_t job, const SlurmNote& note) = 0;
+  // Once the requeued job is pending: `note` in its AdminComment, its gpumem GRES made
+  // `gpumem_mib` per node (when it has one), kept off `avoid_node` (when not empty), released.
+  // False (nothing done) while it is not pending yet.
+  virtual Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+                                    const std::string& avoid_node) = 0;
+  // Lets a held job run (when PrepareRerun never found it pending).
+  virtual Status Release(uint32_t job) = 0;
   // The last `max_bytes` of a file, read as `who` — never as root: the path is the user's.
   virtual Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                          size_t max_bytes) = 0;
 };
 
 // The real commands: scontrol and squeue of the node's Slurm, setpriv + tail for a user's file.
-class ScontrolCommands : public SlurmCommands {
+class SlurmCliCommands : public SlurmCommands {
  public:
   // `bin_dir`: where scontrol and squeue are; `environment`: SLURM_CONF and such for them.
-  ScontrolCommands(std::string bin_dir, std::vector<std::string> environment);
-  Result<std::optional<SlurmJobInfo>> ShowJob(uint32_t job) override;
-  Status Requeue(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
-                 const std::string& avoid_node) override;
+  SlurmCliCommands(std::string bin_dir, std::vector<std::string> environment);
+  Result<std::map<uint32_t, SlurmJobInfo>> ShowJobs(const std::vector<uint32_t>& jobs) override;
+  Result<std::map<uint32_t, SlurmJobInfo>> JobStates(const std::vector<uint32_t>& jobs) override;
+  Status Requeue(uint32_t job, const SlurmNote& note) override;
+  Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+                            const std::string& avoid_node) override;
+  Status Release(uint32_t job) override;
   Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                  size_t max_bytes) override;
 
  private:
-  Result<std::string> Scontrol(std::vector<std::string> args);
+  // Runs `command` (scontrol, squeue) of `bin_dir`; an error unless it succeeds.
+  Result<std::string> Run(const std::string& command, std::vector<std::string> args,
+                          size_t max_output = 1 << 20);
   std::string bin_dir_;
   std::vector<std::string> env_;
 };
 
-// Parses `scontrol --json show job J`.
+// Parses `squeue --noheader --Format=JobID:|,State:|,RestartCnt:|,NodeList:|`.
+std::map<uint32_t, SlurmJobInfo> ParseSqueueStates(std::string_view text);
+// Parses `squeue --json`: the jobs it lists, by Slurm job id.
+Result<std::map<uint32_t, SlurmJobInfo>> ParseSqueueJobs(std::string_view text);
 // `tres_per_node` with its gpumem count made `mib` (unchanged when it has none).
 std::string WithGpumem(const std::string& tres_per_node, int64_t mib);
-Result<SlurmJobInfo> ParseScontrolJob(std::string_view line);
 
 struct SlurmBridgeOptions {
   std::string node;  // this node's Slurm name
@@ -89,6 +109,13 @@ struct SlurmBridgeOptions {
   Duration reconcile_interval = Seconds(30);
   // Work for Slurm waiting on the worker at most; more is refused (bounded memory).
   size_t max_pending = 4096;
+  // How long a run's first attach waits for slurmd's prolog to say which run it is, before
+  // Slurm's record is read instead.
+  Duration prolog_grace = Seconds(2);
+  // How long a requeued job may take to be pending again before it is released as it is.
+  Duration rerun_deadline = Seconds(60);
+  // Threads running Slurm's commands (each blocks on slurmctld).
+  int workers = 4;
 };
 
 class SlurmBridge {
@@ -101,6 +128,8 @@ class SlurmBridge {
   // From the API, after the caller was checked to be root.
   Result<api::SlurmAttachReply> Attach(const api::SlurmAttachRequest& request);
   Result<api::SlurmEndReply> End(const api::SlurmEndRequest& request);
+  // slurmd's prolog: which run of the job begins here (its steps cannot tell).
+  Result<api::SlurmRunReply> BeginRun(const api::SlurmRunRequest& request);
   // The controller gives a tenant back to Slurm.
   void HandBack(const TenantHandback& handback);
   // On colod's loop: applies what the worker finished; checks running tenants now and then.
@@ -111,6 +140,8 @@ class SlurmBridge {
   void Post(std::function<std::function<void()>()> work);
   void WorkerLoop();
   void FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int wait_status);
+  void PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpumem_mib, std::string avoid,
+                    std::string reason, TimePoint deadline);
   void Reconcile();
 
   const Clock& clock_;
@@ -119,14 +150,23 @@ class SlurmBridge {
   SlurmBridgeOptions options_;
   std::function<void()> wake_;
 
-  // Attaches of restarted jobs waiting for Slurm's record (their need may have been raised).
+  // Attaches waiting for Slurm's record of the job (its run number, the need an earlier run
+  // raised), by Slurm job.
   struct Lookup {
+    int restarts = 0;               // the run the attach asked for
     std::optional<SlurmNote> note;  // set when the record came back
+    int slurm_restarts = 0;
     std::string error;
   };
-  std::map<std::pair<uint32_t, int>, Lookup> lookups_;  // by (Slurm job, restarts)
-  std::set<uint32_t> ending_;                           // ends whose output is being read
+  std::map<uint32_t, Lookup> lookups_;
+  std::map<uint32_t, TimePoint> prolog_waits_;  // attaches waiting for the prolog's word, until
+  std::map<uint32_t, int> runs_;   // the run each Slurm job begins here, by its prolog (bounded)
+  std::set<uint32_t> ending_;      // ends whose output is being read
+  std::set<uint32_t> requeuing_;   // given back, `scontrol requeue` not through yet
+  std::deque<uint32_t> requeued_;  // the last ones given back (bounded)
   TimePoint next_reconcile_;
+  // Work to post later (a requeued job not pending yet is looked at again), by when.
+  std::multimap<TimePoint, std::function<void()>> later_;
 
   // The worker: work in, results (to run on colod's loop) out.
   mutable std::mutex mutex_;
@@ -135,7 +175,7 @@ class SlurmBridge {
   std::deque<std::function<void()>> done_;
   size_t in_flight_ = 0;
   bool stopping_ = false;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace colo

@@ -13,12 +13,16 @@
 //
 // Plugin arguments (plugstack.conf): socket=PATH (%h: this host's name; default
 // /run/colo/colod.sock), colo=PATH (default /usr/bin/colo), unreachable=fail|run (default fail),
-// connect_timeout=SECONDS (default 10), max_wait=SECONDS (default 600).
+// connect_timeout=SECONDS (default 10), max_wait=SECONDS (default 600), end_wait=SECONDS (default
+// 60: how long a failed batch script's step waits for colod to judge its end, so that a job
+// colod requeues after an out-of-memory crash is never seen by Slurm as failed).
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 }
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,6 +57,7 @@ struct Settings {
   bool run_unmanaged_when_unreachable = false;
   int connect_timeout_s = 10;
   int max_wait_s = 600;
+  int end_wait_s = 60;
 };
 
 // What the user asked for (the options' callbacks fill it, in every context).
@@ -68,6 +73,9 @@ struct Request {
 Settings g_settings;
 Request g_request;
 bool g_attached = false;  // this step asked colod and got GPUs
+// Why this step may not run (colod refused it, or could not be asked). It fails in its tasks,
+// not in slurmstepd's setup: a step whose plugin stack fails to start drains the node.
+std::string g_refusal;
 std::vector<std::string> g_env;
 
 bool ParseSettings(int argc, char** argv) {
@@ -86,6 +94,8 @@ bool ParseSettings(int argc, char** argv) {
       g_settings.connect_timeout_s = atoi(value.c_str());
     } else if (key == "max_wait" && atoi(value.c_str()) > 0) {
       g_settings.max_wait_s = atoi(value.c_str());
+    } else if (key == "end_wait" && atoi(value.c_str()) > 0) {
+      g_settings.end_wait_s = atoi(value.c_str());
     } else {
       slurm_error("colo: unknown plugin argument '%s' in plugstack.conf", arg.c_str());
       return false;
@@ -260,6 +270,18 @@ colo::Result<colo::api::Client> ConnectWithRetry(const std::string& path, int ti
   }
 }
 
+// Logs why the step cannot run, for its tasks to fail with (slurm_spank_task_init).
+[[gnu::format(printf, 1, 2)]] int Refuse(const char* format, ...) {
+  char text[2048];
+  va_list args;
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  slurm_error("%s", text);
+  g_refusal = text;
+  return 0;
+}
+
 int RemotePostOpt(spank_t sp) {
   uint32_t job_id = 0, uid = 0;
   if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
@@ -269,16 +291,18 @@ int RemotePostOpt(spank_t sp) {
   request.job = job_id;
   request.uid = uid;
   request.name = Getenv(sp, "SLURM_JOB_NAME");
-  request.restarts = atoi(Getenv(sp, "SLURM_RESTART_COUNT").c_str());
+  uint32_t restarts = 0;
+  if (spank_get_item(sp, S_SLURM_RESTART_COUNT, &restarts) != ESPANK_SUCCESS)
+    restarts = static_cast<uint32_t>(atoi(Getenv(sp, "SLURM_RESTART_COUNT").c_str()));
+  request.restarts = static_cast<int>(std::min<uint32_t>(restarts, 1u << 20));
   if (g_request.any()) {
     if (!g_request.estimate_from.empty()) {
       auto bytes = colo::ParseBytes(Getenv(sp, "COLO_SLURM_MEM"));
       if (!bytes.ok()) {
-        slurm_error(
+        return Refuse(
             "colo: job %u: the estimate made at submission did not reach the job (was "
             "it submitted with --export=NONE?); use --colo-mem",
             job_id);
-        return -1;
       }
       g_request.memory = *bytes;
     }
@@ -301,9 +325,8 @@ int RemotePostOpt(spank_t sp) {
                  path.c_str(), first.status().message().c_str());
       return 0;
     }
-    slurm_error("colo: job %u cannot start: this node's colod (%s) is unreachable: %s", job_id,
-                path.c_str(), first.status().message().c_str());
-    return -1;
+    return Refuse("colo: job %u cannot start: this node's colod (%s) is unreachable: %s", job_id,
+                  path.c_str(), first.status().message().c_str());
   }
   std::optional<colo::api::Client> client;
   client.emplace(std::move(*first));
@@ -317,9 +340,8 @@ int RemotePostOpt(spank_t sp) {
       auto again = ConnectWithRetry(path, g_settings.connect_timeout_s);
       client.reset();
       if (!again.ok()) {
-        slurm_error("colo: job %u: colod stopped answering: %s", job_id,
-                    reply.status().message().c_str());
-        return -1;
+        return Refuse("colo: job %u: colod stopped answering: %s", job_id,
+                      reply.status().message().c_str());
       }
       client.emplace(std::move(*again));
       continue;
@@ -330,31 +352,43 @@ int RemotePostOpt(spank_t sp) {
         g_attached = true;
         return 0;
       case colo::api::SlurmPlacement::kRequeue:
-        slurm_error("colo: job %u goes back to Slurm's queue: %s", job_id, reply->reason.c_str());
-        return -1;
+        return Refuse("colo: job %u goes back to Slurm's queue: %s", job_id, reply->reason.c_str());
       case colo::api::SlurmPlacement::kFailed:
-        slurm_error("colo: job %u cannot run here: %s", job_id, reply->reason.c_str());
-        return -1;
+        return Refuse("colo: job %u cannot run here: %s", job_id, reply->reason.c_str());
       case colo::api::SlurmPlacement::kWaiting:
         break;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
-      slurm_error("colo: job %u waited %d s for GPUs on this node: %s", job_id,
-                  g_settings.max_wait_s, reply->reason.c_str());
-      return -1;
+      return Refuse("colo: job %u waited %d s for GPUs on this node: %s", job_id,
+                    g_settings.max_wait_s, reply->reason.c_str());
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
 }
 
+// Tells colod; while colod judges a failed run ("ending"), asks again, so that the step ends
+// only once colod has requeued the job or let it fail.
 void SendEnd(uint32_t job_id, std::optional<int> wait_status) {
   auto client = colo::api::Client::Connect(SocketPath(), std::chrono::seconds(5));
   if (!client.ok()) return;  // colod reconciles with Slurm when it is back
   colo::api::SlurmEndRequest end;
   end.job = job_id;
   end.wait_status = wait_status;
-  (void)client->Call(end);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(g_settings.end_wait_s);
+  auto pause = std::chrono::milliseconds(20);
+  for (;;) {
+    auto reply = client->Call(end);
+    if (!reply.ok() || reply->state != "ending") return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      slurm_info("colo: job %u: colod did not judge its end within %d s", job_id,
+                 g_settings.end_wait_s);
+      return;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
 }
 
 }  // namespace
@@ -384,6 +418,12 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
 
 // As the user, just before exec: the tasks see colo's GPUs and limits.
 int slurm_spank_task_init(spank_t sp, int, char**) {
+  if (!g_refusal.empty()) {
+    // The task's stderr is the job's: the user reads why there. Failing here ends the task
+    // with exit code 1, as a failed job; the node stays in service.
+    fprintf(stderr, "%s\n", g_refusal.c_str());
+    return -1;
+  }
   if (!g_attached) return 0;
   for (const std::string& entry : g_env) {
     const size_t eq = entry.find('=');
@@ -403,6 +443,30 @@ int slurm_spank_task_exit(spank_t sp, int, char**) {
       spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS)
     return 0;
   if (step_id == SLURM_BATCH_SCRIPT) SendEnd(job_id, status);
+  return 0;
+}
+
+// slurmd, as root, when a run of a job begins on the node: tells colod which run it is. Slurm
+// 22.05 gives the batch step no restart count, and colod must tell a new run (whose need an
+// earlier one may have raised, on any node) from a repeated ask of the last. Never fails: a
+// failed prolog drains the node.
+int slurm_spank_job_prolog(spank_t sp, int argc, char** argv) {
+  if (!ParseSettings(argc, argv)) return 0;
+  const char* count = getenv("SLURM_JOB_RESTART_COUNT");
+  const long restarts = count ? strtol(count, nullptr, 10) : 0;
+  if (restarts < 0 || restarts > (1 << 20)) return 0;
+  uint32_t job_id = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS || job_id == 0) {
+    const char* id = getenv("SLURM_JOB_ID");
+    job_id = id ? static_cast<uint32_t>(strtoul(id, nullptr, 10)) : 0;
+  }
+  if (job_id == 0) return 0;
+  auto client = colo::api::Client::Connect(SocketPath(), std::chrono::seconds(5));
+  if (!client.ok()) return 0;  // the step's attach finds colod, or fails with a message
+  colo::api::SlurmRunRequest run;
+  run.job = job_id;
+  run.restarts = static_cast<int>(restarts);
+  (void)client->Call(run);
   return 0;
 }
 

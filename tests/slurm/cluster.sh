@@ -63,9 +63,11 @@ colod_socket() { echo "$COLO_SOCKET_DIR/$1.sock"; }
 # colod finds its cluster through scontrol).
 colod_argv() {
   local node=$1
-  # A short wait before a job that does not fit any GPU goes to another node, so that tests see it.
-  printf '[slurm]\nwait_limit = "%ss"\nreconcile_interval = "5s"\n' "${COLO_WAIT_LIMIT:-8}" \
-    >"$DIR/colo/$node/colod.toml"
+  # A short wait before a job that does not fit any GPU goes to another node, so that tests see it;
+  # a launch grace (a GPU that just got a job takes no other for that long) that suits jobs of
+  # seconds.
+  printf '[scheduler]\nlaunch_grace = "%ss"\n[slurm]\nwait_limit = "%ss"\nreconcile_interval = "5s"\n' \
+    "${COLO_LAUNCH_GRACE:-1}" "${COLO_WAIT_LIMIT:-8}" >"$DIR/colo/$node/colod.toml"
   COLOD_ARGV=("$COLOD" --fake-gpus "$GPUS_PER_NODE" --state-dir "$DIR/colo/$node/state"
     --socket "$(colod_socket "$node")" --slurm-node "$node" -c "$DIR/colo/$node/colod.toml")
   COLOD_ENV=(PATH="$SYSTEM_PATH" LANG=C.UTF-8 SLURM_CONF="$DIR/slurm.conf")
