@@ -60,6 +60,40 @@ TEST(Codec, RequestsRoundTrip) {
   EXPECT_EQ(std::get<HistoryRequest>(*history).before, 500);
 }
 
+TEST(Codec, SlurmRequestsRoundTripAndAreChecked) {
+  SlurmAttachRequest a;
+  a.job = 4242;
+  a.uid = 1001;
+  a.name = "train";
+  a.gpus = 2;
+  a.memory = GiB(12);
+  a.share = SharingPreference::kPlain;
+  a.restarts = 3;
+  auto back = DecodeRequest(EncodeRequest(a));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const auto& b = std::get<SlurmAttachRequest>(*back);
+  EXPECT_EQ(b.job, 4242u);
+  EXPECT_EQ(b.uid, 1001u);
+  EXPECT_EQ(b.memory, GiB(12));
+  EXPECT_EQ(b.restarts, 3);
+  auto end = DecodeRequest(EncodeRequest(SlurmEndRequest{7, 256}));
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(std::get<SlurmEndRequest>(*end).wait_status, 256);
+  auto run = DecodeRequest(EncodeRequest(SlurmRunRequest{8, 2}));
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(OpName(*run), "slurm_run");
+  EXPECT_EQ(std::get<SlurmRunRequest>(*run).restarts, 2);
+  for (const char* bad : {R"({"api":1,"op":"slurm_run"})", R"({"api":1,"op":"slurm_run","job":0})",
+                          R"({"api":1,"op":"slurm_run","job":5,"restarts":-1})",
+                          R"({"api":1,"op":"slurm_run","job":4294967295})",
+                          R"({"api":1,"op":"slurm_attach","job":5})"}) {
+    EXPECT_FALSE(DecodeRequest(bad).ok()) << bad;
+  }
+  auto reply = DecodeReply<SlurmRunReply>(EncodeReply(SlurmRunReply{8, 2}));
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->restarts, 2);
+}
+
 TEST(Codec, TheVersionIsANumberAndAnythingElseIsAnErrorNotACrash) {
   for (const char* bad : {R"({"api":"1","op":"hello"})", R"({"api":null,"op":"hello"})",
                           R"({"api":[1],"op":"hello"})", R"({"api":{},"op":"hello"})",
