@@ -7,7 +7,8 @@ give every node `Gres=gpu:N,gpumem:<N x GPU memory in MiB>` (GresTypes=gpu,gpume
 
   * A colo job (colo's SPANK plugin set COLO_MEM, COLO_GPUS or COLO_SHARE in the job-control
     environment): gpumem = COLO_MEM (bytes per GPU) x COLO_GPUS (default 1), rounded up to MiB.
-    Without COLO_MEM each of its GPUs plans a whole GPU (GPU_MEM_MIB). Any gpumem the user asked for is replaced; the job's
+    Without COLO_MEM, or with COLO_SHARE=exclusive, each of its GPUs plans a whole GPU
+    (GPU_MEM_MIB). Any gpumem the user asked for is replaced; the job's
     other GRES stay as they are.
   * A job that asks for whole GPUs (--gres=gpu:N, --gpus-per-node=N) without colo options:
     gpumem = N x GPU_MEM_MIB (replacing any gpumem it asked for).
@@ -176,6 +177,10 @@ local function planned_gpumem(job_desc, entries)
         MAX_GPUS_PER_NODE)
     end
     local per_gpu_mib = GPU_MEM_MIB
+    -- An exclusive job keeps its GPUs to itself: it plans them whole, whatever it needs.
+    if spank_env(job_desc, "COLO_SHARE") == "exclusive" then
+      return gpus * per_gpu_mib
+    end
     if mem_text ~= nil then
       local bytes = positive_integer(mem_text)
       if bytes == nil then

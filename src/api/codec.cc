@@ -251,7 +251,10 @@ struct RequestEncoder {
     return j;
   }
   json operator()(const SlurmRunRequest& r) const {
-    return json{{"op", "slurm_run"}, {"job", r.job}, {"restarts", r.restarts}};
+    json j{{"op", "slurm_run"}, {"job", r.job}, {"restarts", r.restarts}, {"gpus", r.gpus}};
+    if (r.share) j["share"] = std::string(ToString(*r.share));
+    if (r.memory) j["memory"] = r.memory->count();
+    return j;
   }
 };
 
@@ -787,6 +790,10 @@ Result<Request> DecodeRequest(std::string_view line) {
     SlurmRunRequest run;
     run.job = ReadSlurmJobId(r);
     run.restarts = static_cast<int>(r.Int("restarts", 0, 0, 1 << 20));
+    run.gpus = static_cast<int>(r.Int("gpus", 0, 0, kMaxGpusPerJob));
+    if (r.Has("share"))
+      run.share = r.Enum("share", SharingPreference::kAny, &ParseSharingPreference);
+    run.memory = ReadBytes(r, j, "memory");
     request = run;
   } else {
     return InvalidArgument(op.empty() ? "request has no \"op\""

@@ -114,10 +114,16 @@ struct SlurmAttachRequest {
   // Slurm 22.05 does not give it to the batch step; slurm_run (the prolog) tells colod then.
   int restarts = 0;
 };
-// slurmd's prolog: run number `restarts` (runs before it) of a Slurm job begins on this node.
+// slurmd's prolog: run number `restarts` (runs before it) of a Slurm job begins on this node,
+// with what Slurm booked for it: the job-control environment colo's plugin set at submission
+// (from which job_submit/lua planned its gpumem) and the GPUs Slurm gave it. colod plans with
+// this, not with what a step says: a job's owner controls its steps' environment.
 struct SlurmRunRequest {
   uint32_t job = 0;
   int restarts = 0;
+  std::optional<SharingPreference> share;  // COLO_SHARE: set for a colo job only
+  std::optional<Bytes> memory;             // COLO_MEM per GPU (absent: whole GPUs)
+  int gpus = 0;  // COLO_GPUS for a colo job, else the whole GPUs Slurm gave (0: none)
 };
 // The job's batch script ended with this wait status, or (no status) Slurm's epilog says the
 // whole job ended on this node.

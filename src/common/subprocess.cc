@@ -78,6 +78,9 @@ Result<CommandResult> RunCommand(const std::vector<std::string>& argv,
     setsid();  // a process group of its own: a timeout kills the command with it
     if (dup2(devnull.get(), 0) < 0 || dup2(write_end.get(), 1) < 0 || dup2(write_end.get(), 2) < 0)
       _exit(126);
+    // It never execs, so close-on-exec does not apply: nothing of the parent's stays open here
+    // (another command's pipe held open would keep that one from ending).
+    syscall(SYS_close_range, 3U, ~0U, 0U);
     clone_args inner{};
     inner.exit_signal = SIGCHLD;
     const long command = syscall(SYS_clone3, &inner, sizeof inner);

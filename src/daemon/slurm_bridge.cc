@@ -44,9 +44,12 @@ ProcessEnd EndOfWaitStatus(int status) {
   return ProcessEnd{true, WIFEXITED(status) ? WEXITSTATUS(status) : 0, true};
 }
 
-bool StillRunning(const std::string& state) {
-  return state == "RUNNING" || state == "CONFIGURING" || state == "COMPLETING" ||
-         state == "SUSPENDED" || state == "STOPPED";
+// Slurm's end states; any other (RUNNING, COMPLETING, SUSPENDED, SIGNALING, ...) is not an end.
+bool Ended(const std::string& state) {
+  static constexpr std::string_view kEnded[] = {"COMPLETED", "FAILED",    "CANCELLED",
+                                                "TIMEOUT",   "NODE_FAIL", "PREEMPTED",
+                                                "BOOT_FAIL", "DEADLINE",  "OUT_OF_MEMORY"};
+  return std::find(std::begin(kEnded), std::end(kEnded), state) != std::end(kEnded);
 }
 
 }  // namespace
@@ -76,6 +79,18 @@ SlurmNote ParseSlurmNote(std::string_view comment) {
     if (key == "ooms" && number < 1000) note.ooms = static_cast<int>(number);
   }
   return note;
+}
+
+std::string WithNote(std::string_view admin_comment, const SlurmNote& note) {
+  std::string out(admin_comment.substr(0, admin_comment.find(kNotePrefix)));
+  const size_t at = admin_comment.find(kNotePrefix);
+  if (at != std::string_view::npos) {
+    const size_t end = admin_comment.find_first_of(" ;\n", at);
+    if (end != std::string_view::npos) out += std::string(admin_comment.substr(end + 1)) + " ";
+  } else if (!out.empty() && out.back() != ' ') {
+    out += ' ';
+  }
+  return out + FormatSlurmNote(note);
 }
 
 std::string FormatSlurmNote(const SlurmNote& note) {
@@ -210,6 +225,8 @@ Result<std::map<uint32_t, SlurmJobInfo>> ParseSqueueJobs(std::string_view text) 
     info.user = text_of("user_name");
     info.name = text_of("name");
     info.work_dir = text_of("current_working_directory");
+    info.excluded_nodes = text_of("excluded_nodes");
+    info.required_nodes = text_of("required_nodes");
     if (const auto a = int_of("array_job_id"); a && *a > 0 && *a <= UINT32_MAX)
       info.array_job = static_cast<uint32_t>(*a);
     if (const auto t = int_of("array_task_id"); t && *t >= 0 && *t <= UINT32_MAX)
@@ -341,56 +358,54 @@ Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::JobStates(
 
 Status SlurmCliCommands::Requeue(uint32_t job, const SlurmNote& note) {
   const std::string id = std::to_string(job);
-  auto states = JobStates({job});
-  if (!states.ok()) return states.status();
-  const auto it = states->find(job);
-  if (it == states->end()) return NotFound(fmt::format("Slurm no longer knows job {}", job));
-  if (it->second.state == "PENDING") {
-    // Requeued already (by Slurm or an admin): held until PrepareRerun has updated it.
-    auto held = Run("scontrol", {"hold", id});
-    return held.ok() ? Status::Ok() : held.status();
-  }
+  auto info = ShowJob(job);
+  if (!info.ok()) return info.status();
+  if (!*info) return NotFound(fmt::format("Slurm no longer knows job {}", job));
+  if ((*info)->state == "PENDING") return Status::Ok();  // requeued already (Slurm, an admin)
   // The note first, while the job can still be updated (an ended one cannot; PrepareRerun
-  // writes it again once the job is pending).
-  (void)Run("scontrol", {"update", "JobId=" + id, "AdminComment=" + FormatSlurmNote(note)});
-  // Held: it cannot start again before PrepareRerun has said where and with how much.
-  auto requeued = Run("scontrol", {"requeuehold", id});
-  if (!requeued.ok() &&
-      requeued.status().message().find("pending execution") != std::string::npos) {
-    // Pending after all (squeue lags slurmctld by a moment): held as it is.
-    auto held = Run("scontrol", {"hold", id});
-    return held.ok() ? Status::Ok() : held.status();
-  }
+  // writes it again once the job is pending). An administrator's own text there stays.
+  (void)Run("scontrol",
+            {"update", "JobId=" + id, "AdminComment=" + WithNote((*info)->admin_comment, note)});
+  // Not held: should colod be gone before PrepareRerun, the job still runs again (Slurm makes
+  // a requeued job wait out its credentials' expiry first), with the note already written.
+  auto requeued = Run("scontrol", {"requeue", id});
+  if (!requeued.ok() && requeued.status().message().find("pending execution") != std::string::npos)
+    return Status::Ok();
   return requeued.ok() ? Status::Ok() : requeued.status();
 }
 
 Result<bool> SlurmCliCommands::PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
                                             const std::string& avoid_node) {
   const std::string id = std::to_string(job);
-  // Pending (and held) only once its batch step and epilog are through.
+  // Pending only once its batch step and epilog are through.
   auto states = JobStates({job});
   if (!states.ok()) return states.status();
   const auto it = states->find(job);
   if (it == states->end()) return NotFound(fmt::format("Slurm no longer knows job {}", job));
   if (it->second.state != "PENDING") return false;
   auto full = ShowJob(job);
+  if (!full.ok()) return full.status();
+  if (!*full) return NotFound(fmt::format("Slurm no longer knows job {}", job));
+  const SlurmJobInfo& record = **full;
+  // Eligible a second from now: a start within the requeue's own second is refused by the node,
+  // whose credentials for the job were revoked in that second.
   std::vector<std::string> update = {"update", "JobId=" + id,
-                                     "AdminComment=" + FormatSlurmNote(note)};
-  if (!avoid_node.empty()) update.push_back("ExcNodeList=" + avoid_node);
-  if (gpumem_mib > 0 && full.ok() && *full &&
-      (*full)->tres_per_node.find("gpumem:") != std::string::npos)
-    update.push_back("TresPerNode=" + WithGpumem((*full)->tres_per_node, gpumem_mib));
+                                     "AdminComment=" + WithNote(record.admin_comment, note),
+                                     "StartTime=now+1"};
+  // Kept off the node that could not place it, as well as off those its user excluded; not
+  // when its user asked for nodes by name (excluding one of them would leave it pending).
+  if (!avoid_node.empty() && record.required_nodes.empty()) {
+    std::vector<std::string> excluded = Split(record.excluded_nodes, ',');
+    std::erase(excluded, std::string());
+    if (std::find(excluded.begin(), excluded.end(), avoid_node) == excluded.end())
+      excluded.push_back(avoid_node);
+    update.push_back("ExcNodeList=" + Join(excluded, ","));
+  }
+  if (gpumem_mib > 0 && record.tres_per_node.find("gpumem:") != std::string::npos)
+    update.push_back("TresPerNode=" + WithGpumem(record.tres_per_node, gpumem_mib));
   auto updated = Run("scontrol", update);
-  // Released whatever the update did: a job left held would never run.
-  auto released = Release(job);
   if (!updated.ok()) return updated.status();
-  if (!released.ok()) return released;
   return true;
-}
-
-Status SlurmCliCommands::Release(uint32_t job) {
-  auto released = Run("scontrol", {"release", std::to_string(job)});
-  return released.ok() ? Status::Ok() : released.status();
 }
 
 Result<std::string> SlurmCliCommands::TailAsUser(const Identity& who, const std::string& path,
@@ -467,11 +482,57 @@ void SlurmBridge::WorkerLoop() {
 }
 
 Result<api::SlurmRunReply> SlurmBridge::BeginRun(const api::SlurmRunRequest& request) {
-  runs_[request.job] = request.restarts;
-  // A bounded memory: Slurm's ids grow, the oldest go first.
-  while (runs_.size() > options_.max_pending) runs_.erase(runs_.begin());
+  runs_.erase(request.job);
+  runs_.emplace(request.job, request);
+  // A bounded memory: the oldest announcements go first (by arrival, not by id: ids wrap).
+  run_order_.push_back(request.job);
+  while (run_order_.size() > options_.max_pending) {
+    const uint32_t oldest = run_order_.front();
+    run_order_.pop_front();
+    if (std::find(run_order_.begin(), run_order_.end(), oldest) == run_order_.end())
+      runs_.erase(oldest);
+  }
   prolog_waits_.erase(request.job);
   return api::SlurmRunReply{request.job, request.restarts};
+}
+
+namespace {
+
+// How many of `name` ("gpu", "gpumem") a TRES-per-node string books, e.g. 2 in
+// "gres:gpu:2,gres:gpumem:5".
+int64_t BookedCount(const std::string& tres, std::string_view name) {
+  int64_t total = 0;
+  for (const std::string& item : Split(tres, ',')) {
+    const std::vector<std::string> parts = Split(item, ':');
+    // gres:NAME:COUNT or gres:NAME:TYPE:COUNT (a typed GPU)
+    if (parts.size() < 3 || parts[0] != "gres" || parts[1] != name) continue;
+    auto count = ParseInt(parts.back());
+    if (count.ok() && *count > 0) total += *count;
+  }
+  return total;
+}
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+}  // namespace
+
+// What the step asks for, checked against what Slurm booked for the job: the owner of a job
+// controls its steps' options, never its booking. An error says why it cannot run.
+Status CheckAgainstBooking(const api::SlurmAttachRequest& request, const std::string& tres) {
+  if (request.memory) {
+    const int64_t asked = (request.memory->count() * request.gpus + kMiB - 1) / kMiB;
+    const int64_t booked = BookedCount(tres, "gpumem");
+    if (asked > booked)
+      return PermissionDenied(fmt::format(
+          "the job asks colod for {} MiB of GPU memory but Slurm booked {} MiB for it (gpumem)",
+          asked, booked));
+    return Status::Ok();
+  }
+  const int64_t booked = BookedCount(tres, "gpu");
+  if (request.gpus > booked)
+    return PermissionDenied(fmt::format(
+        "the job asks colod for {} whole GPU(s) but Slurm gave it {}", request.gpus, booked));
+  return Status::Ok();
 }
 
 Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest& asked) {
@@ -479,12 +540,30 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
   const Job* live = controller_.FindTenant(request.job);
   bool ask_slurm = false;
   if (auto run = runs_.find(request.job); run != runs_.end()) {
-    request.restarts = std::max(request.restarts, run->second);
+    // The prolog's word: which run, and what Slurm booked. The step's own numbers are not used.
+    const api::SlurmRunRequest& booked = run->second;
+    request.restarts = std::max(request.restarts, booked.restarts);
+    if (booked.share) {
+      request.share = *booked.share;
+      request.memory = booked.memory;
+      request.gpus = std::max(1, booked.gpus);
+    } else if (booked.gpus > 0) {
+      request.memory.reset();
+      request.share = SharingPreference::kExclusive;
+      request.gpus = booked.gpus;
+    } else {
+      return api::SlurmAttachReply{api::SlurmPlacement::kFailed,
+                                   0,
+                                   {},
+                                   "Slurm booked no GPU for this job (ask with --colo-mem or "
+                                   "--gres=gpu:N)"};
+    }
   } else if (live && live->live()) {
     request.restarts = std::max(request.restarts, live->slurm->restarts);  // another step
-  } else if (request.restarts == 0) {
-    // Which run of the job this is, slurmd's prolog says (Slurm 22.05 gives the batch step no
-    // restart count). It runs beside the batch step's launch and may come a moment later.
+  } else {
+    // Which run of the job this is and what it booked, slurmd's prolog says (Slurm 22.05 gives
+    // the batch step no restart count). It runs beside the batch step's launch and may come a
+    // moment later.
     auto [wait, inserted] =
         prolog_waits_.try_emplace(request.job, clock_.Now() + options_.prolog_grace);
     if (inserted && prolog_waits_.size() > options_.max_pending)
@@ -509,7 +588,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
       }
       if (full) return Unavailable("colod's queue of work for Slurm is full; try again");
       if (lookups_.size() >= options_.max_pending) lookups_.erase(lookups_.begin());
-      lookups_[request.job] = Lookup{request.restarts, {}, {}, {}};
+      lookups_[request.job] = Lookup{request.restarts, {}, {}, {}, {}};
       const uint32_t job = request.job;
       const int restarts = request.restarts;
       Post([this, job, restarts]() -> std::function<void()> {
@@ -521,6 +600,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
           if (info.ok() && *info) {
             l.note = ParseSlurmNote((*info)->admin_comment);
             l.slurm_restarts = (*info)->restarts;
+            l.tres_per_node = (*info)->tres_per_node;
           } else {
             l.error = info.ok() ? "Slurm does not know the job" : info.status().message();
           }
@@ -533,6 +613,17 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
     if (!l.note && l.error.empty())
       return api::SlurmAttachReply{
           api::SlurmPlacement::kWaiting, 0, {}, "reading Slurm's record of the job's earlier runs"};
+    if (ask_slurm) {
+      // Without the prolog's word, the step's numbers are held against Slurm's booking.
+      const Status booked =
+          l.note ? CheckAgainstBooking(request, l.tres_per_node)
+                 : Unavailable("Slurm's record of the job could not be read: " + l.error);
+      if (!booked.ok()) {
+        lookups_.erase(it);
+        prolog_waits_.erase(request.job);
+        return api::SlurmAttachReply{api::SlurmPlacement::kFailed, 0, {}, booked.message()};
+      }
+    }
     if (l.note) {
       request.restarts = std::max(request.restarts, l.slurm_restarts);
     } else {
@@ -659,20 +750,17 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
 
 void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpumem_mib,
                                std::string avoid, std::string reason, TimePoint deadline) {
-  const bool last_chance = clock_.Now() >= deadline;
   Post([=, this]() -> std::function<void()> {
-    if (last_chance) {
-      const Status released = commands_->Release(slurm_job);
-      return [=] {
-        LogLine(fmt::format(
-            "Slurm job {} requeued ({}) but not pending in time; released as "
-            "it is{}",
-            slurm_job, reason, released.ok() ? "" : " (failed: " + released.message() + ")"));
-      };
-    }
     const Result<bool> prepared = commands_->PrepareRerun(slurm_job, note, gpumem_mib, avoid);
     return [=, this] {
       if (prepared.ok() && !*prepared) {
+        if (clock_.Now() >= deadline) {
+          LogLine(
+              fmt::format("Slurm job {} requeued ({}) but not pending in time: it runs "
+                          "again as it is",
+                          slurm_job, reason));
+          return;
+        }
         // Not pending yet: looked at again shortly, never holding a worker meanwhile.
         later_.emplace(clock_.Now() + kRerunRecheck, [=, this] {
           PrepareRerun(slurm_job, note, gpumem_mib, avoid, reason, deadline);
@@ -689,10 +777,7 @@ void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpume
 }
 
 void SlurmBridge::Reconcile() {
-  {
-    std::lock_guard lock(mutex_);
-    if (in_flight_ > 0) return;  // the last round (or other work) is not through yet
-  }
+  if (reconciling_) return;  // the last round is not through yet
   struct Running {
     uint32_t slurm_job;
     int restarts;
@@ -707,10 +792,12 @@ void SlurmBridge::Reconcile() {
     ids.push_back(job.slurm->job);
   }
   if (running.empty()) return;
+  reconciling_ = true;
   // One query for all of them: on a busy cluster each is a listing of every job.
   Post([this, running = std::move(running), ids = std::move(ids)]() -> std::function<void()> {
     auto records = commands_->ShowJobs(ids);
     return [this, running, records = std::move(records)] {
+      reconciling_ = false;
       if (!records.ok()) return;  // Slurm did not answer: asked again at the next round
       for (const Running& r : running) {
         const Job* tenant = controller_.FindTenant(r.slurm_job);
@@ -723,7 +810,7 @@ void SlurmBridge::Reconcile() {
           continue;
         }
         const SlurmJobInfo& info = it->second;
-        if (StillRunning(info.state) && info.restarts <= r.restarts) continue;
+        if (!Ended(info.state) && info.state != "PENDING" && info.restarts <= r.restarts) continue;
         if (info.state == "PENDING" || info.restarts > r.restarts) {
           // Requeued by someone else (scontrol requeue, a node failure): this run is over.
           controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{false, SIGKILL, false}, "", ""});

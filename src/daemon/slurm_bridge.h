@@ -33,7 +33,8 @@ struct SlurmJobInfo {
   std::string admin_comment;
   std::string std_out, std_err;  // absolute paths, Slurm's filename pattern expanded
   std::string user, name, work_dir;
-  uint32_t array_job = 0;  // 0: not part of an array
+  std::string excluded_nodes, required_nodes;  // as the job's user asked
+  uint32_t array_job = 0;                      // 0: not part of an array
   std::optional<uint32_t> array_task;
   int exit_code = 0;    // the batch script's exit code
   int exit_signal = 0;  // or the signal that ended it
@@ -48,6 +49,8 @@ struct SlurmNote {
 };
 SlurmNote ParseSlurmNote(std::string_view admin_comment);
 std::string FormatSlurmNote(const SlurmNote& note);
+// `admin_comment` with its colo note (if any) replaced by `note`, the rest kept.
+std::string WithNote(std::string_view admin_comment, const SlurmNote& note);
 
 // Slurm's commands, called on the bridge's worker thread (they block); a fake in tests.
 class SlurmCommands {
@@ -59,16 +62,14 @@ class SlurmCommands {
   Result<std::optional<SlurmJobInfo>> ShowJob(uint32_t job);
   // What squeue says of `jobs` (state, restarts, nodes only: a cheap query), those it knows.
   virtual Result<std::map<uint32_t, SlurmJobInfo>> JobStates(const std::vector<uint32_t>& jobs) = 0;
-  // Puts the job back in Slurm's queue (running or ended), held so that it does not start
-  // before PrepareRerun, with `note` in its AdminComment.
+  // Puts the job back in Slurm's queue (running or ended), with `note` in its AdminComment.
   virtual Status Requeue(uint32_t job, const SlurmNote& note) = 0;
   // Once the requeued job is pending: `note` in its AdminComment, its gpumem GRES made
-  // `gpumem_mib` per node (when it has one), kept off `avoid_node` (when not empty), released.
+  // `gpumem_mib` per node (when it has one), kept off `avoid_node` too (when not empty),
+  // eligible at once.
   // False (nothing done) while it is not pending yet.
   virtual Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
                                     const std::string& avoid_node) = 0;
-  // Lets a held job run (when PrepareRerun never found it pending).
-  virtual Status Release(uint32_t job) = 0;
   // The last `max_bytes` of a file, read as `who` — never as root: the path is the user's.
   virtual Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                          size_t max_bytes) = 0;
@@ -84,7 +85,6 @@ class SlurmCliCommands : public SlurmCommands {
   Status Requeue(uint32_t job, const SlurmNote& note) override;
   Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
                             const std::string& avoid_node) override;
-  Status Release(uint32_t job) override;
   Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                  size_t max_bytes) override;
 
@@ -96,6 +96,8 @@ class SlurmCliCommands : public SlurmCommands {
   std::vector<std::string> env_;
 };
 
+// Whether what a step asks of colod is within what Slurm booked for its job (tres_per_node).
+Status CheckAgainstBooking(const api::SlurmAttachRequest& request, const std::string& tres);
 // Parses `squeue --noheader --Format=JobID:|,State:|,RestartCnt:|,NodeList:|`.
 std::map<uint32_t, SlurmJobInfo> ParseSqueueStates(std::string_view text);
 // Parses `squeue --json`: the jobs it lists, by Slurm job id.
@@ -112,7 +114,8 @@ struct SlurmBridgeOptions {
   // How long a run's first attach waits for slurmd's prolog to say which run it is, before
   // Slurm's record is read instead.
   Duration prolog_grace = Seconds(2);
-  // How long a requeued job may take to be pending again before it is released as it is.
+  // How long a requeued job may take to be pending again before colod stops preparing its
+  // next run (it runs again as it is).
   Duration rerun_deadline = Seconds(60);
   // Threads running Slurm's commands (each blocks on slurmctld).
   int workers = 4;
@@ -156,15 +159,19 @@ class SlurmBridge {
     int restarts = 0;               // the run the attach asked for
     std::optional<SlurmNote> note;  // set when the record came back
     int slurm_restarts = 0;
+    std::string tres_per_node;  // what Slurm booked for the job
     std::string error;
   };
   std::map<uint32_t, Lookup> lookups_;
   std::map<uint32_t, TimePoint> prolog_waits_;  // attaches waiting for the prolog's word, until
-  std::map<uint32_t, int> runs_;   // the run each Slurm job begins here, by its prolog (bounded)
+  // What slurmd's prolog said of each job's run beginning here, and in which order it came.
+  std::map<uint32_t, api::SlurmRunRequest> runs_;
+  std::deque<uint32_t> run_order_;
   std::set<uint32_t> ending_;      // ends whose output is being read
   std::set<uint32_t> requeuing_;   // given back, `scontrol requeue` not through yet
   std::deque<uint32_t> requeued_;  // the last ones given back (bounded)
   TimePoint next_reconcile_;
+  bool reconciling_ = false;
   // Work to post later (a requeued job not pending yet is looked at again), by when.
   std::multimap<TimePoint, std::function<void()>> later_;
 

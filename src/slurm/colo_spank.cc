@@ -25,6 +25,7 @@ extern "C" {
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -238,7 +239,6 @@ int LocalPostOpt(spank_t sp) {
     // For job_submit/lua (a gpumem GRES) and the epilog; and for the job's own steps, where an
     // estimate is not made again (slurmstepd runs as root and does not read users' files).
     spank_job_control_setenv(sp, "COLO_MEM", bytes.c_str(), 1);
-    spank_setenv(sp, "COLO_SLURM_MEM", bytes.c_str(), 1);
   }
   spank_job_control_setenv(sp, "COLO_GPUS", std::to_string(gpus).c_str(), 1);
   spank_job_control_setenv(sp, "COLO_SHARE", share.c_str(), 1);
@@ -251,6 +251,17 @@ std::string Getenv(spank_t sp, const char* name) {
   char value[4096] = {};
   if (spank_getenv(sp, name, value, sizeof value) != ESPANK_SUCCESS) return "";
   return value;
+}
+
+// COLO_MEM as the local context wrote it: a whole number of bytes (not colo's SIZE syntax, in
+// which a bare number is MiB).
+std::optional<Bytes> ByteCount(const char* text) {
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = strtoll(text, &end, 10);
+  if (*end || errno || n <= 0 || n > (1LL << 50)) return std::nullopt;
+  return Bytes(n);
 }
 
 int CountList(const std::string& list) {
@@ -297,11 +308,13 @@ int RemotePostOpt(spank_t sp) {
   request.restarts = static_cast<int>(std::min<uint32_t>(restarts, 1u << 20));
   if (g_request.any()) {
     if (!g_request.estimate_from.empty()) {
-      auto bytes = colo::ParseBytes(Getenv(sp, "COLO_SLURM_MEM"));
-      if (!bytes.ok()) {
+      // What the local context put in the job-control environment reaches every step with
+      // Slurm's prefix.
+      const auto bytes = ByteCount(Getenv(sp, "SLURM_SPANK_COLO_MEM").c_str());
+      if (!bytes) {
         return Refuse(
-            "colo: job %u: the estimate made at submission did not reach the job (was "
-            "it submitted with --export=NONE?); use --colo-mem",
+            "colo: job %u: the estimate made at submission did not reach the job; "
+            "give the memory with --colo-mem",
             job_id);
       }
       g_request.memory = *bytes;
@@ -335,7 +348,15 @@ int RemotePostOpt(spank_t sp) {
   auto pause = std::chrono::milliseconds(20);
   for (;;) {
     auto reply = client->Call(request);
+    if (!reply.ok() && reply.status().code() != colo::StatusCode::kUnavailable) {
+      // colod answered, and refused: asking again would get the same answer.
+      return Refuse("colo: job %u: colod refused it: %s", job_id, reply.status().message().c_str());
+    }
     if (!reply.ok()) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Refuse("colo: job %u: colod did not answer within %d s: %s", job_id,
+                      g_settings.max_wait_s, reply.status().message().c_str());
+      }
       // A restarted colod: connect again and ask again (the job is stored, or is asked for anew).
       auto again = ConnectWithRetry(path, g_settings.connect_timeout_s);
       client.reset();
@@ -370,8 +391,11 @@ int RemotePostOpt(spank_t sp) {
 // Tells colod; while colod judges a failed run ("ending"), asks again, so that the step ends
 // only once colod has requeued the job or let it fail.
 void SendEnd(uint32_t job_id, std::optional<int> wait_status) {
-  auto client = colo::api::Client::Connect(SocketPath(), std::chrono::seconds(5));
-  if (!client.ok()) return;  // colod reconciles with Slurm when it is back
+  const std::string path = SocketPath();
+  auto connected = colo::api::Client::Connect(path, std::chrono::seconds(5));
+  if (!connected.ok()) return;  // colod reconciles with Slurm when it is back
+  std::optional<colo::api::Client> client;
+  client.emplace(std::move(*connected));
   colo::api::SlurmEndRequest end;
   end.job = job_id;
   end.wait_status = wait_status;
@@ -380,11 +404,19 @@ void SendEnd(uint32_t job_id, std::optional<int> wait_status) {
   auto pause = std::chrono::milliseconds(20);
   for (;;) {
     auto reply = client->Call(end);
-    if (!reply.ok() || reply->state != "ending") return;
+    if (reply.ok() && reply->state != "ending") return;
     if (std::chrono::steady_clock::now() >= deadline) {
       slurm_info("colo: job %u: colod did not judge its end within %d s", job_id,
                  g_settings.end_wait_s);
       return;
+    }
+    if (!reply.ok()) {
+      // colod restarting while it judged: ask the new one (it reads Slurm's record itself).
+      auto again = ConnectWithRetry(path, g_settings.connect_timeout_s);
+      client.reset();
+      if (!again.ok()) return;
+      client.emplace(std::move(*again));
+      continue;
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
@@ -466,6 +498,19 @@ int slurm_spank_job_prolog(spank_t sp, int argc, char** argv) {
   colo::api::SlurmRunRequest run;
   run.job = job_id;
   run.restarts = static_cast<int>(restarts);
+  // What the job booked, from slurmd's own environment for the prolog: the job-control
+  // variables of its submission (SPANK_ prefixed), which job_submit/lua planned, and its GPUs.
+  const char* share = getenv("SPANK_COLO_SHARE");
+  if (share) {
+    auto parsed = colo::ParseSharingPreference(share);
+    run.share = parsed.ok() ? *parsed : colo::SharingPreference::kAny;
+    const char* gpus = getenv("SPANK_COLO_GPUS");
+    run.gpus = gpus ? std::clamp(atoi(gpus), 1, 64) : 1;
+    run.memory = ByteCount(getenv("SPANK_COLO_MEM"));
+  } else {
+    const char* gpus = getenv("SLURM_JOB_GPUS");
+    run.gpus = std::min(CountList(gpus ? gpus : ""), 64);
+  }
   (void)client->Call(run);
   return 0;
 }

@@ -79,10 +79,27 @@ TEST(Codec, SlurmRequestsRoundTripAndAreChecked) {
   auto end = DecodeRequest(EncodeRequest(SlurmEndRequest{7, 256}));
   ASSERT_TRUE(end.ok());
   EXPECT_EQ(std::get<SlurmEndRequest>(*end).wait_status, 256);
-  auto run = DecodeRequest(EncodeRequest(SlurmRunRequest{8, 2}));
+  SlurmRunRequest booked;
+  booked.job = 8;
+  booked.restarts = 2;
+  booked.share = SharingPreference::kMps;
+  booked.memory = GiB(3);
+  booked.gpus = 2;
+  auto run = DecodeRequest(EncodeRequest(booked));
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(OpName(*run), "slurm_run");
-  EXPECT_EQ(std::get<SlurmRunRequest>(*run).restarts, 2);
+  const auto& r = std::get<SlurmRunRequest>(*run);
+  EXPECT_EQ(r.restarts, 2);
+  EXPECT_EQ(r.share, SharingPreference::kMps);
+  EXPECT_EQ(r.memory, GiB(3));
+  EXPECT_EQ(r.gpus, 2);
+  SlurmRunRequest whole;
+  whole.job = 9;
+  whole.gpus = 1;
+  auto whole_back = DecodeRequest(EncodeRequest(whole));
+  ASSERT_TRUE(whole_back.ok());
+  EXPECT_FALSE(std::get<SlurmRunRequest>(*whole_back).share.has_value());
+  EXPECT_FALSE(std::get<SlurmRunRequest>(*whole_back).memory.has_value());
   for (const char* bad : {R"({"api":1,"op":"slurm_run"})", R"({"api":1,"op":"slurm_run","job":0})",
                           R"({"api":1,"op":"slurm_run","job":5,"restarts":-1})",
                           R"({"api":1,"op":"slurm_run","job":4294967295})",

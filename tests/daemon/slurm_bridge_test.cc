@@ -138,10 +138,33 @@ TEST(SlurmNoteTest, RoundTripsAndIgnoresWhatItDoesNotKnow) {
   EXPECT_EQ(ParseSlurmNote("no note").ooms, 0);
 }
 
+TEST(SlurmNoteTest, WithNoteKeepsAnAdministratorsText) {
+  const SlurmNote note{Bytes(5), 1};
+  EXPECT_EQ(WithNote("", note), "colo:need=5,ooms=1");
+  EXPECT_EQ(WithNote("checked by ops", note), "checked by ops colo:need=5,ooms=1");
+  EXPECT_EQ(WithNote("ops colo:need=1,ooms=0 later", note), "ops later colo:need=5,ooms=1");
+  EXPECT_EQ(WithNote("colo:need=1,ooms=0", note), "colo:need=5,ooms=1");
+}
+
 TEST(WithGpumemTest, ReplacesOnlyTheGpumemCount) {
   EXPECT_EQ(WithGpumem("gres:gpu:1,gres:gpumem:4096", 8192), "gres:gpu:1,gres:gpumem:8192");
   EXPECT_EQ(WithGpumem("gpumem:4096", 10), "gres:gpumem:10");
   EXPECT_EQ(WithGpumem("gres:gpu:2", 10), "gres:gpu:2");
+}
+
+TEST(CheckAgainstBookingTest, AStepMayAskForNoMoreThanSlurmBooked) {
+  api::SlurmAttachRequest r;
+  r.job = 1;
+  r.gpus = 2;
+  r.memory = GiB(10);
+  EXPECT_TRUE(CheckAgainstBooking(r, "gres:gpumem:20480").ok());
+  EXPECT_FALSE(CheckAgainstBooking(r, "gres:gpumem:20479").ok());
+  EXPECT_FALSE(CheckAgainstBooking(r, "").ok());
+  r.memory.reset();  // whole GPUs
+  EXPECT_TRUE(CheckAgainstBooking(r, "gres:gpu:2,gres:gpumem:163840").ok());
+  EXPECT_TRUE(CheckAgainstBooking(r, "gres:gpu:a100:2").ok());
+  EXPECT_FALSE(CheckAgainstBooking(r, "gres:gpu:1").ok());
+  EXPECT_FALSE(CheckAgainstBooking(r, "gres:gpumem:163840").ok());
 }
 
 }  // namespace

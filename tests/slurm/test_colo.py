@@ -104,6 +104,59 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
         info = self.job_info(job)
         self.assertIn("gpumem:12288", info.get("TresPerNode", ""), info)
 
+    def test_an_estimate_file_becomes_the_jobs_memory_request(self):
+        # The model summary is the user's file, read by `colo estimate` as the user at
+        # submission; the need it gives is what Slurm's gpumem and colod's plan use.
+        summary = os.path.join(self.workdir("colo-alice"), "gpt2.json")
+        with open(os.path.join(harness.SOURCE_DIR, "tests", "data", "estimate",
+                               "hf-gpt2-b4-adam.json")) as src, open(summary, "w") as dst:
+            dst.write(src.read())
+        os.chown(summary, *self.uid_gid("colo-alice"))
+        estimate = json.loads(self.slurm(COLO, "estimate", "--json", "--batch", "4", summary,
+                                         user="colo-alice").stdout)
+        upper = next(e["upper"] for e in estimate["estimates"]
+                     if e["estimator"] == estimate["best"])
+        job = self.sbatch("colo-alice", job_text(GIB, 1),
+                          ["--colo-estimate-from=gpt2.json", "--colo-batch=4"])
+        self.assert_completed(job)
+        runs = self.runs_of(job)
+        self.assertEqual(runs[0][2], upper)
+        mib = -(-upper // (1 << 20))
+        self.assertIn(f"gpumem:{mib}", self.job_info(job).get("TresPerNode", ""))
+        # A summary the user cannot give is refused at submission, with the reason.
+        result = self.sbatch_result("colo-alice", job_text(GIB, 1),
+                                    ["--colo-estimate-from=/nonexistent/model.json"])
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("/nonexistent/model.json", result.stderr)
+
+    def test_the_steps_of_a_job_are_one_tenant_on_its_gpu(self):
+        script = (job_text(2 * GIB, 0) +
+                  'srun --ntasks=1 sh -c \'echo "step gpus=$CUDA_VISIBLE_DEVICES '
+                  'planned=$COLO_GPU_MEMORY"\'\n')
+        job = self.sbatch("colo-bob", script, ["--colo-mem=2GiB", "--colo-share=plain"])
+        self.assert_completed(job)
+        text = self.output_of(job)
+        _, gpus, planned, _, _ = self.runs_of(job)[0]
+        self.assertIn(f"step gpus={gpus} planned={planned}", text)
+        node = self.node_of(job)
+        tenants = [j for j in self.colo_jobs(node, "history", "--all")
+                   if j.get("slurm_job") == job]
+        self.assertEqual(len(tenants), 1, tenants)
+        self.assertEqual(tenants[0]["state"], "succeeded", tenants)
+        self.assertEqual(tenants[0]["user"], "colo-bob")
+
+    def test_srun_alone_takes_colo_options_too(self):
+        result = self.slurm("srun", "--colo-mem=3GiB", "--colo-share=mps", "sh", "-c",
+                            'echo "gpus=$CUDA_VISIBLE_DEVICES planned=$COLO_GPU_MEMORY"',
+                            user="colo-alice", cwd=self.workdir("colo-alice"))
+        self.assertIn(f"planned={3 * GIB}", result.stdout)
+        self.assertIn("gpus=GPU-", result.stdout)
+
+    def uid_gid(self, user):
+        import pwd
+        pw = pwd.getpwnam(user)
+        return pw.pw_uid, pw.pw_gid
+
     def test_bad_option_values_are_refused_at_submission(self):
         for option, expected in (("--colo-mem=lots", "--colo-mem=lots"),
                                  ("--colo-mem=-5GiB", "--colo-mem=-5GiB"),
@@ -276,6 +329,20 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
             self.assertIn(state, ("idle", "mix", "alloc"), state)
         finally:
             self.cluster.script("restart-colod", self.cluster.root, "n3")
+
+    def test_a_step_cannot_take_more_than_slurm_booked(self):
+        # A job's owner writes its environment, and Slurm feeds the plugin's options of each
+        # step from it: the job below books nothing, but its steps claim two exclusive GPUs.
+        forged = ("--export=ALL,_SLURM_SPANK_OPTION_colo_colo_mem=1,"
+                  "_SLURM_SPANK_OPTION_colo_colo_share=exclusive,"
+                  "_SLURM_SPANK_OPTION_colo_colo_gpus=2")
+        job = self.sbatch("colo-alice", 'echo "start gpus=$CUDA_VISIBLE_DEVICES"\nsleep 2\n',
+                          [forged, "-w", "n1"])
+        info = self.wait_finished(job)
+        self.assertEqual(info["JobState"], "FAILED", info)
+        self.assertIn("Slurm booked no GPU", self.output_of(job, info))
+        self.assertNotIn(job, [j.get("slurm_job") for j in self.colo_jobs("n1", "queue")
+                               if j["state"] == "running"])
 
     def test_only_root_may_speak_for_slurm(self):
         # A user who sends colod the plugin's requests is refused: the uid in them is Slurm's
