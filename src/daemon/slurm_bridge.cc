@@ -725,12 +725,11 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
   const std::string avoid = handback.avoid_this_node ? options_.node : "";
   const uint32_t slurm_job = handback.slurm_job;
   const std::string reason = handback.reason;
-  constexpr int64_t kMiB = int64_t{1} << 20;
   const int64_t gpumem_mib =
       handback.need > Bytes(0) ? (handback.need.count() + kMiB - 1) / kMiB * handback.gpus : 0;
   requeuing_.insert(slurm_job);
-  // Two steps: the requeue, held (the batch step, if it is still there, waits for it), then,
-  // once Slurm has the job pending, what its next run needs, and its release.
+  // Two steps: the requeue (the batch step, if it is still there, waits for it), then, once
+  // Slurm has the job pending, what its next run needs.
   Post([this, slurm_job, note, gpumem_mib, avoid, reason]() -> std::function<void()> {
     const Status s = commands_->Requeue(slurm_job, note);
     return [this, s, slurm_job, note, gpumem_mib, avoid, reason] {
