@@ -786,7 +786,9 @@ void SlurmBridge::Reconcile() {
   std::vector<Running> running;
   std::vector<uint32_t> ids;
   for (const auto& [id, job] : controller_.live_jobs()) {
-    if (!job.slurm || job.state != JobState::kRunning || ending_.count(job.slurm->job)) continue;
+    // Waiting tenants too: one whose Slurm job ended while it waited (its epilog's word lost)
+    // would otherwise hold its place at the head of the queue until the wait limit.
+    if (!job.slurm || !job.live() || ending_.count(job.slurm->job)) continue;
     running.push_back({job.slurm->job, job.slurm->restarts, id, job.owner});
     ids.push_back(job.slurm->job);
   }
@@ -810,6 +812,11 @@ void SlurmBridge::Reconcile() {
         }
         const SlurmJobInfo& info = it->second;
         if (!Ended(info.state) && info.state != "PENDING" && info.restarts <= r.restarts) continue;
+        if (tenant->state != JobState::kRunning) {
+          // It never started here: Slurm ended or requeued it meanwhile.
+          controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
+          continue;
+        }
         if (info.state == "PENDING" || info.restarts > r.restarts) {
           // Requeued by someone else (scontrol requeue, a node failure): this run is over.
           controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{false, SIGKILL, false}, "", ""});

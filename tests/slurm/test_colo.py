@@ -87,6 +87,24 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
                 slurm[j["nodes"]].append(j["id"])
         return colo, {n: sorted(ids) for n, ids in slurm.items()}
 
+    def tearDown(self):
+        # Whatever a test did, no node's colod keeps (running or queued) a Slurm job that Slurm
+        # does not run there (the next test would find its GPUs taken or its queue blocked).
+        last = {}
+
+        def agree():
+            _, slurm = self.running_here_and_in_slurm()
+            held = {n: sorted(j["slurm_job"] for j in self.colo_jobs(n, "queue")
+                              if "slurm_job" in j) for n in harness.NODES}
+            last.update(colod=held, squeue=slurm)
+            return all(set(held[n]) <= set(slurm[n]) for n in harness.NODES)
+
+        try:
+            harness.wait_until(agree, 30, "every colod to let go of the jobs Slurm has ended")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {last}") from None
+        super().tearDown()
+
     def colod_log(self, node):
         with open(os.path.join(self.cluster.root, "colo", node, "colod.log"),
                   errors="replace") as f:
