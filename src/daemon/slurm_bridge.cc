@@ -276,21 +276,30 @@ Result<std::string> SlurmCliCommands::Run(const std::string& command, std::vecto
   return std::move(run->output);
 }
 
-Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::ShowJobs(
-    const std::vector<uint32_t>& jobs) {
+Result<std::optional<std::string>> SlurmCliCommands::Squeue(const std::vector<uint32_t>& jobs,
+                                                            std::vector<std::string> args,
+                                                            size_t max_output) {
   std::string list;
   for (uint32_t job : jobs) list += (list.empty() ? "" : ",") + std::to_string(job);
+  args.insert(args.begin(), {"--states=all", "--jobs=" + list});
+  auto out = Run("squeue", std::move(args), max_output);
+  if (out.ok()) return std::optional<std::string>(std::move(*out));
+  // None of them known to Slurm any more.
+  if (out.status().message().find("Invalid job id") != std::string::npos)
+    return std::optional<std::string>();
+  return out.status();
+}
+
+Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::ShowJobs(
+    const std::vector<uint32_t>& jobs) {
   // Slurm 22.05's squeue --json lists every job whatever -j says; later ones honour it. Either
   // way the jobs asked for are picked by id.
-  auto out = Run("squeue", {"--json", "--states=all", "--jobs=" + list}, kMaxSqueueOutput);
-  if (!out.ok()) {
-    if (out.status().message().find("Invalid job id") != std::string::npos)
-      return std::map<uint32_t, SlurmJobInfo>();
-    return out.status();
-  }
-  auto all = ParseSqueueJobs(*out);
-  if (!all.ok()) return all.status();
+  auto out = Squeue(jobs, {"--json"}, kMaxSqueueOutput);
+  if (!out.ok()) return out.status();
   std::map<uint32_t, SlurmJobInfo> wanted;
+  if (!*out) return wanted;
+  auto all = ParseSqueueJobs(**out);
+  if (!all.ok()) return all.status();
   for (uint32_t job : jobs) {
     if (auto it = all->find(job); it != all->end()) wanted.insert(std::move(*it));
   }
@@ -343,17 +352,11 @@ std::map<uint32_t, SlurmJobInfo> ParseSqueueStates(std::string_view text) {
 
 Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::JobStates(
     const std::vector<uint32_t>& jobs) {
-  std::string list;
-  for (uint32_t job : jobs) list += (list.empty() ? "" : ",") + std::to_string(job);
   // Only fields a user cannot write, so that no job name or path can pass for another field.
-  auto out = Run("squeue", {"--noheader", "--states=all", "--jobs=" + list,
-                            "--Format=JobID:|,State:|,RestartCnt:|,NodeList:|"});
-  if (!out.ok()) {
-    if (out.status().message().find("Invalid job id") != std::string::npos)
-      return std::map<uint32_t, SlurmJobInfo>();
-    return out.status();
-  }
-  return ParseSqueueStates(*out);
+  auto out = Squeue(jobs, {"--noheader", "--Format=JobID:|,State:|,RestartCnt:|,NodeList:|"});
+  if (!out.ok()) return out.status();
+  if (!*out) return std::map<uint32_t, SlurmJobInfo>();
+  return ParseSqueueStates(**out);
 }
 
 Status SlurmCliCommands::Requeue(uint32_t job, const SlurmNote& note) {
@@ -777,30 +780,30 @@ void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpume
 
 void SlurmBridge::Reconcile() {
   if (reconciling_) return;  // the last round is not through yet
-  struct Running {
+  struct Watched {
     uint32_t slurm_job;
     int restarts;
     JobId id;
     Identity owner;
   };
-  std::vector<Running> running;
+  std::vector<Watched> watched;
   std::vector<uint32_t> ids;
   for (const auto& [id, job] : controller_.live_jobs()) {
     // Waiting tenants too: one whose Slurm job ended while it waited (its epilog's word lost)
     // would otherwise hold its place at the head of the queue until the wait limit.
     if (!job.slurm || !job.live() || ending_.count(job.slurm->job)) continue;
-    running.push_back({job.slurm->job, job.slurm->restarts, id, job.owner});
+    watched.push_back({job.slurm->job, job.slurm->restarts, id, job.owner});
     ids.push_back(job.slurm->job);
   }
-  if (running.empty()) return;
+  if (watched.empty()) return;
   reconciling_ = true;
   // One query for all of them: on a busy cluster each is a listing of every job.
-  Post([this, running = std::move(running), ids = std::move(ids)]() -> std::function<void()> {
+  Post([this, watched = std::move(watched), ids = std::move(ids)]() -> std::function<void()> {
     auto records = commands_->ShowJobs(ids);
-    return [this, running, records = std::move(records)] {
+    return [this, watched, records = std::move(records)] {
       reconciling_ = false;
       if (!records.ok()) return;  // Slurm did not answer: asked again at the next round
-      for (const Running& r : running) {
+      for (const Watched& r : watched) {
         const Job* tenant = controller_.FindTenant(r.slurm_job);
         if (!tenant || tenant->id() != r.id || ending_.count(r.slurm_job)) continue;
         const auto it = records->find(r.slurm_job);

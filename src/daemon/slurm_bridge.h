@@ -89,6 +89,10 @@ class SlurmCliCommands : public SlurmCommands {
                                  size_t max_bytes) override;
 
  private:
+  // squeue of `jobs`, with `args`; nullopt when Slurm knows none of them.
+  Result<std::optional<std::string>> Squeue(const std::vector<uint32_t>& jobs,
+                                            std::vector<std::string> args,
+                                            size_t max_output = 1 << 20);
   // Runs `command` (scontrol, squeue) of `bin_dir`; an error unless it succeeds.
   Result<std::string> Run(const std::string& command, std::vector<std::string> args,
                           size_t max_output = 1 << 20);
