@@ -3,7 +3,15 @@
 holds outside PyTorch's caching allocator (CUDA context, kernels, cuBLAS/cuDNN libraries) and the
 cuBLAS workspaces the allocator keeps. colo adds both to a replayed trace's peak.
 
-    colo-calibrate [-o profile.json]
+    colo-calibrate [-o profile.json] [--mps] [--no-conv]
+
+It also measures the workspaces cuDNN takes for convolutions on this GPU (forward and backward, with
+and without cudnn.benchmark, fp32 and bf16), per byte of the convolution's largest tensor: colo's
+trace estimator adds them where a profile recorded a convolution. With --mps it starts an MPS
+control daemon of its own (own pipe and log folders; stopped before it exits), runs a client under
+it and records what moves into the MPS server (the client's context), what NVML reports for a
+client, and how much a client can allocate under CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: colod uses these
+to plan and to read observed peaks under MPS.
 
 Run it on an otherwise idle GPU (other processes do not disturb it: NVML reports memory per
 process). Standard library, torch and NVML (libnvidia-ml, through ctypes) only.
@@ -136,12 +144,158 @@ def calibrate():
     }
 
 
+# Convolutions of the shapes CNNs train with: (in channels, out channels, kernel, stride, size).
+CONV_SHAPES = [(3, 64, 7, 2, 224), (3, 64, 3, 1, 224), (64, 64, 3, 1, 224), (64, 64, 3, 1, 112),
+               (64, 64, 3, 1, 56), (64, 256, 1, 1, 56), (128, 128, 3, 1, 56), (128, 128, 3, 2, 56),
+               (256, 256, 3, 1, 28), (512, 512, 3, 1, 14), (512, 512, 3, 1, 7), (32, 32, 3, 1, 112)]
+
+
+def conv_workspaces(batches=(32, 64, 128)):
+    """The workspace cuDNN takes in each pass of a convolution: the allocator's peak during the
+    call beyond what was live before it and what it returns, against the call's largest tensor
+    (what a profile records)."""
+    import torch
+    import torch.nn.functional as F
+
+    samples = []
+    device = torch.device("cuda")
+    saved = torch.backends.cudnn.benchmark
+    try:
+        for benchmark in (False, True):
+            torch.backends.cudnn.benchmark = benchmark
+            for dtype in (torch.float32, torch.bfloat16):
+                for cin, cout, k, stride, size in CONV_SHAPES:
+                    for batch in batches:
+                        x = torch.randn(batch, cin, size, size, device=device, dtype=dtype,
+                                        requires_grad=cin != 3)
+                        w = torch.randn(cout, cin, k, k, device=device, dtype=dtype, requires_grad=True)
+                        if benchmark:  # the first call benchmarks; its trial workspaces are not kept
+                            y = F.conv2d(x, w, stride=stride, padding=k // 2)
+                            torch.autograd.grad(y, [t for t in (x, w) if t.requires_grad],
+                                                torch.ones_like(y))
+                            del y
+                        torch.cuda.synchronize()
+                        torch.cuda.reset_peak_memory_stats()
+                        live = torch.cuda.memory_allocated()
+                        y = F.conv2d(x, w, stride=stride, padding=k // 2)
+                        torch.cuda.synchronize()
+                        out_bytes = y.numel() * y.element_size()
+                        forward = torch.cuda.max_memory_allocated() - live - out_bytes
+                        g = torch.ones_like(y)
+                        torch.cuda.synchronize()
+                        torch.cuda.reset_peak_memory_stats()
+                        live = torch.cuda.memory_allocated()
+                        grads = torch.autograd.grad(y, [t for t in (x, w) if t.requires_grad], g)
+                        torch.cuda.synchronize()
+                        grad_bytes = sum(t.numel() * t.element_size() for t in grads)
+                        backward = torch.cuda.max_memory_allocated() - live - grad_bytes
+                        in_bytes = x.numel() * x.element_size()
+                        largest_fwd = max(in_bytes, out_bytes, w.numel() * w.element_size())
+                        samples.append({
+                            "benchmark": benchmark, "dtype": str(dtype).replace("torch.", ""),
+                            "shape": [batch, cin, cout, k, stride, size],
+                            "largest_bytes": largest_fwd,
+                            "forward_bytes": max(0, forward), "backward_bytes": max(0, backward)})
+                        del x, w, y, g, grads
+                        torch.cuda.empty_cache()
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    summary = {}
+    for benchmark in (False, True):
+        for direction in ("forward", "backward"):
+            ratios = sorted(s[f"{direction}_bytes"] / s["largest_bytes"] for s in samples
+                            if s["benchmark"] == benchmark)
+            key = f"{'benchmark' if benchmark else 'heuristic'}_{direction}"
+            summary[key] = {"median": ratios[len(ratios) // 2], "p90": ratios[int(len(ratios) * 0.9)],
+                            "max": ratios[-1]}
+    return {"ratios": summary, "samples": samples}
+
+
+def mps_client(limit_bytes):
+    """Runs under MPS (child of --mps): what this client's NVML entry and torch see, and how much
+    torch can hold before the pinned memory limit stops it."""
+    import torch
+
+    nvml = Nvml()
+    handle = nvml.handle(nvml_index_of_current_device(nvml))
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    after_init = nvml.process_memory(handle).get(os.getpid(), 0)
+    chunks, chunk = [], 64 << 20
+    try:
+        while len(chunks) * chunk < 4 * limit_bytes:
+            chunks.append(torch.empty(chunk, dtype=torch.uint8, device="cuda"))
+    except torch.cuda.OutOfMemoryError as error:
+        message = str(error).splitlines()[0]
+    else:
+        message = None
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_reserved()
+    nvml_at_limit = nvml.process_memory(handle).get(os.getpid(), 0)
+    print(json.dumps({"nvml_after_init_bytes": after_init, "reserved_at_limit_bytes": held,
+                      "nvml_at_limit_bytes": nvml_at_limit, "oom_message": message}))
+
+
+def calibrate_mps(limit_bytes=4 << 30):
+    """Starts an MPS control daemon of its own, runs one client with a pinned memory limit, and
+    stops the daemon (always)."""
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        raise RuntimeError("nvidia-cuda-mps-control not found")
+    folder = tempfile.mkdtemp(prefix="colo-calibrate-mps-")
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=os.path.join(folder, "pipe"),
+               CUDA_MPS_LOG_DIRECTORY=os.path.join(folder, "log"))
+    os.makedirs(env["CUDA_MPS_PIPE_DIRECTORY"])
+    os.makedirs(env["CUDA_MPS_LOG_DIRECTORY"])
+    subprocess.run([control, "-d"], env=env, check=True)
+    try:
+        nvml = Nvml()
+        handle = None
+        client_env = dict(env, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=f"0={limit_bytes >> 20}M")
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--mps-client",
+                              str(limit_bytes)], env=client_env, capture_output=True, text=True,
+                             timeout=300)
+        if out.returncode != 0:
+            raise RuntimeError(f"MPS client failed: {out.stderr.strip()[-500:]}")
+        client = json.loads(out.stdout.strip().splitlines()[-1])
+        handle = nvml.handle(0)
+        server = [used for pid, used in nvml.process_memory(handle).items()]
+        time.sleep(0.2)
+        return {"limit_bytes": limit_bytes, **client,
+                "server_processes_bytes": server,
+                # What a client's NVML entry leaves out, against the same work without MPS.
+                "note": "nvml_* are the client's own entries under MPS"}
+    finally:
+        subprocess.run([control], input="quit\n", env=env, text=True, timeout=60)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="colo-calibrate", description=__doc__.split("\n")[0])
     parser.add_argument("-o", "--output", help="write the profile here (default: print it)")
+    parser.add_argument("--mps", action="store_true",
+                        help="also calibrate under MPS (starts and stops an MPS daemon of its own)")
+    parser.add_argument("--no-conv", action="store_true", help="skip the convolution workspaces")
+    parser.add_argument("--mps-client", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.mps_client:
+        mps_client(args.mps_client)
+        return 0
     try:
         result = calibrate()
+        if not args.no_conv:
+            result["conv_workspace"] = conv_workspaces()
+        if args.mps:
+            mps = calibrate_mps()
+            # Under MPS the client's context lives in the server: the client's NVML entry is
+            # what it allocated plus what is left of its context.
+            mps["context_bytes"] = mps["nvml_at_limit_bytes"] - mps["reserved_at_limit_bytes"]
+            result["mps"] = mps
     except RuntimeError as error:
         print(f"colo-calibrate: {error}", file=sys.stderr)
         return 1

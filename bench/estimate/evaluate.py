@@ -65,6 +65,19 @@ def cases(which):
             "&num_attention_heads=12&num_key_value_heads=12&vocab_size=32000", [4], seq=1024)
         add("hf:t5?decoder_start_token_id=0&pad_token_id=0", [4], seq=512)
         return out
+    if which == "user":
+        # Users' own code: task heads and the documented examples (their own inputs, loss, step).
+        add("hf:bert#sequence-classification", [16], seq=256)
+        add("hf:roberta#sequence-classification", [16], seq=256)
+        add("hf:distilbert#sequence-classification", [32], seq=256)
+        add("hf:bert#token-classification", [16], seq=256)
+        add("hf:gpt2?pad_token_id=0#sequence-classification", [8], seq=512)
+        add("hf:t5?decoder_start_token_id=0&pad_token_id=0#seq2seq-lm", [8], seq=256)
+        examples = os.path.join(HERE, "..", "..", "examples", "profile")
+        for script, batch in (("torchvision_cnn.py", 64), ("timm_vit.py", 128),
+                              ("hf_classifier.py", 16), ("two_inputs.py", 256)):
+            add(f"step:{os.path.join(examples, script)}:workload", [batch])
+        return out
     if which == "smoke":
         add("torchvision:resnet18", [32])
         add("hf:gpt2?n_layer=2", [4], seq=128)
@@ -99,7 +112,17 @@ def cases(which):
     return out
 
 
+def split_task(target):
+    """'hf:bert#sequence-classification' -> ('hf:bert', 'sequence-classification')."""
+    target, _, task = target.partition("#")
+    return target, task or None
+
+
 def case_id(target, batch, optimizer, amp, seq):
+    if target.startswith("step:"):
+        name = "step-" + os.path.splitext(os.path.basename(target[5:].rpartition(":")[0]))[0]
+        return f"{name}-b{batch}"
+    target = target.replace("#", "-")
     name = target.replace("torchvision:", "tv-").replace("timm:", "timm-").replace("hf:", "hf-")
     name = name.replace("?", "-").replace("&", "-").replace("=", "").replace(":", "-")
     return f"{name}-b{batch}-{optimizer}{'-amp' if amp else ''}"
@@ -113,12 +136,19 @@ def run_case(args):
     import torch
     import colo_profile
 
-    spec = colo_profile.ModelSpec(args.target, seq_len=args.seq_len)
-    model = spec.build().to("cuda")
+    target, task = split_task(args.target)
+    if target.startswith("step:"):
+        path, _, function = target[len("step:"):].rpartition(":")
+        workload = colo_profile.workload_from_function(
+            colo_profile.load_function(path, function), args.batch)
+    else:
+        spec = colo_profile.ModelSpec(target, seq_len=args.seq_len, task=task)
+        workload = spec.workload(args.optimizer, args.amp)
+    model = workload.model.to("cuda")
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                              max_entries=2_000_000)
     started = time.monotonic()
-    colo_profile.train(model, spec, args.batch, args.optimizer, args.amp, REAL_STEPS, "cuda")
+    colo_profile.train(workload, model, args.batch, REAL_STEPS, "cuda")
     torch.cuda.synchronize()
     seconds = time.monotonic() - started
     snapshot = torch.cuda.memory._snapshot()
@@ -196,8 +226,14 @@ def profile_case(case, out_dir, poller):
     path = os.path.join(out_dir, "cases", cid + ".json")
     if os.path.exists(path):
         return {"id": cid, "profile": "cached"}
-    cmd = [sys.executable, os.path.join(TOOLS, "colo_profile.py"), target, "--batch", str(batch),
-           "--optimizer", optimizer, "--steps", str(PROFILE_STEPS), "-o", path] + model_args(amp, seq)
+    cmd = [sys.executable, os.path.join(TOOLS, "colo_profile.py")]
+    if target.startswith("step:"):
+        cmd += ["--step", target[len("step:"):], "--batch", str(batch)]
+    else:
+        target, task = split_task(target)
+        cmd += [target, "--batch", str(batch), "--optimizer", optimizer] + model_args(amp, seq)
+        cmd += ["--task", task] if task else []
+    cmd += ["--steps", str(PROFILE_STEPS), "-o", path]
     started = time.monotonic()
     pid, rc, _, stderr = run_child(cmd, 600)
     # The profiler allocates nothing on the GPU, but with one visible torch creates a CUDA context
@@ -229,7 +265,7 @@ def real_case(case, out_dir, poller):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
-    parser.add_argument("--cases", default="all", choices=["all", "smoke", "heldout"])
+    parser.add_argument("--cases", default="all", choices=["all", "smoke", "heldout", "user"])
     parser.add_argument("--profile-jobs", type=int, default=12)
     parser.add_argument("--run-jobs", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=540)

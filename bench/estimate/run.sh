@@ -7,6 +7,8 @@
 #   bench/estimate/run.sh evaluate SECONDS    the real-model evaluation (resumable)
 #   bench/estimate/run.sh both S1 S2          collect for S1 seconds, then evaluate for S2
 #   bench/estimate/run.sh heldout SECONDS     models outside the main set (checks the margins)
+#   bench/estimate/run.sh user SECONDS        users' own code: task heads, examples/profile
+#   bench/estimate/run.sh calibrate           colo-calibrate --mps only (also done first by the rest)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -18,7 +20,8 @@ mode=${1:-smoke}
 seconds=${2:-300}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
-[ -f "$work/calibration.json" ] || python3 "$root/tools/colo_calibrate.py" -o "$work/calibration.json"
+[ -f "$work/calibration.json" ] ||
+  python3 "$root/tools/colo_calibrate.py" --mps -o "$work/calibration.json" 2>&1 | tail -5
 cp "$work/calibration.json" "$OUT/" 2>/dev/null
 
 case $mode in
@@ -37,6 +40,11 @@ case $mode in
   evaluate)
     python3 "$here/evaluate.py" --out "$work/eval" --seconds "$seconds" 2>&1 | tee "$OUT/eval.log"
     tar czf "$OUT/eval.tgz" -C "$work" eval
+    ;;
+  calibrate) ;;
+  user)  # users' own code: Hugging Face task heads and the documented examples
+    python3 "$here/evaluate.py" --out "$work/user" --cases user --seconds "$seconds" 2>&1 | tee "$OUT/user.log"
+    tar czf "$OUT/user.tgz" -C "$work" user
     ;;
   heldout)  # models outside the main set, to check the trace estimator's margins
     python3 "$here/evaluate.py" --out "$work/heldout" --cases heldout --seconds "$seconds" 2>&1 | tee "$OUT/heldout.log"
