@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -144,10 +145,16 @@ def calibrate():
     }
 
 
-# Convolutions of the shapes CNNs train with: (in channels, out channels, kernel, stride, size).
-CONV_SHAPES = [(3, 64, 7, 2, 224), (3, 64, 3, 1, 224), (64, 64, 3, 1, 224), (64, 64, 3, 1, 112),
-               (64, 64, 3, 1, 56), (64, 256, 1, 1, 56), (128, 128, 3, 1, 56), (128, 128, 3, 2, 56),
-               (256, 256, 3, 1, 28), (512, 512, 3, 1, 14), (512, 512, 3, 1, 7), (32, 32, 3, 1, 112)]
+# Convolutions of the shapes CNNs train with: (in channels, out channels, kernel, stride, size,
+# groups). Stems, 3x3, pointwise, depthwise and grouped ones, large and small images.
+CONV_SHAPES = [(3, 64, 7, 2, 224, 1), (3, 64, 3, 1, 224, 1), (3, 32, 3, 2, 224, 1),
+               (3, 96, 4, 4, 224, 1), (64, 64, 3, 1, 224, 1), (64, 64, 3, 1, 112, 1),
+               (64, 64, 3, 1, 56, 1), (64, 256, 1, 1, 56, 1), (256, 64, 1, 1, 56, 1),
+               (128, 128, 3, 1, 56, 1), (128, 128, 3, 2, 56, 1), (256, 256, 3, 1, 28, 1),
+               (512, 512, 3, 1, 14, 1), (512, 512, 3, 1, 7, 1), (32, 32, 3, 1, 112, 1),
+               (1024, 256, 1, 1, 14, 1), (64, 192, 5, 1, 28, 1), (96, 96, 3, 1, 56, 96),
+               (144, 144, 3, 2, 56, 144), (384, 384, 3, 1, 28, 384), (96, 96, 7, 1, 56, 96),
+               (240, 240, 5, 1, 28, 240), (128, 128, 3, 1, 56, 32), (64, 64, 3, 1, 32, 1)]
 
 
 def conv_workspaces(batches=(32, 64, 128)):
@@ -164,20 +171,22 @@ def conv_workspaces(batches=(32, 64, 128)):
         for benchmark in (False, True):
             torch.backends.cudnn.benchmark = benchmark
             for dtype in (torch.float32, torch.bfloat16):
-                for cin, cout, k, stride, size in CONV_SHAPES:
+                for cin, cout, k, stride, size, groups in CONV_SHAPES:
                     for batch in batches:
                         x = torch.randn(batch, cin, size, size, device=device, dtype=dtype,
                                         requires_grad=cin != 3)
-                        w = torch.randn(cout, cin, k, k, device=device, dtype=dtype, requires_grad=True)
+                        w = torch.randn(cout, cin // groups, k, k, device=device, dtype=dtype,
+                                        requires_grad=True)
+                        conv = functools.partial(F.conv2d, stride=stride, padding=k // 2, groups=groups)
                         if benchmark:  # the first call benchmarks; its trial workspaces are not kept
-                            y = F.conv2d(x, w, stride=stride, padding=k // 2)
+                            y = conv(x, w)
                             torch.autograd.grad(y, [t for t in (x, w) if t.requires_grad],
                                                 torch.ones_like(y))
                             del y
                         torch.cuda.synchronize()
                         torch.cuda.reset_peak_memory_stats()
                         live = torch.cuda.memory_allocated()
-                        y = F.conv2d(x, w, stride=stride, padding=k // 2)
+                        y = conv(x, w)
                         torch.cuda.synchronize()
                         out_bytes = y.numel() * y.element_size()
                         forward = torch.cuda.max_memory_allocated() - live - out_bytes
@@ -190,25 +199,47 @@ def conv_workspaces(batches=(32, 64, 128)):
                         grad_bytes = sum(t.numel() * t.element_size() for t in grads)
                         backward = torch.cuda.max_memory_allocated() - live - grad_bytes
                         in_bytes = x.numel() * x.element_size()
-                        largest_fwd = max(in_bytes, out_bytes, w.numel() * w.element_size())
+                        weight_bytes = w.numel() * w.element_size()
                         samples.append({
                             "benchmark": benchmark, "dtype": str(dtype).replace("torch.", ""),
-                            "shape": [batch, cin, cout, k, stride, size],
-                            "largest_bytes": largest_fwd,
+                            "shape": [batch, cin, cout, k, stride, size, groups],
+                            "class": conv_class(k, k, cin, groups),
+                            "input_bytes": in_bytes, "output_bytes": out_bytes,
+                            "weight_bytes": weight_bytes,
+                            "largest_bytes": max(in_bytes, out_bytes, weight_bytes),
                             "forward_bytes": max(0, forward), "backward_bytes": max(0, backward)})
                         del x, w, y, g, grads
                         torch.cuda.empty_cache()
     finally:
         torch.backends.cudnn.benchmark = saved
-    summary = {}
+    # Per pass, class and cudnn.benchmark setting: the workspace per byte of the call's input,
+    # output and weight together (cuDNN's implicit-GEMM kernels take about that much), as the
+    # median and the largest over the shapes measured.
+    coefficients = {}
     for benchmark in (False, True):
+        mode = "benchmark" if benchmark else "heuristic"
         for direction in ("forward", "backward"):
-            ratios = sorted(s[f"{direction}_bytes"] / s["largest_bytes"] for s in samples
-                            if s["benchmark"] == benchmark)
-            key = f"{'benchmark' if benchmark else 'heuristic'}_{direction}"
-            summary[key] = {"median": ratios[len(ratios) // 2], "p90": ratios[int(len(ratios) * 0.9)],
-                            "max": ratios[-1]}
-    return {"ratios": summary, "samples": samples}
+            for cls in sorted({s["class"] for s in samples}):
+                ratios = sorted(
+                    s[f"{direction}_bytes"] / (s["input_bytes"] + s["output_bytes"] + s["weight_bytes"])
+                    for s in samples if s["benchmark"] == benchmark and s["class"] == cls)
+                if ratios:
+                    coefficients.setdefault(mode, {}).setdefault(direction, {})[cls] = {
+                        "median": round(ratios[len(ratios) // 2], 4), "max": round(ratios[-1], 4)}
+    return {"coefficients": coefficients, "samples": samples}
+
+
+def conv_class(kernel_h, kernel_w, in_channels, groups):
+    """The kinds of convolution cuDNN treats differently (the same rule as colo's estimator)."""
+    if groups > 1 and groups == in_channels:
+        return "depthwise"
+    if groups > 1:
+        return "grouped"
+    if kernel_h == 1 and kernel_w == 1:
+        return "pointwise"
+    if in_channels <= 4:
+        return "stem"
+    return "general"
 
 
 def mps_client(limit_bytes):

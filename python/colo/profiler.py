@@ -671,17 +671,25 @@ class AllocationRecorder:
 
     def workspace(self, kind, args, out):
         """A library workspace the kernel allocates and frees inside the call (cuDNN's for
-        convolutions), invisible on fake tensors: its largest input and output are recorded and
-        colo sizes it with the target GPU's calibration."""
+        convolutions), invisible on fake tensors. What sizes it is recorded -- the input, output
+        and weight bytes, the kernel and the channels per group -- and colo sizes it with the target
+        GPU's calibration: `w KIND INPUT OUTPUT WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS`."""
         import torch
 
-        def largest(values):
-            sizes = [t.untyped_storage().nbytes() for t in _flatten(values)
-                     if isinstance(t, torch.Tensor) and t.device.type == self.device]
-            return max(sizes, default=0)
+        def nbytes(t):
+            return t.untyped_storage().nbytes() if isinstance(t, torch.Tensor) else 0
 
-        if not self.closed:
-            self.events.append(("w", f"{kind} {largest(args)} {largest(out)}"))
+        if self.closed:
+            return
+        if kind == "conv":  # input, weight, bias, stride, padding, dilation, transposed, _, groups
+            x, weight, y, groups = args[0], args[1], out, args[8]
+        else:  # grad_output, input, weight, bias sizes, stride, padding, dilation, transposed, _, groups
+            y, x, weight, groups = args[0], args[1], args[2], args[9]
+        if not all(isinstance(t, torch.Tensor) and t.device.type == self.device for t in (x, weight, y)):
+            return
+        kernel = list(weight.shape[2:]) + [1, 1]
+        self.events.append(("w", f"{kind} {nbytes(x)} {nbytes(y)} {nbytes(weight)} {kernel[0]} "
+                                 f"{kernel[1]} {weight.shape[1] * groups} {groups}"))
 
     def mark(self, label):
         self.events.append(("m", label))

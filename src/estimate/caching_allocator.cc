@@ -394,13 +394,31 @@ Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std:
       freed[index] = true;
       trace.events.push_back({AllocationTrace::Event::kFree, 0, index});
     } else if (kind == "w") {
-      const bool named = !fields.Word().empty();
-      const int64_t in = fields.Count();
-      const int64_t out = fields.Count();
-      if (!named || in < 0 || out < 0 || !fields.AtEnd()) {
-        return bad("expected 'w KIND INPUT_BYTES OUTPUT_BYTES' (sizes non-negative integers)");
+      const std::string_view call = fields.Word();
+      ConvCall conv;
+      conv.backward = call == "conv_bwd";
+      conv.input_bytes = fields.Count();
+      conv.output_bytes = fields.Count();
+      if (call.empty() || conv.input_bytes < 0 || conv.output_bytes < 0) {
+        return bad("expected 'w KIND INPUT OUTPUT [WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS]'");
       }
-      trace.events.push_back({AllocationTrace::Event::kWorkspace, 0, std::max(in, out)});
+      if (!fields.AtEnd()) {
+        conv.geometry = true;
+        conv.weight_bytes = fields.Count();
+        conv.kernel_h = fields.Count();
+        conv.kernel_w = fields.Count();
+        conv.in_channels = fields.Count();
+        conv.groups = fields.Count();
+        if (conv.weight_bytes < 0 || conv.kernel_h <= 0 || conv.kernel_w <= 0 ||
+            conv.in_channels <= 0 || conv.groups <= 0 || !fields.AtEnd()) {
+          return bad(
+              "expected 'w KIND INPUT OUTPUT WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS' "
+              "(sizes non-negative, the rest positive integers)");
+        }
+      }
+      trace.events.push_back(
+          {AllocationTrace::Event::kWorkspace, 0, static_cast<int64_t>(trace.convs.size())});
+      trace.convs.push_back(conv);
     } else if (kind == "m") {
       if (fields.Word() == "steps") trace.steps_begin = trace.events.size();
     } else {
@@ -409,6 +427,31 @@ Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std:
   }
   if (!header) return InvalidArgument(fmt::format("{}: empty allocation trace", origin));
   return trace;
+}
+
+ConvCall::Shape ConvCall::shape() const {
+  if (!geometry) return Shape::kGeneral;
+  if (groups > 1) return groups == in_channels ? Shape::kDepthwise : Shape::kGrouped;
+  if (kernel_h == 1 && kernel_w == 1) return Shape::kPointwise;
+  // Images come with 1 to 4 channels; cuDNN picks other kernels for so few.
+  if (in_channels <= 4) return Shape::kStem;
+  return Shape::kGeneral;
+}
+
+std::string_view ShapeName(ConvCall::Shape shape) {
+  switch (shape) {
+    case ConvCall::Shape::kGeneral:
+      return "general";
+    case ConvCall::Shape::kPointwise:
+      return "pointwise";
+    case ConvCall::Shape::kStem:
+      return "stem";
+    case ConvCall::Shape::kDepthwise:
+      return "depthwise";
+    case ConvCall::Shape::kGrouped:
+      return "grouped";
+  }
+  return "general";
 }
 
 Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options) {
@@ -432,13 +475,19 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
         }
         model.Free(handles[event.value]);
         break;
-      case AllocationTrace::Event::kWorkspace:
-        workspace = std::max(workspace, event.value);
-        if (options.workspace_ratio > 0 && event.value > 0) {
-          const auto bytes = static_cast<int64_t>(options.workspace_ratio * event.value);
-          model.Free(model.Allocate(std::max<int64_t>(1, bytes)));
+      case AllocationTrace::Event::kWorkspace: {
+        if (event.value < 0 || event.value >= static_cast<int64_t>(trace.convs.size())) {
+          return InvalidArgument("allocation trace names a convolution it does not have");
+        }
+        const ConvCall& conv = trace.convs[event.value];
+        workspace = std::max(workspace, conv.largest());
+        if (options.workspace) {
+          if (const int64_t bytes = options.workspace(conv); bytes > 0) {
+            model.Free(model.Allocate(bytes));
+          }
         }
         break;
+      }
     }
   }
   if (trace.steps_begin >= trace.events.size()) permanent();

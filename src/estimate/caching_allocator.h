@@ -14,14 +14,37 @@
 //    2 MiB (small) or 20 MiB (large) pages.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 
 namespace colo {
+
+// A convolution the profile saw: cuDNN allocates its workspace inside the call and frees it before
+// returning, so fake tensors never show it; its size depends on the GPU, the pass and the shape.
+struct ConvCall {
+  // The kinds of convolution cuDNN runs with different kernels (and workspaces).
+  enum class Shape : uint8_t { kGeneral, kPointwise, kStem, kDepthwise, kGrouped };
+  static constexpr int kShapes = 5;
+  bool backward = false;
+  // Whether the profile recorded the geometry; older profiles gave only the two largest tensors
+  // (input_bytes and output_bytes), with no weight, kernel or channels.
+  bool geometry = false;
+  int64_t input_bytes = 0, output_bytes = 0, weight_bytes = 0;
+  int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
+
+  Shape shape() const;
+  int64_t largest() const { return std::max({input_bytes, output_bytes, weight_bytes}); }
+  // What cuDNN's implicit-GEMM kernels take workspace in proportion to.
+  int64_t operand_bytes() const { return input_bytes + output_bytes + weight_bytes; }
+};
+std::string_view ShapeName(ConvCall::Shape shape);
 
 // One allocation trace, as colo-profile (or torch's memory history) wrote it.
 struct AllocationTrace {
@@ -31,17 +54,19 @@ struct AllocationTrace {
     enum Kind : uint8_t { kAlloc, kFree, kWorkspace } kind;
     int32_t stream;  // kAlloc only
     // kAlloc: bytes; kFree: the allocation's index (0-based, in order of kAlloc);
-    // kWorkspace: the largest input or output of the call, in bytes.
+    // kWorkspace: the call's index in `convs`.
     int64_t value;
   };
   std::vector<Event> events;
+  std::vector<ConvCall> convs;
   int64_t allocations = 0;
   // Index of the first event after the "m steps" marker (parameters come before it); 0 if none.
   size_t steps_begin = 0;
 };
 
 // Parses the text format: "colo-alloc-trace 1", then lines "a BYTES [STREAM]", "f INDEX",
-// "w KIND INPUT_BYTES OUTPUT_BYTES" (a workspace), "m LABEL" (a marker) and "# ..." (comments).
+// "w KIND INPUT OUTPUT [WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS]" (a convolution's workspace:
+// KIND conv or conv_bwd, sizes in bytes), "m LABEL" (a marker) and "# ..." (comments).
 // Errors name the origin and line.
 Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin);
 
@@ -81,8 +106,8 @@ class CachingAllocatorModel {
 struct ReplayOptions {
   // Blocks that live for the whole run (cuBLAS workspaces), allocated where the steps begin.
   std::vector<int64_t> permanent;
-  // A workspace event allocates this multiple of its largest tensor, then frees it.
-  double workspace_ratio = 0;
+  // The workspace a convolution allocates (then frees) inside the call; none when empty.
+  std::function<int64_t(const ConvCall&)> workspace;
   bool expandable_segments = false;
 };
 

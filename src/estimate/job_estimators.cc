@@ -46,11 +46,38 @@ Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
     c.margin_ratio = doc.value("margin_ratio", c.margin_ratio);
     c.margin_bytes = doc.value("margin_bytes", c.margin_bytes);
     c.conv_workspace_ratio = doc.value("conv_workspace_ratio", c.conv_workspace_ratio);
+    if (const auto w = doc.find("conv_workspace"); w != doc.end() && w->contains("coefficients")) {
+      const auto& modes = w->at("coefficients");
+      for (const bool benchmark : {false, true}) {
+        const auto mode = modes.find(benchmark ? "benchmark" : "heuristic");
+        if (mode == modes.end()) continue;
+        for (const bool backward : {false, true}) {
+          const auto pass = mode->find(backward ? "backward" : "forward");
+          if (pass == mode->end()) continue;
+          for (int shape = 0; shape < ConvCall::kShapes; ++shape) {
+            const auto name = std::string(ShapeName(static_cast<ConvCall::Shape>(shape)));
+            if (!pass->contains(name)) continue;
+            auto& k = c.conv_workspace[ConvWorkspaceIndex(benchmark, backward,
+                                                          static_cast<ConvCall::Shape>(shape))];
+            k.median = pass->at(name).at("median").get<double>();
+            k.max = pass->at(name).at("max").get<double>();
+            k.measured = true;
+            if (k.median < 0 || k.max < k.median) {
+              return InvalidArgument(
+                  fmt::format("{}: conv_workspace {}: needs 0 <= median <= max", origin, name));
+            }
+          }
+        }
+      }
+    }
+    if (const auto mps = doc.find("mps"); mps != doc.end()) {
+      c.mps_context_bytes = mps->value("context_bytes", int64_t{0});
+    }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(fmt::format("{}: malformed calibration ({})", origin, e.what()));
   }
   if (c.context_bytes < 0 || c.cublas_workspace_bytes < 0 || c.conv_workspace_ratio < 0 ||
-      c.margin_ratio < 0 || c.margin_bytes < 0) {
+      c.mps_context_bytes < 0 || c.margin_ratio < 0 || c.margin_bytes < 0) {
     return InvalidArgument(fmt::format("{}: negative sizes", origin));
   }
   return c;
@@ -167,23 +194,43 @@ class TraceEstimator final : public MemoryEstimator {
     const int64_t half = calibration_.cublas_workspace_bytes / 2;
     std::vector<int64_t> permanent;
     if (half > 0) permanent = {half, calibration_.cublas_workspace_bytes - half};
-    auto stats = Replay(**trace, {permanent, 0.0, expandable_});
+    // cuDNN's workspaces: sized per convolution with the GPU's calibration (the median of what
+    // it measured for such a pass and shape); what the largest measured coefficient would add
+    // at the worst call goes into the upper bound. A profile without the geometry, or a GPU
+    // calibrated without convolutions, gets the older bound of a multiple of the largest tensor.
+    const bool benchmark = s.cudnn_benchmark;
+    const GpuCalibration& cal = calibration_;
+    int64_t uncertainty = 0;
+    auto workspace = [&](const ConvCall& conv) -> int64_t {
+      const auto& k =
+          cal.conv_workspace[ConvWorkspaceIndex(benchmark, conv.backward, conv.shape())];
+      if (!conv.geometry || !k.measured) {
+        uncertainty = std::max(
+            uncertainty,
+            static_cast<int64_t>(cal.conv_workspace_ratio * static_cast<double>(conv.largest())));
+        return 0;
+      }
+      const auto operands = static_cast<double>(conv.operand_bytes());
+      uncertainty = std::max(uncertainty, static_cast<int64_t>((k.max - k.median) * operands));
+      return static_cast<int64_t>(k.median * operands);
+    };
+    auto stats = Replay(**trace, {permanent, workspace, expandable_});
     if (!stats.ok()) return stats.status();
-    const Bytes peak(stats->peak_reserved + calibration_.context_bytes);
-    const Bytes workspace(static_cast<int64_t>(
-        calibration_.conv_workspace_ratio * static_cast<double>(stats->largest_workspace_tensor)));
+    const Bytes peak(stats->peak_reserved + cal.context_bytes);
     const Bytes upper =
-        peak.Scaled(1 + calibration_.margin_ratio) + Bytes(calibration_.margin_bytes) + workspace;
+        peak.Scaled(1 + cal.margin_ratio) + Bytes(cal.margin_bytes) + Bytes(uncertainty);
     return MemoryEstimate{
         peak, peak, upper, "trace",
         fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}",
                     (*trace)->events.size(), FormatBytes(Bytes(stats->peak_reserved)),
                     FormatBytes(Bytes(stats->peak_allocated)),
-                    FormatBytes(Bytes(calibration_.context_bytes)), calibration_.gpu,
-                    workspace > Bytes(0)
-                        ? fmt::format("; up to {} of cuDNN workspace in the upper bound",
-                                      FormatBytes(workspace))
-                        : "",
+                    FormatBytes(Bytes(cal.context_bytes)), cal.gpu,
+                    (*trace)->convs.empty()
+                        ? ""
+                        : fmt::format("; {} convolutions' cuDNN workspaces modelled{}, up to {} "
+                                      "more in the upper bound",
+                                      (*trace)->convs.size(), benchmark ? " (cudnn.benchmark)" : "",
+                                      FormatBytes(Bytes(uncertainty))),
                     UnknownLayersNote(s))};
   }
 
@@ -214,9 +261,10 @@ class TraceEstimator final : public MemoryEstimator {
     bool same = ta.events.size() == tb.events.size();
     for (size_t i = 0; same && i < ta.events.size(); ++i) {
       same = ta.events[i].kind == tb.events[i].kind &&
-             (ta.events[i].kind != AllocationTrace::Event::kFree ||
+             (ta.events[i].kind == AllocationTrace::Event::kAlloc ||
               ta.events[i].value == tb.events[i].value);
     }
+    same = same && ta.convs.size() == tb.convs.size();
     if (!same) {
       return Unavailable(fmt::format(
           "no trace for batch {}, and the traces of batches {} and {} differ in structure; "
@@ -226,11 +274,18 @@ class TraceEstimator final : public MemoryEstimator {
     auto out = std::make_shared<AllocationTrace>(ta);
     const double t = static_cast<double>(batch - sorted[hi - 1]->batch) /
                      (sorted[hi]->batch - sorted[hi - 1]->batch);
+    auto between = [t](int64_t x, int64_t y) {
+      return std::max<int64_t>(0, std::llround(x + t * static_cast<double>(y - x)));
+    };
     for (size_t i = 0; i < out->events.size(); ++i) {
       auto& e = out->events[i];
-      if (e.kind == AllocationTrace::Event::kFree) continue;
-      const double size = ta.events[i].value + t * (tb.events[i].value - ta.events[i].value);
-      e.value = std::max<int64_t>(1, std::llround(size));
+      if (e.kind != AllocationTrace::Event::kAlloc) continue;
+      e.value = std::max<int64_t>(1, between(ta.events[i].value, tb.events[i].value));
+    }
+    for (size_t i = 0; i < out->convs.size(); ++i) {
+      ConvCall& c = out->convs[i];
+      c.input_bytes = between(ta.convs[i].input_bytes, tb.convs[i].input_bytes);
+      c.output_bytes = between(ta.convs[i].output_bytes, tb.convs[i].output_bytes);
     }
     return std::shared_ptr<const AllocationTrace>(out);
   }

@@ -9,12 +9,14 @@
 //   declared   the user's number
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "estimate/caching_allocator.h"
 #include "estimate/estimator.h"
 #include "estimate/gpumemnet.h"
 #include "estimate/model_summary.h"
@@ -35,9 +37,26 @@ struct GpuCalibration {
   // workspaces are uncertainty, not part of the estimate. Fitted in bench/estimate.
   double margin_ratio = 0.05;
   int64_t margin_bytes = int64_t{256} << 20;
+  // For profiles that did not record a convolution's geometry (or GPUs without the table below).
   double conv_workspace_ratio = 3.0;
+  // cuDNN's workspace per byte of a convolution's input, output and weight, measured by
+  // colo-calibrate on this GPU for each pass (forward, backward), shape (ConvCall::Shape) and
+  // cudnn.benchmark setting: the median over the shapes it measured, and the largest.
+  struct ConvWorkspace {
+    double median = 0, max = 0;
+    bool measured = false;
+  };
+  std::array<ConvWorkspace, 4 * ConvCall::kShapes> conv_workspace{};
+  // Under MPS a client's context is partly in the MPS server: what remains in the client's own
+  // NVML entry (measured by colo-calibrate --mps; 0 when not measured).
+  int64_t mps_context_bytes = 0;
   static Result<GpuCalibration> FromJson(const std::string& text, const std::string& origin);
 };
+
+constexpr size_t ConvWorkspaceIndex(bool benchmark, bool backward, ConvCall::Shape shape) {
+  return (benchmark ? 2 : 0) * ConvCall::kShapes + (backward ? 1 : 0) * ConvCall::kShapes +
+         static_cast<size_t>(shape);
+}
 
 // Where colo's data files are: $COLO_DATA_DIR, then share/colo beside the executable's folder,
 // then the source tree's data/ (for a build that was not installed).

@@ -224,6 +224,7 @@ Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::s
     s.batch = doc.value("batch", 0);
     s.optimizer = doc.value("optimizer", "");
     s.precision = doc.value("precision", "fp32");
+    s.cudnn_benchmark = doc.value("cudnn_benchmark", false);
     if (auto it = doc.find("framework"); it != doc.end() && it->is_object()) {
       for (const auto& [key, value] : it->items()) {
         if (value.is_string()) s.framework[key] = value.get<std::string>();

@@ -52,6 +52,8 @@ struct ModelSummary {
   int batch = 0;  // the batch the summary was made for (0: unknown)
   std::string optimizer;
   std::string precision;
+  // Whether the profiled code turned on cudnn.benchmark (its convolutions' workspaces differ).
+  bool cudnn_benchmark = false;
   std::map<std::string, std::string> framework;
   std::vector<LayerInfo> layers;
   int64_t parameters = 0;

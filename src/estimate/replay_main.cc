@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
         joined.events.push_back(head->events[i]);
     }
     joined.steps_begin = joined.events.size();
+    joined.convs = trace->convs;
     for (auto e : trace->events) {
       if (e.kind == colo::AllocationTrace::Event::kFree) e.value += shift;
       joined.events.push_back(e);
@@ -64,7 +65,13 @@ int main(int argc, char** argv) {
     joined.allocations = shift + trace->allocations;
     *trace = std::move(joined);
   }
-  auto stats = colo::Replay(*trace, {workspaces, ratio, expandable});
+  std::function<int64_t(const colo::ConvCall&)> workspace;
+  if (ratio > 0) {
+    workspace = [ratio](const colo::ConvCall& conv) {
+      return static_cast<int64_t>(ratio * static_cast<double>(conv.largest()));
+    };
+  }
+  auto stats = colo::Replay(*trace, {workspaces, workspace, expandable});
   if (!stats.ok()) {
     std::cerr << "colo-replay: " << stats.status().message() << "\n";
     return 1;

@@ -1,5 +1,6 @@
 #include "estimate/caching_allocator.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -261,7 +262,54 @@ TEST(AllocationTrace, ParsesEventsMarkersAndWorkspaces) {
   ASSERT_EQ(t->events.size(), 5u);
   EXPECT_EQ(t->events[1].stream, 1);  // streams are numbered in order of appearance
   EXPECT_EQ(t->events[2].kind, AllocationTrace::Event::kWorkspace);
-  EXPECT_EQ(t->events[2].value, 30);
+  ASSERT_EQ(t->convs.size(), 1u);
+  EXPECT_EQ(t->events[2].value, 0);    // the call's index
+  EXPECT_FALSE(t->convs[0].geometry);  // an older profile: the two largest tensors only
+  EXPECT_EQ(t->convs[0].largest(), 30);
+  EXPECT_EQ(t->convs[0].shape(), ConvCall::Shape::kGeneral);
+}
+
+TEST(AllocationTrace, ConvolutionGeometryClassifiesTheShape) {
+  auto t = ParseAllocationTrace(
+      "colo-alloc-trace 1\n"
+      "w conv 100 200 9 3 3 64 1\n"      // 3x3, 64 channels
+      "w conv_bwd 100 200 9 1 1 64 1\n"  // pointwise, backward
+      "w conv 100 200 9 7 7 3 1\n"       // an image's stem
+      "w conv 100 200 9 3 3 96 96\n"     // depthwise
+      "w conv 100 200 9 3 3 128 32\n",   // grouped
+      "t");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->convs.size(), 5u);
+  EXPECT_EQ(t->convs[0].shape(), ConvCall::Shape::kGeneral);
+  EXPECT_FALSE(t->convs[0].backward);
+  EXPECT_EQ(t->convs[0].operand_bytes(), 309);
+  EXPECT_EQ(t->convs[1].shape(), ConvCall::Shape::kPointwise);
+  EXPECT_TRUE(t->convs[1].backward);
+  EXPECT_EQ(t->convs[2].shape(), ConvCall::Shape::kStem);
+  EXPECT_EQ(t->convs[3].shape(), ConvCall::Shape::kDepthwise);
+  EXPECT_EQ(t->convs[4].shape(), ConvCall::Shape::kGrouped);
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nw conv 1 2 3 0 3 64 1\n", "x").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\nw conv 1 2 3 3 3 64\n", "x").ok());
+}
+
+TEST(Replay, ConvolutionWorkspacesAreAllocatedInsideTheCall) {
+  // 40 MiB live, then a convolution whose workspace (60 MiB) exists only during the call.
+  const int64_t mib = 1 << 20;
+  auto t = ParseAllocationTrace(fmt::format("colo-alloc-trace 1\na {}\nw conv {} {} 0 3 3 64 1\n"
+                                            "f 0\na {}\n",
+                                            40 * mib, 20 * mib, 10 * mib, 30 * mib),
+                                "t");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  auto none = Replay(*t, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->peak_reserved, 40 * mib);
+  ReplayOptions options;
+  options.workspace = [](const ConvCall& c) { return 2 * c.operand_bytes(); };
+  auto with = Replay(*t, options);
+  ASSERT_TRUE(with.ok());
+  // A second segment for the workspace; the later 30 MiB reuses the freed 40 MiB one.
+  EXPECT_EQ(with->peak_reserved, 100 * mib);
+  EXPECT_EQ(with->largest_workspace_tensor, 20 * mib);
 }
 
 TEST(AllocationTrace, RejectsMalformedInputWithTheLine) {
