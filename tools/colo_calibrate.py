@@ -157,7 +157,7 @@ CONV_SHAPES = [(3, 64, 7, 2, 224, 1), (3, 64, 3, 1, 224, 1), (3, 32, 3, 2, 224, 
                (240, 240, 5, 1, 28, 240), (128, 128, 3, 1, 56, 32), (64, 64, 3, 1, 32, 1)]
 
 
-def conv_workspaces(batches=(32, 64, 128)):
+def conv_workspaces(batches=(32, 128)):
     """The workspace cuDNN takes in each pass of a convolution: the allocator's peak during the
     call beyond what was live before it and what it returns, against the call's largest tensor
     (what a profile records)."""
