@@ -44,7 +44,7 @@ def main():
 
     rows = [json.loads(line) for line in open(os.path.join(args.dir, "results.jsonl")) if line.strip()]
     rows = [r for r in rows if r.get("run_rc") == 0 and r.get("profile_rc") == 0 and r.get("nvml_peak_bytes")]
-    estimators = ["trace", "gpumemnet", "gpumemnet:2GiB", "horus"]
+    estimators = ["trace", "gpumemnet", "gpumemnet:2GiB", "gpumemnet-paper", "horus"]
     results = {name: [] for name in estimators + ["trace+margin", "fake-tensor"]}
     cases = []
     replay_exact = replay_total = 0
@@ -64,6 +64,7 @@ def main():
         for e in report["estimates"]:
             if "peak" not in e:
                 case[e["estimator"]] = None
+                case[e["estimator"] + ":error"] = e.get("error", "")
                 continue
             planned = e["upper"] if e["estimator"] == "trace" else e["peak"]
             results[e["estimator"]].append((e["peak"], e["peak"], truth, e["micros"]))
@@ -96,12 +97,19 @@ def main():
         "gpumemnet": "GPUMemNet, thesis buckets (1 GiB MLP, 8 GiB CNN/Transformer)",
         "gpumemnet:2GiB": "GPUMemNet, 2 GiB buckets",
         "gpumemnet:1GiB": "GPUMemNet, 1 GiB buckets",
+        "gpumemnet-paper": "GPUMemNet as published (its features, data and ensemble)",
         "horus": "Horus (CARMA's formula)",
         "fake-tensor": "FakeTensor live bytes alone (no allocator, no context)",
     }
-    for name in ["trace", "trace+margin", "gpumemnet", "gpumemnet:2GiB", "horus", "fake-tensor"]:
+    for name in ["trace", "trace+margin", "gpumemnet", "gpumemnet:2GiB", "gpumemnet-paper", "horus",
+                 "fake-tensor"]:
         data = results[name]
         if not data:
+            # An estimator that answered for no case still gets its row: why it did not answer.
+            reasons = sorted({c.get(name + ":error", "") for c in cases} - {""})
+            if name in estimators and reasons:
+                lines.append(f"| {labels[name]} | 0 of {len(cases)} | - | - | - | - | - | "
+                             f"{'; '.join(reasons)} |")
             continue
         errors = [abs(est - t) / t for est, _, t, _ in data]
         unders = [(planned - t) / t for _, planned, t, _ in data if planned < t]
@@ -123,7 +131,7 @@ def main():
             f.write(f"\nAllocator model replaying torch's own allocation history: {replay_exact}/"
                     f"{replay_total} peak-reserved values identical to the byte.\n")
         keys = ["id", "family", "truth_bytes", "trace", "trace_upper", "gpumemnet", "gpumemnet:2GiB",
-                "gpumemnet:1GiB", "horus", "fake_tensor_live", "torch_reserved", "replayed_real_reserved"]
+                "gpumemnet:1GiB", "gpumemnet-paper", "horus", "fake_tensor_live", "torch_reserved", "replayed_real_reserved"]
         with open(os.path.join(args.out, "cases.csv"), "w") as f:
             f.write(",".join(keys) + "\n")
             for c in cases:

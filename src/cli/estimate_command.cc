@@ -18,12 +18,18 @@ void AddEstimateCommand(CLI::App& app, EstimateCommandOptions& o) {
   cmd->add_option("summary", o.summary, "model summary: colo-profile JSON or torchsummary text")
       ->required();
   cmd->add_option("--batch", o.batch, "batch size (default: the summary's)");
-  cmd->add_option("--estimator", o.estimators,
-                  "horus, gpumemnet[:BUCKET], trace, history, declared (repeatable; default all)");
+  cmd->add_option(
+         "--estimator", o.estimators,
+         "horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, declared (repeatable; "
+         "default all)")
+      // One name per --estimator, so that `--estimator NAME FILE` leaves FILE to the summary.
+      ->allow_extra_args(false);
   cmd->add_option("--gpu", o.gpu,
                   "GPU model whose calibration the trace estimator uses (e.g. H200)");
   cmd->add_option("--gpumemnet-weights", o.weights,
                   "GPUMemNet weights (default: the shipped file)");
+  cmd->add_option("--gpumemnet-paper-weights", o.paper_weights,
+                  "weights of the published GPUMemNet method (default: the shipped file)");
   cmd->add_option("--mem", o.declared, "the memory the user declares, e.g. 12GiB");
   cmd->add_option("--repeat", o.repeat, "answer N times and report the median latency")
       ->check(CLI::Range(1, 100000));
@@ -52,6 +58,7 @@ Result<EstimateReport> RunEstimates(const EstimateCommandOptions& o) {
   options.names = o.estimators;
   options.gpu = o.gpu;
   options.gpumemnet_weights = o.weights;
+  options.gpumemnet_paper_weights = o.paper_weights;
   auto estimators = MakeEstimators(options);
   if (!estimators.ok()) return estimators.status();
   for (auto& [name, estimator] : *estimators) {
@@ -118,16 +125,16 @@ int RunEstimateCommand(const EstimateCommandOptions& o) {
     fmt::print("unknown layer types (counted by their parameters and outputs only): {}\n",
                Join(s.unknown_layer_types, ", "));
   }
-  fmt::print("{:<14} {:>10} {:>10} {:>10} {:>9}  {}\n", "ESTIMATOR", "PEAK", "LOWER", "UPPER",
+  fmt::print("{:<16} {:>10} {:>10} {:>10} {:>9}  {}\n", "ESTIMATOR", "PEAK", "LOWER", "UPPER",
              "TIME", "HOW");
   for (const auto& e : report->estimates) {
     const std::string time = fmt::format("{:.0f}us", e.micros);
     if (e.estimate.ok()) {
-      fmt::print("{:<14} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator,
+      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator,
                  FormatBytes(e.estimate->peak), FormatBytes(e.estimate->lower),
                  FormatBytes(e.estimate->upper), time, e.estimate->detail);
     } else {
-      fmt::print("{:<14} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator, "-", "-", "-", "-",
+      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator, "-", "-", "-", "-",
                  e.estimate.status().message());
     }
   }

@@ -16,7 +16,7 @@ struct EstimateCommandOptions {
   std::string summary;
   int batch = 0;
   std::vector<std::string> estimators;
-  std::string gpu, weights, declared;
+  std::string gpu, weights, paper_weights, declared;
   int repeat = 1;
   bool json = false;
 };

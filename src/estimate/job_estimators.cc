@@ -175,6 +175,46 @@ class GpuMemNetEstimator final : public MemoryEstimator {
   int64_t bucket_;
 };
 
+class GpuMemNetPaperEstimator final : public MemoryEstimator {
+ public:
+  explicit GpuMemNetPaperEstimator(std::shared_ptr<const GpuMemNetPaperModel> model)
+      : model_(std::move(model)) {}
+  std::string_view name() const override { return "gpumemnet-paper"; }
+  Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
+    if (!job.summary) return Unavailable("GPUMemNet needs a model summary");
+    const int batch = BatchOf(job);
+    if (batch <= 0) return Unavailable("GPUMemNet needs the batch size");
+    const PaperFamily family = PaperFamilyOf(*job.summary);
+    const PaperEnsemble* e = model_->Find(family);
+    if (!e) {
+      return Unavailable(fmt::format(
+          "these weights have no {} classifier (train one with colo-gpumemnet-train --published "
+          "on GPUMemNet's {} CSV)",
+          PaperFamilyName(family), PaperFamilyName(family)));
+    }
+    const int cls = e->Classify(PaperFeatures(*job.summary, family, batch));
+    const auto& edges = PaperBucketsFor(family).edges_mib;
+    const Bytes lower = MiB(static_cast<int64_t>(edges[cls]));
+    // The MLP family's top bucket has no upper edge: its lower edge is all it says.
+    const bool open = !std::isfinite(edges[cls + 1]);
+    const Bytes upper = open ? lower : MiB(static_cast<int64_t>(edges[cls + 1]));
+    std::string detail = fmt::format(
+        "{} classifier (published features and data), bucket {} to {} MiB", PaperFamilyName(family),
+        edges[cls], open ? std::string("more") : fmt::format("{}", edges[cls + 1]));
+    if (cls + 1 == e->classes) {
+      detail += family == PaperFamily::kMlp
+                    ? " (the top bucket: may be more)"
+                    : " (the top bucket, where the published data puts out-of-memory crashes on "
+                      "a 40 GB GPU)";
+    }
+    return MemoryEstimate{upper, lower, upper, "gpumemnet-paper",
+                          detail + UnknownLayersNote(*job.summary)};
+  }
+
+ private:
+  std::shared_ptr<const GpuMemNetPaperModel> model_;
+};
+
 class TraceEstimator final : public MemoryEstimator {
  public:
   TraceEstimator(GpuCalibration calibration, bool expandable)
@@ -337,6 +377,10 @@ std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const Gp
                                                         int64_t bucket_bytes) {
   return std::make_unique<GpuMemNetEstimator>(std::move(model), bucket_bytes);
 }
+std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
+    std::shared_ptr<const GpuMemNetPaperModel> model) {
+  return std::make_unique<GpuMemNetPaperEstimator>(std::move(model));
+}
 std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable) {
   return std::make_unique<TraceEstimator>(std::move(calibration), expandable);
 }
@@ -351,9 +395,11 @@ Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks) {
 }
 
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
-  for (std::string_view wanted : {"history", "trace", "gpumemnet", "horus"}) {
+  for (std::string_view wanted : {"history", "trace", "gpumemnet", "gpumemnet-paper", "horus"}) {
     for (const auto& e : all) {
-      if (e.estimate.ok() && std::string_view(e.estimator).substr(0, wanted.size()) == wanted) {
+      // The name before any ':BUCKET' option.
+      const std::string_view name = std::string_view(e.estimator).substr(0, e.estimator.find(':'));
+      if (e.estimate.ok() && name == wanted) {
         return &e;
       }
     }
@@ -363,7 +409,9 @@ const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
 
 Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& options) {
   std::vector<std::string> names = options.names;
-  if (names.empty()) names = {"history", "trace", "gpumemnet", "horus", "declared"};
+  if (names.empty()) {
+    names = {"history", "trace", "gpumemnet", "gpumemnet-paper", "horus", "declared"};
+  }
   std::vector<NamedEstimator> out;
   for (const auto& name : names) {
     const auto parts = Split(name, ':');
@@ -393,6 +441,20 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
       } else {
         made = model.status();
       }
+    } else if (parts[0] == "gpumemnet-paper" && parts.size() == 1) {
+      const std::string path = options.gpumemnet_paper_weights.empty()
+                                   ? FindDataFile("gpumemnet-paper.json")
+                                   : options.gpumemnet_paper_weights;
+      if (path.empty()) {
+        made = NotFound(
+            "no published-method GPUMemNet weights (share/colo/gpumemnet-paper.json); set "
+            "COLO_DATA_DIR");
+      } else if (auto model = GpuMemNetPaperModel::Load(path); model.ok()) {
+        made = MakeGpuMemNetPaperEstimator(
+            std::make_shared<const GpuMemNetPaperModel>(std::move(*model)));
+      } else {
+        made = model.status();
+      }
     } else if (parts[0] == "history" && parts.size() == 1) {
       made = MakeHistoryEstimator();
     } else if (parts[0] == "declared" && parts.size() == 1) {
@@ -401,7 +463,8 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
       made = std::move(*declared);
     } else {
       return InvalidArgument(fmt::format(
-          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], trace, history, declared)",
+          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, "
+          "declared)",
           name));
     }
     out.push_back(NamedEstimator{name, std::move(made)});

@@ -2,8 +2,10 @@
 // description (its model summary, batch, history, declared number) and says kUnavailable when
 // that is missing.
 //   horus      CARMA's formula, the baseline
-//   gpumemnet  the thesis' bucket classifier (weights shipped in share/colo/gpumemnet.json)
-//   trace      colo-profile's allocation trace replayed through the caching-allocator model, plus
+//   gpumemnet  colo's variant of the thesis' bucket classifier (weights in
+//   share/colo/gpumemnet.json) gpumemnet-paper  GPUMemNet's published method and data
+//   (share/colo/gpumemnet-paper.json) trace      colo-profile's allocation trace replayed through
+//   the caching-allocator model, plus
 //              the calibrated context and cuBLAS workspaces of the target GPU
 //   history    the peaks earlier runs of the same job reached
 //   declared   the user's number
@@ -19,6 +21,7 @@
 #include "estimate/caching_allocator.h"
 #include "estimate/estimator.h"
 #include "estimate/gpumemnet.h"
+#include "estimate/gpumemnet_paper.h"
 #include "estimate/model_summary.h"
 
 namespace colo {
@@ -69,6 +72,8 @@ Result<GpuCalibration> LoadCalibration(const std::string& gpu_name);
 std::unique_ptr<MemoryEstimator> MakeHorusEstimator();
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const GpuMemNetModel> model,
                                                         int64_t bucket_bytes = 0);
+std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
+    std::shared_ptr<const GpuMemNetPaperModel> model);
 std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration,
                                                     bool expandable_segments = false);
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator();
@@ -85,9 +90,11 @@ struct NamedEstimate {
 // Every estimator colo has, built by name. `names` chooses (empty: all, in priority order); an
 // estimator that cannot be built (no weights, no calibration for the GPU) comes with that error.
 struct EstimateOptions {
-  std::vector<std::string> names;  // horus, gpumemnet[:BUCKET], trace, history, declared
-  std::string gpu;                 // which calibration the trace estimator uses ("" = first)
-  std::string gpumemnet_weights;   // "" = the shipped file
+  // horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, declared
+  std::vector<std::string> names;
+  std::string gpu;                      // which calibration the trace estimator uses ("" = first)
+  std::string gpumemnet_weights;        // "" = the shipped file
+  std::string gpumemnet_paper_weights;  // "" = the shipped file
 };
 struct NamedEstimator {
   std::string name;
@@ -95,7 +102,8 @@ struct NamedEstimator {
 };
 Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& options);
 
-// Priority when several answer: history (measured on this job), trace, gpumemnet, horus.
+// Priority when several answer: history (measured on this job), trace, gpumemnet,
+// gpumemnet-paper, horus.
 // Declared is a limit the job runs under, never a better estimate than a measurement.
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <regex>
@@ -337,6 +338,22 @@ Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::strin
         fmt::format("{}: not a torchsummary file (no 'Layer (type)' table with rows like "
                     "'Conv2d-1  [-1, 64, 112, 112]  9,408')",
                     origin));
+  }
+  // summary(model, input_size, batch_size=64) prints the batch in every shape ([64, 64, 112, 112])
+  // where the default prints -1. A concrete first dimension on the first layer is that batch: it
+  // becomes the summary's batch, and the shapes that carry it are made per sample again.
+  const auto first = std::find_if(s.layers.begin(), s.layers.end(),
+                                  [](const LayerInfo& l) { return !l.output_shape.empty(); });
+  if (first != s.layers.end() && first->output_shape[0] > 0) {
+    const int64_t batch = first->output_shape[0];
+    if (batch <= std::numeric_limits<int>::max()) {
+      s.batch = static_cast<int>(batch);
+      for (auto& layer : s.layers) {
+        if (!layer.output_shape.empty() && layer.output_shape[0] == batch) {
+          layer.output_shape[0] = -1;
+        }
+      }
+    }
   }
   if (s.parameters == 0) {
     for (const auto& layer : s.layers) s.parameters += layer.parameters;

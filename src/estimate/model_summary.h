@@ -34,7 +34,9 @@ LayerKind ClassifyLayer(const std::string& type);
 struct LayerInfo {
   std::string type;
   LayerKind kind = LayerKind::kUnknown;
-  std::vector<int64_t> output_shape;  // -1 for the batch dimension; empty when not known
+  // -1 for the batch dimension (a torchsummary shape that printed the batch is made so too);
+  // empty when not known
+  std::vector<int64_t> output_shape;
   int64_t parameters = 0;
   int64_t OutputPerSample() const;  // elements per sample, 0 when the shape is not known
 };
@@ -49,7 +51,9 @@ struct ModelSummary {
   std::string origin;  // the file it came from, for messages
   std::string format;  // "colo-model-summary v1" or "torchsummary"
   std::string model;
-  int batch = 0;  // the batch the summary was made for (0: unknown)
+  // The batch the summary was made for (0: unknown); in a torchsummary file, the batch its
+  // shapes print instead of -1.
+  int batch = 0;
   std::string optimizer;
   std::string precision;
   // Whether the profiled code turned on cudnn.benchmark (its convolutions' workspaces differ).
