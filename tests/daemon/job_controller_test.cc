@@ -36,8 +36,8 @@ class CrashingStore final : public JobStore {
   Result<std::optional<Job>> Find(JobId id) override { return inner_.Find(id); }
   Result<HistoryPage> History(const HistoryQuery& q) override { return inner_.History(q); }
   Result<std::vector<JobEvent>> Events(JobId id) override { return inner_.Events(id); }
-  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& s, int limit) override {
-    return inner_.SuccessfulPeaks(s, limit);
+  Result<ModelRuns> EarlierRuns(const std::string& s, int limit) override {
+    return inner_.EarlierRuns(s, limit);
   }
 
  private:
