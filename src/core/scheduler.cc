@@ -346,9 +346,26 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
     facts.capacity = max_capacity_;
     const RaisedNeed raised = RaiseNeedAfterOutOfMemory(
         facts, OutOfMemoryGrowth{config_.oom_growth, config_.oom_limit_growth, config_.oom_extra});
-    job.need = MemoryNeed{raised.need, MemorySource::kLearned, 0.0};
+    Bytes need = raised.need;
     job.need_basis = raised.basis;
-    job.require_idle = job.oom_count == config_.max_oom_retries || raised.need >= max_capacity_;
+    // Geometric growth can overshoot what this server can ever give (the policy's margin on top
+    // of the largest GPU): such a need would hold the recovery queue's head forever. The largest
+    // need the policy would place on an idle server is the most it can get here.
+    JobSpec probe = job.spec;
+    probe.memory = MemoryNeed{need, MemorySource::kLearned, 0.0};
+    if (!CheckPlaceable(probe).ok()) {
+      Bytes lo = std::min(facts.planned, need), hi = need;
+      for (int i = 0; i < 30 && hi - lo > MiB(1); ++i) {
+        const Bytes mid((lo.count() + hi.count()) / 2);
+        probe.memory.peak = mid;
+        (CheckPlaceable(probe).ok() ? lo : hi) = mid;
+      }
+      need = std::max(lo, std::min(facts.planned, need));
+      job.need_basis +=
+          fmt::format("; at most {}, the most this server can place", FormatBytes(need));
+    }
+    job.need = MemoryNeed{need, MemorySource::kLearned, 0.0};
+    job.require_idle = job.oom_count == config_.max_oom_retries || need >= max_capacity_;
   }
   job.state = JobState::kRecovering;
   job.gpus.clear();

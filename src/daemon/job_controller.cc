@@ -511,13 +511,18 @@ void JobController::Launch(const colo::Launch& launch) {
   spec.workdir = job.workdir;
   for (const std::string& e : job.env) {
     // colo decides which GPUs and which MPS server the job talks to.
-    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT="}))
+    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_",
+                          "COLO_JOB_ID=", "COLO_ATTEMPT=", "COLO_GPU_MEMORY="}))
       continue;
     spec.env.push_back(e);
   }
   spec.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   spec.env.push_back(fmt::format("COLO_JOB_ID={}", launch.job));
   spec.env.push_back(fmt::format("COLO_ATTEMPT={}", attempt.number));
+  // What colo planned per GPU, as a Slurm job's steps see it: its MPS limit, or its budget when
+  // sharing plainly.
+  if (attempt.memory_limit > Bytes(0))
+    spec.env.push_back(fmt::format("COLO_GPU_MEMORY={}", attempt.memory_limit.count()));
   spec.env.insert(spec.env.end(), mps_env.begin(), mps_env.end());
   const FrameworkEnv frameworks = FrameworkSettings(job, attempt);
   spec.env.insert(spec.env.end(), frameworks.set.begin(), frameworks.set.end());
