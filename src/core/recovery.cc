@@ -21,10 +21,12 @@ RaisedNeed RaiseNeedAfterOutOfMemory(const OutOfMemoryFacts& f, const OutOfMemor
   const Bytes reached = std::max(f.observed_peak, held + e.requested.value_or(Bytes(0)));
   std::string figures;
   if (e.in_use || e.requested) {
-    figures = fmt::format("{}{}{}{}", e.framework.empty() ? "" : e.framework + " ",
-                          e.in_use ? "in use " + FormatBytes(*e.in_use) : "",
-                          e.in_use && e.requested ? " + " : "",
-                          e.requested ? "tried " + FormatBytes(*e.requested) : "");
+    figures = fmt::format("{}{} + {}tried {}", e.in_use ? "" : "peak seen ",
+                          FormatBytes(e.in_use.value_or(f.observed_peak)),
+                          e.in_use ? "" : (e.framework.empty() ? "" : e.framework + " "),
+                          FormatBytes(e.requested.value_or(Bytes(0))));
+    if (e.in_use)
+      figures = fmt::format("{}in use {}", e.framework.empty() ? "" : e.framework + " ", figures);
   } else {
     figures = fmt::format("peak seen {}", FormatBytes(f.observed_peak));
   }

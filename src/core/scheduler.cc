@@ -339,8 +339,10 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
     // What the crash proved: the job needs more than it had.
     OutOfMemoryFacts facts;
     facts.planned = job.need.Upper();
-    facts.limit = job.placed_limit;
-    facts.hard_limit = job.mode == SharingMode::kMps && job.placed_limit > Bytes(0);
+    // Its budget when it failed: what it was placed with, or more where its use raised its need.
+    facts.limit = std::max(job.placed_limit, job.need.Upper());
+    facts.hard_limit =
+        config_.mps_limits_enforced && job.mode == SharingMode::kMps && job.placed_limit > Bytes(0);
     facts.observed_peak = job.attempt_peak;
     facts.evidence = exit.oom;
     facts.capacity = max_capacity_;
@@ -349,16 +351,30 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
     Bytes need = raised.need;
     job.need_basis = raised.basis;
     // Geometric growth can overshoot what this server can ever give (the policy's margin on top
-    // of the largest GPU): such a need would hold the recovery queue's head forever. The largest
-    // need the policy would place on an idle server is the most it can get here.
+    // of the largest GPU, less the memory nothing colod runs uses there: other tenants'
+    // processes, the simulator's baseline): such a need would hold the recovery queue's head
+    // forever. The largest need the policy would place on an idle GPU is the most it can get.
+    Bytes unmanaged = max_capacity_;
+    for (size_t g = 0; g < gpus_.size(); ++g) {
+      Bytes observed;
+      for (const JobRecord* other : gpus_[g].jobs) {
+        for (size_t i = 0; i < other->gpus.size(); ++i)
+          if (other->gpus[i] == static_cast<GpuIndex>(g)) observed += other->current_use[i];
+      }
+      for (size_t i = 0; i < job.gpus.size(); ++i)
+        if (job.gpus[i] == static_cast<GpuIndex>(g)) observed += job.current_use[i];
+      unmanaged = std::min(unmanaged, std::max(Bytes(0), gpus_[g].used - observed));
+    }
     JobSpec probe = job.spec;
-    probe.memory = MemoryNeed{need, MemorySource::kLearned, 0.0};
-    if (!CheckPlaceable(probe).ok()) {
+    const auto placeable = [&](Bytes candidate) {
+      probe.memory = MemoryNeed{candidate + unmanaged, MemorySource::kLearned, 0.0};
+      return CheckPlaceable(probe).ok();
+    };
+    if (!placeable(need)) {
       Bytes lo = std::min(facts.planned, need), hi = need;
       for (int i = 0; i < 30 && hi - lo > MiB(1); ++i) {
         const Bytes mid((lo.count() + hi.count()) / 2);
-        probe.memory.peak = mid;
-        (CheckPlaceable(probe).ok() ? lo : hi) = mid;
+        (placeable(mid) ? lo : hi) = mid;
       }
       need = std::max(lo, std::min(facts.planned, need));
       job.need_basis +=

@@ -40,6 +40,9 @@ struct SchedulerConfig {
   // the job reached when it failed below its limit, x oom_limit_growth + oom_extra when it failed
   // at its limit.
   double oom_growth = 1.1;
+  // Whether an MPS placement's memory limit is enforced (colod gives it to MPS): a crash under
+  // one is then taken as reaching it even where no sample saw the peak.
+  bool mps_limits_enforced = true;
   double oom_limit_growth = 2.4;
   Bytes oom_extra = MiB(512);
   // Bounded backfill: when the head waits, up to `backfill_depth` later jobs may start on GPUs that
