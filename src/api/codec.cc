@@ -181,7 +181,8 @@ json ToJson(const JobEstimate& e) {
   if (e.learned)
     j["history"] = {{"runs", e.learned->runs},
                     {"peak", e.learned->peak.count()},
-                    {"upper", e.learned->upper.count()}};
+                    {"upper", e.learned->upper.count()},
+                    {"solo_smact", e.learned->solo_smact}};
   return j;
 }
 
@@ -203,6 +204,7 @@ std::optional<JobEstimate> ReadEstimate(const json& j, std::string_view prefix, 
     learned.runs = static_cast<int>(hr.Int("runs", 0, 0, 1 << 30));
     learned.peak = Bytes(hr.Int("peak", 0, 0, kMaxMemoryBytes));
     learned.upper = Bytes(hr.Int("upper", 0, 0, kMaxMemoryBytes));
+    learned.solo_smact = hr.Number("solo_smact", -1, -1, 1);
     e.learned = learned;
   }
   if (!status->ok()) return std::nullopt;
@@ -337,7 +339,9 @@ json ToJson(const AttemptInfo& a) {
               {"ended", a.ended},
               {"exit_kind", a.exit_kind},
               {"detail", a.detail},
-              {"peak", a.peak.count()}};
+              {"peak", a.peak.count()},
+              {"over_plan", a.over_plan},
+              {"solo_smact", a.solo_smact}};
 }
 
 json ToJson(const JobSummary& s) {
@@ -412,6 +416,8 @@ AttemptInfo ReadAttempt(const json& j, Status* status) {
   a.exit_kind = r.String("exit_kind", "", 64);
   a.detail = r.String("detail", "", 1 << 20);
   a.peak = Bytes(r.Int("peak", 0, 0, kMaxMemoryBytes));
+  a.over_plan = r.Bool("over_plan", false);
+  a.solo_smact = r.Number("solo_smact", -1, -1, 1);
   return a;
 }
 
@@ -488,6 +494,7 @@ struct ReplyReader<SlurmAttachReply> {
     a.state = r.Enum("state", SlurmPlacement::kFailed, &ParseSlurmPlacement);
     a.job = r.Int("job", 0, 0, kMaxJobId);
     a.env = r.Strings("env", 256, 64 * 1024);
+    a.env_defaults = r.Strings("env_defaults", 64, 16 * 1024);
     a.reason = r.String("reason", "", 1 << 20);
     return a;
   }
@@ -912,6 +919,7 @@ std::string EncodeReply(const SlurmAttachReply& a) {
   return Line({{"state", std::string(ToString(a.state))},
                {"job", a.job},
                {"env", a.env},
+               {"env_defaults", a.env_defaults},
                {"reason", a.reason}});
 }
 std::string EncodeReply(const SlurmEndReply& e) {

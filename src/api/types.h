@@ -53,6 +53,9 @@ struct JobEstimate {
   struct Learned {
     int runs = 0;
     Bytes peak, upper;
+    // SM activity its earlier runs showed alone on a GPU (negative: none); the job plans with
+    // it when it was submitted without --smact.
+    double solo_smact = -1;
   };
   std::optional<Learned> learned;
 };
@@ -161,6 +164,8 @@ struct AttemptInfo {
   std::string exit_kind;          // empty while it runs
   std::string detail;
   Bytes peak;
+  bool over_plan = false;  // used more than its plan while sharing without an MPS limit
+  double solo_smact = -1;  // SM activity alone on its GPU; negative: not measured
 };
 struct EventInfo {
   double time = 0;
@@ -263,6 +268,9 @@ struct SlurmAttachReply {
   SlurmPlacement state = SlurmPlacement::kWaiting;
   JobId job = 0;                 // colo's id of the tenant
   std::vector<std::string> env;  // placed: NAME=value for every task of every step
+  // placed: NAME=value for every task where the step does not set NAME itself (the frameworks'
+  // sharing settings, which a user may choose otherwise).
+  std::vector<std::string> env_defaults;
   std::string reason;
 };
 struct SlurmRunReply {

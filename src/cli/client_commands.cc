@@ -404,10 +404,13 @@ void PrintShow(const api::JobDetail& j) {
     const api::JobEstimate& e = *j.estimate;
     fmt::print("   Estimate={} peak={} GiB upper={} GiB ({})\n", Printable(e.estimator),
                Gib(e.peak), Gib(e.upper), Printable(e.detail));
-    if (e.learned) {
+    if (e.learned && e.learned->runs > 0) {
       fmt::print("   Learned from {} earlier run(s): peak={} GiB upper={} GiB\n", e.learned->runs,
                  Gib(e.learned->peak), Gib(e.learned->upper));
     }
+    if (e.learned && e.learned->solo_smact >= 0)
+      fmt::print("   Smact={:.2f} (learned from earlier runs alone on a GPU)\n",
+                 e.learned->solo_smact);
   }
   fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(s.submitted),
              FormatWallTime(s.finished));
@@ -416,6 +419,13 @@ void PrintShow(const api::JobDetail& j) {
     fmt::print("   Attempt {}: {} {} pid={} peak={} GiB {} {}\n", a.number, Join(a.gpu_uuids, ","),
                a.mode, a.pid, Gib(a.peak), a.exit_kind.empty() ? "running" : a.exit_kind,
                Printable(a.detail));
+  }
+  // The latest attempt that used more than its plan while sharing without an MPS limit.
+  for (auto a = j.attempt_list.rbegin(); a != j.attempt_list.rend(); ++a) {
+    if (!a->over_plan) continue;
+    fmt::print("   OverPlan=peak {} GiB > plan {} GiB (attempt {}, sharing without an MPS limit)\n",
+               Gib(a->peak), Gib(a->memory_limit), a->number);
+    break;
   }
   for (const api::EventInfo& e : j.events)
     fmt::print("   {} {:<10} {}\n", FormatWallTime(e.time), Printable(e.kind), Printable(e.detail));

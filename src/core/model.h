@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/units.h"
@@ -74,9 +75,22 @@ enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost };
 std::string_view ToString(ExitKind k);
 Result<ExitKind> ParseExitKind(std::string_view text);
 
+// What is known about an out-of-memory failure besides the peak colod saw: the figures the
+// framework printed (absent when its message has none) and the job's profile.
+struct OutOfMemoryEvidence {
+  std::string framework;           // whose message gave the figures ("PyTorch", "JAX/XLA", ...)
+  std::optional<Bytes> in_use;     // what the process held when the allocation failed
+  std::optional<Bytes> requested;  // the allocation that failed
+  Bytes profile_upper;             // the upper bound of the job's profiled estimate; 0: none
+};
+
 struct JobExit {
+  JobExit() = default;
+  JobExit(ExitKind k, std::string d, OutOfMemoryEvidence o = {})
+      : kind(k), detail(std::move(d)), oom(std::move(o)) {}
   ExitKind kind = ExitKind::kSuccess;
-  std::string detail;  // e.g. the matched error line
+  std::string detail;       // e.g. the matched error line
+  OutOfMemoryEvidence oom;  // for kOutOfMemory
 };
 
 // A placement target: a whole GPU or an existing MIG instance (which colo never repartitions).
@@ -87,6 +101,10 @@ struct GpuInfo {
   int node = 0;  // server the GPU belongs to; multi-GPU jobs stay within one node
   bool mig_instance = false;
   SharingMode default_mode = SharingMode::kMps;
+  // What one process's CUDA context takes on this GPU (calibrated). Under MPS a client's context
+  // lives in the MPS server, so NVML does not count it among the client's memory, though the
+  // client's MPS memory limit does: a job's use under MPS is its processes' use plus this.
+  Bytes cuda_context;
 };
 
 // One monitoring sample of a GPU. Utilizations are fractions in [0, 1]; negative means not

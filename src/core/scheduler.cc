@@ -169,6 +169,34 @@ Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
   return Status::Ok();
 }
 
+Status Scheduler::RaiseRunningNeed(JobId id, const MemoryNeed& need) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  JobRecord& job = it->second;
+  if (job.state != JobState::kRunning)
+    return FailedPrecondition(fmt::format("job {} is {}, not running", id, ToString(job.state)));
+  if (!need.known() || need.Upper() <= job.need.Upper())
+    return InvalidArgument(
+        fmt::format("job {}: {} does not raise its need", id, FormatBytes(need.Upper())));
+  job.need = need;
+  job.spec.memory = need;
+  changed_ = true;
+  return Status::Ok();
+}
+
+Status Scheduler::UpdateExpectedSmact(JobId id, double smact) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  JobRecord& job = it->second;
+  if (job.state != JobState::kQueued && job.state != JobState::kRecovering)
+    return FailedPrecondition(fmt::format("job {} is {}, not waiting", id, ToString(job.state)));
+  if (!(smact >= 0 && smact <= 1))
+    return InvalidArgument(fmt::format("job {}: SM activity {} is not in 0..1", id, smact));
+  job.spec.expected_smact = smact;
+  changed_ = true;
+  return Status::Ok();
+}
+
 Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
                         int thread_percent, int attempt, TimePoint started,
                         int prior_out_of_memory) {
@@ -197,6 +225,7 @@ Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, 
   job.oom_count = prior_out_of_memory;
   job.started = job.first_started = job.last_growth = started;
   job.ever_started = true;
+  job.placed_limit = Reservation(job);
   for (GpuIndex g : gpus) gpus_[g].jobs.push_back(&job);
   changed_ = true;
   return Status::Ok();
@@ -307,13 +336,52 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   if (config_.recovery == RecoveryMode::kThesis) {
     job.require_idle = true;
   } else {
-    // What the crash proved: the job needs more than it had. Grow from the larger of the plan and
-    // the peak it reached before dying.
-    const Bytes base = std::max(job.need.known() ? job.need.peak : Bytes(0), job.attempt_peak);
-    Bytes grown = base.Scaled(config_.oom_growth) + config_.oom_extra;
-    grown = std::min(grown, max_capacity_);
-    job.need = MemoryNeed{grown, MemorySource::kLearned, 0.0};
-    job.require_idle = job.oom_count == config_.max_oom_retries || grown >= max_capacity_;
+    // What the crash proved: the job needs more than it had.
+    OutOfMemoryFacts facts;
+    facts.planned = job.need.Upper();
+    // Its budget when it failed: what it was placed with, or more where its use raised its need.
+    facts.limit = std::max(job.placed_limit, job.need.Upper());
+    facts.hard_limit =
+        config_.mps_limits_enforced && job.mode == SharingMode::kMps && job.placed_limit > Bytes(0);
+    facts.observed_peak = job.attempt_peak;
+    facts.evidence = exit.oom;
+    facts.capacity = max_capacity_;
+    const RaisedNeed raised = RaiseNeedAfterOutOfMemory(
+        facts, OutOfMemoryGrowth{config_.oom_growth, config_.oom_limit_growth, config_.oom_extra});
+    Bytes need = raised.need;
+    job.need_basis = raised.basis;
+    // Geometric growth can overshoot what this server can ever give (the policy's margin on top
+    // of the largest GPU, less the memory nothing colod runs uses there: other tenants'
+    // processes, the simulator's baseline): such a need would hold the recovery queue's head
+    // forever. The largest need the policy would place on an idle GPU is the most it can get.
+    Bytes unmanaged = max_capacity_;
+    for (size_t g = 0; g < gpus_.size(); ++g) {
+      Bytes observed;
+      for (const JobRecord* other : gpus_[g].jobs) {
+        for (size_t i = 0; i < other->gpus.size(); ++i)
+          if (other->gpus[i] == static_cast<GpuIndex>(g)) observed += other->current_use[i];
+      }
+      for (size_t i = 0; i < job.gpus.size(); ++i)
+        if (job.gpus[i] == static_cast<GpuIndex>(g)) observed += job.current_use[i];
+      unmanaged = std::min(unmanaged, std::max(Bytes(0), gpus_[g].used - observed));
+    }
+    JobSpec probe = job.spec;
+    const auto placeable = [&](Bytes candidate) {
+      probe.memory = MemoryNeed{candidate + unmanaged, MemorySource::kLearned, 0.0};
+      return CheckPlaceable(probe).ok();
+    };
+    if (!placeable(need)) {
+      Bytes lo = std::min(facts.planned, need), hi = need;
+      for (int i = 0; i < 30 && hi - lo > MiB(1); ++i) {
+        const Bytes mid((lo.count() + hi.count()) / 2);
+        (placeable(mid) ? lo : hi) = mid;
+      }
+      need = std::max(lo, std::min(facts.planned, need));
+      job.need_basis +=
+          fmt::format("; at most {}, the most this server can place", FormatBytes(need));
+    }
+    job.need = MemoryNeed{need, MemorySource::kLearned, 0.0};
+    job.require_idle = job.oom_count == config_.max_oom_retries || need >= max_capacity_;
   }
   job.state = JobState::kRecovering;
   job.gpus.clear();
@@ -409,8 +477,9 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
   for (GpuIndex g : placed.gpus) view.gpus[g] = MakeView(g);
+  job.placed_limit = Reservation(job);
   launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
-                            Reservation(job), job.attempts});
+                            job.placed_limit, job.attempts});
 }
 
 Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,

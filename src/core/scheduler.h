@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "core/model.h"
 #include "core/placement.h"
+#include "core/recovery.h"
 #include "core/window_stats.h"
 
 namespace colo {
@@ -35,8 +36,15 @@ struct SchedulerConfig {
   Duration settle_timeout = Seconds(600);
   RecoveryMode recovery = RecoveryMode::kAdaptive;
   int max_oom_retries = 3;
-  double oom_growth = 1.1;  // new need = observed peak * growth + extra
-  Bytes oom_extra = GiB(1);
+  // The need after an out-of-memory crash (core/recovery.h): x oom_growth + oom_extra from what
+  // the job reached when it failed below its limit, x oom_limit_growth + oom_extra when it failed
+  // at its limit.
+  double oom_growth = 1.1;
+  // Whether an MPS placement's memory limit is enforced (colod gives it to MPS): a crash under
+  // one is then taken as reaching it even where no sample saw the peak.
+  bool mps_limits_enforced = true;
+  double oom_limit_growth = 2.4;
+  Bytes oom_extra = MiB(512);
   // Bounded backfill: when the head waits, up to `backfill_depth` later jobs may start on GPUs that
   // are not earmarked for the head. Off by default, as in the thesis.
   bool backfill = false;
@@ -76,10 +84,12 @@ struct JobRecord {
   int thread_percent = 100;
   TimePoint submitted, first_started, started, finished;
   bool ever_started = false;
+  Bytes placed_limit;  // the reservation (and MPS limit) this attempt was placed with
   Bytes attempt_peak;  // highest per-GPU use seen in this attempt
   Bytes max_peak;      // over all attempts
   TimePoint last_growth;
   std::string end_reason;
+  std::string need_basis;         // why an out-of-memory crash raised the need as it did
   std::optional<Wait> last_wait;  // why it waited at the last pass
 };
 
@@ -106,6 +116,12 @@ class Scheduler {
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.
   Status UpdateNeed(JobId id, const MemoryNeed& need);
+  // Raises the need of a running job that uses more than it planned (it shares a GPU with no
+  // memory limit): placement plans with the larger need for the rest of its run. A need below
+  // the current one is refused.
+  Status RaiseRunningNeed(JobId id, const MemoryNeed& need);
+  // Replaces the expected SM activity of a waiting job (learned from earlier runs of its model).
+  Status UpdateExpectedSmact(JobId id, double smact);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
   // reservation starts from the plan, as for a fresh launch.
   Status Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,

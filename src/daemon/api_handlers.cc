@@ -146,6 +146,8 @@ api::JobDetail ApiHandlers::Detail(const Job& job) const {
     info.exit_kind = a.exit ? std::string(ToString(*a.exit)) : "";
     info.detail = a.detail;
     info.peak = &a == job.current() ? c_.controller.CurrentPeak(job) : a.peak;
+    info.over_plan = a.over_plan;
+    info.solo_smact = a.solo_smact;
     d.attempt_list.push_back(std::move(info));
   }
   if (const JobRecord* r = c_.controller.scheduler().job(job.id()); r && job.live()) {

@@ -21,9 +21,10 @@ namespace {
 const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"scheduler",
      {"policy", "sample_interval", "window", "launch_grace", "steady_after", "settle_timeout",
-      "recovery", "max_oom_retries", "oom_growth", "oom_extra", "backfill", "backfill_depth"}},
+      "recovery", "max_oom_retries", "oom_growth", "oom_limit_growth", "oom_extra", "backfill",
+      "backfill_depth"}},
     {"gates", {"memory_margin", "smact_max", "compound", "exclusive_first"}},
-    {"sharing", {"default", "gpus"}},
+    {"sharing", {"default", "gpus", "cuda_context"}},
     {"mps", {"enabled", "control", "pipe_dir", "log_dir", "health_interval"}},
     {"paths", {"state_dir", "socket", "shim"}},
     {"jobs", {"cancel_grace", "cgroups", "leftover_grace"}},
@@ -131,6 +132,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
       c.scheduler.recovery);
   num("scheduler", "max_oom_retries", c.scheduler.max_oom_retries);
   num("scheduler", "oom_growth", c.scheduler.oom_growth);
+  num("scheduler", "oom_limit_growth", c.scheduler.oom_limit_growth);
   read_parsed("scheduler", "oom_extra", ParseBytes, c.scheduler.oom_extra);
   flag("scheduler", "backfill", c.scheduler.backfill);
   num("scheduler", "backfill_depth", c.scheduler.backfill_depth);
@@ -141,6 +143,17 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   flag("gates", "exclusive_first", c.exclusive_first);
 
   read_parsed("sharing", "default", ParseMode, c.default_mode);
+  {
+    std::string context = "auto";
+    str("sharing", "cuda_context", context);
+    if (context != "auto") {
+      auto bytes = ParseBytes(context);
+      if (!bytes.ok())
+        fail("sharing.cuda_context: " + bytes.status().message() + " (or \"auto\")");
+      else
+        c.cuda_context = *bytes;
+    }
+  }
   if (const toml::table* gpus = root["sharing"]["gpus"].as_table()) {
     for (const auto& [gpu, value] : *gpus) {
       const std::string key = fmt::format("sharing.gpus.{}", gpu.str());
@@ -192,6 +205,9 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   if (!problem.empty()) return InvalidArgument(problem);
   if (c.scheduler.window_samples < 1)
     return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
+  if (c.scheduler.oom_growth < 1 || c.scheduler.oom_limit_growth < 1)
+    return InvalidArgument(origin +
+                           ": scheduler.oom_growth and scheduler.oom_limit_growth must be ≥ 1");
   if (c.scheduler.sample_interval <= Duration::zero())
     return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
   if (c.max_clients < 1 || c.max_clients_per_user < 1 || c.metrics_max_clients < 1 ||

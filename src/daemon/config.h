@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -23,6 +24,9 @@ struct DaemonConfig {
   // [sharing]
   SharingMode default_mode = SharingMode::kMps;
   std::map<std::string, SharingMode> per_gpu;  // by UUID or index ("0")
+  // What one process's CUDA context takes on a GPU (core/model.h's GpuInfo::cuda_context);
+  // absent ("auto"): from colo's GPU calibration for the GPU's model.
+  std::optional<Bytes> cuda_context;
   // [mps]
   bool mps_enabled = true;
   std::string mps_control = "nvidia-cuda-mps-control";

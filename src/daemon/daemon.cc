@@ -26,6 +26,7 @@
 #include "daemon/posix_launcher.h"
 #include "daemon/slurm_bridge.h"
 #include "daemon/sqlite_job_store.h"
+#include "estimate/job_estimators.h"
 #include "policies/registry.h"
 
 namespace colo {
@@ -34,6 +35,19 @@ namespace {
 // The longest colod sleeps without looking at its jobs (child exits are also polled, and a
 // cancel's grace may end).
 constexpr auto kMaxSleep = std::chrono::milliseconds(250);
+
+// A process's CUDA context on a GPU of this model, from colo's calibrations: the GPU's own, else
+// the first there is (contexts of one driver generation differ little between GPUs), else none.
+Bytes CalibratedContext(const std::string& gpu_name) {
+  auto calibration = LoadCalibration(gpu_name);
+  if (!calibration.ok()) calibration = LoadCalibration("");
+  if (!calibration.ok()) {
+    fmt::print(stderr, "colod: no GPU calibration ({}); CUDA contexts are taken as 0\n",
+               calibration.status().message());
+    return Bytes(0);
+  }
+  return Bytes(calibration->context_bytes);
+}
 
 bool IsLoopback(const std::string& address) {
   in_addr a{};
@@ -103,6 +117,7 @@ Status Daemon::Init() {
       if (auto it = config_.per_gpu.find(key); it != config_.per_gpu.end())
         info.default_mode = it->second;
     }
+    info.cuda_context = config_.cuda_context ? *config_.cuda_context : CalibratedContext(d.name);
     // Without MPS, a GPU meant for MPS shares plainly.
     if (info.default_mode == SharingMode::kMps && !config_.mps_enabled)
       info.default_mode = SharingMode::kPlain;

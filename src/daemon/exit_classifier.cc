@@ -454,6 +454,89 @@ std::string FindOutOfMemoryLine(std::string_view terminal_error) {
   return "";
 }
 
+namespace {
+
+// The size written at the start of `text` ("20.00 MiB", "123456 bytes", "1.00GiB"), if it is one.
+std::optional<Bytes> LeadingSize(std::string_view text) {
+  constexpr size_t kMaxDigits = 18;
+  size_t i = 0;
+  double whole = 0;
+  while (i < text.size() && i < kMaxDigits && text[i] >= '0' && text[i] <= '9')
+    whole = whole * 10 + (text[i++] - '0');
+  if (i == 0) return std::nullopt;
+  double fraction = 0, scale = 1;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    for (size_t digits = 0; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits) {
+      if (digits < 9) {
+        scale /= 10;
+        fraction += (text[i] - '0') * scale;
+      }
+    }
+  }
+  if (i < text.size() && text[i] == ' ') ++i;
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"bytes", 1.0}, {"KiB", 0x1p10}, {"MiB", 0x1p20}, {"GiB", 0x1p30}, {"TiB", 0x1p40},
+      {"KB", 0x1p10}, {"MB", 0x1p20},  {"GB", 0x1p30},  {"TB", 0x1p40},  {"B", 1.0},
+  };
+  for (const auto& [unit, factor] : kUnits) {
+    if (text.substr(i).starts_with(unit)) {
+      // "12 Bytesomething" is no size; a unit ends at a non-letter.
+      const size_t end = i + unit.size();
+      if (end < text.size() &&
+          ((text[end] >= 'a' && text[end] <= 'z') || (text[end] >= 'A' && text[end] <= 'Z')))
+        return std::nullopt;
+      const double bytes = (whole + fraction) * factor;
+      if (bytes > 0x1p50) return std::nullopt;  // above 1 PiB: no GPU, not a real figure
+      return Bytes(static_cast<int64_t>(bytes + 0.5));
+    }
+  }
+  return std::nullopt;
+}
+
+// The size right after `before` (its first occurrence that has one).
+std::optional<Bytes> SizeAfter(std::string_view text, std::string_view before) {
+  for (size_t at = text.find(before); at != std::string_view::npos;
+       at = text.find(before, at + 1)) {
+    if (auto size = LeadingSize(text.substr(at + before.size()))) return size;
+  }
+  return std::nullopt;
+}
+
+// The size right before `after` ("2.45 GiB reserved in total by PyTorch").
+std::optional<Bytes> SizeBefore(std::string_view text, std::string_view after) {
+  const size_t at = text.find(after);
+  if (at == std::string_view::npos) return std::nullopt;
+  // Back over the unit, the space and the number: at most a few dozen characters.
+  size_t start = at;
+  while (start > 0 && at - start < 40 && text[start - 1] != ';' && text[start - 1] != '(' &&
+         text[start - 1] != ',')
+    --start;
+  std::string_view size = TrimLeft(text.substr(start, at - start));
+  return LeadingSize(size);
+}
+
+}  // namespace
+
+OutOfMemoryEvidence ParseOutOfMemoryFigures(std::string_view text) {
+  constexpr size_t kMaxRead = 64 * 1024;
+  text = text.substr(0, kMaxRead);
+  OutOfMemoryEvidence e;
+  if (auto tried = SizeAfter(text, "Tried to allocate ")) {
+    e.framework = "PyTorch";
+    e.requested = tried;
+    e.in_use = SizeAfter(text, "this process has ");
+    if (!e.in_use) e.in_use = SizeBefore(text, " reserved in total by PyTorch");
+  } else if (auto xla = SizeAfter(text, "Out of memory while trying to allocate ")) {
+    e.framework = "XLA";
+    e.requested = xla;
+  } else if (auto bfc = SizeAfter(text, "ran out of memory trying to allocate ")) {
+    e.framework = "TensorFlow";
+    e.requested = bfc;
+  }
+  return e;
+}
+
 std::string DescribeEnd(const ProcessEnd& end) {
   if (!end.known) return "ended while colod was down; no exit status was recorded";
   if (end.exited) return fmt::format("exit code {}", end.code);
@@ -472,7 +555,12 @@ JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_v
   const Terminal out = err.is_error ? Terminal() : Analyze(stdout_tail);
   const Terminal& terminal = err.is_error || (!out.is_error && !err.text.empty()) ? err : out;
   const std::string oom = FindOutOfMemoryLine(terminal.text);
-  if (!oom.empty()) return {ExitKind::kOutOfMemory, TruncateUtf8(oom, kMaxDetailBytes)};
+  if (!oom.empty()) {
+    // The figures are on the message's line, or (TensorFlow, XLA) elsewhere in the error.
+    OutOfMemoryEvidence figures = ParseOutOfMemoryFigures(oom);
+    if (!figures.requested) figures = ParseOutOfMemoryFigures(terminal.text);
+    return {ExitKind::kOutOfMemory, TruncateUtf8(oom, kMaxDetailBytes), std::move(figures)};
+  }
   std::string detail = DescribeEnd(end);
   if (!terminal.headline.empty()) detail += ": " + terminal.headline;
   return {ExitKind::kFailure, TruncateUtf8(detail, kMaxDetailBytes)};

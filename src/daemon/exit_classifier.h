@@ -44,6 +44,15 @@ std::string TerminalError(std::string_view tail);
 // The line of a terminal error that shows a GPU allocation failure, or empty.
 std::string FindOutOfMemoryLine(std::string_view terminal_error);
 
+// The figures of a framework's out-of-memory message, those it has: PyTorch's "Tried to allocate
+// 20.00 MiB" and "this process has 2.87 GiB memory in use" (before 2.1: "2.45 GiB reserved in
+// total by PyTorch"), XLA's (JAX, TensorFlow) "Out of memory while trying to allocate 123456
+// bytes", TensorFlow's allocator's "ran out of memory trying to allocate 1.00GiB". Sizes in B,
+// bytes, KiB, MiB, GiB, TiB (and KB, MB, GB, TB, read as powers of 1024, as these frameworks
+// mean them). `text` is the job's: a figure that is malformed or above 1 PiB is left out, and
+// only the first 64 KiB are read.
+OutOfMemoryEvidence ParseOutOfMemoryFigures(std::string_view text);
+
 std::string DescribeEnd(const ProcessEnd& end);
 
 }  // namespace colo

@@ -39,6 +39,11 @@ struct Attempt {
   std::optional<ExitKind> exit;  // set when it ended
   std::string detail;            // the error line, or how it ended
   Bytes peak;                    // highest per-GPU memory its processes were seen to use
+  // Its use went above its plan while it shared a GPU without an MPS memory limit (the
+  // reservation it was placed with is memory_limit).
+  bool over_plan = false;
+  // Its GPU's mean SM activity (GPM) while it ran alone there and computed; negative: unknown.
+  double solo_smact = -1;
 };
 std::string_view ToString(Attempt::Phase phase);
 
@@ -71,6 +76,22 @@ struct Job {
   Attempt* current() { return attempts.empty() ? nullptr : &attempts.back(); }
   bool live() const { return !IsTerminal(state); }
 };
+
+// What earlier runs of a model measured: the history estimator's evidence.
+struct ModelRuns {
+  // Peaks of successful attempts, and of attempts of ended jobs that went over their plan (a
+  // use that was seen, whatever ended the run later; an attempt that ran out of memory proves
+  // only that it needed more than its peak, and is not counted).
+  std::vector<Bytes> peaks;
+  std::vector<double> solo_smact;  // of attempts that ran alone on their GPU for a while
+};
+// Adds what an ended job's attempts measured, newest first, up to `limit` of each kind. Both
+// stores select with it.
+void CollectRuns(const Job& job, size_t limit, ModelRuns& runs);
+// The states of jobs whose runs count.
+inline bool RunsCount(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed;
+}
 
 // Something that happened to a job, for `colo show` and the log.
 struct JobEvent {

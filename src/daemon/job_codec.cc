@@ -64,6 +64,8 @@ json EncodeAttempt(const Attempt& attempt) {
   out["exit"] = attempt.exit ? json(ToString(*attempt.exit)) : json(nullptr);
   out["detail"] = ValidUtf8(attempt.detail);
   out["peak"] = attempt.peak.count();
+  out["over_plan"] = attempt.over_plan;
+  out["solo_smact"] = Finite(attempt.solo_smact, -1);
   return out;
 }
 
@@ -80,6 +82,7 @@ json EncodeEstimate(const api::JobEstimate& estimate) {
     learned["runs"] = estimate.learned->runs;
     learned["peak"] = estimate.learned->peak.count();
     learned["upper"] = estimate.learned->upper.count();
+    learned["solo_smact"] = Finite(estimate.learned->solo_smact, -1);
     out["learned"] = std::move(learned);
   } else {
     out["learned"] = nullptr;
@@ -336,6 +339,9 @@ void DecodeAttempt(FieldReader& r, Attempt& a) {
   }
   r.String("detail", a.detail);
   r.Size("peak", a.peak);
+  // Added within schema 2: absent in records written before colod watched for them.
+  if (r.Optional("over_plan")) r.Bool("over_plan", a.over_plan);
+  if (r.Optional("solo_smact")) r.Double("solo_smact", a.solo_smact);
 }
 
 void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {
@@ -418,6 +424,7 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
       learned.Int("runs", l.runs);
       learned.Size("peak", l.peak);
       learned.Size("upper", l.upper);
+      if (learned.Optional("solo_smact")) learned.Double("solo_smact", l.solo_smact);
     }
   }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
 #include "common/text.h"
 #include "estimate/estimator.h"
 #include "estimate/job_estimators.h"
@@ -15,6 +16,13 @@ namespace {
 constexpr size_t kMaxSourceBytes = 4096;
 // How soon a record that could not be stored is tried again.
 constexpr Duration kStoreRetry = Seconds(1);
+// A GPU counts as computing for a job alone on it above this SM activity: its start-up (imports,
+// building the model, loading data) shows none, and would pull its solo mean down.
+constexpr double kComputingSmact = 0.02;
+// Samples alone and computing an attempt needs before its solo SM activity is recorded.
+constexpr int kMinSoloSamples = 5;
+// The margin a need raised by a run over its plan gets: the history estimator's after one run.
+constexpr double kOverPlanMargin = 0.10;
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -164,8 +172,10 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
     if (!job.estimate->signature.empty()) job.estimate->signature += fmt::format("@uid{}", who.uid);
     // A declared need is the limit the job runs under; otherwise earlier runs of the same model
     // are the best evidence there is, then the client's estimate.
+    const ModelRuns runs = RunsOf(job.estimate->signature);
+    if (auto smact = LearnedSmact(job, runs)) job.spec.expected_smact = *smact;
     if (!job.spec.memory.known()) {
-      if (auto learned = LearnedNeed(job, PeaksOf(job.estimate->signature))) {
+      if (auto learned = LearnedNeed(job, runs)) {
         job.spec.memory = *learned;
       } else {
         const api::JobEstimate& e = *job.estimate;
@@ -194,12 +204,17 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
       fmt::format("by {}: {} GPU(s), memory {}", job.owner.user, job.spec.gpus,
                   job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown"));
   // The id is the store's to give, in the same transaction that stores the job.
-  if (Status stored = store_.Insert(job, {submitted}); !stored.ok()) {
+  std::vector<JobEvent> events = {submitted};
+  if (job.estimate && job.estimate->learned && job.estimate->learned->solo_smact >= 0)
+    events.push_back(SmactEvent(0, job.estimate->learned->solo_smact));
+  if (Status stored = store_.Insert(job, events); !stored.ok()) {
     counters_.store_failures++;
     return Unavailable("the job could not be stored, so it was not submitted: " + stored.message());
   }
-  submitted.job = job.id();
-  Log(submitted);
+  for (JobEvent& e : events) {
+    e.job = job.id();
+    Log(e);
+  }
   if (Status queued = scheduler_.Submit(job.spec); !queued.ok()) {
     // Checked above; should it still refuse, the stored job must not look queued.
     job.state = JobState::kFailed;
@@ -298,16 +313,55 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       if (job && job->current() && job->current()->number == owner->second)
         per_job[owner->first] += p.used;
     }
+    const GpuIndex gpu = static_cast<GpuIndex>(g);
+    std::vector<JobId> here;
     for (const auto& [id, running] : running_) {
       const JobRecord* r = scheduler_.job(id);
       if (!r || r->state != JobState::kRunning) continue;
-      if (std::find(r->gpus.begin(), r->gpus.end(), static_cast<GpuIndex>(g)) == r->gpus.end())
-        continue;
-      const auto used = per_job.find(id);
-      scheduler_.OnJobMemory(id, static_cast<GpuIndex>(g),
-                             used == per_job.end() ? Bytes(0) : used->second);
+      if (std::find(r->gpus.begin(), r->gpus.end(), gpu) == r->gpus.end()) continue;
+      here.push_back(id);
+    }
+    for (JobId id : here) {
+      auto it = live_.find(id);
+      if (it == live_.end() || !it->second.current()) continue;
+      Job& job = it->second;
+      const Attempt& attempt = *job.current();
+      const auto seen = per_job.find(id);
+      Bytes used = seen == per_job.end() ? Bytes(0) : seen->second;
+      // An MPS client's context is in the MPS server, out of NVML's count of the client.
+      if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
+        used += scheduler_.gpu_info(gpu).cuda_context;
+      scheduler_.OnJobMemory(id, gpu, used);
+      // Without an MPS memory limit nothing stops a job at its plan: one above it takes memory
+      // that placement gave to others.
+      const Bytes plan = attempt.memory_limit;
+      if (attempt.mode != SharingMode::kMps && plan > Bytes(0) && used > plan)
+        OverPlan(job, gpu, used, plan);
+      if (here.size() == 1 && s.smact > kComputingSmact) {
+        running_[id].solo_smact_sum += s.smact;
+        running_[id].solo_samples++;
+      }
     }
   }
+}
+
+void JobController::OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan) {
+  const JobRecord* r = scheduler_.job(job.id());
+  if (!r || used <= r->need.Upper()) return;  // raised already past this use
+  const MemoryNeed raised{used.Scaled(1 + kOverPlanMargin), MemorySource::kLearned, 0.0};
+  if (!scheduler_.RaiseRunningNeed(job.id(), raised).ok()) return;
+  job.spec.memory = raised;
+  Attempt& attempt = *job.current();
+  if (attempt.over_plan) return;  // told once per attempt; the need follows its use silently
+  attempt.over_plan = true;
+  counters_.over_plan[gpu]++;
+  Persist(job,
+          {Event(job.id(), "over-plan",
+                 fmt::format("attempt {} uses {} on GPU {} ({}), above its plan of {}, "
+                             "sharing without an MPS memory limit; plans with {} for the "
+                             "rest of its run",
+                             attempt.number, FormatBytes(used), gpu, scheduler_.gpu_info(gpu).uuid,
+                             FormatBytes(plan), FormatBytes(raised.Upper())))});
 }
 
 // --- The turn ---
@@ -457,14 +511,29 @@ void JobController::Launch(const colo::Launch& launch) {
   spec.workdir = job.workdir;
   for (const std::string& e : job.env) {
     // colo decides which GPUs and which MPS server the job talks to.
-    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT="}))
+    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_",
+                          "COLO_JOB_ID=", "COLO_ATTEMPT=", "COLO_GPU_MEMORY="}))
       continue;
     spec.env.push_back(e);
   }
   spec.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   spec.env.push_back(fmt::format("COLO_JOB_ID={}", launch.job));
   spec.env.push_back(fmt::format("COLO_ATTEMPT={}", attempt.number));
+  // What colo planned per GPU, as a Slurm job's steps see it: its MPS limit, or its budget when
+  // sharing plainly.
+  if (attempt.memory_limit > Bytes(0))
+    spec.env.push_back(fmt::format("COLO_GPU_MEMORY={}", attempt.memory_limit.count()));
   spec.env.insert(spec.env.end(), mps_env.begin(), mps_env.end());
+  const FrameworkEnv frameworks = FrameworkSettings(job, attempt);
+  spec.env.insert(spec.env.end(), frameworks.set.begin(), frameworks.set.end());
+  if (!frameworks.set.empty() || !frameworks.kept.empty()) {
+    launch_events.push_back(Event(
+        launch.job, "env",
+        fmt::format(
+            "framework settings set by colod: {}{}",
+            frameworks.set.empty() ? "none" : Join(frameworks.set, " "),
+            frameworks.kept.empty() ? "" : "; the job's own kept: " + Join(frameworks.kept, " "))));
+  }
 
   auto started = launcher_.Start(spec);
   Attempt& current = *job.current();
@@ -498,6 +567,27 @@ void JobController::Launch(const colo::Launch& launch) {
   Persist(job, std::move(launch_events));
 }
 
+FrameworkEnv JobController::FrameworkSettings(const Job& job, const Attempt& attempt) const {
+  FrameworkPlan plan;
+  plan.sharing = attempt.mode != SharingMode::kExclusive;
+  // The reservation it was placed with: its MPS limit, or its plan when sharing plainly.
+  plan.planned = attempt.memory_limit;
+  bool first = true;
+  for (const std::string& uuid : attempt.gpu_uuids) {
+    for (size_t g = 0; g < scheduler_.gpu_count(); ++g) {
+      const GpuInfo& info = scheduler_.gpu_info(static_cast<GpuIndex>(g));
+      if (info.uuid != uuid || (!first && info.capacity >= plan.capacity)) continue;
+      plan.capacity = info.capacity;
+      plan.cuda_context = info.cuda_context;
+      first = false;
+    }
+  }
+  // No estimate is made for expandable segments today (colo estimate replays the allocator
+  // without them), so PyTorch keeps its default, the allocator the plan was made for.
+  plan.expandable_segments = false;
+  return DeriveFrameworkEnv(plan, job.slurm ? std::vector<std::string>() : job.env);
+}
+
 // --- Exit ---
 
 void JobController::TakeSchedulerState(Job& job) {
@@ -518,13 +608,17 @@ void JobController::TakeSchedulerState(Job& job) {
 void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const JobId id = job.id();
   Attempt& attempt = *job.current();
-  const JobExit exit =
-      ClassifyExit(end.end, job.cancel_requested, end.stderr_tail, end.stdout_tail);
+  JobExit exit = ClassifyExit(end.end, job.cancel_requested, end.stderr_tail, end.stdout_tail);
+  // The estimate the client made from the job's profile: a recovery never plans below it.
+  if (job.estimate) exit.oom.profile_upper = job.estimate->upper;
   attempt.peak = CurrentPeak(job);  // while the scheduler still holds the attempt's peak
   attempt.phase = Attempt::Phase::kEnded;
   attempt.ended = clock_.WallNow();
   attempt.exit = exit.kind;
   attempt.detail = TruncateUtf8(exit.detail, kMaxDetailBytes);
+  if (auto r = running_.find(id); r != running_.end() && r->second.solo_samples >= kMinSoloSamples)
+    attempt.solo_smact = r->second.solo_smact_sum / r->second.solo_samples;
+  const Bytes need_before = job.spec.memory.known() ? job.spec.memory.Upper() : Bytes(0);
   const ExitAction action = scheduler_.OnJobExit(id, exit);
   TakeSchedulerState(job);
   running_.erase(id);
@@ -534,8 +628,16 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   }
   const std::string what = attempt.detail.empty() ? "done" : attempt.detail;
   std::string detail = fmt::format("attempt {}: {}", attempt.number, what);
-  if (action == ExitAction::kRequeuedForRecovery)
+  std::vector<JobEvent> events = {Event(id, std::string(ToString(exit.kind)), "")};
+  if (action == ExitAction::kRequeuedForRecovery) {
     detail += fmt::format("; re-queued needing {} per GPU", FormatBytes(job.spec.memory.peak));
+    const JobRecord* r = scheduler_.job(id);
+    events.push_back(Event(
+        id, "need",
+        fmt::format("{} -> {}: {}", need_before > Bytes(0) ? FormatBytes(need_before) : "unknown",
+                    FormatBytes(job.spec.memory.Upper()), r ? r->need_basis : "")));
+  }
+  events.front().detail = TruncateUtf8(detail, kMaxEventDetailBytes);
   if (job.slurm && action == ExitAction::kRequeuedForRecovery) {
     // Its next run is Slurm's to start, on whichever node Slurm picks, with the raised need.
     (void)scheduler_.Cancel(id);
@@ -545,63 +647,96 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
                             fmt::format("out of memory; runs again needing {} per GPU",
                                         FormatBytes(job.spec.memory.peak)),
                             /*avoid_this_node=*/false},
-             {Event(id, std::string(ToString(exit.kind)), detail)});
+             std::move(events));
     return;
   }
-  const bool stored =
-      Persist(job, {Event(id, std::string(ToString(exit.kind)), std::move(detail))});
+  const bool stored = Persist(job, std::move(events));
   if (!job.slurm) launcher_.Release(RefOf(job));
-  // Only a stored success may teach other jobs: the store answers the history's questions.
-  if (stored && exit.kind == ExitKind::kSuccess) RefineQueuedNeeds(job);
+  // Only a stored run may teach other jobs (the store answers the history's questions), and
+  // only one that measured something: a success, a use above its plan, SM activity alone.
+  if (stored && !job.live() &&
+      (exit.kind == ExitKind::kSuccess || attempt.over_plan || attempt.solo_smact >= 0))
+    RefineQueuedJobs(job);
   ForgetIfDone(id);
 }
 
 // --- Learning from earlier runs ---
 
-std::vector<Bytes> JobController::PeaksOf(const std::string& signature) const {
+ModelRuns JobController::RunsOf(const std::string& signature) const {
   if (signature.empty()) return {};
-  auto peaks = store_.SuccessfulPeaks(signature, options_.history_runs);
-  if (!peaks.ok()) {
-    Log(Event(0, "store-error", "earlier runs could not be read: " + peaks.status().message()));
+  auto runs = store_.EarlierRuns(signature, options_.history_runs);
+  if (!runs.ok()) {
+    Log(Event(0, "store-error", "earlier runs could not be read: " + runs.status().message()));
     return {};
   }
-  return *peaks;
+  return *std::move(runs);
 }
 
-std::optional<MemoryNeed> JobController::LearnedNeed(Job& job,
-                                                     const std::vector<Bytes>& peaks) const {
-  auto learned = EstimateFromHistory(peaks);
+std::optional<MemoryNeed> JobController::LearnedNeed(Job& job, const ModelRuns& runs) const {
+  auto learned = EstimateFromHistory(runs.peaks);
   if (!learned.ok() || !job.estimate) return std::nullopt;
-  job.estimate->learned =
-      api::JobEstimate::Learned{static_cast<int>(peaks.size()), learned->peak, learned->upper};
+  const double smact = job.estimate->learned ? job.estimate->learned->solo_smact : -1;
+  job.estimate->learned = api::JobEstimate::Learned{static_cast<int>(runs.peaks.size()),
+                                                    learned->peak, learned->upper, smact};
   return learned->AsNeed();
 }
 
-// A run finished well: queued jobs of the same model were planned before its peak was known, and
-// now plan with it (their estimate's margin is usually wider than what the run showed).
-void JobController::RefineQueuedNeeds(const Job& finished) {
+std::optional<double> JobController::LearnedSmact(Job& job, const ModelRuns& runs) const {
+  if (!job.estimate || runs.solo_smact.empty()) return std::nullopt;
+  const bool learned_before = job.estimate->learned && job.estimate->learned->solo_smact >= 0;
+  if (job.spec.expected_smact >= 0 && !learned_before) return std::nullopt;  // the user's
+  double sum = 0;
+  for (double v : runs.solo_smact) sum += v;
+  const double smact = std::clamp(sum / static_cast<double>(runs.solo_smact.size()), 0.0, 1.0);
+  if (learned_before && std::abs(smact - job.spec.expected_smact) < 0.005) return std::nullopt;
+  if (!job.estimate->learned) job.estimate->learned = api::JobEstimate::Learned{};
+  job.estimate->learned->solo_smact = smact;
+  return smact;
+}
+
+// A run ended that measured something: queued jobs of the same model were planned before it was
+// known, and now plan with it (their estimate's margin is usually wider than what the run showed;
+// their SM activity was unknown or an older runs' mean).
+void JobController::RefineQueuedJobs(const Job& finished) {
   if (!finished.estimate || finished.estimate->signature.empty()) return;
   const std::string& signature = finished.estimate->signature;
   std::vector<JobId> waiting;
   for (const auto& [id, job] : live_) {
     if (job.state == JobState::kQueued && job.attempts.empty() && job.estimate &&
-        job.spec.memory.source != MemorySource::kDeclared && job.estimate->signature == signature)
+        job.estimate->signature == signature)
       waiting.push_back(id);
   }
   if (waiting.empty()) return;
-  const std::vector<Bytes> peaks = PeaksOf(signature);
+  const ModelRuns runs = RunsOf(signature);
   for (JobId id : waiting) {
     Job& job = live_.at(id);
+    std::vector<JobEvent> events;
     const MemoryNeed before = job.spec.memory;
-    auto learned = LearnedNeed(job, peaks);
-    if (!learned || !scheduler_.UpdateNeed(id, *learned).ok()) continue;
-    job.spec.memory = *learned;
-    Persist(job, {Event(id, "estimate",
-                        fmt::format("refined by {} earlier run(s) of the same model: plans with "
-                                    "{} (was {})",
-                                    peaks.size(), FormatBytes(learned->Upper()),
-                                    before.known() ? FormatBytes(before.Upper()) : "nothing"))});
+    if (before.source != MemorySource::kDeclared) {
+      auto learned = LearnedNeed(job, runs);
+      if (learned && scheduler_.UpdateNeed(id, *learned).ok()) {
+        job.spec.memory = *learned;
+        events.push_back(Event(
+            id, "estimate",
+            fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
+                        runs.peaks.size(), FormatBytes(learned->Upper()),
+                        before.known() ? FormatBytes(before.Upper()) : "nothing")));
+      }
+    }
+    if (auto smact = LearnedSmact(job, runs);
+        smact && scheduler_.UpdateExpectedSmact(id, *smact).ok()) {
+      job.spec.expected_smact = *smact;
+      events.push_back(SmactEvent(id, *smact));
+    }
+    if (!events.empty()) Persist(job, std::move(events));
   }
+}
+
+JobEvent JobController::SmactEvent(JobId id, double smact) const {
+  return Event(id, "smact",
+               fmt::format("learned from earlier runs of the same model alone on a GPU: SM "
+                           "activity {:.2f}, for its MPS thread share and the utilization gate",
+                           smact));
 }
 
 // --- Restart ---
@@ -759,7 +894,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   }
   if (Status placeable = scheduler_.CheckPlaceable(job.spec); !placeable.ok()) {
     return api::SlurmAttachReply{
-        api::SlurmPlacement::kFailed, 0, {}, "cannot run on this node: " + placeable.message()};
+        api::SlurmPlacement::kFailed, 0, {}, {}, "cannot run on this node: " + placeable.message()};
   }
   job.state = JobState::kQueued;
   job.submitted = clock_.WallNow();
@@ -782,7 +917,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
     job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
     job.finished = clock_.WallNow();
     Persist(job, {Event(id, "failed", job.reason)});
-    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, job.reason};
+    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, {}, job.reason};
   }
   AddLive(std::move(job));
   tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
@@ -792,7 +927,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   if (!now) {
     if (auto ended = ended_tenants_.find(request.slurm_job); ended != ended_tenants_.end())
       return ended->second.reply;
-    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, "ended at once"};
+    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, {}, "ended at once"};
   }
   return TenantReply(*now);
 }
@@ -822,6 +957,15 @@ void JobController::LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent
     return;
   }
   for (const JobEvent& e : events) Log(e);
+  if (const FrameworkEnv frameworks = FrameworkSettings(job, *job.current());
+      !frameworks.set.empty()) {
+    const JobEvent offered =
+        Event(id, "env",
+              "framework settings offered to its steps (a step's own values win): " +
+                  Join(frameworks.set, " "));
+    Log(offered);
+    (void)store_.AddEvents({offered});
+  }
   tenant_deadline_.erase(id);
   running_[id] = Running{};
   counters_.placements++;
@@ -856,6 +1000,8 @@ api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
     case JobState::kRunning:
       reply.state = api::SlurmPlacement::kPlaced;
       reply.env = TenantEnv(job);
+      // Its steps' own values win: a step's environment is its owner's to choose.
+      if (job.current()) reply.env_defaults = FrameworkSettings(job, *job.current()).set;
       break;
     case JobState::kQueued:
     case JobState::kRecovering: {

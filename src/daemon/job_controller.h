@@ -23,6 +23,7 @@
 #include "api/types.h"
 #include "common/clock.h"
 #include "core/scheduler.h"
+#include "daemon/framework_env.h"
 #include "daemon/job.h"
 #include "daemon/job_store.h"
 #include "daemon/process_launcher.h"
@@ -82,6 +83,9 @@ struct ControllerCounters {
   int64_t oom_crashes = 0;
   int64_t oom_recoveries = 0;
   int64_t store_failures = 0;
+  // Attempts seen using more memory than planned while sharing without an MPS memory limit, by
+  // GPU.
+  std::map<GpuIndex, int64_t> over_plan;
   // Placement passes by how long they took (upper bounds in seconds, then the rest).
   static constexpr double kPassBuckets[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
                                             5e-4, 1e-3,   1e-2, 1e-1};
@@ -137,6 +141,9 @@ class JobController {
  private:
   struct Running {
     std::optional<TimePoint> kill_at;  // when a cancelled job gets SIGKILL
+    // Its GPUs' SM activity while it was alone there and computing, for its solo SMACT.
+    double solo_smact_sum = 0;
+    int solo_samples = 0;
   };
 
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
@@ -152,9 +159,17 @@ class JobController {
   void FinishAttempt(Job& job, const AttemptEnd& end);
   void RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid);
   void Requeue(Job& job);
-  void RefineQueuedNeeds(const Job& finished);
-  std::optional<MemoryNeed> LearnedNeed(Job& job, const std::vector<Bytes>& peaks) const;
-  std::vector<Bytes> PeaksOf(const std::string& signature) const;
+  void RefineQueuedJobs(const Job& finished);
+  std::optional<MemoryNeed> LearnedNeed(Job& job, const ModelRuns& runs) const;
+  // The solo SM activity earlier runs showed, for a job submitted without one (the user's
+  // --smact always wins); nullopt when there is none to learn or it would change nothing.
+  std::optional<double> LearnedSmact(Job& job, const ModelRuns& runs) const;
+  ModelRuns RunsOf(const std::string& signature) const;
+  JobEvent SmactEvent(JobId id, double smact) const;
+  // A running job uses `used` on GPU `gpu`, more than it planned: its need is raised.
+  void OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan);
+  // What colod adds to an attempt's environment for the frameworks (and what the job keeps).
+  FrameworkEnv FrameworkSettings(const Job& job, const Attempt& attempt) const;
   // Takes the job's state, need and reason from the scheduler after it decided.
   void TakeSchedulerState(Job& job);
   AttemptRef RefOf(const Job& job) const;

@@ -28,6 +28,10 @@ struct HistoryPage {
   std::optional<JobId> next;  // the `before` of the next page, if there may be one
 };
 
+// How many ended jobs of a model EarlierRuns reads per run it wants: a model's runs that
+// measured nothing (failed early) or no SM activity alone do not make it read every job.
+constexpr size_t kJobsReadPerRun = 4;
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
@@ -53,8 +57,9 @@ class JobStore {
   virtual Result<std::optional<Job>> Find(JobId id) = 0;
   virtual Result<HistoryPage> History(const HistoryQuery& query) = 0;
   virtual Result<std::vector<JobEvent>> Events(JobId id) = 0;
-  // The peaks of the newest `limit` successful attempts of jobs whose estimate has `signature`.
-  virtual Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& signature, int limit) = 0;
+  // What the newest runs of jobs whose estimate has `signature` measured (ModelRuns), up to
+  // `limit` of each kind, newest first, from the newest kJobsReadPerRun x `limit` ended jobs.
+  virtual Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) = 0;
 };
 
 }  // namespace colo

@@ -21,6 +21,10 @@ int main(int argc, char** argv) {
   app.add_flag("--check-config", check_only,
                "validate the config, print the effective settings, exit");
   app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)");
+  std::string fake_gpu_dir;
+  app.add_option("--fake-gpu-dir", fake_gpu_dir,
+                 "tests: the fake GPUs report the per-process memory and SM activity written "
+                 "here (gpu/fake_gpus.h)");
   app.add_option("--state-dir", state_dir, "where the database and job logs live");
   app.add_option("--socket", socket, "the API socket");
   app.add_option("--policy", policy, "placement policy spec (overrides the config)");
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<GpuBackend> gpus;
   if (fake_gpus > 0) {
-    gpus = std::make_unique<FakeGpus>(fake_gpus);
+    gpus = std::make_unique<FakeGpus>(fake_gpus, GiB(80), fake_gpu_dir);
     config.mps_enabled = false;  // fake GPUs have no MPS: jobs share them plainly
   } else {
     auto nvml = OpenNvml();

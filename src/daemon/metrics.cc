@@ -62,6 +62,15 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
   line("# HELP colo_oom_recoveries_total OOM-crashed jobs re-queued for another attempt.");
   line("# TYPE colo_oom_recoveries_total counter");
   line(fmt::format("colo_oom_recoveries_total{{policy=\"{}\"}} {}", policy, c.oom_recoveries));
+  line(
+      "# HELP colo_jobs_over_plan_total Attempts seen using more memory than planned while "
+      "sharing without an MPS memory limit, by GPU.");
+  line("# TYPE colo_jobs_over_plan_total counter");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const auto it = c.over_plan.find(static_cast<GpuIndex>(i));
+    line(fmt::format("colo_jobs_over_plan_total{{gpu=\"{}\",uuid=\"{}\"}} {}", i, devices[i].uuid,
+                     it == c.over_plan.end() ? 0 : it->second));
+  }
   line("# HELP colo_store_failures_total Changes the state database refused (full disk, I/O).");
   line("# TYPE colo_store_failures_total counter");
   line(fmt::format("colo_store_failures_total {}", c.store_failures));

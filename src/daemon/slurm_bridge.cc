@@ -558,6 +558,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
       return api::SlurmAttachReply{api::SlurmPlacement::kFailed,
                                    0,
                                    {},
+                                   {},
                                    "Slurm booked no GPU for this job (ask with --colo-mem or "
                                    "--gres=gpu:N)"};
     }
@@ -574,6 +575,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
     if (clock_.Now() < wait->second)
       return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
                                    0,
+                                   {},
                                    {},
                                    "waiting for slurmd's prolog to say which run this is"};
     // No word from it (colod was down then): Slurm's record says.
@@ -609,13 +611,19 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
           }
         };
       });
-      return api::SlurmAttachReply{
-          api::SlurmPlacement::kWaiting, 0, {}, "reading Slurm's record of the job's earlier runs"};
+      return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
+                                   0,
+                                   {},
+                                   {},
+                                   "reading Slurm's record of the job's earlier runs"};
     }
     const Lookup& l = it->second;
     if (!l.note && l.error.empty())
-      return api::SlurmAttachReply{
-          api::SlurmPlacement::kWaiting, 0, {}, "reading Slurm's record of the job's earlier runs"};
+      return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
+                                   0,
+                                   {},
+                                   {},
+                                   "reading Slurm's record of the job's earlier runs"};
     if (ask_slurm) {
       // Without the prolog's word, the step's numbers are held against Slurm's booking.
       const Status booked =
@@ -624,7 +632,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
       if (!booked.ok()) {
         lookups_.erase(it);
         prolog_waits_.erase(request.job);
-        return api::SlurmAttachReply{api::SlurmPlacement::kFailed, 0, {}, booked.message()};
+        return api::SlurmAttachReply{api::SlurmPlacement::kFailed, 0, {}, {}, booked.message()};
       }
     }
     if (l.note) {

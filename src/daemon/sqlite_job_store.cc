@@ -110,7 +110,8 @@ constexpr const char kHistoryOfUser[] =
 constexpr const char kEvents[] =
     "SELECT time, job, kind, detail FROM events WHERE job = ?1 ORDER BY seq";
 constexpr const char kPeakJobs[] =
-    "SELECT id, record FROM jobs WHERE signature = ?1 AND state = ?2 AND quarantined IS NULL "
+    "SELECT id, record FROM jobs WHERE signature = ?1 AND state IN (?2, ?3) AND quarantined IS "
+    "NULL "
     "ORDER BY id DESC";
 constexpr const char kMigrationRows[] =
     "SELECT id, record FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2";
@@ -761,27 +762,31 @@ Result<std::vector<JobEvent>> SqliteJobStore::Events(JobId id) {
   return events;
 }
 
-Result<std::vector<Bytes>> SqliteJobStore::SuccessfulPeaks(const std::string& signature,
-                                                           int limit) {
+Result<ModelRuns> SqliteJobStore::EarlierRuns(const std::string& signature, int limit) {
   std::lock_guard lock(mutex_);
-  std::vector<Bytes> peaks;
-  if (signature.empty() || limit <= 0) return peaks;
+  ModelRuns runs;
+  if (signature.empty() || limit <= 0) return runs;
+  const auto wanted = static_cast<size_t>(limit);
+  size_t read = 0;
+  const auto full = [&] {
+    return (runs.peaks.size() >= wanted && runs.solo_smact.size() >= wanted) ||
+           read >= kJobsReadPerRun * wanted;
+  };
   Statement rows(*this, kPeakJobs);
   rows.Bind(1, std::string_view(signature));
   rows.Bind(2, ToString(JobState::kSucceeded));
+  rows.Bind(3, ToString(JobState::kFailed));
   int rc = SQLITE_DONE;
-  while (peaks.size() < static_cast<size_t>(limit) && (rc = rows.Step()) == SQLITE_ROW) {
+  while (!full() && (rc = rows.Step()) == SQLITE_ROW) {
     Result<Job> job = DecodeRow(rows.Int64(0), rows.Text(1));
     // The columns repeat the record; the record is what counts.
-    if (!job.ok() || job->state != JobState::kSucceeded || SignatureOf(*job) != signature) continue;
-    for (auto a = job->attempts.rbegin(); a != job->attempts.rend(); ++a) {
-      if (a->exit == ExitKind::kSuccess && a->peak > Bytes(0)) peaks.push_back(a->peak);
-      if (peaks.size() == static_cast<size_t>(limit)) break;
-    }
+    if (!job.ok() || SignatureOf(*job) != signature) continue;
+    ++read;
+    CollectRuns(*job, wanted, runs);
   }
-  if (peaks.size() < static_cast<size_t>(limit) && rc != SQLITE_DONE)
-    return ReadError(fmt::format("the peaks of '{}'", Printable(signature)), rc);
-  return peaks;
+  if (!full() && rc != SQLITE_DONE)
+    return ReadError(fmt::format("the runs of '{}'", Printable(signature)), rc);
+  return runs;
 }
 
 Status SqliteJobStore::LimitPagesForTesting(std::optional<int64_t> max_pages) {

@@ -46,7 +46,7 @@ class SqliteJobStore final : public JobStore {
   Result<HistoryPage> History(const HistoryQuery& query) override;
   Result<std::vector<JobEvent>> Events(JobId id) override;
   // Successful attempts with a peak of 0 (never measured) are left out.
-  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& signature, int limit) override;
+  Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override;
 
   // For tests: the database file may grow to at most `max_pages` pages, and not at all when that
   // is fewer than it has (1 will do), so a full disk can be had on demand; nullopt lifts the limit.

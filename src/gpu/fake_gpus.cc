@@ -1,11 +1,19 @@
 #include "gpu/fake_gpus.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 namespace colo {
 
-FakeGpus::FakeGpus(int count, Bytes capacity)
-    : processes_(static_cast<size_t>(count)),
+FakeGpus::FakeGpus(int count, Bytes capacity, std::string state_dir)
+    : state_dir_(std::move(state_dir)),
+      processes_(static_cast<size_t>(count)),
       smact_(static_cast<size_t>(count), 0.0),
       energy_(static_cast<size_t>(count), 0.0) {
   for (int i = 0; i < count; ++i) {
@@ -22,24 +30,54 @@ FakeGpus::FakeGpus(int count, Bytes capacity)
 std::vector<DeviceSample> FakeGpus::SampleAll() {
   std::unique_lock lock(mutex_);
   released_.wait(lock, [&] { return !hung_; });
+  std::vector<std::map<int, Bytes>> processes = processes_;
+  std::vector<double> smact = smact_;
+  if (!state_dir_.empty()) ReadStateDir(processes, smact);
   std::vector<DeviceSample> out;
   for (size_t i = 0; i < devices_.size(); ++i) {
     DeviceSample s;
     s.memory_total = devices_[i].memory_total;
-    for (const auto& [pid, used] : processes_[i]) {
+    for (const auto& [pid, used] : processes[i]) {
       s.processes.push_back({pid, used});
       s.memory_used += used;
     }
-    s.smact = smact_[i];
-    s.smocc = smact_[i] / 2;
-    s.utilization = smact_[i] > 0 ? 1.0 : 0.0;
+    s.smact = smact[i];
+    s.smocc = smact[i] / 2;
+    s.utilization = smact[i] > 0 ? 1.0 : 0.0;
     // Same shape as the H100 power model: idle 71 W, about 500 W at SMACT 0.8.
-    s.power_watts = 71 + 536 * smact_[i];
+    s.power_watts = 71 + 536 * smact[i];
     energy_[i] += s.power_watts;  // one sample per second in the demos
     s.energy_joules = energy_[i];
     out.push_back(std::move(s));
   }
   return out;
+}
+
+void FakeGpus::ReadStateDir(std::vector<std::map<int, Bytes>>& processes,
+                            std::vector<double>& smact) const {
+  DIR* dir = opendir(state_dir_.c_str());
+  if (!dir) return;
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    std::ifstream in(state_dir_ + "/" + name);
+    if (name.starts_with("smact-")) {
+      const int gpu = std::atoi(name.c_str() + 6);
+      double value = 0;
+      if (in >> value && gpu >= 0 && static_cast<size_t>(gpu) < smact.size())
+        smact[static_cast<size_t>(gpu)] = std::clamp(value, 0.0, 1.0);
+      continue;
+    }
+    const int pid = std::atoi(name.c_str());
+    // A process that ended no longer uses its GPUs, whatever its file says.
+    if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) continue;
+    int gpu = 0;
+    int64_t bytes = 0;
+    while (in >> gpu >> bytes) {
+      if (gpu >= 0 && static_cast<size_t>(gpu) < processes.size() && bytes >= 0)
+        processes[static_cast<size_t>(gpu)][pid] = Bytes(bytes);
+    }
+  }
+  closedir(dir);
 }
 
 void FakeGpus::SetProcessMemory(int device, int pid, Bytes used) {

@@ -1,10 +1,14 @@
 // Fake GPUs for tests and demos (`colod --fake-gpus N`): they report the processes, memory and
-// utilization that tests set, and power and energy that follow the utilization.
+// utilization that tests set, and power and energy that follow the utilization. A test that runs
+// the real colod sets them through a directory (`--fake-gpu-dir`): a file named by a pid holds
+// lines "GPU BYTES", the memory that process uses on that GPU while it runs, and a file
+// "smact-GPU" the GPU's SM activity (0..1).
 #pragma once
 
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "gpu/gpu.h"
 
@@ -12,7 +16,7 @@ namespace colo {
 
 class FakeGpus : public GpuBackend {
  public:
-  explicit FakeGpus(int count, Bytes capacity = GiB(80));
+  explicit FakeGpus(int count, Bytes capacity = GiB(80), std::string state_dir = "");
 
   std::string name() const override { return "fake"; }
   const std::vector<DeviceInfo>& devices() const override { return devices_; }
@@ -26,7 +30,11 @@ class FakeGpus : public GpuBackend {
   void Hang(bool hang);
 
  private:
+  // What the files in state_dir_ say, added to what tests set in process.
+  void ReadStateDir(std::vector<std::map<int, Bytes>>& processes, std::vector<double>& smact) const;
+
   std::vector<DeviceInfo> devices_;
+  std::string state_dir_;
   std::mutex mutex_;
   std::condition_variable released_;
   bool hung_ = false;

@@ -1375,6 +1375,8 @@ SimResult Engine::Run() {
     Server server;
     SchedulerConfig config = options_.scheduler;
     config.recovery = spec_.recovery;
+    // Its jobs crash when their GPU overflows, never at a per-job MPS limit.
+    config.mps_limits_enforced = false;
     server.scheduler = std::make_unique<Scheduler>(clock_, policy_, config);
     server.first_gpu = static_cast<int>(gpus_.size());
     for (int i = 0; i < per_server; ++i) {

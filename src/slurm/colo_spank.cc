@@ -78,6 +78,7 @@ bool g_attached = false;  // this step asked colod and got GPUs
 // not in slurmstepd's setup: a step whose plugin stack fails to start drains the node.
 std::string g_refusal;
 std::vector<std::string> g_env;
+std::vector<std::string> g_env_defaults;  // set only where the step has not set them itself
 
 bool ParseSettings(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
@@ -370,6 +371,7 @@ int RemotePostOpt(spank_t sp) {
     switch (reply->state) {
       case colo::api::SlurmPlacement::kPlaced:
         g_env = reply->env;
+        g_env_defaults = reply->env_defaults;
         g_attached = true;
         return 0;
       case colo::api::SlurmPlacement::kRequeue:
@@ -461,6 +463,12 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos) continue;
     spank_setenv(sp, entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 1);
+  }
+  // The frameworks' sharing settings: a user who sets one for the job keeps it.
+  for (const std::string& entry : g_env_defaults) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    spank_setenv(sp, entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 0);
   }
   return 0;
 }

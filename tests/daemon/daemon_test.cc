@@ -163,8 +163,9 @@ TEST_F(DaemonTest, OutOfMemoryIsRecoveredWithALargerNeedAndOtherFailuresAreNot) 
   ASSERT_EQ(done.attempt_list.size(), 2u);
   EXPECT_EQ(done.attempt_list[0].exit_kind, "out-of-memory");
   EXPECT_EQ(done.attempt_list[0].peak, GiB(10));
-  // Adaptive recovery: 10 GiB observed x 1.1 + 1 GiB.
-  EXPECT_EQ(done.summary.memory, GiB(12));
+  // Adaptive recovery (core/recovery.h): 10 GiB seen + the 2 GiB it tried, at its budget (the
+  // 4 GiB plan, raised to 11 GiB by its use): limit-bound, x2.4 + 512 MiB.
+  EXPECT_EQ(done.summary.memory, GiB(12).Scaled(2.4) + MiB(512));
   EXPECT_EQ(done.summary.reason, "");
 
   const JobId failing = Submit({"sh", "-c", "echo 'ValueError: nope' >&2; exit 3"});

@@ -744,5 +744,101 @@ TEST(ExitClassifier, FindOutOfMemoryLineLooksOnlyAtWhatItIsGiven) {
   EXPECT_EQ(FindOutOfMemoryLine(""), "");
 }
 
+// --- The figures of out-of-memory messages ---
+
+TEST(ExitClassifier, PyTorchsFiguresReachTheExit) {
+  const std::string message =
+      "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+      "    loss.backward()\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total "
+      "capacity of 79.19 GiB of which 6.44 MiB is free. Process 4242 has 70.00 GiB memory in "
+      "use. Including non-PyTorch memory, this process has 2.87 GiB memory in use. Of the "
+      "allocated memory 2.41 GiB is allocated by PyTorch, and 33.59 MiB is reserved by PyTorch "
+      "but unallocated. If reserved but unallocated memory is large try setting "
+      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+      "documentation for Memory Management  "
+      "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n";
+  const JobExit exit = ClassifyExit(kFailed, false, message, "");
+  ASSERT_EQ(exit.kind, ExitKind::kOutOfMemory);
+  ExpectSafeDetail(exit);  // the detail is cut at 300 bytes; the figures are read before
+  EXPECT_EQ(exit.oom.framework, "PyTorch");
+  EXPECT_EQ(exit.oom.requested, MiB(20));
+  // This process's figure, not another process's.
+  EXPECT_EQ(exit.oom.in_use, GiBf(2.87));
+}
+
+TEST(ExitClassifier, OlderPyTorchReportsWhatItReserved) {
+  const OutOfMemoryEvidence e = ParseOutOfMemoryFigures(
+      "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.19 GiB total "
+      "capacity; 2.41 GiB already allocated; 6.44 MiB free; 2.45 GiB reserved in total by "
+      "PyTorch)");
+  EXPECT_EQ(e.requested, GiB(2));
+  EXPECT_EQ(e.in_use, GiBf(2.45));
+}
+
+TEST(ExitClassifier, XlaAndTensorFlowGiveTheAllocationThatFailed) {
+  OutOfMemoryEvidence e = ParseOutOfMemoryFigures(
+      "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
+      "allocate 123456 bytes.");
+  EXPECT_EQ(e.framework, "XLA");
+  EXPECT_EQ(e.requested, Bytes(123456));
+  EXPECT_FALSE(e.in_use);
+  e = ParseOutOfMemoryFigures(
+      "W tensorflow/tsl/framework/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of memory "
+      "trying to allocate 1.00GiB (rounded to 1073741824)requested by op MatMul");
+  EXPECT_EQ(e.framework, "TensorFlow");
+  EXPECT_EQ(e.requested, GiB(1));
+  // TensorFlow's terminal error names a shape; the allocator's line is in the same error.
+  const JobExit exit = ClassifyExit(
+      kFailed, false,
+      "Traceback (most recent call last):\n  File \"t.py\", line 1\n"
+      "tensorflow.python.framework.errors_impl.ResourceExhaustedError: Out of memory while "
+      "trying to allocate 4096 KiB\n [[{{node MatMul}}]]\nOOM when allocating tensor with "
+      "shape[1024,1024] and type float\n",
+      "");
+  ASSERT_EQ(exit.kind, ExitKind::kOutOfMemory);
+  EXPECT_EQ(exit.oom.requested, MiB(4));
+}
+
+TEST(ExitClassifier, UnitsAndMalformedFigures) {
+  const auto tried = [](const std::string& size) {
+    return ParseOutOfMemoryFigures("CUDA out of memory. Tried to allocate " + size).requested;
+  };
+  EXPECT_EQ(tried("512 B"), Bytes(512));
+  EXPECT_EQ(tried("1.5 KiB"), Bytes(1536));
+  EXPECT_EQ(tried("3 MB"), MiB(3));
+  EXPECT_EQ(tried("2 GB."), GiB(2));
+  EXPECT_EQ(tried("1 TiB"), GiB(1024));
+  EXPECT_EQ(tried("0.000000000001 GiB"), Bytes(0));
+  EXPECT_FALSE(tried(""));
+  EXPECT_FALSE(tried("MiB"));
+  EXPECT_FALSE(tried("-3 MiB"));
+  EXPECT_FALSE(tried("3 parsecs"));
+  EXPECT_FALSE(tried("3 Bananas"));
+  EXPECT_FALSE(tried("2000 TiB")) << "above 1 PiB: no GPU has it";
+  EXPECT_FALSE(tried("99999999999999999999999 B")) << "too many digits";
+  EXPECT_FALSE(tried(std::string(100000, '9') + " GiB"));
+  EXPECT_EQ(tried("1." + std::string(10000, '0') + "1 GiB"), GiB(1));
+  // A later figure counts when the first one is not one.
+  EXPECT_EQ(ParseOutOfMemoryFigures("Tried to allocate lots. Tried to allocate 8 MiB").requested,
+            MiB(8));
+  EXPECT_FALSE(ParseOutOfMemoryFigures("no figures at all").requested);
+}
+
+TEST(ExitClassifier, HugeAndHostileOutOfMemoryMessages) {
+  std::string repeated;
+  while (repeated.size() < 1024 * 1024) repeated += "Tried to allocate 1";
+  EXPECT_FALSE(ParseOutOfMemoryFigures(repeated).requested);
+  std::string late = std::string(128 * 1024, 'x') + "Tried to allocate 1 GiB";
+  EXPECT_FALSE(ParseOutOfMemoryFigures(late).requested) << "only the first 64 KiB are read";
+  const std::string junk =
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate \xff\xfe"
+      "\x00 this process has 9\x00 GiB memory in use"s;
+  const JobExit exit = ClassifyExit(kFailed, false, junk, "");
+  EXPECT_EQ(exit.kind, ExitKind::kOutOfMemory);
+  EXPECT_FALSE(exit.oom.requested);
+  ExpectSafeDetail(exit);
+}
+
 }  // namespace
 }  // namespace colo

@@ -43,7 +43,7 @@ class FakeJobStore final : public JobStore {
   void FailAllWrites(Status status) { FailWrites(INT_MAX, std::move(status)); }
   void HealWrites() { FailWrites(0, Status::Ok()); }
   // The row can no longer be read: LoadLive quarantines it (if live), Find is an error naming
-  // `reason`, History and SuccessfulPeaks pass over it. An Update before it is quarantined
+  // `reason`, History and EarlierRuns pass over it. An Update before it is quarantined
   // replaces it, as one of the SQLite store would.
   void CorruptRecord(JobId id, std::string reason) {
     std::lock_guard lock(mutex_);
@@ -186,25 +186,21 @@ class FakeJobStore final : public JobStore {
     return out;
   }
 
-  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& signature, int limit) override {
+  Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override {
     std::lock_guard lock(mutex_);
-    std::vector<Bytes> peaks;
-    if (signature.empty() || limit <= 0) return peaks;
+    ModelRuns runs;
+    if (signature.empty() || limit <= 0) return runs;
     const auto wanted = static_cast<size_t>(limit);
-    for (auto it = rows_.rbegin(); it != rows_.rend() && peaks.size() < wanted; ++it) {
+    size_t read = 0;
+    for (auto it = rows_.rbegin(); it != rows_.rend() && read < kJobsReadPerRun * wanted; ++it) {
       const auto& [id, row] = *it;
-      if (row.signature != signature || row.state != JobState::kSucceeded || row.quarantined)
-        continue;
+      if (row.signature != signature || !RunsCount(row.state) || row.quarantined) continue;
       Result<Job> job = Read(id, row);
-      if (!job.ok() || job->state != JobState::kSucceeded || !job->estimate ||
-          job->estimate->signature != signature)
-        continue;
-      for (auto a = job->attempts.rbegin(); a != job->attempts.rend() && peaks.size() < wanted;
-           ++a) {
-        if (a->exit == ExitKind::kSuccess && a->peak > Bytes(0)) peaks.push_back(a->peak);
-      }
+      if (!job.ok() || !job->estimate || job->estimate->signature != signature) continue;
+      ++read;
+      CollectRuns(*job, wanted, runs);
     }
-    return peaks;
+    return runs;
   }
 
  private:

@@ -36,8 +36,8 @@ class CrashingStore final : public JobStore {
   Result<std::optional<Job>> Find(JobId id) override { return inner_.Find(id); }
   Result<HistoryPage> History(const HistoryQuery& q) override { return inner_.History(q); }
   Result<std::vector<JobEvent>> Events(JobId id) override { return inner_.Events(id); }
-  Result<std::vector<Bytes>> SuccessfulPeaks(const std::string& s, int limit) override {
-    return inner_.SuccessfulPeaks(s, limit);
+  Result<ModelRuns> EarlierRuns(const std::string& s, int limit) override {
+    return inner_.EarlierRuns(s, limit);
   }
 
  private:
@@ -75,8 +75,8 @@ class JobControllerTest : public ::testing::Test {
     controller_.reset();
     scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config_);
     for (int g = 0; g < 2; ++g)
-      scheduler_->AddGpu(
-          GpuInfo{"GPU-" + std::to_string(g), "Fake", GiB(80), 0, false, SharingMode::kPlain});
+      scheduler_->AddGpu(GpuInfo{"GPU-" + std::to_string(g), "Fake", GiB(80), 0, false,
+                                 SharingMode::kPlain, MiB(500)});
     ControllerOptions options;
     options.cancel_grace = Seconds(10);
     options.log = [this](const JobEvent& e) { log_.push_back(e); };

@@ -306,14 +306,14 @@ TYPED_TEST(JobStoreTest, SuccessfulPeaksAreTheNewestSuccessfulRunsOfTheModel) {
   this->Insert(with_signature(QueuedJob("a-queued"), "A"));
   this->Insert(Ended(QueuedJob("none"), JobState::kSucceeded, ExitKind::kSuccess, GiB(3)));
 
-  auto peaks = this->store().SuccessfulPeaks("A", 10);
+  auto peaks = this->store().EarlierRuns("A", 10);
   ASSERT_TRUE(peaks.ok()) << peaks.status().message();
-  EXPECT_EQ(*peaks, (std::vector<Bytes>{GiB(7), GiB(5)}));
-  EXPECT_EQ(*this->store().SuccessfulPeaks("A", 1), (std::vector<Bytes>{GiB(7)}));
-  EXPECT_EQ(*this->store().SuccessfulPeaks("B", 10), (std::vector<Bytes>{GiB(6)}));
-  EXPECT_TRUE(this->store().SuccessfulPeaks("C", 10)->empty());
-  EXPECT_TRUE(this->store().SuccessfulPeaks("", 10)->empty());
-  EXPECT_TRUE(this->store().SuccessfulPeaks("A", 0)->empty());
+  EXPECT_EQ(peaks->peaks, (std::vector<Bytes>{GiB(7), GiB(5)}));
+  EXPECT_EQ(this->store().EarlierRuns("A", 1)->peaks, (std::vector<Bytes>{GiB(7)}));
+  EXPECT_EQ(this->store().EarlierRuns("B", 10)->peaks, (std::vector<Bytes>{GiB(6)}));
+  EXPECT_TRUE(this->store().EarlierRuns("C", 10)->peaks.empty());
+  EXPECT_TRUE(this->store().EarlierRuns("", 10)->peaks.empty());
+  EXPECT_TRUE(this->store().EarlierRuns("A", 0)->peaks.empty());
 }
 
 TYPED_TEST(JobStoreTest, AFailedInsertStoresNothingAndUsesUpNoId) {

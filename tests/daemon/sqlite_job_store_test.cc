@@ -398,7 +398,7 @@ TEST(SqliteJobStore, ADamagedFileIsAnErrorNotACrash) {
   };
   note(store->LoadLive().status());
   note(store->History(Page(500)).status());
-  note(store->SuccessfulPeaks("A", 100).status());
+  note(store->EarlierRuns("A", 100).status());
   for (JobId id = 1; id <= 200; ++id) {
     note(store->Events(id).status());
     // A record whose bytes were damaged may be unreadable: that names the job, not the file.
@@ -512,7 +512,7 @@ TEST(SqliteJobStore, MigratesASchema1Database) {
   EXPECT_EQ(history->jobs[1].id(), 3);
   EXPECT_EQ(history->jobs[1].owner.user, "alice");
   EXPECT_EQ(history->jobs[1].attempts[0].exit, ExitKind::kSuccess);
-  EXPECT_EQ(*store->SuccessfulPeaks("A", 5), (std::vector<Bytes>{Bytes(7'000'000'000)}));
+  EXPECT_EQ(store->EarlierRuns("A", 5)->peaks, (std::vector<Bytes>{Bytes(7'000'000'000)}));
   EXPECT_EQ(store->Events(5)->size(), 2u);
   Job next = QueuedJob("after the migration");
   ASSERT_TRUE(store->Insert(next, {}).ok());
@@ -653,15 +653,15 @@ TEST(SqliteJobStore, QueriesOverAHundredThousandEndedJobs) {
   EXPECT_EQ(user_page->jobs.size(), static_cast<size_t>(api::kMaxHistoryPage));
 
   start = Clock::now();
-  auto peaks = store->SuccessfulPeaks("model7", 20);
+  auto peaks = store->EarlierRuns("model7", 20);
   const double peaks_us = micros_since(start);
   ASSERT_TRUE(peaks.ok());
-  EXPECT_EQ(peaks->size(), 20u);
+  EXPECT_EQ(peaks->peaks.size(), 20u);
 
   std::cout << fmt::format(
       "{} ended + {} live jobs: open {:.0f} us, LoadLive {:.0f} us, Find {:.1f} us (mean of {}), "
       "History page of {}: newest {:.0f} us, from the middle {:.0f} us, one user's {:.0f} us; "
-      "SuccessfulPeaks(20) {:.0f} us\n",
+      "EarlierRuns(20) {:.0f} us\n",
       kEnded, kLive, open_us, live_us, find_us, kFinds, api::kMaxHistoryPage, first_page_us,
       deep_page_us, user_page_us, peaks_us);
 }

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Memory plans through the real binaries, on fake GPUs whose per-process memory the jobs write
+(colod --fake-gpu-dir): the frameworks' settings a job starts with and the user's own kept, a
+job above its plan under plain sharing (event, `colo show` line, metric, raised need), and an
+out-of-memory crash with PyTorch's figures that recovers in one step.
+"""
+
+import os
+import re
+import socket
+
+import harness
+from harness import wait_until
+
+GIB = 1 << 30
+
+PRINT_ENV = """#!/bin/sh
+env | grep -E '^(XLA_PYTHON_CLIENT_|TF_FORCE_GPU_ALLOW_GROWTH|PYTORCH_CUDA_ALLOC_CONF|COLO_GPU_MEMORY)' | sort
+"""
+
+# Uses $2 bytes on its GPU (written to the fake GPUs' directory $1) until $3 exists.
+USE_MEMORY = """#!/bin/sh
+gpu=$(expr "${CUDA_VISIBLE_DEVICES##*-}" + 0)
+echo "$gpu $2" > "$1/$$"
+i=0
+while [ ! -e "$3" ]; do
+  i=$((i + 1))
+  if [ $i -gt 1200 ]; then echo "gave up waiting for $3" >&2; exit 3; fi
+  sleep 0.05
+done
+"""
+
+# Needs 7.1 GiB: below that plan it fills its plan (less 128 MiB) and fails as PyTorch reports
+# it, with the figures PyTorch prints; with enough it succeeds.
+NEEDS_7_1_GIB = """#!/bin/sh
+gpu=$(expr "${CUDA_VISIBLE_DEVICES##*-}" + 0)
+need=$((71 * 1073741824 / 10))
+plan=${COLO_GPU_MEMORY:-0}
+if [ "$plan" -lt "$need" ]; then
+  used=$((plan - 134217728))
+  echo "$gpu $used" > "$1/$$"
+  sleep 1
+  gib=$(awk "BEGIN { printf \\"%.2f\\", $used / 1073741824 }")
+  cat >&2 <<EOF2
+Traceback (most recent call last):
+  File "train.py", line 40, in <module>
+    loss.backward()
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.19 GiB of which 6.44 MiB is free. Including non-PyTorch memory, this process has $gib GiB memory in use. Of the allocated memory 2.41 GiB is allocated by PyTorch, and 33.59 MiB is reserved by PyTorch but unallocated.
+EOF2
+  exit 1
+fi
+echo "$gpu $need" > "$1/$$"
+sleep 1
+echo "attempt $COLO_ATTEMPT ok with $plan"
+"""
+
+
+def free_loopback_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, deadline=10):
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode().partition("\r\n\r\n")[2]
+
+
+class MemoryTest(harness.E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.bin = self.mkdir("bin")
+        self.work = self.mkdir("work")
+        self.gpu_dir = self.mkdir("fake-gpus", mode=0o777)
+        for name, text in (("print-env", PRINT_ENV), ("use-memory", USE_MEMORY),
+                           ("needs-7.1", NEEDS_7_1_GIB)):
+            self.write(os.path.join(self.bin, name), text, 0o755)
+        self.port = free_loopback_port()
+        self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
+                                 config={"metrics": {"enabled": True, "port": self.port}})
+
+    def colo(self, *args, **kwargs):
+        kwargs.setdefault("cwd", self.work)
+        kwargs.setdefault("path_prefix", self.bin)
+        kwargs.setdefault("daemon", self.daemon)
+        return super().colo(*args, **kwargs)
+
+    def events(self, detail, kind):
+        return [e["detail"] for e in detail["events"] if e["kind"] == kind]
+
+    def test_jobs_start_with_the_frameworks_sharing_settings(self):
+        """A plain job of 2 GiB: JAX preallocates its plan (less the context) and TensorFlow
+        grows; COLO_GPU_MEMORY is its plan; `colo show` says what colod set."""
+        job = self.submit("--mem", "2GiB", "--share", "plain", "--", "print-env")
+        detail = self.assert_succeeded(job)
+        out = self.colo_ok("logs", job).stdout
+        self.assertIn("TF_FORCE_GPU_ALLOW_GROWTH=true\n", out)
+        self.assertIn(f"COLO_GPU_MEMORY={2 * GIB}\n", out)
+        fraction = re.search(r"^XLA_PYTHON_CLIENT_MEM_FRACTION=(0\.\d{3})$", out, re.M)
+        self.assertIsNotNone(fraction, out)
+        self.assertLessEqual(float(fraction.group(1)) * 80 * GIB, 2 * GIB)
+        self.assertNotIn("XLA_PYTHON_CLIENT_PREALLOCATE", out)
+        self.assertNotIn("PYTORCH_CUDA_ALLOC_CONF", out, "no plan was made for expandable segments")
+        env_events = self.events(detail, "env")
+        self.assertEqual(len(env_events), 1, detail["events"])
+        self.assertIn("TF_FORCE_GPU_ALLOW_GROWTH=true", env_events[0])
+
+    def test_the_users_own_settings_are_kept(self):
+        """A job submitted with its own JAX and TensorFlow settings keeps them."""
+        job = self.submit("--mem", "2GiB", "--share", "plain", "--", "print-env",
+                          extra_env={"XLA_PYTHON_CLIENT_PREALLOCATE": "true",
+                                     "TF_FORCE_GPU_ALLOW_GROWTH": "false"})
+        detail = self.assert_succeeded(job)
+        out = self.colo_ok("logs", job).stdout
+        self.assertIn("XLA_PYTHON_CLIENT_PREALLOCATE=true\n", out)
+        self.assertIn("TF_FORCE_GPU_ALLOW_GROWTH=false\n", out)
+        self.assertNotIn("XLA_PYTHON_CLIENT_MEM_FRACTION", out)
+        env_events = self.events(detail, "env")
+        self.assertEqual(len(env_events), 1, detail["events"])
+        self.assertIn("kept: XLA_PYTHON_CLIENT_PREALLOCATE TF_FORCE_GPU_ALLOW_GROWTH",
+                      env_events[0])
+
+    def test_a_job_above_its_plan_under_plain_sharing(self):
+        """Declared at 1 GiB, it uses 3 GiB sharing plainly: an over-plan event, an OverPlan
+        line in `colo show`, the metric for its GPU, and a need raised above its use."""
+        release = os.path.join(self.work, "release")
+        job = self.submit("--mem", "1GiB", "--share", "plain", "--", "use-memory", self.gpu_dir,
+                          3 * GIB, release)
+
+        def over_plan():
+            detail = self.show(job)
+            return detail if self.events(detail, "over-plan") else None
+
+        detail = wait_until(over_plan, 20, "the over-plan event")
+        self.assertIn("above its plan of 1.0 GiB", self.events(detail, "over-plan")[0])
+        self.assertGreaterEqual(detail["need"], 3 * GIB, "the need was not raised")
+        self.assertTrue(detail["attempt_list"][0]["over_plan"])
+        text = self.colo_ok("show", job).stdout
+        self.assertRegex(text, r"OverPlan=peak 3\.0+ GiB > plan 1\.0+ GiB")
+        gpu = int(detail["attempt_list"][0]["gpus"][0])
+        metrics = http_get(self.port, "/metrics")
+        self.assertRegex(metrics, rf'colo_jobs_over_plan_total{{gpu="{gpu}",uuid="[^"]+"}} 1\n')
+        self.write(release, "")
+        detail = self.assert_succeeded(job)
+        self.assertEqual(len(self.events(detail, "over-plan")), 1, "told once per attempt")
+        self.assertGreaterEqual(detail["attempt_list"][0]["peak"], 3 * GIB)
+
+    def test_out_of_memory_with_pytorchs_figures_recovers_in_one_step(self):
+        """Declared at 3 GiB, it needs 7.1 GiB: its first attempt fails at its limit with
+        PyTorch's figures, and its second has enough."""
+        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs-7.1", self.gpu_dir)
+        detail = self.assert_succeeded(job, deadline=60)
+        self.assertEqual([a["exit_kind"] for a in detail["attempt_list"]],
+                         ["out-of-memory", "success"])
+        need = self.events(detail, "need")
+        self.assertEqual(len(need), 1, detail["events"])
+        self.assertRegex(need[0], r"^3\.0 GiB -> 7\.\d GiB: PyTorch in use 2\.\d GiB \+ tried "
+                                  r"20 MiB at the 3\.0 GiB limit: limit-bound")
+        self.assertIn("attempt 2 ok", self.colo_ok("logs", job).stdout)
+
+
+if __name__ == "__main__":
+    harness.main()
