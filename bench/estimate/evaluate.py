@@ -270,6 +270,7 @@ def main():
     parser.add_argument("--run-jobs", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=540)
     parser.add_argument("--only", choices=["profile", "run"], help="one phase only")
+    parser.add_argument("--match", help="only the cases whose id contains this")
     # The child's arguments.
     parser.add_argument("--run-case", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--target")
@@ -292,7 +293,8 @@ def main():
         with open(results_path) as f:
             rows = [json.loads(line) for line in f if line.strip()]
         finished = {r["id"] for r in rows if r.get("run_rc") == 0 and r.get("profile_rc") in (0, None)}
-    todo = [c for c in cases(args.cases) if case_id(*c) not in finished]
+    todo = [c for c in cases(args.cases) if case_id(*c) not in finished
+            and (not args.match or args.match in case_id(*c))]
     print(f"{len(todo)} cases to do", flush=True)
 
     poller = Poller()

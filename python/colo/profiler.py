@@ -330,7 +330,11 @@ class ModelSpec:
             try:
                 model = timm.create_model(name, pretrained=False, **options)
             except RuntimeError as error:
-                raise ProfileError(f"timm: {error}") from error
+                # Only the unknown name is the user's to fix; other errors (a value read while
+                # building under fake tensors) make the caller build on the CPU instead.
+                if "Unknown model" in str(error):
+                    raise ProfileError(f"timm: {error}") from error
+                raise
             if self.input_shape is None:
                 cfg = getattr(model, "pretrained_cfg", None) or {}
                 self.input_shape = tuple(cfg.get("input_size", (3, 224, 224)))
