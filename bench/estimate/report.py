@@ -40,6 +40,7 @@ def main():
     parser.add_argument("--replay", default=os.path.join(root, "build", "bin", "colo-replay"))
     parser.add_argument("--out", help="write cases.csv and table.md here")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--gpu", default="H200", help="the GPU whose calibration colo estimate uses")
     args = parser.parse_args()
 
     rows = [json.loads(line) for line in open(os.path.join(args.dir, "results.jsonl")) if line.strip()]
@@ -51,7 +52,7 @@ def main():
     replay_errors = []
     for r in rows:
         summary = os.path.join(args.dir, "cases", r["id"] + ".json")
-        cmd = [args.colo, "estimate", summary, "--json", "--repeat", str(args.repeat), "--gpu", "H200"]
+        cmd = [args.colo, "estimate", summary, "--json", "--repeat", str(args.repeat), "--gpu", args.gpu]
         for name in estimators:
             cmd += ["--estimator", name]
         out = subprocess.run(cmd, capture_output=True, text=True)
@@ -120,6 +121,18 @@ def main():
             f"{100 * percentile(errors, 0.9):.1f}% | {100 * len(unders) / len(data):.0f}% | "
             f"{(100 * min(unders)) if unders else 0:.1f}% | {statistics.mean(over):.2f} GiB | "
             + (f"{statistics.median(micros):.0f} µs ({max(micros):.0f} µs) |" if name != "fake-tensor" else "- |"))
+    # Per model family: the point estimate and what colo plans with.
+    lines += ["", "| family | cases | trace: median abs. error | trace: worst under | planned: under | planned: median over | planned: max over |",
+              "|---|---|---|---|---|---|---|"]
+    for family in sorted({c["family"] for c in cases}):
+        fam = [c for c in cases if c["family"] == family and c.get("trace") is not None]
+        if not fam:
+            continue
+        err = [(c["trace"] - c["truth_bytes"]) / c["truth_bytes"] for c in fam]
+        over = [(c["trace_upper"] - c["truth_bytes"]) / c["truth_bytes"] for c in fam]
+        lines.append(f"| {family} | {len(fam)} | {100 * statistics.median(map(abs, err)):.1f}% | "
+                     f"{100 * min(0, min(err)):.1f}% | {sum(o < 0 for o in over)} | "
+                     f"{100 * statistics.median(over):.1f}% | {100 * max(over):.1f}% |")
     table = "\n".join(lines)
     print(table)
     print(f"\nallocator model on torch's own history: {replay_exact}/{replay_total} peaks reserved "

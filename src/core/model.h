@@ -101,10 +101,13 @@ struct GpuInfo {
   int node = 0;  // server the GPU belongs to; multi-GPU jobs stay within one node
   bool mig_instance = false;
   SharingMode default_mode = SharingMode::kMps;
-  // What one process's CUDA context takes on this GPU (calibrated). Under MPS a client's context
-  // lives in the MPS server, so NVML does not count it among the client's memory, though the
-  // client's MPS memory limit does: a job's use under MPS is its processes' use plus this.
+  // What one process's CUDA context takes on this GPU (calibrated); plans include it.
   Bytes cuda_context;
+  // What NVML leaves out of an MPS client's memory: part of its context lives in the MPS server
+  // (measured by colo-calibrate --mps: on an H100, driver 580, 758 MiB of context without MPS
+  // and 610 MiB in the client's own entry under MPS). A job's use under MPS, in the terms of its
+  // plan, is its processes' use plus this.
+  Bytes mps_uncounted_context;
 };
 
 // One monitoring sample of a GPU. Utilizations are fractions in [0, 1]; negative means not

@@ -38,15 +38,20 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(250);
 
 // A process's CUDA context on a GPU of this model, from colo's calibrations: the GPU's own, else
 // the first there is (contexts of one driver generation differ little between GPUs), else none.
-Bytes CalibratedContext(const std::string& gpu_name) {
+// A process's CUDA context on this GPU, and the part of it NVML does not count for an MPS client
+// (all of it where the calibration did not measure MPS).
+std::pair<Bytes, Bytes> CalibratedContext(const std::string& gpu_name) {
   auto calibration = LoadCalibration(gpu_name);
   if (!calibration.ok()) calibration = LoadCalibration("");
   if (!calibration.ok()) {
     fmt::print(stderr, "colod: no GPU calibration ({}); CUDA contexts are taken as 0\n",
                calibration.status().message());
-    return Bytes(0);
+    return {Bytes(0), Bytes(0)};
   }
-  return Bytes(calibration->context_bytes);
+  const Bytes context(calibration->context_bytes);
+  if (calibration->mps_context_bytes <= 0) return {context, context};
+  return {context,
+          Bytes(std::max<int64_t>(0, calibration->context_bytes - calibration->mps_context_bytes))};
 }
 
 bool IsLoopback(const std::string& address) {
@@ -117,7 +122,9 @@ Status Daemon::Init() {
       if (auto it = config_.per_gpu.find(key); it != config_.per_gpu.end())
         info.default_mode = it->second;
     }
-    info.cuda_context = config_.cuda_context ? *config_.cuda_context : CalibratedContext(d.name);
+    const auto [context, mps_uncounted] = CalibratedContext(d.name);
+    info.cuda_context = config_.cuda_context ? *config_.cuda_context : context;
+    info.mps_uncounted_context = config_.cuda_context ? *config_.cuda_context : mps_uncounted;
     // Without MPS, a GPU meant for MPS shares plainly.
     if (info.default_mode == SharingMode::kMps && !config_.mps_enabled)
       info.default_mode = SharingMode::kPlain;

@@ -328,9 +328,9 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       const Attempt& attempt = *job.current();
       const auto seen = per_job.find(id);
       Bytes used = seen == per_job.end() ? Bytes(0) : seen->second;
-      // An MPS client's context is in the MPS server, out of NVML's count of the client.
+      // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
       if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
-        used += scheduler_.gpu_info(gpu).cuda_context;
+        used += scheduler_.gpu_info(gpu).mps_uncounted_context;
       scheduler_.OnJobMemory(id, gpu, used);
       // Without an MPS memory limit nothing stops a job at its plan: one above it takes memory
       // that placement gave to others.

@@ -46,6 +46,7 @@ Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
     c.margin_ratio = doc.value("margin_ratio", c.margin_ratio);
     c.margin_bytes = doc.value("margin_bytes", c.margin_bytes);
     c.conv_workspace_ratio = doc.value("conv_workspace_ratio", c.conv_workspace_ratio);
+    c.conv_uncertainty_scale = doc.value("conv_uncertainty_scale", c.conv_uncertainty_scale);
     if (const auto w = doc.find("conv_workspace"); w != doc.end() && w->contains("coefficients")) {
       const auto& modes = w->at("coefficients");
       for (const bool benchmark : {false, true}) {
@@ -77,7 +78,8 @@ Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
     return InvalidArgument(fmt::format("{}: malformed calibration ({})", origin, e.what()));
   }
   if (c.context_bytes < 0 || c.cublas_workspace_bytes < 0 || c.conv_workspace_ratio < 0 ||
-      c.mps_context_bytes < 0 || c.margin_ratio < 0 || c.margin_bytes < 0) {
+      c.mps_context_bytes < 0 || c.conv_uncertainty_scale < 0 || c.margin_ratio < 0 ||
+      c.margin_bytes < 0) {
     return InvalidArgument(fmt::format("{}: negative sizes", origin));
   }
   return c;
@@ -251,7 +253,8 @@ class TraceEstimator final : public MemoryEstimator {
         return 0;
       }
       const auto operands = static_cast<double>(conv.operand_bytes());
-      uncertainty = std::max(uncertainty, static_cast<int64_t>((k.max - k.median) * operands));
+      uncertainty = std::max(uncertainty, static_cast<int64_t>(cal.conv_uncertainty_scale *
+                                                               (k.max - k.median) * operands));
       return static_cast<int64_t>(k.median * operands);
     };
     auto stats = Replay(**trace, {permanent, workspace, expandable_});

@@ -50,6 +50,10 @@ struct GpuCalibration {
     bool measured = false;
   };
   std::array<ConvWorkspace, 4 * ConvCall::kShapes> conv_workspace{};
+  // How many times the spread (max - median) at the worst convolution the upper bound adds:
+  // cuDNN's backward takes its data and filter workspaces separately, and large first layers
+  // take more than the measured shapes did. Fitted with the margins in bench/estimate.
+  double conv_uncertainty_scale = 1.5;
   // Under MPS a client's context is partly in the MPS server: what remains in the client's own
   // NVML entry (measured by colo-calibrate --mps; 0 when not measured).
   int64_t mps_context_bytes = 0;

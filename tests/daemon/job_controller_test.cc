@@ -76,7 +76,7 @@ class JobControllerTest : public ::testing::Test {
     scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config_);
     for (int g = 0; g < 2; ++g)
       scheduler_->AddGpu(GpuInfo{"GPU-" + std::to_string(g), "Fake", GiB(80), 0, false,
-                                 SharingMode::kPlain, MiB(500)});
+                                 SharingMode::kPlain, MiB(500), MiB(500)});
     ControllerOptions options;
     options.cancel_grace = Seconds(10);
     options.log = [this](const JobEvent& e) { log_.push_back(e); };

@@ -39,8 +39,8 @@ struct Daemon {
 
   Daemon() {
     for (const DeviceInfo& d : gpus.devices())
-      scheduler.AddGpu(
-          GpuInfo{d.uuid, d.name, d.memory_total, 0, false, SharingMode::kPlain, Bytes(0)});
+      scheduler.AddGpu(GpuInfo{d.uuid, d.name, d.memory_total, 0, false, SharingMode::kPlain,
+                               Bytes(0), Bytes(0)});
     controller =
         std::make_unique<JobController>(clock, scheduler, store, launcher, ControllerOptions{});
     if (!controller->Recover().ok()) abort();
