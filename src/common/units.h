@@ -30,9 +30,13 @@ class Bytes {
     count_ -= o.count_;
     return *this;
   }
-  // Scaling rounds to the nearest byte.
+  // Scaling rounds to the nearest byte and saturates (a product beyond int64 is no size, and
+  // converting it would be undefined).
   Bytes Scaled(double factor) const {
-    return Bytes(static_cast<int64_t>(static_cast<double>(count_) * factor + 0.5));
+    const double scaled = static_cast<double>(count_) * factor + 0.5;
+    if (!(scaled < 9.2e18)) return Bytes(scaled > 0 ? int64_t{9'200'000'000'000'000'000} : 0);
+    if (scaled <= -9.2e18) return Bytes(-int64_t{9'200'000'000'000'000'000});
+    return Bytes(static_cast<int64_t>(scaled));
   }
 
  private:

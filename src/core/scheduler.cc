@@ -175,11 +175,15 @@ Status Scheduler::RaiseRunningNeed(JobId id, const MemoryNeed& need) {
   JobRecord& job = it->second;
   if (job.state != JobState::kRunning)
     return FailedPrecondition(fmt::format("job {} is {}, not running", id, ToString(job.state)));
-  if (!need.known() || need.Upper() <= job.need.Upper())
+  // No need above the largest GPU: a job that uses (nearly) all of one holds that much, and a
+  // larger number could never be placed again after a crash.
+  const MemoryNeed capped =
+      need.Upper() > max_capacity_ ? MemoryNeed{max_capacity_, need.source, 0.0} : need;
+  if (!capped.known() || capped.Upper() <= job.need.Upper())
     return InvalidArgument(
-        fmt::format("job {}: {} does not raise its need", id, FormatBytes(need.Upper())));
-  job.need = need;
-  job.spec.memory = need;
+        fmt::format("job {}: {} does not raise its need", id, FormatBytes(capped.Upper())));
+  job.need = capped;
+  job.spec.memory = capped;
   changed_ = true;
   return Status::Ok();
 }
@@ -371,12 +375,14 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
       return CheckPlaceable(probe).ok();
     };
     if (!placeable(need)) {
-      Bytes lo = std::min(facts.planned, need), hi = need;
-      for (int i = 0; i < 30 && hi - lo > MiB(1); ++i) {
-        const Bytes mid((lo.count() + hi.count()) / 2);
+      // The largest need that is placeable; never one that is not (the job's plan may itself
+      // be beyond placing: a need raised while it ran).
+      Bytes lo(0), hi = need;
+      for (int i = 0; i < 64 && hi - lo > MiB(1); ++i) {
+        const Bytes mid(lo.count() + (hi.count() - lo.count()) / 2);
         (placeable(mid) ? lo : hi) = mid;
       }
-      need = std::max(lo, std::min(facts.planned, need));
+      need = lo;
       job.need_basis +=
           fmt::format("; at most {}, the most this server can place", FormatBytes(need));
     }

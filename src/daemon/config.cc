@@ -205,9 +205,10 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   if (!problem.empty()) return InvalidArgument(problem);
   if (c.scheduler.window_samples < 1)
     return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
-  if (c.scheduler.oom_growth < 1 || c.scheduler.oom_limit_growth < 1)
-    return InvalidArgument(origin +
-                           ": scheduler.oom_growth and scheduler.oom_limit_growth must be ≥ 1");
+  if (!(c.scheduler.oom_growth >= 1 && c.scheduler.oom_growth <= 10) ||
+      !(c.scheduler.oom_limit_growth >= 1 && c.scheduler.oom_limit_growth <= 10))
+    return InvalidArgument(
+        origin + ": scheduler.oom_growth and scheduler.oom_limit_growth must be between 1 and 10");
   if (c.scheduler.sample_interval <= Duration::zero())
     return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
   if (c.max_clients < 1 || c.max_clients_per_user < 1 || c.metrics_max_clients < 1 ||

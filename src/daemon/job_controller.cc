@@ -335,7 +335,8 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       // Without an MPS memory limit nothing stops a job at its plan: one above it takes memory
       // that placement gave to others.
       const Bytes plan = attempt.memory_limit;
-      if (attempt.mode != SharingMode::kMps && plan > Bytes(0) && used > plan)
+      // (An exclusive job has its GPUs to itself: its use takes nothing from anyone.)
+      if (attempt.mode == SharingMode::kPlain && plan > Bytes(0) && used > plan)
         OverPlan(job, gpu, used, plan);
       if (here.size() == 1 && s.smact > kComputingSmact) {
         running_[id].solo_smact_sum += s.smact;
@@ -348,8 +349,12 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
 void JobController::OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan) {
   const JobRecord* r = scheduler_.job(job.id());
   if (!r || used <= r->need.Upper()) return;  // raised already past this use
-  const MemoryNeed raised{used.Scaled(1 + kOverPlanMargin), MemorySource::kLearned, 0.0};
-  if (!scheduler_.RaiseRunningNeed(job.id(), raised).ok()) return;
+  if (!scheduler_
+           .RaiseRunningNeed(job.id(),
+                             {used.Scaled(1 + kOverPlanMargin), MemorySource::kLearned, 0.0})
+           .ok())
+    return;
+  const MemoryNeed raised = r->need;  // as the scheduler took it (at most the largest GPU)
   job.spec.memory = raised;
   Attempt& attempt = *job.current();
   if (attempt.over_plan) return;  // told once per attempt; the need follows its use silently
@@ -576,7 +581,8 @@ FrameworkEnv JobController::FrameworkSettings(const Job& job, const Attempt& att
   for (const std::string& uuid : attempt.gpu_uuids) {
     for (size_t g = 0; g < scheduler_.gpu_count(); ++g) {
       const GpuInfo& info = scheduler_.gpu_info(static_cast<GpuIndex>(g));
-      if (info.uuid != uuid || (!first && info.capacity >= plan.capacity)) continue;
+      // The largest of its GPUs: a fraction of it is at most the plan on every one of them.
+      if (info.uuid != uuid || (!first && info.capacity <= plan.capacity)) continue;
       plan.capacity = info.capacity;
       plan.cuda_context = info.cuda_context;
       first = false;

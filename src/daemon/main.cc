@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (!fake_gpu_dir.empty() && fake_gpus <= 0) {
+    fmt::print(stderr, "colod: --fake-gpu-dir is for --fake-gpus only\n");
+    return 2;
+  }
   std::unique_ptr<GpuBackend> gpus;
   if (fake_gpus > 0) {
     gpus = std::make_unique<FakeGpus>(fake_gpus, GiB(80), fake_gpu_dir);

@@ -593,21 +593,12 @@ Result<PaperDataset> ParsePaperCsv(const std::string& text, const std::string& o
 }
 
 Result<PaperDataset> LoadPaperCsv(const std::string& path) {
-  std::string text;
   if (EndsWith(path, ".gz")) {
-    FILE* pipe = popen(("gzip -dc '" + path + "' 2>/dev/null").c_str(), "r");
-    if (!pipe) return Internal(fmt::format("{}: cannot start gzip", path));
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
-    if (pclose(pipe) != 0)
-      return InvalidArgument(fmt::format("{}: not a readable gzip file", path));
-  } else {
-    auto read = ReadTextFile(path, "GPUMemNet CSV");
-    if (!read.ok()) return read.status();
-    text = std::move(*read);
+    return InvalidArgument(fmt::format("{}: decompress it first (gzip -d)", path));
   }
-  return ParsePaperCsv(text, path);
+  auto text = ReadTextFile(path, "GPUMemNet CSV");
+  if (!text.ok()) return text.status();
+  return ParsePaperCsv(*text, path);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 //
 //   colo-gpumemnet-train --published DIR_OR_CSV... -o data/gpumemnet-paper.json
 //       the published method (gpumemnet_paper.h) on GPUMemNet's published CSVs (mlp_data2.csv,
-//       cnn_data1.csv, trans_data.csv under any name; plain or .gz), with the published split;
+//       cnn_data1.csv, trans_data.csv under any name), with the published split;
 //       reports the held-out accuracy per family. CSV inputs given without --published are
 //       recognised by their extension.
 //
@@ -47,7 +47,7 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 }
 
 bool IsCsv(const std::string& path) {
-  return EndsWith(path, ".csv") || EndsWith(path, ".csv.gz");
+  return EndsWith(path, ".csv");
 }
 
 void PrintSkipped(const std::map<std::string, int>& skipped) {
@@ -204,7 +204,7 @@ int TrainPublished(const std::vector<std::string>& inputs, const std::string& ou
       }
       std::sort(found.begin(), found.end());
       if (found.empty()) {
-        std::cerr << "colo-gpumemnet-train: no .csv or .csv.gz file in " << input << "\n";
+        std::cerr << "colo-gpumemnet-train: no .csv file in " << input << "\n";
         return 1;
       }
       files.insert(files.end(), found.begin(), found.end());

@@ -2,12 +2,15 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 
 namespace colo {
 
@@ -53,13 +56,36 @@ std::vector<DeviceSample> FakeGpus::SampleAll() {
   return out;
 }
 
+namespace {
+
+// A small regular file beneath `dir`, read without following links or blocking on FIFOs (colod
+// may run as root over a directory others write); "" for anything else.
+std::string ReadSmallFile(int dir, const char* name) {
+  const int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string text;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) text.assign(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
+}  // namespace
+
 void FakeGpus::ReadStateDir(std::vector<std::map<int, Bytes>>& processes,
                             std::vector<double>& smact) const {
   DIR* dir = opendir(state_dir_.c_str());
   if (!dir) return;
+  int entries = 0;
   while (const dirent* entry = readdir(dir)) {
+    if (++entries > 4096) break;  // a test writes a handful
     const std::string name = entry->d_name;
-    std::ifstream in(state_dir_ + "/" + name);
+    if (name.empty() || name[0] == '.') continue;
+    std::istringstream in(ReadSmallFile(dirfd(dir), name.c_str()));
     if (name.starts_with("smact-")) {
       const int gpu = std::atoi(name.c_str() + 6);
       double value = 0;
@@ -73,8 +99,10 @@ void FakeGpus::ReadStateDir(std::vector<std::map<int, Bytes>>& processes,
     int gpu = 0;
     int64_t bytes = 0;
     while (in >> gpu >> bytes) {
+      // At most the GPU's memory: nothing a real GPU could report is larger.
       if (gpu >= 0 && static_cast<size_t>(gpu) < processes.size() && bytes >= 0)
-        processes[static_cast<size_t>(gpu)][pid] = Bytes(bytes);
+        processes[static_cast<size_t>(gpu)][pid] =
+            std::min(Bytes(bytes), devices_[static_cast<size_t>(gpu)].memory_total);
     }
   }
   closedir(dir);

@@ -464,10 +464,19 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
     if (eq == std::string::npos) continue;
     spank_setenv(sp, entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 1);
   }
-  // The frameworks' sharing settings: a user who sets one for the job keeps it.
+  // The frameworks' sharing settings: a user who sets one for the job keeps it. JAX's settings
+  // go together: a step that chose how JAX allocates (any XLA_PYTHON_CLIENT_ variable) gets
+  // none of colod's, as a job run by colod directly.
+  char ignored[256];
+  bool jax_chosen = false;
+  for (const char* name : {"XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+                           "XLA_PYTHON_CLIENT_ALLOCATOR"}) {
+    jax_chosen |= spank_getenv(sp, name, ignored, sizeof ignored) != ESPANK_ENV_NOEXIST;
+  }
   for (const std::string& entry : g_env_defaults) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos) continue;
+    if (jax_chosen && entry.starts_with("XLA_PYTHON_CLIENT_")) continue;
     spank_setenv(sp, entry.substr(0, eq).c_str(), entry.c_str() + eq + 1, 0);
   }
   return 0;

@@ -148,6 +148,33 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   EXPECT_NE(scheduler_->job(1)->end_reason.find("retry cap"), std::string::npos);
 }
 
+// A job that used nearly a whole GPU while it ran (its need raised to follow) and then crashed
+// out of memory must come back with a need some GPU can take: never one that holds the recovery
+// queue's head, and every job behind it, forever.
+TEST_F(SchedulerTest, ANeedRaisedPastTheLargestGpuStaysPlaceableAfterACrash) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobMemory(1, 0, GiB(37));
+  ASSERT_TRUE(
+      scheduler_->RaiseRunningNeed(1, {GiB(37).Scaled(1.1), MemorySource::kLearned, 0.0}).ok());
+  EXPECT_EQ(scheduler_->job(1)->need.Upper(), GiB(40)) << "at most the largest GPU";
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
+            ExitAction::kRequeuedForRecovery);
+  EXPECT_LT(scheduler_->job(1)->need.Upper(), GiB(40)) << scheduler_->job(1)->need_basis;
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(1))).ok());
+  bool both = false;
+  for (int pass = 0; pass < 5 && !both; ++pass) {
+    for (const auto& launch : scheduler_->Schedule()) {
+      if (launch.job == 1) (void)scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""});
+    }
+    clock_.Advance(Seconds(60));
+    both = scheduler_->job(1)->state == JobState::kSucceeded &&
+           scheduler_->job(2)->state != JobState::kQueued;
+  }
+  EXPECT_TRUE(both) << "the recovered job ran and the job behind it was not held back";
+}
+
 // A daemon restart re-submits jobs with what they went through: a job that had crashed out of
 // memory keeps its recovery priority and its retry count.
 TEST_F(SchedulerTest, PriorOutOfMemoryAttemptsSurviveARestart) {
