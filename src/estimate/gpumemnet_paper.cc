@@ -178,10 +178,11 @@ bool PerSampleRank(const LayerInfo& layer, size_t rank) {
   return layer.output_shape.size() == rank && layer.output_shape[0] == -1;
 }
 
-int64_t ElementsAfterBatch(const LayerInfo& layer) {
-  int64_t n = 1;
+// In double: a hostile summary's shapes may multiply past int64 (features are doubles anyway).
+double ElementsAfterBatch(const LayerInfo& layer) {
+  double n = 1;
   for (size_t i = 1; i < layer.output_shape.size(); ++i)
-    n *= std::max<int64_t>(0, layer.output_shape[i]);
+    n *= static_cast<double>(std::max<int64_t>(0, layer.output_shape[i]));
   return layer.output_shape.empty() ? 0 : n;
 }
 
@@ -234,7 +235,7 @@ std::vector<double> CnnFeatures(const ModelSummary& s, int batch) {
     const std::string& t = layer.type;
     if (Contains(t, "Block")) continue;
     const bool image = PerSampleRank(layer, 4);
-    const double chw = image ? static_cast<double>(ElementsAfterBatch(layer)) : 0;
+    const double chw = image ? ElementsAfterBatch(layer) : 0;
     const bool flat = PerSampleRank(layer, 2);
     const double width = flat ? static_cast<double>(layer.output_shape[1]) : 0;
     if (EndsWith(t, "Conv2d")) {
@@ -298,7 +299,7 @@ std::vector<double> TransformerFeatures(const ModelSummary& s, int batch) {
     const std::string& t = layer.type;
     if (layer.kind == LayerKind::kAttention) ++attention;
     if (EndsWith(t, "Embedding")) {
-      current = static_cast<double>(ElementsAfterBatch(layer));
+      current = ElementsAfterBatch(layer);
       activations += current;
       parameters += static_cast<double>(layer.parameters);
       ++depth;

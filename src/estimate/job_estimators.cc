@@ -308,6 +308,14 @@ class TraceEstimator final : public MemoryEstimator {
               ta.events[i].value == tb.events[i].value);
     }
     same = same && ta.convs.size() == tb.convs.size();
+    // The same convolutions, of the same kind: only their tensors grow with the batch.
+    for (size_t i = 0; same && i < ta.convs.size(); ++i) {
+      const ConvCall& x = ta.convs[i];
+      const ConvCall& y = tb.convs[i];
+      same = x.backward == y.backward && x.geometry == y.geometry &&
+             x.weight_bytes == y.weight_bytes && x.kernel_h == y.kernel_h &&
+             x.kernel_w == y.kernel_w && x.in_channels == y.in_channels && x.groups == y.groups;
+    }
     if (!same) {
       return Unavailable(fmt::format(
           "no trace for batch {}, and the traces of batches {} and {} differ in structure; "
@@ -317,8 +325,12 @@ class TraceEstimator final : public MemoryEstimator {
     auto out = std::make_shared<AllocationTrace>(ta);
     const double t = static_cast<double>(batch - sorted[hi - 1]->batch) /
                      (sorted[hi]->batch - sorted[hi - 1]->batch);
+    // Far outside the traced batches a size can leave any sane range: clamped to 0..10^18 (a
+    // trace's own sizes stay below that), which no GPU places.
     auto between = [t](int64_t x, int64_t y) {
-      return std::max<int64_t>(0, std::llround(x + t * static_cast<double>(y - x)));
+      const double v =
+          static_cast<double>(x) + t * (static_cast<double>(y) - static_cast<double>(x));
+      return static_cast<int64_t>(std::llround(std::clamp(v, 0.0, 1e18)));
     };
     for (size_t i = 0; i < out->events.size(); ++i) {
       auto& e = out->events[i];

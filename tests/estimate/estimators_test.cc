@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -157,6 +158,44 @@ TEST(Estimators, TraceInterpolatesBetweenTwoRecordedBatches) {
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_EQ(e->peak.count(), 40 * kMiB - (40 * kMiB - 40000000) / (2 * kMiB) * (2 * kMiB) +
                                  30 * kMiB - (30 * kMiB - 30000000) / (2 * kMiB) * (2 * kMiB));
+}
+
+// cuDNN's workspace is allocated inside each convolution at the calibrated median coefficient;
+// the spread to the largest measured one goes into the upper bound only.
+TEST(Estimators, TraceModelsConvolutionWorkspacesWithTheGpusCalibration) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+  };
+  // 100 MiB live, then a 3x3 convolution over 20 + 20 MiB tensors (weight 0).
+  write("c.b2.trace", fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 3 3 64 1\n",
+                                  100 * kMiB, 20 * kMiB, 20 * kMiB));
+  write("c.b4.trace", fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 1 1 64 1\n",
+                                  100 * kMiB, 40 * kMiB, 40 * kMiB));
+  write("c.json", R"({"format": "colo-model-summary", "version": 1, "batch": 2,
+    "totals": {"parameters": 1}, "layers": [{"type": "Conv2d", "parameters": 1}],
+    "traces": [{"batch": 2, "file": "c.b2.trace"}, {"batch": 4, "file": "c.b4.trace"}]})");
+  auto s = LoadModelSummary(dir + "/c.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  JobDescription job;
+  job.summary = &*s;
+  job.batch = 2;
+  GpuCalibration cal;
+  cal.gpu = "test";
+  cal.margin_ratio = 0;
+  cal.margin_bytes = 0;
+  cal.conv_uncertainty_scale = 1;
+  auto& k = cal.conv_workspace[ConvWorkspaceIndex(false, false, ConvCall::Shape::kGeneral)];
+  k = {1.0, 1.5, true};
+  auto e = MakeTraceEstimator(cal)->Estimate(job);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->peak.count(), 140 * kMiB) << "100 MiB live + a 40 MiB workspace";
+  EXPECT_EQ(e->upper.count(), 160 * kMiB) << "+ (1.5 - 1.0) x 40 MiB";
+  // Batch 3 would interpolate a 3x3 convolution with a pointwise one: not the same program.
+  job.batch = 3;
+  auto between = MakeTraceEstimator(cal)->Estimate(job);
+  ASSERT_FALSE(between.ok());
+  EXPECT_NE(between.status().message().find("differ in structure"), std::string::npos);
 }
 
 TEST(Estimators, HistoryShrinksItsMarginWithEvidence) {
