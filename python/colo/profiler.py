@@ -492,17 +492,21 @@ def load_function(path, function):
     return found
 
 
+def takes_batch_size(function):
+    """Whether the user's function takes the batch size (and is called once per batch size)."""
+    try:
+        return "batch_size" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def workload_from_function(factory, batch_size, input_shape=None, optimizer="adam", amp=False):
     """Calls the user's FUNCTION: it returns a Workload (or a Module, fed `input_shape` images).
     A function with a `batch_size` parameter is called with the batch size."""
     import torch
 
     try:
-        takes_batch = "batch_size" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes_batch = False
-    try:
-        made = factory(batch_size=batch_size) if takes_batch else factory()
+        made = factory(batch_size=batch_size) if takes_batch_size(factory) else factory()
     except ProfileError:
         raise
     except Exception as error:
@@ -1002,10 +1006,7 @@ def profile_function(path, function, batches, steps, output_path, device="auto",
                      optimizer="adam", amp=False):
     """Profiles the workload a function of the user's code returns (`--step FILE.py:FUNCTION`)."""
     factory = load_function(path, function)
-    try:
-        per_batch = "batch_size" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        per_batch = False
+    per_batch = takes_batch_size(factory)
     made = {}
 
     def workload_for(batch, _fake_mode):

@@ -33,6 +33,18 @@
 
 namespace {
 
+// Writes a trained model; the process's exit status.
+int WriteModel(const std::string& output, const std::string& json) {
+  std::ofstream out(output);
+  out << json;
+  if (!out) {
+    std::cerr << "colo-gpumemnet-train: cannot write " << output << "\n";
+    return 1;
+  }
+  fmt::print("wrote {}\n", output);
+  return 0;
+}
+
 using colo::GpuMemNetExample;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -180,14 +192,7 @@ int TrainColoVariant(const std::vector<std::string>& inputs, const std::string& 
     fmt::print("{} row(s) skipped:\n", skipped_rows);
     PrintSkipped(skipped);
   }
-  std::ofstream out(output);
-  out << model.ToJson();
-  if (!out) {
-    std::cerr << "colo-gpumemnet-train: cannot write " << output << "\n";
-    return 1;
-  }
-  fmt::print("wrote {}\n", output);
-  return 0;
+  return WriteModel(output, model.ToJson());
 }
 
 int TrainPublished(const std::vector<std::string>& inputs, const std::string& output,
@@ -258,14 +263,7 @@ int TrainPublished(const std::vector<std::string>& inputs, const std::string& ou
     std::fflush(stdout);
     model.Set(std::move(e));
   }
-  std::ofstream out(output);
-  out << model.ToJson();
-  if (!out) {
-    std::cerr << "colo-gpumemnet-train: cannot write " << output << "\n";
-    return 1;
-  }
-  fmt::print("wrote {}\n", output);
-  return 0;
+  return WriteModel(output, model.ToJson());
 }
 
 }  // namespace

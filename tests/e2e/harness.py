@@ -220,6 +220,26 @@ def remove_cgroup(path):
 # --- Raw sockets ---
 
 
+def free_loopback_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, deadline=10):
+    """A GET on 127.0.0.1:PORT; (status line, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.decode().partition("\r\n\r\n")
+    return head.splitlines()[0], body
+
+
 def connect_as(path, user=None, count=1, timeout=5.0):
     """`count` connections to the Unix socket `path`, made by a child process that became `user`
     first, so that colod's SO_PEERCRED sees that user. Returns the sockets, or raises OSError

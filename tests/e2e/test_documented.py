@@ -683,26 +683,6 @@ class RunningJobs(DocumentedTest, lifecycle.LifecycleTests):
         return self.daemon
 
 
-def free_loopback_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(port, path, deadline=10):
-    """A GET on 127.0.0.1:PORT; (status line, body)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=deadline) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head, _, body = data.decode().partition("\r\n\r\n")
-    return head.splitlines()[0], body
-
-
 class Metrics(DocumentedTest):
     """Metrics for Prometheus: opt-in, on loopback, a connection pool of their own."""
 
@@ -715,7 +695,7 @@ class Metrics(DocumentedTest):
         self.work = self.mkdir("home", "work", user=self.user)
         self.bin = self.mkdir("home", "bin", user=self.user)
         self.write(os.path.join(self.bin, "wait-for"), WAIT_SCRIPT, 0o755, self.user)
-        self.port = free_loopback_port()
+        self.port = harness.free_loopback_port()
         self.daemon = self.start_personal(
             config={"metrics": {"enabled": True, "port": self.port, "max_clients": 2}})
 
@@ -723,13 +703,13 @@ class Metrics(DocumentedTest):
         """GET /metrics on 127.0.0.1 gives the queue, running jobs, GPUs and placements; another
         path is 404; scrapers filling their pool lock no API user out."""
         job, release = self.wait_job()
-        status, body = http_get(self.port, "/metrics")
+        status, body = harness.http_get(self.port, "/metrics")
         self.assertEqual(status, "HTTP/1.1 200 OK")
         for line in ("colo_running_jobs 1", 'colo_queue_jobs{queue="main"} 0',
                      'colo_gpu_memory_total_bytes{gpu="0"'):
             self.assertIn(line, body)
         self.assertRegex(body, r'colo_placements_total\{policy="[^"]+"\} 1')
-        self.assertEqual(http_get(self.port, "/other")[0], "HTTP/1.1 404 Not Found")
+        self.assertEqual(harness.http_get(self.port, "/other")[0], "HTTP/1.1 404 Not Found")
         held = [socket.create_connection(("127.0.0.1", self.port), timeout=5) for _ in range(3)]
         try:
             self.colo_ok("queue")
@@ -738,7 +718,7 @@ class Metrics(DocumentedTest):
                 s.close()
         self.release(release)
         self.assert_succeeded(job)
-        self.assertIn("colo_running_jobs 0", http_get(self.port, "/metrics")[1])
+        self.assertIn("colo_running_jobs 0", harness.http_get(self.port, "/metrics")[1])
 
 
 class Refusals(DocumentedTest):

@@ -7,7 +7,6 @@ out-of-memory crash with PyTorch's figures that recovers in one step.
 
 import os
 import re
-import socket
 
 import harness
 from harness import wait_until
@@ -55,24 +54,6 @@ echo "attempt $COLO_ATTEMPT ok with $plan"
 """
 
 
-def free_loopback_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(port, path, deadline=10):
-    with socket.create_connection(("127.0.0.1", port), timeout=deadline) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return data.decode().partition("\r\n\r\n")[2]
-
-
 class MemoryTest(harness.E2ETest):
     def setUp(self):
         super().setUp()
@@ -82,7 +63,7 @@ class MemoryTest(harness.E2ETest):
         for name, text in (("print-env", PRINT_ENV), ("use-memory", USE_MEMORY),
                            ("needs-7.1", NEEDS_7_1_GIB)):
             self.write(os.path.join(self.bin, name), text, 0o755)
-        self.port = free_loopback_port()
+        self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
                                  config={"metrics": {"enabled": True, "port": self.port}})
 
@@ -145,7 +126,7 @@ class MemoryTest(harness.E2ETest):
         text = self.colo_ok("show", job).stdout
         self.assertRegex(text, r"OverPlan=peak 3\.0+ GiB > plan 1\.0+ GiB")
         gpu = int(detail["attempt_list"][0]["gpus"][0])
-        metrics = http_get(self.port, "/metrics")
+        metrics = harness.http_get(self.port, "/metrics")[1]
         self.assertRegex(metrics, rf'colo_jobs_over_plan_total{{gpu="{gpu}",uuid="[^"]+"}} 1\n')
         self.write(release, "")
         detail = self.assert_succeeded(job)
