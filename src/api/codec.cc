@@ -178,6 +178,7 @@ std::optional<Bytes> ReadBytes(FieldReader& r, const json& object, std::string_v
 json ToJson(const JobEstimate& e) {
   json j{{"estimator", e.estimator}, {"peak", e.peak.count()}, {"lower", e.lower.count()},
          {"upper", e.upper.count()}, {"detail", e.detail},     {"signature", e.signature}};
+  if (e.predicted_smact >= 0) j["predicted_smact"] = e.predicted_smact;
   if (e.learned)
     j["history"] = {{"runs", e.learned->runs},
                     {"peak", e.learned->peak.count()},
@@ -195,6 +196,7 @@ std::optional<JobEstimate> ReadEstimate(const json& j, std::string_view prefix, 
   e.upper = Bytes(r.Int("upper", e.peak.count(), 1, kMaxMemoryBytes));
   e.detail = r.String("detail", "", 1024);
   e.signature = r.String("signature", "", 256);
+  e.predicted_smact = r.Number("predicted_smact", -1, -1, 1);
   if (!r.Has("peak")) r.Fail("peak", "is required");
   if (status->ok() && !(e.lower <= e.peak && e.peak <= e.upper))
     r.Fail("upper", "needs lower <= peak <= upper");
@@ -377,6 +379,7 @@ json ToJson(const JobDetail& d) {
   if (d.need) j["need"] = d.need->count();
   j["need_source"] = d.need_source;
   if (d.reservation) j["reservation"] = d.reservation->count();
+  if (d.smact) j["smact"] = *d.smact;
   j["oom_count"] = d.oom_count;
   json events = json::array();
   for (const EventInfo& e : d.events)
@@ -461,6 +464,7 @@ JobDetail ReadDetail(const json& j, Status* status) {
   if (r.Has("need")) d.need = Bytes(r.Int("need", 0, 0, kMaxMemoryBytes));
   d.need_source = r.String("need_source", "", 64);
   if (r.Has("reservation")) d.reservation = Bytes(r.Int("reservation", 0, 0, kMaxMemoryBytes));
+  if (r.Has("smact")) d.smact = r.Number("smact", 0, 0, 1);
   d.oom_count = static_cast<int>(r.Int("oom_count", 0, 0, 1 << 30));
   if (const auto it = j.find("events"); it != j.end() && it->is_array()) {
     for (const json& e : *it) {

@@ -50,6 +50,9 @@ struct JobEstimate {
   std::string detail;
   // Links runs of the same model, batch, optimizer and precision (the history estimator's key).
   std::string signature;
+  // SM activity alone on a GPU the client predicted from the profile's FLOPs (negative: none);
+  // the job plans with it when it was submitted without --smact and no earlier run measured one.
+  double predicted_smact = -1;
   struct Learned {
     int runs = 0;
     Bytes peak, upper;
@@ -200,6 +203,9 @@ struct JobDetail {
   std::optional<Bytes> need;  // what placement plans with now (live jobs)
   std::string need_source;
   std::optional<Bytes> reservation;
+  // The SM activity alone the job plans with (its MPS thread share, the utilization gate):
+  // the user's --smact, what earlier runs measured, or the client's prediction.
+  std::optional<double> smact;
   int oom_count = 0;
   std::vector<EventInfo> events;
 };

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <thread>
@@ -280,6 +281,7 @@ Status ApplyEstimate(const ClientOptions& o, api::SubmitRequest& r) {
   e.upper = best->estimate->upper;
   e.detail = best->estimate->detail;
   e.signature = fmt::format("{:016x}-b{}", report->summary->Signature(), report->batch);
+  if (report->smact) e.predicted_smact = report->smact->smact;
   r.estimate = e;
   if (!o.json) {
     // Say why the better estimators could not answer (no trace for this batch, no calibration).
@@ -290,6 +292,9 @@ Status ApplyEstimate(const ClientOptions& o, api::SubmitRequest& r) {
     }
     fmt::print(stderr, "colo: {} estimates {} (plans with {})\n", best->estimator,
                FormatBytes(best->estimate->peak), FormatBytes(best->estimate->upper));
+    if (report->smact && o.smact < 0)
+      fmt::print(stderr, "colo: solo SM activity {:.2f} predicted from the profile\n",
+                 report->smact->smact);
   }
   return Status::Ok();
 }
@@ -408,9 +413,18 @@ void PrintShow(const api::JobDetail& j) {
       fmt::print("   Learned from {} earlier run(s): peak={} GiB upper={} GiB\n", e.learned->runs,
                  Gib(e.learned->peak), Gib(e.learned->upper));
     }
-    if (e.learned && e.learned->solo_smact >= 0)
-      fmt::print("   Smact={:.2f} (learned from earlier runs alone on a GPU)\n",
-                 e.learned->solo_smact);
+  }
+  if (j.smact) {
+    // Where the number came from: colod plans with the user's, else what runs measured, else the
+    // client's prediction; each is kept with the estimate.
+    std::string_view source = "given with --smact";
+    const auto same = [&](double v) { return v >= 0 && std::abs(v - *j.smact) < 1e-9; };
+    if (j.estimate && j.estimate->learned && same(j.estimate->learned->solo_smact)) {
+      source = "learned from earlier runs alone on a GPU";
+    } else if (j.estimate && same(j.estimate->predicted_smact)) {
+      source = "predicted from the profile's FLOPs and bytes per step";
+    }
+    fmt::print("   Smact={:.2f} ({})\n", *j.smact, source);
   }
   fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(s.submitted),
              FormatWallTime(s.finished));

@@ -80,6 +80,17 @@ Result<EstimateReport> RunEstimates(const EstimateCommandOptions& o) {
     }
     report.estimates.push_back(std::move(e));
   }
+  auto calibration = LoadCalibration(o.gpu);
+  if (!calibration.ok()) {
+    report.smact_unavailable = calibration.status().message();
+  } else if (!calibration->smact) {
+    report.smact_unavailable = fmt::format("no SMACT model for {}", calibration->gpu);
+  } else if (auto smact = PredictSoloSmact(*report.summary, job.batch, *calibration->smact);
+             smact.ok()) {
+    report.smact = *smact;
+  } else {
+    report.smact_unavailable = smact.status().message();
+  }
   return report;
 }
 
@@ -105,6 +116,13 @@ nlohmann::json ToJson(const EstimateReport& r) {
     list.push_back(std::move(j));
   }
   if (const NamedEstimate* best = BestEstimate(r.estimates)) out["best"] = best->estimator;
+  if (r.smact) {
+    out["solo_smact"] = {{"predicted", r.smact->smact},
+                         {"gpu_seconds_per_step", r.smact->gpu_seconds},
+                         {"host_seconds_per_step", r.smact->host_seconds}};
+  } else {
+    out["solo_smact"] = {{"error", r.smact_unavailable}};
+  }
   return out;
 }
 
@@ -144,6 +162,14 @@ int RunEstimateCommand(const EstimateCommandOptions& o) {
   } else {
     fmt::print(
         "no estimator could answer: colo would rely on recovery from out-of-memory crashes\n");
+  }
+  if (report->smact) {
+    fmt::print(
+        "solo SM activity {:.2f} predicted (a step: {:.1f} ms on the GPU, {:.1f} ms to "
+        "launch)\n",
+        report->smact->smact, report->smact->gpu_seconds * 1e3, report->smact->host_seconds * 1e3);
+  } else {
+    fmt::print("solo SM activity: not predicted ({})\n", report->smact_unavailable);
   }
   return 0;
 }

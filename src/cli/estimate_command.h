@@ -5,10 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "estimate/job_estimators.h"
+#include "estimate/smact_model.h"
 
 namespace colo {
 
@@ -25,6 +27,10 @@ struct EstimateReport {
   std::shared_ptr<ModelSummary> summary;
   int batch = 0;
   std::vector<NamedEstimate> estimates;
+  // The job's SM activity alone on the GPU, when the profile counted FLOPs and the GPU's
+  // calibration has a fitted model; otherwise why not.
+  std::optional<SmactPrediction> smact;
+  std::string smact_unavailable;
 };
 
 void AddEstimateCommand(CLI::App& app, EstimateCommandOptions& options);

@@ -132,6 +132,7 @@ api::JobDetail ApiHandlers::Detail(const Job& job) const {
   d.workdir = job.workdir;
   d.source = job.source;
   d.estimate = job.estimate;
+  if (job.spec.expected_smact >= 0) d.smact = job.spec.expected_smact;
   for (const Attempt& a : job.attempts) {
     api::AttemptInfo info;
     info.number = a.number;

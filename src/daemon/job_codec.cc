@@ -77,6 +77,7 @@ json EncodeEstimate(const api::JobEstimate& estimate) {
   out["upper"] = estimate.upper.count();
   out["detail"] = ValidUtf8(estimate.detail);
   out["signature"] = ValidUtf8(estimate.signature);
+  out["predicted_smact"] = Finite(estimate.predicted_smact, -1);
   if (estimate.learned) {
     json learned = json::object();
     learned["runs"] = estimate.learned->runs;
@@ -351,6 +352,8 @@ void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {
   r.Size("upper", e.upper);
   r.String("detail", e.detail);
   r.String("signature", e.signature);
+  // Added within schema 2: absent in records written before clients predicted SM activity.
+  if (r.Optional("predicted_smact")) r.Double("predicted_smact", e.predicted_smact);
 }
 
 // The fields both record formats write alike.

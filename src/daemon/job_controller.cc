@@ -170,10 +170,17 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
     // Runs teach only their own user's later runs: a signature is easy to reproduce, and another
     // user's cheap runs must not re-plan (and so crash or starve) someone else's jobs.
     if (!job.estimate->signature.empty()) job.estimate->signature += fmt::format("@uid{}", who.uid);
+    // The user's --smact stands; the prediction only fills its place.
+    if (job.spec.expected_smact >= 0) job.estimate->predicted_smact = -1;
     // A declared need is the limit the job runs under; otherwise earlier runs of the same model
-    // are the best evidence there is, then the client's estimate.
+    // are the best evidence there is, then the client's estimate. The same order for SM activity:
+    // the user's, then what earlier runs measured, then the client's prediction.
     const ModelRuns runs = RunsOf(job.estimate->signature);
-    if (auto smact = LearnedSmact(job, runs)) job.spec.expected_smact = *smact;
+    if (auto smact = LearnedSmact(job, runs)) {
+      job.spec.expected_smact = *smact;
+    } else if (job.spec.expected_smact < 0 && job.estimate->predicted_smact >= 0) {
+      job.spec.expected_smact = job.estimate->predicted_smact;
+    }
     if (!job.spec.memory.known()) {
       if (auto learned = LearnedNeed(job, runs)) {
         job.spec.memory = *learned;
@@ -690,7 +697,9 @@ std::optional<MemoryNeed> JobController::LearnedNeed(Job& job, const ModelRuns& 
 std::optional<double> JobController::LearnedSmact(Job& job, const ModelRuns& runs) const {
   if (!job.estimate || runs.solo_smact.empty()) return std::nullopt;
   const bool learned_before = job.estimate->learned && job.estimate->learned->solo_smact >= 0;
-  if (job.spec.expected_smact >= 0 && !learned_before) return std::nullopt;  // the user's
+  const bool predicted = job.estimate->predicted_smact >= 0;
+  if (job.spec.expected_smact >= 0 && !learned_before && !predicted)
+    return std::nullopt;  // the user's
   double sum = 0;
   for (double v : runs.solo_smact) sum += v;
   const double smact = std::clamp(sum / static_cast<double>(runs.solo_smact.size()), 0.0, 1.0);

@@ -74,6 +74,11 @@ Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
     if (const auto mps = doc.find("mps"); mps != doc.end()) {
       c.mps_context_bytes = mps->value("context_bytes", int64_t{0});
     }
+    if (const auto smact = doc.find("smact"); smact != doc.end()) {
+      auto model = SmactModel::FromJson(smact->dump(), origin);
+      if (!model.ok()) return model.status();
+      c.smact = std::move(*model);
+    }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(fmt::format("{}: malformed calibration ({})", origin, e.what()));
   }

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "estimate/gpumemnet.h"
 #include "estimate/gpumemnet_paper.h"
 #include "estimate/model_summary.h"
+#include "estimate/smact_model.h"
 
 namespace colo {
 
@@ -57,6 +59,8 @@ struct GpuCalibration {
   // Under MPS a client's context is partly in the MPS server: what remains in the client's own
   // NVML entry (measured by colo-calibrate --mps; 0 when not measured).
   int64_t mps_context_bytes = 0;
+  // Solo SM activity from a profile's FLOPs and bytes on this GPU (absent: not fitted for it).
+  std::optional<SmactModel> smact;
   static Result<GpuCalibration> FromJson(const std::string& text, const std::string& origin);
 };
 

@@ -247,6 +247,7 @@ Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::s
       return InvalidArgument(fmt::format("{}: totals.parameters missing", origin));
     s.trainable_parameters = count(totals, "trainable_parameters", s.parameters);
     s.activations_per_sample = count(totals, "activations_per_sample", 0);
+    s.flops_per_step = count(totals, "flops_per_step", 0);
     for (const auto& layer : doc.at("layers")) {
       LayerInfo info;
       info.type = layer.at("type").get<std::string>();
@@ -265,7 +266,12 @@ Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::s
       for (const auto& t : *traces) {
         TraceRef ref;
         ref.batch = t.at("batch").get<int>();
-        ref.events = t.value("events", int64_t{0});
+        ref.events = count(t, "events", 0);
+        ref.steps = static_cast<int>(std::clamp<int64_t>(count(t, "steps", 0), 0, 1 << 20));
+        ref.allocated_bytes_per_step = count(t, "allocated_bytes_per_step", 0);
+        if (ref.events < 0 || ref.allocated_bytes_per_step < 0) {
+          return InvalidArgument(fmt::format("{}: negative trace totals", origin));
+        }
         const std::filesystem::path file = t.at("file").get<std::string>();
         ref.path =
             file.is_absolute() ? file.string() : (std::filesystem::path(base_dir) / file).string();
@@ -275,7 +281,7 @@ Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::s
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(fmt::format("{}: malformed summary ({})", origin, e.what()));
   }
-  if (s.parameters < 0 || s.activations_per_sample < 0) {
+  if (s.parameters < 0 || s.activations_per_sample < 0 || s.flops_per_step < 0) {
     return InvalidArgument(fmt::format("{}: negative totals", origin));
   }
   Finish(s);

@@ -45,6 +45,8 @@ struct TraceRef {
   int batch = 0;
   std::string path;  // resolved against the summary's folder
   int64_t events = 0;
+  int steps = 0;                         // training steps it recorded (0: not said)
+  int64_t allocated_bytes_per_step = 0;  // bytes the steps allocated, per step (0: not said)
 };
 
 struct ModelSummary {
@@ -63,6 +65,9 @@ struct ModelSummary {
   int64_t parameters = 0;
   int64_t trainable_parameters = 0;
   int64_t activations_per_sample = 0;
+  // Floating-point operations of one training step at `batch` (colo-profile counts them on fake
+  // tensors); 0: not recorded (torchsummary files, older profiles).
+  int64_t flops_per_step = 0;
   std::vector<TraceRef> traces;
   std::vector<std::string> unknown_layer_types;  // sorted, unique
 

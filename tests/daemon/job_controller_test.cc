@@ -476,6 +476,55 @@ TEST_F(JobControllerTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
   (void)blocker;
 }
 
+TEST_F(JobControllerTest, SmActivityIsTheUsersThenWhatRunsMeasuredThenThePrediction) {
+  auto with_estimate = [&](std::optional<double> users_smact) {
+    api::SubmitRequest r = Request({"python", "train.py"}, GiB(8));
+    api::JobEstimate e;
+    e.estimator = "trace";
+    e.peak = e.lower = e.upper = GiB(8);
+    e.signature = "model-b32";
+    e.predicted_smact = 0.4;
+    r.estimate = e;
+    r.expected_smact = users_smact;
+    auto id = controller_->Submit(kAlice, r);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return *id;
+  };
+  const JobId predicted = with_estimate(std::nullopt);
+  const JobId users = with_estimate(0.9);
+  EXPECT_DOUBLE_EQ(controller_->FindLive(predicted)->spec.expected_smact, 0.4);
+  EXPECT_DOUBLE_EQ(controller_->FindLive(users)->spec.expected_smact, 0.9);
+  EXPECT_LT(controller_->FindLive(users)->estimate->predicted_smact, 0);
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(predicted, 1));
+  ASSERT_TRUE(launcher_.IsRunning(users, 1));
+  // Each computes alone on its own GPU at 0.7.
+  std::vector<DeviceSample> devices(2);
+  for (int g = 0; g < 2; ++g) {
+    const Job* job = controller_->FindLive(g == 0 ? predicted : users);
+    const std::string& uuid = job->current()->gpu_uuids.at(0);
+    const int index = uuid == "GPU-0" ? 0 : 1;
+    devices[index].smact = 0.7;
+    devices[index].processes.push_back(ProcessMemory{job->current()->pid, GiB(6)});
+  }
+  const JobId queued = with_estimate(std::nullopt);  // both GPUs are busy: it waits
+  for (int i = 0; i < 5; ++i) {
+    controller_->OnSample(clock_.Now(), devices);
+    clock_.Advance(Seconds(1));
+  }
+  launcher_.Succeed(predicted, 1);
+  launcher_.Succeed(users, 1);
+  controller_->Tick();
+  EXPECT_NEAR(Stored(predicted)->attempts[0].solo_smact, 0.7, 1e-9);
+  EXPECT_NEAR(controller_->FindLive(queued)->spec.expected_smact, 0.7, 1e-9)
+      << "what the runs measured replaces the prediction of a waiting job";
+  const JobId later = with_estimate(std::nullopt);
+  EXPECT_NEAR(controller_->FindLive(later)->spec.expected_smact, 0.7, 1e-9);
+  const JobId later_users = with_estimate(0.25);
+  EXPECT_DOUBLE_EQ(controller_->FindLive(later_users)->spec.expected_smact, 0.25)
+      << "the user's number stands";
+}
+
 // --- Slurm tenants: Slurm runs the processes; colod places them and watches for their end. ---
 
 TenantRequest Tenant(uint32_t slurm_job, std::optional<Bytes> memory = GiB(30), int restarts = 0) {

@@ -8,6 +8,7 @@ finds it the way a user's would: without COLO_SOCKET.
 
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -276,6 +277,32 @@ class SubmitForms(DocumentedTest):
         self.assertEqual(detail["memory"], estimate["upper"])
         self.assertRegex(estimate["signature"], r"^[0-9a-f]{16}-b32@uid\d+$")
         self.assertIn("fake python train.py\n", self.logs(job))
+
+    def test_estimate_predicts_solo_smact_until_runs_measure_it(self):
+        """`colo submit --estimate-from model.json --gpu-model H100`: with no --smact the client
+        predicts the job's SM activity from the profile's FLOPs and trace (the GPU's fitted
+        model), colod plans with it and `colo show` says so; the user's --smact wins."""
+        src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")
+        shutil.copy(src + ".json", os.path.join(self.work, "model.json"))
+        shutil.copy(src + ".b32.trace", os.path.join(self.work, "tv-resnet18-b32-adam.b32.trace"))
+        harness.chown_tree(self.work, self.user)
+        r = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "H100", "--",
+                         "python", "train.py")
+        match = re.search(r"solo SM activity ([\d.]+) predicted", r.stderr)
+        self.assertIsNotNone(match, r.stderr)
+        job = int(r.stdout.split()[-1])
+        detail = self.assert_succeeded(job)
+        predicted = detail["estimate"]["predicted_smact"]
+        self.assertAlmostEqual(predicted, float(match.group(1)), places=2)
+        self.assertTrue(0.05 < predicted < 1, predicted)
+        self.assertAlmostEqual(detail["smact"], predicted, places=6)
+        self.assertIn(f"Smact={predicted:.2f} (predicted", self.colo_ok("show", str(job)).stdout)
+        r = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "H100",
+                         "--smact", "0.3", "--", "python", "train.py")
+        self.assertNotIn("predicted", r.stderr)
+        detail = self.assert_succeeded(int(r.stdout.split()[-1]))
+        self.assertEqual(detail["smact"], 0.3)
+        self.assertNotIn("predicted_smact", detail["estimate"])
 
     def test_estimate_with_batch_without_trace(self):
         """--estimate-from with a --batch the summary has no trace for still submits, with the
