@@ -2,11 +2,13 @@
 """Memory plans through the real binaries, on fake GPUs whose per-process memory the jobs write
 (colod --fake-gpu-dir): the frameworks' settings a job starts with and the user's own kept, a
 job above its plan under plain sharing (event, `colo show` line, metric, raised need), and an
-out-of-memory crash with PyTorch's figures that recovers in one step.
+out-of-memory crash with PyTorch's figures that recovers in one step; and a job's solo SM
+activity, predicted from its profile and then learned from a run alone on a GPU.
 """
 
 import os
 import re
+import shutil
 
 import harness
 from harness import wait_until
@@ -54,6 +56,16 @@ echo "attempt $COLO_ATTEMPT ok with $plan"
 """
 
 
+# Computes at SM activity $3 on its GPU (and uses 1 GiB) for $2 seconds.
+COMPUTE = """#!/bin/sh
+gpu=$(expr "${CUDA_VISIBLE_DEVICES##*-}" + 0)
+echo "$gpu 1073741824" > "$1/$$"
+echo "$3" > "$1/smact-$gpu"
+sleep "$2"
+rm -f "$1/smact-$gpu"
+"""
+
+
 class MemoryTest(harness.E2ETest):
     def setUp(self):
         super().setUp()
@@ -61,7 +73,7 @@ class MemoryTest(harness.E2ETest):
         self.work = self.mkdir("work")
         self.gpu_dir = self.mkdir("fake-gpus", mode=0o777)
         for name, text in (("print-env", PRINT_ENV), ("use-memory", USE_MEMORY),
-                           ("needs-7.1", NEEDS_7_1_GIB)):
+                           ("needs-7.1", NEEDS_7_1_GIB), ("compute", COMPUTE)):
             self.write(os.path.join(self.bin, name), text, 0o755)
         self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
@@ -107,6 +119,26 @@ class MemoryTest(harness.E2ETest):
         self.assertEqual(len(env_events), 1, detail["events"])
         self.assertIn("kept: XLA_PYTHON_CLIENT_PREALLOCATE TF_FORCE_GPU_ALLOW_GROWTH",
                       env_events[0])
+
+    def test_solo_sm_activity_is_predicted_then_learned(self):
+        """A profiled job plans with the SM activity the client predicted; once a run of its model
+        computed alone at 0.35, later jobs of the model plan with that (event, `colo show`)."""
+        src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")
+        shutil.copy(src + ".json", os.path.join(self.work, "model.json"))
+        shutil.copy(src + ".b32.trace", os.path.join(self.work, "tv-resnet18-b32-adam.b32.trace"))
+        profiled = ("--estimate-from", "model.json", "--gpu-model", "H100")
+        first = self.submit(*profiled, "--", "compute", self.gpu_dir, "4", "0.35")
+        detail = self.assert_succeeded(first)
+        predicted = detail["estimate"]["predicted_smact"]
+        self.assertGreater(abs(predicted - 0.35), 0.1)
+        self.assertAlmostEqual(detail["attempt_list"][0]["solo_smact"], 0.35, places=2)
+        second = self.submit(*profiled, "--", "compute", self.gpu_dir, "0", "0.35")
+        detail = self.assert_succeeded(second)
+        self.assertAlmostEqual(detail["smact"], 0.35, places=2)
+        self.assertEqual(detail["estimate"]["history"]["solo_smact"], detail["smact"])
+        self.assertTrue(self.events(detail, "smact"), detail["events"])
+        self.assertRegex(self.colo_ok("show", second).stdout,
+                         r"Smact=0\.35 \(learned from earlier runs alone on a GPU\)")
 
     def test_a_job_above_its_plan_under_plain_sharing(self):
         """Declared at 1 GiB, it uses 3 GiB sharing plainly: an over-plan event, an OverPlan
