@@ -1,0 +1,400 @@
+"""colo's API from Python: submit, status, wait, logs, cancel and the queue, for notebooks and
+pipelines. Pure standard library; it speaks colod's typed API (one JSON object per line on colod's
+Unix socket, src/api/types.h) as `colo` does, so colod knows the caller by the socket's peer
+credentials, never by anything the client says.
+
+    import colo
+    c = colo.Client()                       # $COLO_SOCKET, a personal colod's, then the system's
+    job = c.submit(["python", "train.py"], memory="12GiB")
+    job = c.submit(["python", "train.py"], estimate_from="model.json")   # colo.profile's output
+    print(c.wait(job).state, c.logs(job))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import time
+from typing import Iterable, Mapping, Sequence
+
+API_VERSION = 1
+SYSTEM_SOCKET = "/run/colo/colod.sock"
+# A reply larger than this is not colod's (its largest, a page of history, is far smaller).
+MAX_REPLY_BYTES = 64 << 20
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "lost", "requeued", "timeout"})
+
+
+# --- Errors: one class per API error code -------------------------------------------------------
+
+
+class ColoError(Exception):
+    """colod refused a request, or could not be reached. `code` is the API's error code (the
+    `code` field of the reply: invalid_argument, not_found, ...), or "unreachable"."""
+
+    code = "internal"
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class InvalidArgument(ColoError):
+    code = "invalid_argument"
+
+
+class NotFound(ColoError):
+    code = "not_found"
+
+
+class PermissionDenied(ColoError):
+    code = "permission_denied"
+
+
+class Infeasible(ColoError):
+    code = "infeasible"
+
+
+class FailedPrecondition(ColoError):
+    code = "failed_precondition"
+
+
+class Unavailable(ColoError):
+    code = "unavailable"
+
+
+class Busy(ColoError):
+    code = "busy"
+
+
+class TooLarge(ColoError):
+    code = "too_large"
+
+
+class Unreachable(ColoError):
+    """No colod answered at the socket."""
+
+    code = "unreachable"
+
+
+_ERRORS = {cls.code: cls for cls in (InvalidArgument, NotFound, PermissionDenied, Infeasible,
+                                     FailedPrecondition, Unavailable, Busy, TooLarge, Unreachable)}
+
+
+def _error(code, message):
+    cls = _ERRORS.get(code, ColoError)
+    return cls(message, code) if cls is ColoError else cls(message)
+
+
+# --- Typed results ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    number: int
+    gpu_uuids: tuple
+    mode: str
+    started: float
+    ended: float
+    exit_kind: str  # "" while it runs; success, failure, out-of-memory, cancelled, lost
+    detail: str
+    peak_bytes: int
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(number=j.get("number", 0), gpu_uuids=tuple(j.get("gpu_uuids", ())),
+                   mode=j.get("mode", ""), started=j.get("started", 0.0),
+                   ended=j.get("ended", 0.0), exit_kind=j.get("exit_kind", ""),
+                   detail=j.get("detail", ""), peak_bytes=j.get("peak", 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A job as colod reports it. Sizes are bytes; times seconds since the epoch (0: not yet).
+    `attempt_list`, `command`, `estimate` and `events` are filled by `show` (status), not by
+    `queue` or `history`."""
+
+    id: int
+    name: str
+    user: str
+    state: str
+    gpus: int
+    memory_bytes: int | None
+    peak_bytes: int
+    attempts: int
+    submitted: float
+    started: float
+    finished: float
+    reason: str
+    gpu_uuids: tuple
+    redacted: bool = False
+    command: tuple = ()
+    workdir: str = ""
+    estimate: Mapping | None = None
+    attempt_list: tuple = ()
+    events: tuple = ()
+
+    @property
+    def done(self):
+        return self.state in TERMINAL_STATES
+
+    @property
+    def succeeded(self):
+        return self.state == "succeeded"
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(id=j["id"], name=j.get("name", ""), user=j.get("user", ""),
+                   state=j.get("state", ""), gpus=j.get("gpus", 1),
+                   memory_bytes=j.get("memory"), peak_bytes=j.get("peak", 0),
+                   attempts=j.get("attempts", 0), submitted=j.get("submitted", 0.0),
+                   started=j.get("started", 0.0), finished=j.get("finished", 0.0),
+                   reason=j.get("reason", ""), gpu_uuids=tuple(j.get("gpu_uuids", ())),
+                   redacted=bool(j.get("redacted", False)), command=tuple(j.get("command", ())),
+                   workdir=j.get("workdir", ""), estimate=j.get("estimate"),
+                   attempt_list=tuple(Attempt.from_json(a) for a in j.get("attempt_list", ())),
+                   events=tuple((e.get("time", 0.0), e.get("kind", ""), e.get("detail", ""))
+                                for e in j.get("events", ())))
+
+
+@dataclasses.dataclass(frozen=True)
+class Gpu:
+    index: int
+    uuid: str
+    name: str
+    memory_total_bytes: int
+    memory_used_bytes: int
+    smact: float | None  # None where the GPU cannot say
+    jobs: tuple  # job ids on it
+
+    @classmethod
+    def from_json(cls, j):
+        smact = j.get("smact")
+        return cls(index=j.get("index", 0), uuid=j.get("uuid", ""), name=j.get("name", ""),
+                   memory_total_bytes=j.get("memory_total", 0),
+                   memory_used_bytes=j.get("memory_used", 0),
+                   smact=smact if isinstance(smact, (int, float)) and smact >= 0 else None,
+                   jobs=tuple(job.get("id") for job in j.get("jobs", ())))
+
+
+# --- Sizes --------------------------------------------------------------------------------------
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3,
+          "gb": 1000**3, "t": 1000**4, "tb": 1000**4, "kib": 1 << 10, "mib": 1 << 20,
+          "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_bytes(size):
+    """12GiB, 500MiB, 1.5GB or an int of bytes -> bytes."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size <= 0:
+            raise InvalidArgument(f"a size must be more than 0, not {size}")
+        return size
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(size))
+    if not match or match.group(2).lower() not in _UNITS:
+        raise InvalidArgument(f"not a size: {size!r} (e.g. 12GiB, 500MiB)")
+    value = int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if value <= 0:
+        raise InvalidArgument(f"a size must be more than 0, not {size!r}")
+    return value
+
+
+# --- The client ---------------------------------------------------------------------------------
+
+
+def default_socket():
+    """Where `colo` looks: $COLO_SOCKET, then a personal colod of this user, then the system's."""
+    explicit = os.environ.get("COLO_SOCKET")
+    if explicit:
+        return explicit
+    if os.geteuid() != 0:
+        runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+        personal = (os.path.join(runtime, "colo", "colod.sock") if runtime.startswith("/")
+                    else f"/tmp/colo-{os.geteuid()}/colod.sock")
+        try:
+            st = os.stat(personal)
+            if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid():
+                return personal
+        except OSError:
+            pass
+    return SYSTEM_SOCKET
+
+
+class Client:
+    """One colod. Every call opens its own connection (colod bounds them per user), so a Client
+    can be shared between threads."""
+
+    def __init__(self, socket_path=None, timeout=30.0, colo_binary=None):
+        self.socket_path = socket_path or default_socket()
+        self.timeout = timeout
+        self.colo_binary = colo_binary or shutil.which("colo") or "colo"
+
+    # The wire.
+    def call(self, op, **fields):
+        """Sends one request and returns the reply's fields; raises the reply's error."""
+        request = dict(fields, api=API_VERSION, op=op)
+        line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(self.timeout)
+                conn.connect(self.socket_path)
+                conn.sendall(line)
+                reply = self._read_line(conn)
+        except (OSError, socket.timeout) as error:
+            raise Unreachable(f"cannot reach colod at {self.socket_path}: {error} (is colod "
+                              "running? set COLO_SOCKET)") from error
+        try:
+            answer = json.loads(reply)
+        except ValueError as error:
+            raise ColoError(f"colod sent something that is not JSON: {error}") from error
+        if not isinstance(answer, dict):
+            raise ColoError("colod's reply is not a JSON object")
+        if not answer.get("ok"):
+            raise _error(answer.get("code", "internal"), answer.get("error", "failed"))
+        return answer
+
+    @staticmethod
+    def _read_line(conn):
+        chunks, size = [], 0
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                raise OSError("colod closed the connection before replying")
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                chunks.append(chunk[:newline])
+                return b"".join(chunks).decode("utf-8", "replace")
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise OSError("colod's reply is too large")
+
+    # Jobs.
+    def submit(self, command: Sequence[str], *, gpus=1, memory=None, share=None, threads=None,
+               smact=None, name="", workdir=None, env: Mapping[str, str] | None = None,
+               estimate_from=None, batch=None, gpu_model=None) -> int:
+        """Submits `command` (argv; the first word is found through PATH) and returns the job id.
+        `memory`: the declared peak per GPU (bytes or "12GiB"); `estimate_from`: a profile
+        (colo.profile's or colo-profile's JSON, or a torchsummary file) that colo's estimators turn
+        into the plan, as `colo submit --estimate-from` does; `env` defaults to this process's."""
+        if isinstance(command, str) or not command or not all(isinstance(w, str) for w in command):
+            raise InvalidArgument("command must be a non-empty list of strings (argv)")
+        request = {"command": list(command), "gpus": int(gpus),
+                   "workdir": os.path.abspath(workdir or os.getcwd()),
+                   "env": [f"{k}={v}" for k, v in (os.environ if env is None else env).items()],
+                   "share": share or "any", "source": "python"}
+        if memory is not None:
+            request["memory"] = parse_bytes(memory)
+        if threads is not None:
+            request["threads"] = int(threads)
+        if smact is not None:
+            request["expected_smact"] = float(smact)
+        if name:
+            request["name"] = name
+        if estimate_from is not None:
+            request["estimate"] = self.estimate(estimate_from, batch=batch, gpu_model=gpu_model)
+        return int(self.call("submit", **request)["job"])
+
+    def estimate(self, summary, batch=None, gpu_model=None):
+        """The estimate colo plans with for a profile, in the API's form (as `colo submit
+        --estimate-from` sends it): colo's estimators are C++, run through `colo estimate`."""
+        argv = [self.colo_binary, "estimate", os.fspath(summary), "--json"]
+        if batch:
+            argv += ["--batch", str(int(batch))]
+        if gpu_model:
+            argv += ["--gpu", gpu_model]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        except OSError as error:
+            raise InvalidArgument(f"cannot run {argv[0]}: {error}") from error
+        if done.returncode != 0:
+            raise InvalidArgument(done.stderr.strip() or f"colo estimate failed ({done.returncode})")
+        report = json.loads(done.stdout)
+        best = next((e for e in report["estimates"] if e.get("estimator") == report.get("best")),
+                    None)
+        if best is None:
+            reasons = "; ".join(f"{e['estimator']}: {e.get('error', '')}" for e in report["estimates"])
+            raise InvalidArgument(f"no estimator could answer for {summary}: {reasons}")
+        estimate = {key: best[key] for key in ("peak", "lower", "upper", "detail")}
+        estimate["estimator"] = best["estimator"]
+        estimate["signature"] = f"{report['signature']}-b{report['batch']}"
+        predicted = report.get("solo_smact", {}).get("predicted")
+        if predicted is not None:
+            estimate["predicted_smact"] = predicted
+        return estimate
+
+    def status(self, job) -> Job:
+        """Everything about one of your jobs (`colo show`)."""
+        return Job.from_json(self.call("show", job=int(job))["job"])
+
+    def queue(self, user="") -> list:
+        """Jobs waiting and running (`colo queue`); `user` restricts it to one user's."""
+        return [Job.from_json(j) for j in self.call("queue", user=user)["jobs"]]
+
+    def history(self, limit=50, all_users=False) -> list:
+        """Jobs that ended, newest first (`colo history`), following pages up to `limit`."""
+        jobs, before = [], None
+        while len(jobs) < limit:
+            fields = {"limit": min(200, limit - len(jobs)), "all": bool(all_users)}
+            if before is not None:
+                fields["before"] = before
+            reply = self.call("history", **fields)
+            jobs += [Job.from_json(j) for j in reply["jobs"]]
+            before = reply.get("next")
+            if before is None or not reply["jobs"]:
+                break
+        return jobs
+
+    def cancel(self, *jobs: int) -> None:
+        """Cancels each job (your own; root may cancel any)."""
+        for job in jobs:
+            self.call("cancel", job=int(job))
+
+    def wait(self, job, timeout=None, poll=0.5) -> Job:
+        """Returns the job once it has ended; raises TimeoutError after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = min(poll, 0.1)
+        while True:
+            current = self.status(job)
+            if current.done:
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job} is still {current.state} after {timeout} s")
+            time.sleep(delay)
+            delay = min(poll, delay * 2)  # quick for short jobs, gentle on colod for long ones
+
+    def logs(self, job, stderr=False) -> str:
+        """What the job's latest attempt wrote to stdout (or stderr); "" before it started. The
+        file is the job owner's: it is read as this process, never following a link."""
+        reply = self.call("logs", job=int(job))
+        path = reply.get("stderr" if stderr else "stdout", "")
+        if not path:
+            return ""
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise PermissionDenied(f"{path} is not a regular file")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read().decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+
+    def gpus(self) -> list:
+        """Every GPU colod manages, with its memory, SM activity and jobs (`colo gpus`)."""
+        return [Gpu.from_json(g) for g in self.call("gpus")["gpus"]]
+
+    def hello(self) -> Mapping:
+        """colod's name, API version, GPU backend and who it thinks the caller is."""
+        return self.call("hello")
+
+
+def submit_many(client: Client, commands: Iterable[Sequence[str]], **options) -> list:
+    """Submits each command with the same options; the job ids in order."""
+    return [client.submit(command, **options) for command in commands]

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The `colo` Python package's client against a real colod (fake GPUs): submit with a declared
+size and with an estimate from a profile, status, queue, wait, logs, cancel, history and GPUs;
+the API's errors as exceptions with their codes. The package is imported from the build (what
+`colo-profile --python-path` names), so this tests what is shipped.
+"""
+
+import os
+import shutil
+import sys
+
+import harness
+
+sys.path.insert(0, os.path.join(harness.BIN_DIR, "..", "python"))
+import colo  # noqa: E402
+
+GIB = 1 << 30
+
+
+class PythonClientTest(harness.E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.work = self.mkdir("work")
+        self.daemon = self.colod()
+        self.client = colo.Client(self.daemon.socket, colo_binary=harness.COLO)
+        # The jobs get the test's token, so that cleanup finds whatever they leave.
+        self.env = self.client_env(socket_path=self.daemon.socket)
+
+    def submit(self, command, **options):
+        options.setdefault("env", self.env)
+        options.setdefault("workdir", self.work)
+        return self.client.submit(command, **options)
+
+    def test_submit_wait_status_logs_history(self):
+        job = self.submit(["sh", "-c", "echo hello from $COLO_JOB_ID; echo oops >&2"],
+                          memory="2GiB", name="greeter")
+        self.assertIsInstance(job, int)
+        done = self.client.wait(job, timeout=harness.JOB_DEADLINE)
+        self.assertTrue(done.succeeded, done)
+        self.assertEqual(done.name, "greeter")
+        self.assertEqual(done.memory_bytes, 2 * GIB)
+        self.assertEqual(done.command, ("sh", "-c", "echo hello from $COLO_JOB_ID; echo oops >&2"))
+        [attempt] = done.attempt_list
+        self.assertEqual(attempt.exit_kind, "success")
+        self.assertEqual(len(attempt.gpu_uuids), 1)
+        self.assertEqual(self.client.logs(job), f"hello from {job}\n")
+        self.assertEqual(self.client.logs(job, stderr=True), "oops\n")
+        self.assertIn(job, [j.id for j in self.client.history()])
+        gpus = self.client.gpus()
+        self.assertEqual(len(gpus), 2)
+        self.assertTrue(all(g.memory_total_bytes > 0 for g in gpus), gpus)
+
+    def test_queue_and_cancel(self):
+        job = self.submit(["sleep", "60"], memory="1GiB")
+        running = harness.wait_until(
+            lambda: next((j for j in self.client.queue() if j.id == job and j.state == "running"),
+                         None), 20, "the job to run")
+        self.assertEqual(len(running.gpu_uuids), 1)
+        self.client.cancel(job)
+        self.assertEqual(self.client.wait(job, timeout=30).state, "cancelled")
+        self.assertNotIn(job, [j.id for j in self.client.queue()])
+
+    def test_submit_with_an_estimate_from_a_profile(self):
+        src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")
+        shutil.copy(src + ".json", os.path.join(self.work, "model.json"))
+        shutil.copy(src + ".b32.trace", os.path.join(self.work, "tv-resnet18-b32-adam.b32.trace"))
+        job = self.submit(["true"], estimate_from=os.path.join(self.work, "model.json"),
+                          gpu_model="H100")
+        done = self.client.wait(job, timeout=harness.JOB_DEADLINE)
+        self.assertTrue(done.succeeded, done)
+        self.assertEqual(done.estimate["estimator"], "trace")
+        self.assertEqual(done.memory_bytes, done.estimate["upper"])
+        self.assertGreater(done.estimate["predicted_smact"], 0)
+
+    def test_errors_carry_the_apis_codes(self):
+        with self.assertRaises(colo.NotFound) as raised:
+            self.client.status(987654)
+        self.assertEqual(raised.exception.code, "not_found")
+        with self.assertRaises(colo.Infeasible) as raised:
+            self.submit(["true"], gpus=64)
+        self.assertIn("64", raised.exception.message)
+        with self.assertRaises(colo.InvalidArgument):
+            self.submit(["true"], memory="12 parsecs")
+        with self.assertRaises(colo.InvalidArgument):
+            self.submit("true")  # a string, not argv
+        with self.assertRaises(colo.InvalidArgument):
+            self.submit(["true"], estimate_from=os.path.join(self.work, "missing.json"))
+        with self.assertRaises(colo.Unreachable):
+            colo.Client(os.path.join(self.tmp, "no-such.sock")).queue()
+        with self.assertRaises(TimeoutError):
+            self.client.wait(self.submit(["sleep", "30"], memory="1GiB"), timeout=0.5)
+
+
+if __name__ == "__main__":
+    harness.main()
