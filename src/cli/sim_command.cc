@@ -40,11 +40,7 @@ std::vector<std::string> SplitSpecs(const std::string& list) {
   std::string current;
   for (const std::string& part : Split(list, ',')) {
     const std::string name(Trim(part.substr(0, part.find(':'))));
-    bool is_policy = name == "shards";
-    for (const auto& info : KnownPolicies()) {
-      is_policy |= info.name == name;
-      for (const auto& alias : info.aliases) is_policy |= alias == name;
-    }
+    const bool is_policy = name == "shards" || IsPolicyName(name);
     // "worst-fit" or "worst-fit:k=v" starts a spec; "k=v" continues the current one.
     const bool starts_spec =
         is_policy && (part.find('=') == std::string::npos || part.find(':') != std::string::npos);
