@@ -171,9 +171,8 @@ std::optional<CarmaPolicy> FindCarmaPolicy(std::string_view name) {
   if (key.starts_with("est-")) key = key.substr(4);
   // CARMA's placement orders (its policy names) and the thesis' short labels.
   static const std::pair<const char*, const char*> kOrders[] = {
-      {"ff", "first-fit"},       {"bf", "best-fit"},        {"magm", "worst-fit"},
-      {"wf", "worst-fit"},       {"lug", "least-utilized"}, {"rr", "round-robin"},
-      {"mug", "consolidate"}};
+      {"ff", "first-fit"},       {"bf", "best-fit"},    {"magm", "worst-fit"}, {"wf", "worst-fit"},
+      {"lug", "least-utilized"}, {"rr", "round-robin"}, {"mug", "consolidate"}};
   auto order = [&](std::string_view label) -> const char* {
     for (const auto& [short_name, policy] : kOrders)
       if (label == short_name) return policy;
@@ -185,8 +184,8 @@ std::optional<CarmaPolicy> FindCarmaPolicy(std::string_view name) {
   if (key.starts_with("oracle-") && (policy = order(key.substr(7)))) {
     settings = oracle_gates;
     line = "oracle";
-  } else if (key.size() >= 3 && key[0] == 'o' && (policy = order(key.substr(1))) &&
-             key != "omug" && key != "orr") {
+  } else if (key.size() >= 3 && key[0] == 'o' && (policy = order(key.substr(1))) && key != "omug" &&
+             key != "orr") {
     settings = oracle_gates;  // the thesis' OFF, OBF, OWF, OLUG, OMAGM
     line = "oracle";
   } else if (key == "or-rr") {

@@ -1,7 +1,8 @@
 // Placement policies by name. Both the daemon and the simulator build policies only through here.
 //
 // A policy spec is a name with optional settings: "worst-fit", "round-robin:gates=none",
-// "least-utilized:margin=5GiB,smact=0.8", "magm:compound=on,exclusive-first=on", "magm:preset=carma".
+// "least-utilized:margin=5GiB,smact=0.8", "magm:compound=on,exclusive-first=on",
+// "magm:preset=carma".
 //
 // preset=carma sets CARMA's gates: the compound rule (smact >= 0.8 and (smocc >= 0.45 or
 // drama >= 0.40), on the window's risk blend), exclusive-first, 512 MiB held back from free memory
@@ -38,8 +39,8 @@ Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec,
 //   OR-RR: recovery only (no memory number, no gates); OR-MAGM, OR-LUG: free - 512 MiB >= 5 GiB and
 //     the compound rule.
 //   EST-MAGM, EST-LUG: as oracle-, with the estimator's line; a suffix picks it (EST-MAGM-Horus,
-//     EST-LUG+GPUMemNet; lines 9, 10, 11; default line 8 as CARMA's `estimator: None`). Also written
-//     MAGM+Horus, Horus-MAGM, LUG-FakeTensor.
+//     EST-LUG+GPUMemNet; lines 9, 10, 11; default line 8 as CARMA's `estimator: None`). Also
+//     written MAGM+Horus, Horus-MAGM, LUG-FakeTensor.
 // Every one is exclusive-first with recovery on an idle GPU (the `carma` preset).
 struct CarmaPolicy {
   std::string spec;       // what MakePolicy receives: colo's policy with preset=carma and gates

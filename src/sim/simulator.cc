@@ -1537,6 +1537,7 @@ SimResult Engine::Finish() {
   SimResult result;
   Metrics& m = result.metrics;
   m.label = spec_.label;
+  m.estimator = spec_.estimator;
   m.jobs = static_cast<int>(jobs_.size());
   std::vector<double> waits, execs, jcts;
   double first_submit = jobs_.empty() ? 0 : ToSeconds(jobs_.front().trace->submit);
@@ -1657,8 +1658,9 @@ Result<SimResult> Simulate(const Trace& trace, const RunSpec& spec, const SimOpt
         "rad:gpumemnet)",
         spec.estimator));
   }
-  const bool has_task_files = std::any_of(trace.jobs.begin(), trace.jobs.end(),
-                                          [](const TraceJob& j) { return j.task_file.has_value(); });
+  const bool has_task_files =
+      std::any_of(trace.jobs.begin(), trace.jobs.end(),
+                  [](const TraceJob& j) { return j.task_file.has_value(); });
   if (task_file_estimate && !has_task_files && spec.estimator != "rad:oracle") {
     return InvalidArgument(fmt::format(
         "est={} reads CARMA's task files: it needs a carma:SCRIPT trace", spec.estimator));
@@ -1666,8 +1668,8 @@ Result<SimResult> Simulate(const Trace& trace, const RunSpec& spec, const SimOpt
   // Without task files, CARMA's oracle line is the true peak itself.
   RunSpec run = spec;
   if (task_file_estimate && !has_task_files) run.estimator = "oracle";
-  auto estimator = MakeEstimator(
-      StartsWith(run.estimator, "rad:") ? "declared" : run.estimator, options.seed);
+  auto estimator =
+      MakeEstimator(StartsWith(run.estimator, "rad:") ? "declared" : run.estimator, options.seed);
   if (!estimator.ok()) return estimator.status();
   if (IsShardSpec(run.policy)) {
     auto shards = ParseShardSpec(run.policy);

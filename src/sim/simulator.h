@@ -95,6 +95,7 @@ struct JobResult {
 
 struct Metrics {
   std::string label;
+  std::string estimator;  // the memory estimator the run planned with
   int jobs = 0, succeeded = 0, failed = 0, rejected = 0;
   double total_time_s = 0;  // first submission to last completion
   double wait_avg_s = 0, wait_p50_s = 0, wait_p95_s = 0;

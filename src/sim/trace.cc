@@ -301,13 +301,27 @@ std::optional<TaskShape> ShapeOfCommand(const std::string& command, int file_bat
     auto model = CarmaModelOfScript(stem);
     if (!model) continue;
     shape.model = *model;
-    shape.batch = IntAfter(argv, {"--batch_size", "--batch-size", "-b", "--bs",
-                                  "--mini-batch-size"})
-                      .value_or(file_batch);
+    shape.batch =
+        IntAfter(argv, {"--batch_size", "--batch-size", "-b", "--bs", "--mini-batch-size"})
+            .value_or(file_batch);
     shape.epochs = IntAfter(argv, {"--epochs", "--nepochs", "--num_epochs"}).value_or(0);
     return shape;
   }
-  return std::nullopt;
+  // Not one of CARMA's scripts: the longest catalogued model named anywhere on the line
+  // ("train.py --model resnet50").
+  const std::string haystack = Lower(command);
+  size_t best_len = 0;
+  for (const auto& p : ThesisCatalogue()) {
+    const std::string model = p.name.substr(0, p.name.find('-'));
+    if (model.size() > best_len && haystack.find(model) != std::string::npos) {
+      best_len = model.size();
+      shape.model = {model, ""};
+    }
+  }
+  if (best_len == 0) return std::nullopt;
+  shape.batch = IntAfter(argv, {"--batch_size", "--batch-size", "-b", "--bs"}).value_or(file_batch);
+  shape.epochs = IntAfter(argv, {"--epochs", "--nepochs", "--num_epochs"}).value_or(0);
+  return shape;
 }
 
 // A task file known only by name (CARMA's older script names files it does not publish):
@@ -330,7 +344,9 @@ std::optional<TaskShape> ShapeOfName(const std::string& stem) {
     if (Lower(base) != name) continue;
     TaskShape shape;
     shape.model = *CarmaModelOfScript(script);
-    shape.batch = shape.model.data == "imagenet" ? (variant == 2 ? 64 : variant == 3 ? 128 : 32)
+    shape.batch = shape.model.data == "imagenet" ? (variant == 2   ? 64
+                                                    : variant == 3 ? 128
+                                                                   : 32)
                                                  : 0;
     return shape;
   }

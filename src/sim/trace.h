@@ -32,7 +32,7 @@ struct TraceJob {
 
 struct Trace {
   std::string name;
-  std::vector<TraceJob> jobs;  // ordered by submit time, ids 1..n
+  std::vector<TraceJob> jobs;      // ordered by submit time, ids 1..n
   std::vector<std::string> notes;  // what a reader assumed (a missing task file, a guessed model)
 };
 

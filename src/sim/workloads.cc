@@ -97,12 +97,12 @@ std::vector<SoloProfile> BuildCatalogue() {
       }
     }
   }
-  // Models CARMA's task files train that table 6.2 does not time. Memory is the measured peak on the
-  // task file's line 8 where it has one; durations are scaled from a similar catalogued model, as
-  // each comment says, and are estimates, not measurements.
-  // Mask R-CNN (torchvision maskrcnn_resnet50_fpn, COCO train2017, 118k images, batch 8, 1 epoch):
-  // a ResNet-50 backbone at ~800x1333 costs ~30x a 224x224 ResNet-50 image, on 9% of ImageNet's
-  // images: 35.5 min x 0.092 x 30 ~ 98 min.
+  // Models CARMA's task files train that table 6.2 does not time. Memory is the measured peak on
+  // the task file's line 8 where it has one; durations are scaled from a similar catalogued model,
+  // as each comment says, and are estimates, not measurements. Mask R-CNN (torchvision
+  // maskrcnn_resnet50_fpn, COCO train2017, 118k images, batch 8, 1 epoch): a ResNet-50 backbone at
+  // ~800x1333 costs ~30x a 224x224 ResNet-50 image, on 9% of ImageNet's images: 35.5 min x 0.092 x
+  // 30 ~ 98 min.
   c.push_back(Make("maskrcnn", "coco", 8, 1, 98.0, 1, 28606, W::kHeavy, 0.85));
   // GPT-2 XL (1.56B parameters, batch 2, one GPU, one epoch of the same Wiki data as gpt2_large):
   // twice gpt2_large's compute per token on half its GPUs: 64.96 min x 4. Memory, never measured
