@@ -219,6 +219,9 @@ Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOption
         break;
       }
     }
+    // Every line 40000 ("not known") or missing: CARMA never collocates such a task (40000 MiB
+    // plus its 2 GiB margin fits on no 40 GB GPU), so it asks for its GPUs alone.
+    if (o.memory.empty() && o.share.empty()) o.share = "exclusive";
   }
   if (o.name.empty()) o.name = fs::path(path).stem().string();
   r.source = "rad " + fs::absolute(path).string();

@@ -29,7 +29,7 @@ constexpr int kThesisGaps[90] = {
 std::vector<const SoloProfile*> OfClass(WorkloadClass cls) {
   std::vector<const SoloProfile*> out;
   for (const auto& p : ThesisCatalogue()) {
-    if (p.cls == cls) out.push_back(&p);
+    if (p.cls == cls && p.in_table_6_2) out.push_back(&p);
   }
   return out;
 }

@@ -27,6 +27,9 @@ struct SoloProfile {
   int gpus = 1;
   int batch = 0;
   int epochs = 1;  // the epochs `duration` covers
+  // In thesis table 6.2 (the built-in and generated traces draw only from those); false for the
+  // models only CARMA's task files name.
+  bool in_table_6_2 = true;
 };
 
 // Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (the README's
