@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/client.h"
+#include "cli/conda.h"
 #include "cli/estimate_command.h"
 #include "common/strings.h"
 #include "common/text.h"
@@ -189,7 +190,8 @@ bool IsRegularFile(const std::string& path) {
 }
 
 // The job's command and settings from a CARMA task file.
-Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOptions& o) {
+Status ApplyRadTask(const std::string& path, const std::vector<std::string>& environment,
+                    api::SubmitRequest& r, ClientOptions& o) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   auto task = ParseRad(*text, path);
@@ -207,6 +209,8 @@ Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOption
           "not set): activate conda before colo submit, or empty line 2 of the file",
           path, task->environment));
     }
+    if (Status found = CheckCondaEnvironment(*conda, task->environment, environment); !found.ok())
+      return Status(found.code(), path + ": " + found.message());
     r.command = {*conda,    "run", "--no-capture-output", "-n", task->environment,
                  "/bin/sh", "-c",  task->command};
   }
@@ -462,7 +466,7 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   const std::string first = o.command.front();
   if (o.command.size() == 1 && first.size() > 4 && first.substr(first.size() - 4) == ".rad" &&
       IsRegularFile(first)) {
-    COLO_RETURN_IF_ERROR(ApplyRadTask(first, r, o));
+    COLO_RETURN_IF_ERROR(ApplyRadTask(first, environment, r, o));
   } else if (IsRegularFile(first)) {
     COLO_RETURN_IF_ERROR(ApplyJobScript(o.command, r, o));
   }
