@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "api/client.h"
+#include "cli/conda.h"
 #include "cli/estimate_command.h"
 #include "common/strings.h"
 #include "common/text.h"
@@ -190,7 +191,8 @@ bool IsRegularFile(const std::string& path) {
 }
 
 // The job's command and settings from a CARMA task file.
-Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOptions& o) {
+Status ApplyRadTask(const std::string& path, const std::vector<std::string>& environment,
+                    api::SubmitRequest& r, ClientOptions& o) {
   auto text = ReadTextFile(path);
   if (!text.ok()) return text.status();
   auto task = ParseRad(*text, path);
@@ -208,6 +210,8 @@ Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOption
           "not set): activate conda before colo submit, or empty line 2 of the file",
           path, task->environment));
     }
+    if (Status found = CheckCondaEnvironment(*conda, task->environment, environment); !found.ok())
+      return Status(found.code(), path + ": " + found.message());
     r.command = {*conda,    "run", "--no-capture-output", "-n", task->environment,
                  "/bin/sh", "-c",  task->command};
   }
@@ -220,6 +224,9 @@ Status ApplyRadTask(const std::string& path, api::SubmitRequest& r, ClientOption
         break;
       }
     }
+    // Every line 40000 ("not known") or missing: CARMA never collocates such a task (40000 MiB
+    // plus its 2 GiB margin fits on no 40 GB GPU), so it asks for its GPUs alone.
+    if (o.memory.empty() && o.share.empty()) o.share = "exclusive";
   }
   if (o.name.empty()) o.name = fs::path(path).stem().string();
   r.source = "rad " + fs::absolute(path).string();
@@ -473,7 +480,7 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   const std::string first = o.command.front();
   if (o.command.size() == 1 && first.size() > 4 && first.substr(first.size() - 4) == ".rad" &&
       IsRegularFile(first)) {
-    COLO_RETURN_IF_ERROR(ApplyRadTask(first, r, o));
+    COLO_RETURN_IF_ERROR(ApplyRadTask(first, environment, r, o));
   } else if (IsRegularFile(first)) {
     COLO_RETURN_IF_ERROR(ApplyJobScript(o.command, r, o));
   }

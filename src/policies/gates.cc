@@ -53,8 +53,9 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
   }
   if (config.memory) {
     const Bytes required = request.memory_need + config.memory_margin;
-    if (gpu.free_for_placement < required) {
-      return fail(Gate::kMemory, static_cast<double>(gpu.free_for_placement.count()),
+    const Bytes free = gpu.free_for_placement - config.free_reserve;
+    if (free < required) {
+      return fail(Gate::kMemory, static_cast<double>(free.count()),
                   static_cast<double>(required.count()));
     }
   }

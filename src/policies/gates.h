@@ -13,6 +13,9 @@ struct GateConfig {
   // Memory: need + margin <= free for placement. With an unknown need this demands `margin` free.
   bool memory = true;
   Bytes memory_margin = GiB(2);
+  // Held back from every GPU's free memory before the gate compares (CARMA: the last free sample
+  // minus 512 MiB).
+  Bytes free_reserve{0};
   // Utilization: SMACT <= threshold (window statistic), or CARMA's compound rule.
   bool utilization = true;
   double smact_max = 0.80;

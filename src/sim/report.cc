@@ -52,6 +52,7 @@ struct Column {
 std::vector<Column> Columns() {
   return {
       {"policy", [](const Metrics& m, const Metrics*) { return m.label; }},
+      {"estimator", [](const Metrics& m, const Metrics*) { return m.estimator; }},
       {"total_h", [](const Metrics& m,
                      const Metrics*) { return fmt::format("{:.2f}", m.total_time_s / 3600); }},
       {"x", [](const Metrics& m,
@@ -116,17 +117,17 @@ std::string ToCsv(const std::vector<SimResult>& results) {
       "policy,jobs,succeeded,failed,total_time_s,wait_avg_s,wait_p50_s,wait_p95_s,exec_avg_s,exec_"
       "p50_s,"
       "exec_p95_s,jct_avg_s,jct_p50_s,jct_p95_s,oom_crashes,lost_gpu_hours,energy_mj,mean_smact,"
-      "mean_memory_frac,wait_p99_s,jct_p99_s,requeues\n";
+      "mean_memory_frac,wait_p99_s,jct_p99_s,requeues,estimator\n";
   for (const auto& r : results) {
     const Metrics& m = r.metrics;
     out += fmt::format(
         "\"{}\",{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{},{"
         ":.4f},"
-        "{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{}\n",
+        "{:.4f},{:.4f},{:.4f},{:.3f},{:.3f},{},\"{}\"\n",
         m.label, m.jobs, m.succeeded, m.failed, m.total_time_s, m.wait_avg_s, m.wait_p50_s,
         m.wait_p95_s, m.exec_avg_s, m.exec_p50_s, m.exec_p95_s, m.jct_avg_s, m.jct_p50_s,
         m.jct_p95_s, m.oom_crashes, m.lost_gpu_hours, m.energy_mj, m.mean_smact, m.mean_memory_frac,
-        m.wait_p99_s, m.jct_p99_s, m.requeues);
+        m.wait_p99_s, m.jct_p99_s, m.requeues, m.estimator);
   }
   return out;
 }
@@ -144,6 +145,7 @@ std::string ToJson(const ReportContext& context, const std::vector<SimResult>& r
     const Metrics& m = r.metrics;
     nlohmann::ordered_json run;
     run["policy"] = m.label;
+    run["estimator"] = m.estimator;
     run["jobs"] = m.jobs;
     run["succeeded"] = m.succeeded;
     run["failed"] = m.failed;
@@ -336,8 +338,8 @@ summary{cursor:pointer;font-weight:bold;margin:10px 0}.charts{display:flex;flex-
     const auto& r = results[i];
     if (r.timeline.series.empty()) continue;
     const double horizon = std::max(1.0, r.metrics.total_time_s);
-    html += fmt::format("<details{}><summary>{}</summary>", i == 0 ? " open" : "",
-                        Escape(r.metrics.label));
+    html += fmt::format("<details{}><summary>{} (estimator {})</summary>", i == 0 ? " open" : "",
+                        Escape(r.metrics.label), Escape(r.metrics.estimator));
     html += Gantt(r.timeline, horizon);
     html += LineChart(
         "Memory used per GPU", r.timeline, horizon, r.timeline.capacity_gib,

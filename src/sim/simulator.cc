@@ -30,6 +30,12 @@ Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults) {
   if (spec.label.empty()) return InvalidArgument("empty policy spec");
   const auto colon = spec.label.find(':');
   std::string policy = spec.label.substr(0, colon);
+  if (auto carma = FindCarmaPolicy(policy)) {
+    // CARMA's names carry their estimator and CARMA's recovery (alone on an idle GPU); settings
+    // in the spec still override both.
+    spec.estimator = carma->estimator;
+    spec.recovery = RecoveryMode::kThesis;
+  }
   std::vector<std::string> kept;
   if (colon != std::string::npos) {
     for (const std::string& raw : Split(spec.label.substr(colon + 1), ',')) {
@@ -527,8 +533,18 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
   spec.owner = t.owner;
   spec.gpus = t.profile.gpus;
   spec.expected_smact = t.profile.smact;
+  std::optional<Bytes> declared = t.declared;
+  if (const auto line = TaskFileLine(spec_.estimator)) {
+    // CARMA's estimator policies read the task file's line; its "not known" (40000) is more than
+    // any 40 GB GPU has free after CARMA's 2 GiB margin: such a task only ever runs alone.
+    declared = t.task_file ? (*t.task_file).*(*line) : std::nullopt;
+    if (!declared) {
+      spec.sharing = SharingPreference::kExclusive;
+      return spec;
+    }
+  }
   JobDescription description{static_cast<uint64_t>(t.id), t.profile.name, t.profile.batch,
-                             t.profile.peak, t.declared};
+                             t.profile.peak, declared};
   auto estimate = estimator_.Estimate(description);
   if (estimate.ok()) spec.memory = estimate->AsNeed();
   return spec;
@@ -1521,6 +1537,7 @@ SimResult Engine::Finish() {
   SimResult result;
   Metrics& m = result.metrics;
   m.label = spec_.label;
+  m.estimator = spec_.estimator;
   m.jobs = static_cast<int>(jobs_.size());
   std::vector<double> waits, execs, jcts;
   double first_submit = jobs_.empty() ? 0 : ToSeconds(jobs_.front().trace->submit);
@@ -1620,22 +1637,50 @@ SimResult Engine::Finish() {
 
 }  // namespace
 
+std::optional<std::optional<Bytes> TaskFileMemory::*> TaskFileLine(std::string_view estimator) {
+  if (!StartsWith(estimator, "rad:")) return std::nullopt;
+  const std::string_view line = estimator.substr(4);
+  if (line == "oracle") return &TaskFileMemory::measured;
+  if (line == "horus") return &TaskFileMemory::horus;
+  if (line == "faketensor") return &TaskFileMemory::faketensor;
+  if (line == "gpumemnet") return &TaskFileMemory::gpumemnet;
+  return std::nullopt;
+}
+
 Result<SimResult> Simulate(const Trace& trace, const RunSpec& spec, const SimOptions& options) {
   if (options.servers < 1) return InvalidArgument("at least one server is needed");
   if (options.server.gpus < 1) return InvalidArgument("a server needs at least one GPU");
   if (options.queue_depth < 0) return InvalidArgument("the queue depth cannot be negative");
-  auto estimator = MakeEstimator(spec.estimator, options.seed);
+  const bool task_file_estimate = StartsWith(spec.estimator, "rad:");
+  if (task_file_estimate && !TaskFileLine(spec.estimator)) {
+    return InvalidArgument(fmt::format(
+        "unknown task-file estimator '{}' (use rad:oracle, rad:horus, rad:faketensor or "
+        "rad:gpumemnet)",
+        spec.estimator));
+  }
+  const bool has_task_files =
+      std::any_of(trace.jobs.begin(), trace.jobs.end(),
+                  [](const TraceJob& j) { return j.task_file.has_value(); });
+  if (task_file_estimate && !has_task_files && spec.estimator != "rad:oracle") {
+    return InvalidArgument(fmt::format(
+        "est={} reads CARMA's task files: it needs a carma:SCRIPT trace", spec.estimator));
+  }
+  // Without task files, CARMA's oracle line is the true peak itself.
+  RunSpec run = spec;
+  if (task_file_estimate && !has_task_files) run.estimator = "oracle";
+  auto estimator =
+      MakeEstimator(StartsWith(run.estimator, "rad:") ? "declared" : run.estimator, options.seed);
   if (!estimator.ok()) return estimator.status();
-  if (IsShardSpec(spec.policy)) {
-    auto shards = ParseShardSpec(spec.policy);
+  if (IsShardSpec(run.policy)) {
+    auto shards = ParseShardSpec(run.policy);
     if (!shards.ok()) return shards.status();
     const ShardPolicy policy(*shards);
-    Engine engine(trace, spec, options, policy, **estimator, ClusterRule{nullptr, &policy});
+    Engine engine(trace, run, options, policy, **estimator, ClusterRule{nullptr, &policy});
     return engine.Run();
   }
-  auto policy = MakePolicy(spec.policy, options.gates);
+  auto policy = MakePolicy(run.policy, options.gates);
   if (!policy.ok()) return policy.status();
-  Engine engine(trace, spec, options, **policy, **estimator,
+  Engine engine(trace, run, options, **policy, **estimator,
                 ClusterRule{&(*policy)->gates(), nullptr});
   return engine.Run();
 }

@@ -27,6 +27,10 @@ struct RunSpec {
 };
 Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults);
 
+// est=rad:oracle|rad:horus|rad:faketensor|rad:gpumemnet: the task-file line (of a carma: trace)
+// CARMA's oracle and estimator policies read; nullopt for any other estimator.
+std::optional<std::optional<Bytes> TaskFileMemory::*> TaskFileLine(std::string_view estimator);
+
 // How jobs reach servers.
 enum class ClusterMode {
   // One cluster-wide queue in arrival order, as slurmctld keeps: a job goes to a server only when
@@ -91,6 +95,7 @@ struct JobResult {
 
 struct Metrics {
   std::string label;
+  std::string estimator;  // the memory estimator the run planned with
   int jobs = 0, succeeded = 0, failed = 0, rejected = 0;
   double total_time_s = 0;  // first submission to last completion
   double wait_avg_s = 0, wait_p50_s = 0, wait_p95_s = 0;

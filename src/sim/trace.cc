@@ -29,7 +29,7 @@ constexpr int kThesisGaps[90] = {
 std::vector<const SoloProfile*> OfClass(WorkloadClass cls) {
   std::vector<const SoloProfile*> out;
   for (const auto& p : ThesisCatalogue()) {
-    if (p.cls == cls) out.push_back(&p);
+    if (p.cls == cls && p.in_table_6_2) out.push_back(&p);
   }
   return out;
 }
@@ -231,6 +231,183 @@ Result<Trace> ReadColoCsv(const std::string& path) {
   return ParseColoCsv(*text, path);
 }
 
+namespace {
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](char c) {
+    return c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
+  return out;
+}
+
+// A task path as the script names it, else its trailing components under the script's directory
+// or one of its parents (CARMA's scripts run from the repository root or name /home/... paths).
+std::optional<std::filesystem::path> FindTaskFile(const std::filesystem::path& named,
+                                                  const std::filesystem::path& script_dir) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(named, ec)) return named;
+  std::vector<std::filesystem::path> tails;
+  std::filesystem::path tail;
+  std::vector<std::filesystem::path> parts(named.begin(), named.end());
+  for (auto it = parts.rbegin(); it != parts.rend() && tails.size() < 3; ++it) {
+    if (it->empty() || *it == "/") break;
+    tail = tail.empty() ? *it : *it / tail;
+    tails.push_back(tail);
+  }
+  for (std::filesystem::path dir = script_dir.empty() ? "." : script_dir;;
+       dir = dir.parent_path()) {
+    for (auto t = tails.rbegin(); t != tails.rend(); ++t) {
+      if (std::filesystem::is_regular_file(dir / *t, ec)) return dir / *t;
+    }
+    if (!dir.has_parent_path() || dir.parent_path() == dir) break;
+  }
+  return std::nullopt;
+}
+
+// The value after `flag` on a command line, as a positive integer.
+std::optional<int> IntAfter(const std::vector<std::string>& argv,
+                            std::initializer_list<const char*> flags) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    for (const char* flag : flags) {
+      if (argv[i] != flag) continue;
+      auto v = ParseInt(argv[i + 1]);
+      if (v.ok() && *v > 0 && *v < 100'000'000) return static_cast<int>(*v);
+    }
+  }
+  return std::nullopt;
+}
+
+struct TaskShape {
+  CarmaModel model;
+  int batch = 0;
+  int epochs = 0;  // 0: the catalogue's
+};
+
+// What a task file's command trains: the script it runs and its flags.
+std::optional<TaskShape> ShapeOfCommand(const std::string& command, int file_batch) {
+  std::istringstream words(command);
+  std::vector<std::string> argv;
+  for (std::string w; words >> w;) argv.push_back(w);
+  TaskShape shape;
+  for (const std::string& word : argv) {
+    const std::filesystem::path p(word);
+    if (p.extension() != ".py" && p.extension() != ".sh") continue;
+    std::string stem = p.stem().string();
+    // torchvision's detection reference: the model is a flag.
+    if (stem == "train")
+      for (size_t i = 0; i + 1 < argv.size(); ++i)
+        if (argv[i] == "--model") stem = argv[i + 1];
+    auto model = CarmaModelOfScript(stem);
+    if (!model) continue;
+    shape.model = *model;
+    shape.batch =
+        IntAfter(argv, {"--batch_size", "--batch-size", "-b", "--bs", "--mini-batch-size"})
+            .value_or(file_batch);
+    shape.epochs = IntAfter(argv, {"--epochs", "--nepochs", "--num_epochs"}).value_or(0);
+    return shape;
+  }
+  // Not one of CARMA's scripts: the longest catalogued model named anywhere on the line
+  // ("train.py --model resnet50").
+  const std::string haystack = Lower(command);
+  size_t best_len = 0;
+  for (const auto& p : ThesisCatalogue()) {
+    const std::string model = p.name.substr(0, p.name.find('-'));
+    if (model.size() > best_len && haystack.find(model) != std::string::npos) {
+      best_len = model.size();
+      shape.model = {model, ""};
+    }
+  }
+  if (best_len == 0) return std::nullopt;
+  shape.batch = IntAfter(argv, {"--batch_size", "--batch-size", "-b", "--bs"}).value_or(file_batch);
+  shape.epochs = IntAfter(argv, {"--epochs", "--nepochs", "--num_epochs"}).value_or(0);
+  return shape;
+}
+
+// A task file known only by name (CARMA's older script names files it does not publish):
+// "densenet2.rad" is densenet121 at batch 64, as CARMA numbers its ImageNet files 32/64/128.
+std::optional<TaskShape> ShapeOfName(const std::string& stem) {
+  std::string base = stem;
+  int variant = 1;
+  if (!base.empty() && std::isdigit(static_cast<unsigned char>(base.back()))) {
+    variant = base.back() - '0';
+    base.pop_back();
+    if (!base.empty() && base.back() == '_') base.pop_back();
+  }
+  static const std::pair<const char*, const char*> kScripts[] = {
+      {"densenet", "densenet"},
+      {"xlnet_large_cased", "xlnet_large_cased"},
+      {"xlnet_base_cased", "xlnet_base_cased"},
+      {"gpt2_large", "gpt2_large_on_wiki"},
+      {"gpt2_xl", "gpt2_xl_on_wiki"}};
+  for (const auto& [name, script] : kScripts) {
+    if (Lower(base) != name) continue;
+    TaskShape shape;
+    shape.model = *CarmaModelOfScript(script);
+    shape.batch = shape.model.data == "imagenet" ? (variant == 2   ? 64
+                                                    : variant == 3 ? 128
+                                                                   : 32)
+                                                 : 0;
+    return shape;
+  }
+  return std::nullopt;
+}
+
+// The catalogued profile for a task, its duration scaled to the task's epochs.
+std::optional<SoloProfile> ProfileOf(const TaskShape& shape) {
+  const SoloProfile* p =
+      MatchWorkload(shape.model.model, shape.batch, shape.model.data, shape.epochs);
+  if (!p) return std::nullopt;
+  SoloProfile profile = *p;
+  if (shape.epochs > 0 && shape.epochs != p->epochs) {
+    profile.duration = p->duration * shape.epochs / p->epochs;
+    profile.epochs = shape.epochs;
+    profile.name = fmt::format("{}-e{}", p->name.substr(0, p->name.rfind("-e")), shape.epochs);
+    if (profile.warmup >= profile.duration) profile.warmup = profile.duration / 2;
+  }
+  return profile;
+}
+
+}  // namespace
+
+std::optional<CarmaModel> CarmaModelOfScript(std::string_view script) {
+  // CARMA's workloads/*.py (and the torchvision/DLRM programs its task files run) -> catalogue.
+  static const struct {
+    const char* script;
+    CarmaModel model;
+  } kScripts[] = {
+      {"bert_base_on_wiki", {"bert_base", "wiki"}},
+      {"bert_base_on_wiki_faketensor", {"bert_base", "wiki"}},
+      {"bert_large_on_wiki", {"bert_large", "wiki"}},
+      {"gpt2_large_on_wiki", {"gpt2_large", "wiki"}},
+      {"gpt2_xl_on_wiki", {"gpt2_xl", "wiki"}},
+      {"xlnet_base_cased", {"xlnet_base", "wiki"}},
+      {"xlnet_large_cased", {"xlnet_large", "wiki"}},
+      {"inception", {"inception", "imagenet"}},
+      {"xception", {"xception", "imagenet"}},
+      {"efficientnet", {"efficientnet_b0", "imagenet"}},
+      {"mobilenet", {"mobilenet_v2", "imagenet"}},
+      {"resnet50", {"resnet50", "imagenet"}},
+      {"vgg", {"vgg16", "imagenet"}},
+      {"densenet", {"densenet121", "imagenet"}},
+      {"efficientnet_cifar100", {"efficientnet_b0", "cifar100"}},
+      {"mobilenet_cifar100", {"mobilenetv3_small", "cifar100"}},
+      {"resnet18_cifar100", {"resnet18", "cifar100"}},
+      {"resnet34_cifar100", {"resnet34", "cifar100"}},
+      {"unet", {"unet", "voc"}},
+      {"dlrm_s_pytorch", {"dlrm", "criteo"}},
+      {"dlrm", {"dlrm", "criteo"}},
+      {"maskrcnn_resnet50_fpn", {"maskrcnn", "coco"}},
+      {"maskrcnn", {"maskrcnn", "coco"}},
+      {"mnist_train", {"mnist", "mnist"}},
+  };
+  const std::string key = Lower(script);
+  for (const auto& s : kScripts) {
+    if (key == s.script) return s.model;
+  }
+  return std::nullopt;
+}
+
 Result<Trace> ReadCarmaScript(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
@@ -238,6 +415,7 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
   Trace trace;
   trace.name = std::filesystem::path(path).stem().string();
   const std::vector<std::string> lines = Split(*text, '\n');
+  std::map<std::string, bool> noted;
   double at = 0;
   for (size_t n = 0; n < lines.size(); ++n) {
     const std::string line(Trim(lines[n]));
@@ -263,38 +441,51 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
     auto task_arg = std::find(argv.begin(), argv.end(), "--task");
     if (task_arg == argv.end() || task_arg + 1 == argv.end())
       return where("submit.py without --task FILE");
-    std::filesystem::path rad_path = *(task_arg + 1);
-    if (rad_path.is_relative() && !std::filesystem::exists(rad_path)) rad_path = dir / rad_path;
-    auto rad_text = ReadFile(rad_path.string());
-    if (!rad_text.ok()) return where(rad_text.status().message());
-    auto task = ParseRad(*rad_text, rad_path.string());
-    if (!task.ok()) return task.status();
-    // The simulator needs a solo profile: find the catalogued model named by the command or file.
-    std::string haystack = task->command + " " + rad_path.filename().string();
-    std::transform(haystack.begin(), haystack.end(), haystack.begin(), [](char c) {
-      return c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    });
-    const SoloProfile* best = nullptr;
-    size_t best_len = 0;
-    for (const auto& p : ThesisCatalogue()) {
-      const std::string model = p.name.substr(0, p.name.find('-'));
-      if (model.size() > best_len && haystack.find(model) != std::string::npos) {
-        best_len = model.size();
-        best = MatchWorkload(model, task->batch);
-      }
-    }
-    if (!best) {
-      return InvalidArgument(
-          fmt::format("{}:3: cannot tell which catalogued model '{}' trains; the simulator "
-                      "needs its solo profile (see `colo sim --list-workloads`)",
-                      rad_path.string(), task->command));
-    }
+    const std::filesystem::path named = *(task_arg + 1);
+    const auto rad_path = FindTaskFile(named, dir);
     TraceJob job;
     job.submit = SecondsF(at);
-    job.profile = *best;
-    job.profile.gpus = task->gpus;
-    if (task->measured_peak) job.profile.peak = *task->measured_peak;
-    job.name = rad_path.stem().string();
+    job.name = named.stem().string();
+    std::optional<TaskShape> shape;
+    int gpus = 0;
+    if (rad_path) {
+      auto rad_text = ReadFile(rad_path->string());
+      if (!rad_text.ok()) return where(rad_text.status().message());
+      auto task = ParseRad(*rad_text, rad_path->string());
+      if (!task.ok()) return task.status();
+      shape = ShapeOfCommand(task->command, task->batch);
+      if (!shape) {
+        return InvalidArgument(
+            fmt::format("{}:3: cannot tell which catalogued model '{}' trains; the simulator "
+                        "needs its solo profile (see `colo sim --list-workloads`)",
+                        rad_path->string(), task->command));
+      }
+      gpus = task->gpus;
+      job.task_file =
+          TaskFileMemory{task->measured_peak, task->horus, task->faketensor, task->gpumemnet};
+    } else {
+      shape = ShapeOfName(named.stem().string());
+      if (!shape) {
+        return where(fmt::format("task file '{}' not found (also not under {} or its parents)",
+                                 named.string(), dir.empty() ? "." : dir.string()));
+      }
+      if (!noted[named.string()]) {
+        noted[named.string()] = true;
+        trace.notes.push_back(fmt::format(
+            "{}:{}: task file '{}' not found; replayed from its name as {} (catalogue memory, "
+            "no estimator lines)",
+            path, n + 1, named.string(), shape->model.model));
+      }
+    }
+    auto profile = ProfileOf(*shape);
+    if (!profile) {
+      return where(fmt::format("model {} on {} is not catalogued (see `colo sim --list-workloads`)",
+                               shape->model.model, shape->model.data));
+    }
+    job.profile = *profile;
+    if (gpus > 0) job.profile.gpus = gpus;
+    // The true peak stays the catalogue's (nvidia-smi's, CUDA context included, as table 6.2
+    // gives it); a task file's line 8 is what CARMA's oracle policies plan with (est=rad:oracle).
     trace.jobs.push_back(std::move(job));
   }
   SortAndNumber(trace);

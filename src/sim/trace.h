@@ -14,6 +14,12 @@
 
 namespace colo {
 
+// The memory lines of a CARMA task file (MiB on lines 8-11; absent where the file says 40000, its
+// "not known", or has no such line): what CARMA's oracle and estimator policies plan with.
+struct TaskFileMemory {
+  std::optional<Bytes> measured, horus, faketensor, gpumemnet;
+};
+
 struct TraceJob {
   int64_t id = 0;
   Duration submit{0};  // since the trace start
@@ -21,11 +27,13 @@ struct TraceJob {
   std::string owner = "user";
   SoloProfile profile;  // profile.gpus is the GPU count
   std::optional<Bytes> declared;
+  std::optional<TaskFileMemory> task_file;  // jobs of a carma: trace
 };
 
 struct Trace {
   std::string name;
-  std::vector<TraceJob> jobs;  // ordered by submit time, ids 1..n
+  std::vector<TraceJob> jobs;      // ordered by submit time, ids 1..n
+  std::vector<std::string> notes;  // what a reader assumed (a missing task file, a guessed model)
 };
 
 // The thesis' traces: Philly arrival gaps (first 90 non-failed jobs of 2017-12-20) mapped onto
@@ -38,7 +46,18 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin);
 Result<Trace> ReadColoCsv(const std::string& path);
 
 // CARMA's submit script: "sleep N" lines advance time, "... submit.py --task FILE.rad" submits.
+// A task path that does not exist is looked for under the script's directory and its parents (by
+// its trailing components: CARMA's scripts name /home/... or repository-relative paths). The model
+// comes from the script the task's command runs (CARMA's workloads/*.py), epochs and batch from
+// its command line; a task file CARMA does not publish is replayed from its name (a note says so).
 Result<Trace> ReadCarmaScript(const std::string& path);
+
+// The catalogued model CARMA's training script `script` (its file name without .py, any case)
+// trains, and on which data set; nullopt for a script CARMA does not have.
+struct CarmaModel {
+  std::string model, data;
+};
+std::optional<CarmaModel> CarmaModelOfScript(std::string_view script);
 
 struct PhillyOptions {
   std::vector<std::string> statuses = {"Pass"};

@@ -26,6 +26,10 @@ struct SoloProfile {
   Duration startup{0};
   int gpus = 1;
   int batch = 0;
+  int epochs = 1;  // the epochs `duration` covers
+  // In thesis table 6.2 (the built-in and generated traces draw only from those); false for the
+  // models only CARMA's task files name.
+  bool in_table_6_2 = true;
 };
 
 // Thesis table 6.2 (A100-40GB), with solo SMACT and warm-up assigned per class (the README's
@@ -34,8 +38,10 @@ const std::vector<SoloProfile>& ThesisCatalogue();
 // By exact name, e.g. "resnet50-imagenet-bs64".
 const SoloProfile* FindWorkload(std::string_view name);
 // By model name and batch as found in a command line or file name ("resnet50", 64); the closest
-// batch of that model when the exact one is not catalogued.
-const SoloProfile* MatchWorkload(std::string_view model, int batch);
+// batch of that model when the exact one is not catalogued. With `data` ("cifar100"), only that
+// model on that data set; with `epochs`, the variant of that many epochs when there is one.
+const SoloProfile* MatchWorkload(std::string_view model, int batch, std::string_view data = {},
+                                 int epochs = 0);
 
 struct ServerProfile {
   std::string name;

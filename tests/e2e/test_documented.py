@@ -43,10 +43,17 @@ echo "CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY-unset}"
 [ -f "$1" ] || { echo "fake python: cannot open $1 in $(pwd)" >&2; exit 2; }
 """
 
-# `conda run --no-capture-output -n ENV CMD ARGS...` and nothing else: CMD runs with the
-# environment's bin/ first on PATH, as conda would run it.
+# `conda env list --json` (its envs/ directories) and `conda run --no-capture-output -n ENV CMD
+# ARGS...`: CMD runs with the environment's bin/ first on PATH, as conda would run it.
 FAKE_CONDA = """#!/bin/sh
 fail() { echo "fake conda: $*" >&2; exit 64; }
+if [ "$*" = "env list --json" ]; then
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  printf '{"envs": ["%s"' "$root"
+  for env in "$root"/envs/*; do [ -d "$env" ] && printf ', "%s"' "$env"; done
+  printf ']}\\n'
+  exit 0
+fi
 [ "$1" = run ] || fail "only 'conda run' is known, got: $*"
 shift
 [ "$1" = --no-capture-output ] || fail "expected --no-capture-output, got: $*"

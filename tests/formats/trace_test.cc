@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/simulator.h"
+
 namespace colo {
 namespace {
 
@@ -50,11 +52,89 @@ TEST(CarmaScript, SleepsAdvanceTimeAndRadFilesBecomeJobs) {
   ASSERT_TRUE(trace.ok()) << trace.status().ToString();
   ASSERT_EQ(trace->jobs.size(), 2u);
   EXPECT_EQ(trace->jobs[0].profile.name, "resnet50-imagenet-bs64");
-  EXPECT_EQ(trace->jobs[0].profile.peak, MiB(8536)) << "the .rad's measured peak wins";
+  EXPECT_EQ(trace->jobs[0].profile.peak, MiB(8536)) << "table 6.2's peak";
+  ASSERT_TRUE(trace->jobs[0].task_file.has_value());
+  EXPECT_EQ(trace->jobs[0].task_file->measured, MiB(8536));
+  EXPECT_EQ(trace->jobs[0].task_file->horus, MiB(9000));
+  EXPECT_FALSE(trace->jobs[0].task_file->faketensor.has_value()) << "40000: not known";
   EXPECT_EQ(trace->jobs[1].submit, Seconds(73));
   EXPECT_EQ(trace->jobs[1].profile.gpus, 2);
   EXPECT_EQ(trace->jobs[1].profile.name, "gpt2_large-wiki-bs8");
   EXPECT_FALSE(ReadCarmaScript("/nonexistent/submit.sh").ok());
+}
+
+const std::string kCarmaTraces =
+    std::string(COLO_TEST_DATA) + "/carma/assets/philly-based-evaluation-traces/";
+
+TEST(CarmaScript, CarmasTaskFilesBecomeTheirModels) {
+  auto trace = ReadCarmaScript(kCarmaTraces + "philly_trace-t2.sh");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  ASSERT_EQ(trace->jobs.size(), 60u);
+  EXPECT_TRUE(trace->notes.empty());
+  auto find = [&](const std::string& name) -> const TraceJob* {
+    for (const TraceJob& j : trace->jobs)
+      if (j.name == name) return &j;
+    return nullptr;
+  };
+  const TraceJob* maskrcnn = find("maskrcnn");
+  ASSERT_NE(maskrcnn, nullptr);
+  EXPECT_EQ(maskrcnn->profile.name, "maskrcnn-coco-bs8") << "-b 8 on its command line";
+  EXPECT_EQ(maskrcnn->task_file->horus, MiBf(7902.3));
+  const TraceJob* e50 = find("resnet18_cifar100_50e_1");
+  const TraceJob* e20 = find("resnet18_cifar100_20e_1");
+  ASSERT_TRUE(e50 && e20);
+  EXPECT_EQ(e50->profile.name, "resnet18-cifar100-bs32-e50");
+  EXPECT_EQ(e20->profile.name, "resnet18-cifar100-bs32-e20");
+  EXPECT_NEAR(ToSeconds(e50->profile.duration) / ToSeconds(e20->profile.duration), 2.5, 1e-9);
+  EXPECT_EQ(find("efficientNet_cifar100_50e_1")->profile.name, "efficientnet_b0-cifar100-bs32-e50");
+  EXPECT_EQ(find("efficientNet2")->profile.name, "efficientnet_b0-imagenet-bs64");
+  EXPECT_EQ(find("mobilenet")->profile.name, "mobilenet_v2-imagenet-bs32");
+  EXPECT_EQ(find("mobilenet_cifar100_20e_3")->profile.name, "mobilenetv3_small-cifar100-bs128-e20");
+  EXPECT_EQ(find("vgg3")->profile.name, "vgg16-imagenet-bs128");
+  EXPECT_EQ(find("UNet")->profile.name, "unet-voc-bs32");
+  EXPECT_EQ(find("dlrm")->profile.name, "dlrm-criteo-bs32768-e1");
+  EXPECT_EQ(find("gpt2_large_2")->profile.gpus, 2);
+  EXPECT_FALSE(find("dlrm")->task_file->gpumemnet.has_value()) << "40000: not known";
+}
+
+TEST(CarmaScript, MissingTaskFilesAreReplayedByNameWithANote) {
+  auto trace = ReadCarmaScript(kCarmaTraces + "philly_scenario_old.sh");
+  ASSERT_TRUE(trace.ok()) << trace.status().ToString();
+  EXPECT_FALSE(trace->notes.empty());
+  bool densenet = false;
+  for (const TraceJob& j : trace->jobs) densenet |= j.profile.name == "densenet121-imagenet-bs128";
+  EXPECT_TRUE(densenet);
+}
+
+// Every script CARMA publishes replays under CARMA's policy names, each job once.
+TEST(CarmaScript, AllSixScriptsReplayUnderCarmasPolicies) {
+  const char* scripts[] = {"philly_heavy-60-tasks.sh", "philly_mix-90-tasks.sh",
+                           "philly_scenario_old.sh",   "philly_trace-t1.sh",
+                           "philly_trace-t2.sh",       "test.sh"};
+  const size_t jobs[] = {60, 90, 107, 60, 60, 5};
+  SimOptions options;
+  options.server = *FindServer("a100x4");
+  options.record_timeline = false;
+  for (size_t i = 0; i < 6; ++i) {
+    auto trace = ReadCarmaScript(kCarmaTraces + scripts[i]);
+    ASSERT_TRUE(trace.ok()) << scripts[i] << ": " << trace.status().ToString();
+    ASSERT_EQ(trace->jobs.size(), jobs[i]) << scripts[i];
+    for (const char* name : {"exclusive", "oracle-MAGM", "OR-LUG", "EST-MAGM-GPUMemNet",
+                             "EST-LUG-Horus", "oracle-FF"}) {
+      auto spec = ParseRunSpec(name, RunSpec{});
+      ASSERT_TRUE(spec.ok()) << name;
+      auto result = Simulate(*trace, *spec, options);
+      ASSERT_TRUE(result.ok()) << scripts[i] << " " << name << ": " << result.status().ToString();
+      EXPECT_EQ(result->metrics.succeeded, static_cast<int>(jobs[i])) << scripts[i] << " " << name;
+      EXPECT_EQ(result->metrics.estimator, spec->estimator);
+      if (std::string(name) == "exclusive") {
+        EXPECT_EQ(result->metrics.oom_crashes, 0);
+      }
+    }
+  }
+  // The estimator lines need task files.
+  auto spec = ParseRunSpec("EST-MAGM-Horus", RunSpec{});
+  EXPECT_FALSE(Simulate(ThesisTrace(90), *spec, options).ok());
 }
 
 TEST(Philly, ReadsTheClusterJobLogShape) {

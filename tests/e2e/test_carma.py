@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""`colo submit TASK.rad` for every CARMA task file in tests/data/carma, through the real binaries.
+
+The tasks' training scripts do not exist here; a fake `conda` (written by the test) stands in for
+conda: `conda env list --json` lists its envs/ directory, and `conda run -n ENV CMD...` says which
+environment and command it was asked for, then runs the command with the environment's bin/ first
+on PATH, where `python` and `python3` only say how they were called.
+"""
+
+import json
+import os
+import shutil
+
+import harness
+from test_documented import DocumentedTest
+
+FAKE_CONDA = """#!/bin/sh
+fail() { echo "fake conda: $*" >&2; exit 64; }
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ "$*" = "env list --json" ]; then
+  printf '{"envs": ["%s"' "$root"
+  for env in "$root"/envs/*; do [ -d "$env" ] && printf ', "%s"' "$env"; done
+  printf ']}\\n'
+  exit 0
+fi
+[ "$1" = run ] || fail "only 'conda run' and 'conda env list --json' are known, got: $*"
+shift
+[ "$1" = --no-capture-output ] || fail "expected --no-capture-output, got: $*"
+shift
+[ "$1" = -n ] && [ -n "$2" ] || fail "expected -n ENV, got: $*"
+name=$2
+shift 2
+[ $# -gt 0 ] || fail "no command"
+[ -d "$root/envs/$name" ] || { echo "EnvironmentLocationNotFound: $name" >&2; exit 1; }
+echo "conda env: $name"
+echo "conda command: $*"
+PATH="$root/envs/$name/bin:$PATH" CONDA_DEFAULT_ENV=$name exec "$@"
+"""
+
+# The environment's python: a stand-in for the training script it was asked to run.
+ENV_PYTHON = """#!/bin/sh
+echo "$(basename "$0") of $CONDA_DEFAULT_ENV: $*"
+"""
+
+UNKNOWN_MIB = 40000  # CARMA's "not known"
+
+
+def task_files():
+    """Every vendored task file, relative to tests/data/carma."""
+    root = os.path.join(harness.DATA_DIR, "carma")
+    found = []
+    for directory, _, files in os.walk(root):
+        found += [os.path.relpath(os.path.join(directory, f), root)
+                  for f in files if f.endswith(".rad")]
+    return sorted(found)
+
+
+def expected_memory(lines):
+    """The number colo plans with: the measured peak (line 9), else GPUMemNet's, Horus',
+    FakeTensor's (lines 12, 10, 11); None when every one is missing or 40000."""
+    for index in (8, 11, 9, 10):
+        if index < len(lines) and lines[index].strip():
+            mib = float(lines[index])
+            if int(mib) != UNKNOWN_MIB:
+                return int(mib * (1 << 20) + 0.5)
+    return None
+
+
+class CarmaTaskFiles(DocumentedTest):
+    def setUp(self):
+        super().setUp()
+        conda_root = self.mkdir("home", "conda", user=self.user)
+        self.conda_bin = self.mkdir("home", "conda", "bin", user=self.user)
+        self.conda = self.write(os.path.join(self.conda_bin, "conda"), FAKE_CONDA, 0o755,
+                                self.user)
+        self.mkdir("home", "conda", "envs", user=self.user)
+        for env in ("tf", "torch"):
+            env_bin = self.mkdir("home", "conda", "envs", env, "bin", user=self.user)
+            for python in ("python", "python3"):
+                self.write(os.path.join(env_bin, python), ENV_PYTHON, 0o755, self.user)
+        self.assertTrue(os.path.isdir(conda_root))
+
+    def copy_task(self, relative):
+        """The task file, copied into the user's working directory (same relative path)."""
+        target = os.path.join(self.work, "carma", relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy(os.path.join(harness.DATA_DIR, "carma", relative), target)
+        harness.chown_tree(self.work, self.user)
+        return target
+
+    def submit_task(self, path):
+        return self.colo("submit", "--json", path, path_prefix=self.conda_bin)
+
+    def test_every_task_file_runs(self):
+        """`colo submit TASK.rad` of all CARMA task files: each becomes a job named after the
+        file, with the file's GPUs and memory number (exclusive when it has none), that runs
+        the file's command through `conda run -n ENV` and succeeds."""
+        files = task_files()
+        self.assertGreaterEqual(len(files), 52, files)
+        submitted = {}
+        for relative in files:
+            path = self.copy_task(relative)
+            r = self.submit_task(path)
+            self.assertEqual(r.returncode, 0, f"{relative}: {r.stdout}{r.stderr}")
+            submitted[relative] = (path, int(json.loads(r.stdout)["job"]))
+        exclusive = 0
+        for relative, (path, job) in submitted.items():
+            with open(path) as f:
+                lines = [line.strip() for line in f.read().split("\n")]
+            env = lines[1].split()[-1]
+            command = lines[2]
+            detail = self.assert_succeeded(job)
+            self.assertEqual(detail["command"], [self.conda, "run", "--no-capture-output", "-n",
+                                                 env, "/bin/sh", "-c", command], relative)
+            self.assertEqual(detail["name"], os.path.basename(relative)[:-4], relative)
+            self.assertEqual(detail["source"], "rad " + path, relative)
+            gpus = int(lines[7]) if len(lines) > 7 and lines[7] else 1
+            self.assertEqual(len(detail["gpu_uuids"]), gpus, relative)
+            memory = expected_memory(lines)
+            self.assertEqual(detail.get("memory"), memory, relative)
+            if memory is None:
+                exclusive += 1
+                self.assertEqual(detail["share"], "exclusive", relative)
+                self.assertEqual(detail["attempt_list"][0]["mode"], "exclusive", relative)
+            program, *args = command.split()
+            self.assertEqual(self.logs(job),
+                             f"conda env: {env}\nconda command: /bin/sh -c {command}\n"
+                             f"{program} of {env}: {' '.join(args)}\n", relative)
+        # CARMA's gpt2_xl.rad files give no memory number at all.
+        self.assertGreaterEqual(exclusive, 2)
+
+    def test_unknown_environment_is_refused_at_submit(self):
+        """A task file naming an environment conda does not have: exit 1 before anything is
+        queued, naming the file, the environment and the ones conda has."""
+        path = self.copy_task(os.path.join("workloads", "vgg.rad"))
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("conda activate tf", "conda activate tensorflw"))
+        r = self.submit_task(path)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f"{path}: conda has no environment 'tensorflw' (conda env list: tf, torch)",
+                      r.stderr)
+        self.assertEqual(self.colo_json("queue")["jobs"], [])
+        self.assertEqual(self.colo_json("history")["jobs"], [])
+
+    def test_conda_that_cannot_list_is_a_clear_error(self):
+        """A conda whose `env list --json` fails: the submit says so, with conda's words."""
+        path = self.copy_task(os.path.join("workloads", "vgg.rad"))
+        self.write(self.conda, "#!/bin/sh\necho 'CondaError: broken install' >&2\nexit 1\n",
+                   0o755, self.user)
+        r = self.submit_task(path)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("env list --json' exited with status 1 while checking for environment 'tf'",
+                      r.stderr)
+        self.assertIn("CondaError: broken install", r.stderr)
+        self.assertEqual(self.colo_json("queue")["jobs"], [])
+
+    def test_all_memory_lines_unknown_runs_exclusive(self):
+        """A task file whose memory lines are all 40000 asks for its GPU alone: share exclusive,
+        no memory number, and it runs exclusively."""
+        path = self.copy_task(os.path.join("workloads", "dlrm.rad"))
+        with open(path) as f:
+            lines = f.read().split("\n")
+        lines[8:12] = ["40000"] * 4
+        with open(path, "w") as f:
+            f.write("\n".join(lines))
+        job = int(json.loads(self.submit_task(path).stdout)["job"])
+        detail = self.assert_succeeded(job)
+        self.assertEqual(detail["share"], "exclusive")
+        self.assertNotIn("memory", detail)
+        self.assertEqual(detail["attempt_list"][0]["mode"], "exclusive")
+        # The command line still wins over the file.
+        job = int(json.loads(self.colo_ok("submit", "--json", "--share", "mps", "--mem", "2GiB",
+                                          path, path_prefix=self.conda_bin).stdout)["job"])
+        detail = self.assert_succeeded(job)
+        self.assertEqual((detail["share"], detail["memory"]), ("mps", 2 << 30))
+
+
+if __name__ == "__main__":
+    harness.main()
