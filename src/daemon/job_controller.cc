@@ -93,9 +93,21 @@ bool JobController::Persist(Job& job, std::vector<JobEvent> events) {
   return false;
 }
 
+void ControllerCounters::Histogram::Observe(double value) {
+  size_t bucket = 0;
+  while (bucket < bounds.size() && value > bounds[bucket]) ++bucket;
+  buckets[bucket]++;
+  sum += value;
+  count++;
+}
+
 void JobController::ForgetIfDone(JobId id) {
   auto it = live_.find(id);
   if (it == live_.end() || it->second.live() || unsaved_.count(id)) return;
+  if (it->second.finished >= it->second.submitted) {
+    counters_.completion.Observe(
+        std::chrono::duration<double>(it->second.finished - it->second.submitted).count());
+  }
   scheduler_.Forget(id);
   running_.erase(id);
   tenant_deadline_.erase(id);
@@ -439,14 +451,7 @@ void JobController::Tick() {
 void JobController::PlacementPass() {
   const TimePoint pass_began = clock_.Now();
   const std::vector<colo::Launch> launches = scheduler_.Schedule();
-  const double seconds = ToSeconds(clock_.Now() - pass_began);
-  size_t bucket = 0;
-  while (bucket < std::size(ControllerCounters::kPassBuckets) &&
-         seconds > ControllerCounters::kPassBuckets[bucket])
-    ++bucket;
-  counters_.pass_buckets[bucket]++;
-  counters_.pass_seconds += seconds;
-  counters_.passes++;
+  counters_.pass.Observe(ToSeconds(clock_.Now() - pass_began));
   for (const colo::Launch& launch : launches) Launch(launch);
 }
 
@@ -567,6 +572,9 @@ void JobController::Launch(const colo::Launch& launch) {
   current.pid_start = started->start_ticks;
   current.phase = Attempt::Phase::kRunning;
   counters_.placements++;
+  if (current.number == 1) {
+    counters_.wait.Observe(std::chrono::duration<double>(clock_.WallNow() - job.submitted).count());
+  }
   launch_events.push_back(
       Event(launch.job, "started",
             fmt::format("attempt {} on {} ({}{}), pid {}", current.number, visible,
@@ -637,7 +645,11 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   running_.erase(id);
   if (exit.kind == ExitKind::kOutOfMemory) {
     counters_.oom_crashes++;
-    if (action == ExitAction::kRequeuedForRecovery) counters_.oom_recoveries++;
+    if (action == ExitAction::kRequeuedForRecovery) {
+      counters_.oom_recoveries++;
+      const bool figures = exit.oom.in_use.has_value() || exit.oom.requested.has_value();
+      counters_.oom_recoveries_by_reason[figures ? "framework" : "observed"]++;
+    }
   }
   const std::string what = attempt.detail.empty() ? "done" : attempt.detail;
   std::string detail = fmt::format("attempt {}: {}", attempt.number, what);
@@ -984,6 +996,9 @@ void JobController::LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent
   tenant_deadline_.erase(id);
   running_[id] = Running{};
   counters_.placements++;
+  if (job.attempts.size() == 1) {
+    counters_.wait.Observe(std::chrono::duration<double>(clock_.WallNow() - job.submitted).count());
+  }
 }
 
 std::vector<std::string> JobController::TenantEnv(const Job& job) const {

@@ -79,19 +79,31 @@ struct ControllerOptions {
 
 // Counts for the metrics endpoint.
 struct ControllerCounters {
+  // Observations by upper bound (a Prometheus histogram: the last bucket is the rest).
+  struct Histogram {
+    explicit Histogram(std::vector<double> upper_bounds)
+        : bounds(std::move(upper_bounds)), buckets(bounds.size() + 1, 0) {}
+    void Observe(double value);
+    std::vector<double> bounds;
+    std::vector<int64_t> buckets;
+    double sum = 0;
+    int64_t count = 0;
+  };
   int64_t placements = 0;
   int64_t oom_crashes = 0;
   int64_t oom_recoveries = 0;
+  // By what the raised need came from: "framework" (the framework's own figures) or "observed".
+  std::map<std::string, int64_t> oom_recoveries_by_reason;
   int64_t store_failures = 0;
   // Attempts seen using more memory than planned while sharing without an MPS memory limit, by
   // GPU.
   std::map<GpuIndex, int64_t> over_plan;
-  // Placement passes by how long they took (upper bounds in seconds, then the rest).
-  static constexpr double kPassBuckets[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
-                                            5e-4, 1e-3,   1e-2, 1e-1};
-  int64_t pass_buckets[std::size(kPassBuckets) + 1] = {};
-  double pass_seconds = 0;
-  int64_t passes = 0;
+  // Placement passes by how long they took, in seconds.
+  Histogram pass{{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2, 1e-1}};
+  // Seconds from submission to a job's first start, and to its end.
+  Histogram wait{{1, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 24 * 3600}};
+  Histogram completion{
+      {10, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600}};
 };
 
 class JobController {
@@ -132,6 +144,7 @@ class JobController {
   // A live job from memory, an ended one from the store.
   Result<std::optional<Job>> Find(JobId id) const;
   const Scheduler& scheduler() const { return scheduler_; }
+  WallTime now() const { return clock_.WallNow(); }
   const ControllerCounters& counters() const { return counters_; }
   // The peak the current attempt of a running job has reached so far.
   Bytes CurrentPeak(const Job& job) const;

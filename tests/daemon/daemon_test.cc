@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -467,7 +468,11 @@ TEST_F(DaemonTest, MetricsSpeakPrometheusTextOnTheirOwnPort) {
   while ((n = recv(fd, buffer, sizeof buffer, 0)) > 0) body.append(buffer, static_cast<size_t>(n));
   close(fd);
   EXPECT_NE(body.find("HTTP/1.1 200 OK"), std::string::npos);
-  EXPECT_NE(body.find("colo_gpu_smact{gpu=\"1\",uuid=\"GPU-fake-0001\"} 0.5"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(
+      body, std::regex(R"(\ncolo_gpu_sm_active_ratio\{gpu="1",UUID="GPU-fake-0001",)"
+                       R"(modelName="[^"]+",Hostname="[^"]*"\} 0.5\n)")))
+      << body;
+  EXPECT_EQ(body.find("-1\n"), std::string::npos) << "a missing value is an absent series";
   EXPECT_NE(body.find("colo_placements_total{policy=\"worst-fit:margin=2GiB,smact=0.8\"} 1"),
             std::string::npos)
       << body;

@@ -159,7 +159,8 @@ class MemoryTest(harness.E2ETest):
         self.assertRegex(text, r"OverPlan=peak 3\.0+ GiB > plan 1\.0+ GiB")
         gpu = int(detail["attempt_list"][0]["gpus"][0])
         metrics = harness.http_get(self.port, "/metrics")[1]
-        self.assertRegex(metrics, rf'colo_jobs_over_plan_total{{gpu="{gpu}",uuid="[^"]+"}} 1\n')
+        self.assertRegex(metrics, rf'colo_jobs_over_plan_total{{gpu="{gpu}",UUID="[^"]+",'
+                                  rf'modelName="[^"]+",Hostname="[^"]*"}} 1\n')
         self.write(release, "")
         detail = self.assert_succeeded(job)
         self.assertEqual(len(self.events(detail, "over-plan")), 1, "told once per attempt")
