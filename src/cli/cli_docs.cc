@@ -206,7 +206,9 @@ std::string Zsh(const CLI::App& app) {
     out += "  )\n  if (( CURRENT == 2 )); then\n    _describe command commands\n    return\n  fi\n";
     out += "  case \"${words[2]}\" in\n";
     for (const CLI::App* sub : Commands(app))
-      out += "    " + sub->get_name() + ")\n      _arguments -s" + ZshArguments(*sub) +
+      // The subcommand's words only: _arguments takes the first as the command's name.
+      out += "    " + sub->get_name() + ")\n      shift words\n      (( CURRENT-- ))\n" +
+             "      _arguments -s" + ZshArguments(*sub) +
              " \\\n    '*:file:_files'\n      ;;\n";
     out += "  esac\n}\n";
   }

@@ -34,7 +34,7 @@ class Daemon {
     // running a Daemon inside another program leave signals alone.
     bool handle_signals = true;
     // Makes the config again, for a reload at SIGHUP; absent: SIGHUP is ignored.
-    std::function<Result<DaemonConfig>()> reload;
+    std::function<Result<DaemonConfig>()> reload = nullptr;
   };
   static Result<std::unique_ptr<Daemon>> Create(Options options, GpuBackend& gpus);
   ~Daemon();
