@@ -208,8 +208,7 @@ std::string Zsh(const CLI::App& app) {
     for (const CLI::App* sub : Commands(app))
       // The subcommand's words only: _arguments takes the first as the command's name.
       out += "    " + sub->get_name() + ")\n      shift words\n      (( CURRENT-- ))\n" +
-             "      _arguments -s" + ZshArguments(*sub) +
-             " \\\n    '*:file:_files'\n      ;;\n";
+             "      _arguments -s" + ZshArguments(*sub) + " \\\n    '*:file:_files'\n      ;;\n";
     out += "  esac\n}\n";
   }
   out += fn + " \"$@\"\n";
