@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 REPORT ?= reports/colo-sim-thesis-90.html
 
-.PHONY: deps configure build demo test asan bench format clean
+.PHONY: deps configure build install demo test asan bench format clean
 
 deps:
 	./scripts/install-deps.sh
@@ -14,6 +14,12 @@ $(BUILD)/build.ninja: | deps
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Programs, data, systemd unit, sample config, man pages and completions under $(PREFIX)
+# (staged below $(DESTDIR) when set, as packagers do).
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The main job on the embedded default: the thesis' 90-task trace on a simulated 4xA100-40GB server,
 # every policy side by side, and an HTML report.

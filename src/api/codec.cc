@@ -235,7 +235,11 @@ struct RequestEncoder {
   json operator()(const ShowRequest& q) const { return json{{"op", "show"}, {"job", q.job}}; }
   json operator()(const CancelRequest& q) const { return json{{"op", "cancel"}, {"job", q.job}}; }
   json operator()(const ExplainRequest& q) const { return json{{"op", "explain"}, {"job", q.job}}; }
-  json operator()(const LogsRequest& q) const { return json{{"op", "logs"}, {"job", q.job}}; }
+  json operator()(const LogsRequest& q) const {
+    json j{{"op", "logs"}, {"job", q.job}};
+    if (q.attempt) j["attempt"] = *q.attempt;
+    return j;
+  }
   json operator()(const GpusRequest&) const { return json{{"op", "gpus"}}; }
   json operator()(const HistoryRequest& q) const {
     json j{{"op", "history"}, {"limit", q.limit}, {"all", q.all}};
@@ -330,20 +334,23 @@ JobId ReadJobId(FieldReader& r) {
 
 // --- Replies ---
 json ToJson(const AttemptInfo& a) {
-  return json{{"number", a.number},
-              {"pid", a.pid},
-              {"gpus", a.gpus},
-              {"gpu_uuids", a.gpu_uuids},
-              {"mode", a.mode},
-              {"thread_percent", a.thread_percent},
-              {"memory_limit", a.memory_limit.count()},
-              {"started", a.started},
-              {"ended", a.ended},
-              {"exit_kind", a.exit_kind},
-              {"detail", a.detail},
-              {"peak", a.peak.count()},
-              {"over_plan", a.over_plan},
-              {"solo_smact", a.solo_smact}};
+  json j{{"number", a.number},
+         {"pid", a.pid},
+         {"gpus", a.gpus},
+         {"gpu_uuids", a.gpu_uuids},
+         {"mode", a.mode},
+         {"thread_percent", a.thread_percent},
+         {"memory_limit", a.memory_limit.count()},
+         {"started", a.started},
+         {"ended", a.ended},
+         {"exit_kind", a.exit_kind},
+         {"detail", a.detail},
+         {"peak", a.peak.count()},
+         {"over_plan", a.over_plan},
+         {"solo_smact", a.solo_smact}};
+  if (a.exit_code) j["exit_code"] = *a.exit_code;
+  if (a.exit_signal) j["exit_signal"] = *a.exit_signal;
+  return j;
 }
 
 json ToJson(const JobSummary& s) {
@@ -364,6 +371,9 @@ json ToJson(const JobSummary& s) {
   if (s.memory) j["memory"] = s.memory->count();
   if (s.slurm_job) j["slurm_job"] = *s.slurm_job;
   if (s.redacted) j["redacted"] = true;
+  j["gpu_indices"] = s.gpu_indices;
+  if (s.exit_code) j["exit_code"] = *s.exit_code;
+  if (s.exit_signal) j["exit_signal"] = *s.exit_signal;
   return j;
 }
 
@@ -421,6 +431,8 @@ AttemptInfo ReadAttempt(const json& j, Status* status) {
   a.peak = Bytes(r.Int("peak", 0, 0, kMaxMemoryBytes));
   a.over_plan = r.Bool("over_plan", false);
   a.solo_smact = r.Number("solo_smact", -1, -1, 1);
+  if (r.Has("exit_code")) a.exit_code = static_cast<int>(r.Int("exit_code", 0, 0, 255));
+  if (r.Has("exit_signal")) a.exit_signal = static_cast<int>(r.Int("exit_signal", 0, 1, 128));
   return a;
 }
 
@@ -445,6 +457,13 @@ JobSummary ReadSummary(const json& j, Status* status) {
   if (r.Has("slurm_job"))
     s.slurm_job = static_cast<uint32_t>(r.Int("slurm_job", 0, 0, kMaxSlurmJobId));
   s.redacted = r.Bool("redacted", false);
+  if (const auto it = j.find("gpu_indices"); it != j.end() && it->is_array()) {
+    for (const json& g : *it) {
+      if (g.is_number_integer()) s.gpu_indices.push_back(g.get<int>());
+    }
+  }
+  if (r.Has("exit_code")) s.exit_code = static_cast<int>(r.Int("exit_code", 0, 0, 255));
+  if (r.Has("exit_signal")) s.exit_signal = static_cast<int>(r.Int("exit_signal", 0, 1, 128));
   return s;
 }
 
@@ -781,7 +800,9 @@ Result<Request> DecodeRequest(std::string_view line) {
   } else if (op == "explain") {
     request = ExplainRequest{ReadJobId(r)};
   } else if (op == "logs") {
-    request = LogsRequest{ReadJobId(r)};
+    LogsRequest l{ReadJobId(r), std::nullopt};
+    if (r.Has("attempt")) l.attempt = static_cast<int>(r.Int("attempt", 1, 1, 1 << 30));
+    request = l;
   } else if (op == "gpus") {
     request = GpusRequest{};
   } else if (op == "history") {

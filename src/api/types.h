@@ -92,6 +92,8 @@ struct ExplainRequest {
 };
 struct LogsRequest {
   JobId job = 0;
+  std::optional<int> attempt =
+      std::nullopt;  // that attempt's files (from 1); absent: the latest attempt's
 };
 struct GpusRequest {};
 // Jobs that ended, newest first, one page at a time: a page is at most kMaxHistoryPage jobs and
@@ -169,6 +171,8 @@ struct AttemptInfo {
   Bytes peak;
   bool over_plan = false;  // used more than its plan while sharing without an MPS limit
   double solo_smact = -1;  // SM activity alone on its GPU; negative: not measured
+  // How its process ended (absent while it runs, or when colod could not learn it).
+  std::optional<int> exit_code = std::nullopt, exit_signal = std::nullopt;
 };
 struct EventInfo {
   double time = 0;
@@ -192,6 +196,9 @@ struct JobSummary {
   Bytes peak;
   std::optional<uint32_t> slurm_job;  // the Slurm job it is the node's half of
   bool redacted = false;
+  std::vector<int> gpu_indices = {};  // colod's indices of gpu_uuids
+  // How the latest attempt's process ended (absent while it runs or when unknown).
+  std::optional<int> exit_code = std::nullopt, exit_signal = std::nullopt;
 };
 // Everything about one job (colo show).
 struct JobDetail {

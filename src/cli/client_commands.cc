@@ -11,11 +11,15 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
+#include <type_traits>
 
 #include "api/client.h"
 #include "cli/conda.h"
 #include "cli/estimate_command.h"
+#include "cli/job_table.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -41,39 +45,8 @@ Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& o, const Req&
   return client->Call(request);
 }
 
-int Fail(const Status& s) {
-  fmt::print(stderr, "colo: {}\n", Printable(s.message()));
-  return 1;
-}
-
-std::string StateCode(JobState state) {
-  switch (state) {
-    case JobState::kQueued:
-      return "PD";
-    case JobState::kRecovering:
-      return "RQ";
-    case JobState::kRunning:
-      return "R";
-    case JobState::kSucceeded:
-      return "CD";
-    case JobState::kFailed:
-      return "F";
-    case JobState::kCancelled:
-      return "CA";
-    case JobState::kLost:
-      return "LO";
-    case JobState::kRequeued:
-      return "RQS";
-  }
-  return "?";
-}
-
-std::string Elapsed(double seconds) {
-  if (seconds < 0) seconds = 0;
-  const auto s = static_cast<long long>(seconds);
-  if (s >= 86400)
-    return fmt::format("{}-{:02}:{:02}:{:02}", s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-  return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+int Fail(const ClientOptions& o, const Status& s) {
+  return ReportError(s, o.json);
 }
 
 double Now() {
@@ -103,33 +76,18 @@ std::string Pct(double v) {
   return v < 0 ? "-" : fmt::format("{:.0f}%", 100 * v);
 }
 
-void PrintJobs(const std::vector<api::JobSummary>& jobs, bool history) {
+int PrintJobs(const ClientOptions& o, const std::vector<api::JobSummary>& jobs, bool history) {
   // On a Slurm node, each job's Slurm id too ("-" for a job submitted to colo itself).
   const bool slurm = std::any_of(jobs.begin(), jobs.end(),
                                  [](const api::JobSummary& j) { return j.slurm_job.has_value(); });
-  const std::string slurm_header = slurm ? fmt::format(" {:>8}", "SLURM") : "";
-  fmt::print("{:>7}{} {:<18} {:<10} {:>3} {:>4} {:>10} {:>11}  {}\n", "JOBID", slurm_header, "NAME",
-             "USER", "ST", "GPUS", "MEM", "TIME", history ? "END / REASON" : "GPUS(REASON)");
-  for (const api::JobSummary& j : jobs) {
-    double elapsed = 0;
-    if (j.state == JobState::kRunning)
-      elapsed = Now() - j.started;
-    else if (history && j.started > 0)
-      elapsed = j.finished - j.started;
-    std::string where;
-    if (j.state == JobState::kRunning) {
-      where = fmt::format("{} ({})", Join(j.gpu_uuids, ","), j.mode);
-    } else if (history) {
-      where = FormatWallTime(j.finished) + (j.reason.empty() ? "" : "  " + j.reason);
-    } else {
-      where = "(" + j.reason + ")";
-    }
-    const std::string slurm_cell =
-        slurm ? fmt::format(" {:>8}", j.slurm_job ? std::to_string(*j.slurm_job) : "-") : "";
-    fmt::print("{:>7}{} {:<18} {:<10} {:>3} {:>4} {:>10} {:>11}  {}\n", j.id, slurm_cell,
-               Cell(j.name, 18), Cell(j.user, 10), StateCode(j.state), j.gpus,
-               j.memory ? FormatBytes(*j.memory) : "unknown", Elapsed(elapsed), Printable(where));
-  }
+  auto format = JobFormat::Parse(!o.format.empty() ? o.format
+                                 : history         ? DefaultHistoryFormat(slurm)
+                                                   : DefaultQueueFormat(slurm));
+  if (!format.ok()) return ReportError(format.status(), o.json, kExitUsage);
+  if (!o.no_header) fmt::print("{}\n", format->Header());
+  const double now = Now();
+  for (const api::JobSummary& j : jobs) fmt::print("{}\n", format->Row(j, now));
+  return kExitOk;
 }
 
 // Printable, keeping line breaks (and carriage returns, which progress bars use) as they are.
@@ -309,10 +267,14 @@ Status ApplyEstimate(const ClientOptions& o, api::SubmitRequest& r) {
 int Submit(const ClientOptions& options) {
   std::vector<std::string> environment;
   for (char** e = environ; *e; ++e) environment.push_back(*e);
+  // No command is a usage error; what a job file or an estimate says wrong is not.
+  if (options.command.empty())
+    return ReportError(InvalidArgument("nothing to submit: give a job file or -- COMMAND"),
+                       options.json, kExitUsage);
   auto request = BuildSubmitRequest(options, environment);
-  if (!request.ok()) return Fail(request.status());
+  if (!request.ok()) return Fail(options, request.status());
   auto reply = Call(options, *request);
-  if (!reply.ok()) return Fail(reply.status());
+  if (!reply.ok()) return Fail(options, reply.status());
   if (options.json)
     fmt::print("{}\n", api::EncodeReply(*reply));
   else
@@ -320,63 +282,156 @@ int Submit(const ClientOptions& options) {
   return 0;
 }
 
-int Logs(const ClientOptions& o) {
-  auto reply = Call(o, api::LogsRequest{o.job});
-  if (!reply.ok()) return Fail(reply.status());
-  if (o.json) {
-    fmt::print("{}\n", api::EncodeReply(*reply));
-    return 0;
+// One of a job's output files, printed as it grows. To a terminal, what the job wrote cannot
+// move the cursor or change colours; to a pipe it goes as it is.
+class LogPrinter {
+ public:
+  LogPrinter(int fd, FILE* out) : fd_(fd), out_(out), terminal_(isatty(fileno(out))) {}
+  LogPrinter(const LogPrinter&) = delete;
+  LogPrinter& operator=(const LogPrinter&) = delete;
+  ~LogPrinter() {
+    if (!pending_.empty()) fputs(Printable(pending_).c_str(), out_);
+    fflush(out_);
+    close(fd_);
   }
-  const std::string path = o.stderr_log ? reply->stderr_path : reply->stdout_path;
-  if (path.empty()) {
-    fmt::print(stderr, "colo: job {} has not started yet\n", o.job);
-    return 0;
-  }
-  auto log = OpenJobLog(path);
-  if (!log.ok()) return Fail(log.status());
-  const int fd = *log;
-  // To a terminal, what the job wrote cannot move the cursor or change colours; to a pipe it
-  // goes as it is.
-  const bool terminal = isatty(STDOUT_FILENO);
-  std::string pending;  // the start of a character cut by the end of a read
-  auto drain = [&] {
+
+  // Prints what was written since the last call.
+  void Drain() {
     char buffer[8192];
     for (;;) {
-      const ssize_t n = read(fd, buffer, sizeof buffer);
+      const ssize_t n = read(fd_, buffer, sizeof buffer);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
-      if (!terminal) {
-        fwrite(buffer, 1, static_cast<size_t>(n), stdout);
+      if (!terminal_) {
+        fwrite(buffer, 1, static_cast<size_t>(n), out_);
         continue;
       }
-      pending.append(buffer, static_cast<size_t>(n));
-      size_t cut = pending.size();
-      for (size_t back = 1; back <= 3 && back <= pending.size(); ++back) {
-        const auto byte = static_cast<unsigned char>(pending[pending.size() - back]);
+      pending_.append(buffer, static_cast<size_t>(n));
+      size_t cut = pending_.size();
+      for (size_t back = 1; back <= 3 && back <= pending_.size(); ++back) {
+        const auto byte = static_cast<unsigned char>(pending_[pending_.size() - back]);
         if ((byte & 0xC0) == 0xC0) {  // a lead byte: its character may continue in the next read
-          cut = pending.size() - back;
+          cut = pending_.size() - back;
           break;
         }
         if ((byte & 0xC0) != 0x80) break;
       }
-      fputs(PrintableLines(std::string_view(pending).substr(0, cut)).c_str(), stdout);
-      pending.erase(0, cut);
+      fputs(PrintableLines(std::string_view(pending_).substr(0, cut)).c_str(), out_);
+      pending_.erase(0, cut);
     }
-    fflush(stdout);
+    fflush(out_);
+  }
+
+ private:
+  int fd_;
+  FILE* out_;
+  bool terminal_;
+  std::string pending_;  // the start of a character cut by the end of a read
+};
+
+// The files of one attempt that `colo logs` shows: stdout, stderr, or both (each to its own
+// stream). A file not there yet (the attempt is starting) is opened at a later Drain.
+class AttemptLogs {
+ public:
+  AttemptLogs(const ClientOptions& o, const api::LogsReply& reply) {
+    if (!o.stderr_log || o.both_logs) wanted_.push_back({reply.stdout_path, stdout, nullptr});
+    // Alone, the job's stderr is colo's output; beside its stdout it goes to colo's stderr.
+    if (o.stderr_log || o.both_logs)
+      wanted_.push_back({reply.stderr_path, o.both_logs ? stderr : stdout, nullptr});
+  }
+
+  // Opens what it can and prints what is new. Missing files are an error only with `final`.
+  Status Drain(bool final) {
+    for (Wanted& w : wanted_) {
+      if (!w.printer) {
+        auto fd = OpenJobLog(w.path);
+        if (!fd.ok()) {
+          if (fd.status().code() == StatusCode::kNotFound && !final) continue;
+          return fd.status();
+        }
+        w.printer = std::make_unique<LogPrinter>(*fd, w.out);
+      }
+      w.printer->Drain();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Wanted {
+    std::string path;
+    FILE* out;
+    std::unique_ptr<LogPrinter> printer;
   };
-  drain();
-  while (o.follow) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    drain();
-    auto state = Call(o, api::LogsRequest{o.job});
-    if (!state.ok() || state->state != JobState::kRunning || state->attempt != reply->attempt) {
-      drain();
-      break;
+  std::vector<Wanted> wanted_;
+};
+
+bool Ended(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kCancelled || state == JobState::kLost || state == JobState::kRequeued;
+}
+
+constexpr auto kFollowInterval = std::chrono::milliseconds(500);
+
+// colo logs -f: waits for the job to start, prints each attempt's output as it is written
+// (an out-of-memory retry's after a header line on stderr), and returns the job's exit status.
+int FollowLogs(const ClientOptions& o) {
+  auto latest = Call(o, api::LogsRequest{o.job, std::nullopt});
+  if (!latest.ok()) return Fail(o, latest.status());
+  bool said_waiting = false;
+  while (latest->attempt == 0 && !Ended(latest->state)) {
+    if (!said_waiting) fmt::print(stderr, "colo: job {} has not started yet; waiting\n", o.job);
+    said_waiting = true;
+    std::this_thread::sleep_for(kFollowInterval);
+    latest = Call(o, api::LogsRequest{o.job, std::nullopt});
+    if (!latest.ok()) return Fail(o, latest.status());
+  }
+  for (int attempt = o.attempt > 0 ? o.attempt : 1; attempt <= latest->attempt; ++attempt) {
+    auto files = Call(o, api::LogsRequest{o.job, attempt});
+    if (!files.ok()) return Fail(o, files.status());
+    if (latest->attempt > 1) fmt::print(stderr, "==> job {} attempt {} <==\n", o.job, attempt);
+    AttemptLogs logs(o, *files);
+    for (;;) {
+      if (Status s = logs.Drain(false); !s.ok()) return Fail(o, s);
+      latest = Call(o, api::LogsRequest{o.job, std::nullopt});
+      if (!latest.ok()) return Fail(o, latest.status());
+      // Its last words: the attempt ended (the job ended, or a retry started).
+      if (latest->attempt != attempt || Ended(latest->state) ||
+          latest->state == JobState::kRecovering) {
+        if (Status s = logs.Drain(true); !s.ok()) return Fail(o, s);
+        if (latest->attempt != attempt || Ended(latest->state)) break;
+        // Recovering: wait for the next attempt (or for the job to end) without re-reading.
+        while (latest->attempt == attempt && !Ended(latest->state)) {
+          std::this_thread::sleep_for(kFollowInterval);
+          latest = Call(o, api::LogsRequest{o.job, std::nullopt});
+          if (!latest.ok()) return Fail(o, latest.status());
+        }
+        break;
+      }
+      std::this_thread::sleep_for(kFollowInterval);
     }
   }
-  if (!pending.empty()) fputs(Printable(pending).c_str(), stdout);
-  close(fd);
-  return 0;
+  if (latest->state == JobState::kSucceeded) return kExitOk;
+  fmt::print(stderr, "colo: job {} {}\n", o.job, ToString(latest->state));
+  return kExitError;
+}
+
+int Logs(const ClientOptions& o) {
+  if (o.follow && !o.json) return FollowLogs(o);
+  std::optional<int> attempt;
+  if (o.attempt > 0) attempt = o.attempt;
+  auto reply = Call(o, api::LogsRequest{o.job, attempt});
+  if (!reply.ok()) return Fail(o, reply.status());
+  if (o.json) {
+    fmt::print("{}\n", api::EncodeReply(*reply));
+    return kExitOk;
+  }
+  if (reply->attempt == 0) {
+    fmt::print(stderr, "colo: job {} has not started yet (colo logs -f waits for it)\n", o.job);
+    return kExitOk;
+  }
+  AttemptLogs logs(o, *reply);
+  if (Status s = logs.Drain(true); !s.ok()) return Fail(o, s);
+  return kExitOk;
 }
 
 int History(const ClientOptions& o) {
@@ -387,7 +442,7 @@ int History(const ClientOptions& o) {
   while (static_cast<int>(jobs.size()) < o.limit) {
     request.limit = std::min(api::kMaxHistoryPage, o.limit - static_cast<int>(jobs.size()));
     auto page = Call(o, request);
-    if (!page.ok()) return Fail(page.status());
+    if (!page.ok()) return Fail(o, page.status());
     jobs.insert(jobs.end(), page->jobs.begin(), page->jobs.end());
     if (!page->next) break;
     request.before = page->next;
@@ -396,8 +451,7 @@ int History(const ClientOptions& o) {
     fmt::print("{}\n", api::EncodeReply(api::HistoryReply{jobs, std::nullopt}));
     return 0;
   }
-  PrintJobs(jobs, true);
-  return 0;
+  return PrintJobs(o, jobs, true);
 }
 
 void PrintShow(const api::JobDetail& j) {
@@ -437,9 +491,15 @@ void PrintShow(const api::JobDetail& j) {
              FormatWallTime(s.finished));
   if (!s.reason.empty()) fmt::print("   Reason={}\n", Printable(s.reason));
   for (const api::AttemptInfo& a : j.attempt_list) {
-    fmt::print("   Attempt {}: {} {} pid={} peak={} GiB {} {}\n", a.number, Join(a.gpu_uuids, ","),
-               a.mode, a.pid, Gib(a.peak), a.exit_kind.empty() ? "running" : a.exit_kind,
-               Printable(a.detail));
+    std::vector<std::string> indices;
+    for (int g : a.gpus) indices.push_back(std::to_string(g));
+    const std::string exit_code =
+        a.exit_code || a.exit_signal
+            ? fmt::format(" ExitCode={}:{}", a.exit_code.value_or(0), a.exit_signal.value_or(0))
+            : "";
+    fmt::print("   Attempt {}: GPUs {} ({}) {} pid={} peak={} GiB {}{} {}\n", a.number,
+               Join(indices, ","), Join(a.gpu_uuids, ","), a.mode, a.pid, Gib(a.peak),
+               a.exit_kind.empty() ? "running" : a.exit_kind, exit_code, Printable(a.detail));
   }
   // The latest attempt that used more than its plan while sharing without an MPS limit.
   for (auto a = j.attempt_list.rbegin(); a != j.attempt_list.rend(); ++a) {
@@ -526,8 +586,19 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "CARMA task (task.rad)");
   submit->add_option("--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)")
       ->check(CLI::Range(1, 64));
-  submit->add_option("--mem", o.memory, "peak GPU memory per GPU, e.g. 12GiB");
-  submit->add_option("--share", o.share, "mps, plain or exclusive (default: the GPU's mode)");
+  // Checked while parsing, so that a bad value is a usage error (exit 2) like any other.
+  auto parses = [](auto parse) {
+    return CLI::Validator(
+        [parse](std::string& text) {
+          auto parsed = parse(text);
+          return parsed.ok() ? std::string() : parsed.status().message();
+        },
+        "");
+  };
+  submit->add_option("--mem", o.memory, "peak GPU memory per GPU, e.g. 12GiB")
+      ->check(parses([](const std::string& t) { return ParseBytes(t); }));
+  submit->add_option("--share", o.share, "mps, plain or exclusive (default: the GPU's mode)")
+      ->check(parses([](const std::string& t) { return ParseSharingPreference(t); }));
   submit->add_option("--threads", o.threads, "MPS active-thread percentage (default: from --smact)")
       ->check(CLI::Range(1, 100));
   submit
@@ -546,6 +617,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
   queue->add_option("--user", o.user, "only this user's jobs");
   queue->add_flag("--json", o.json);
+  queue->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (auto [name, help] :
        {std::pair{"show", "everything about one of your jobs"},
         std::pair{"cancel", "cancel a job (your own; root may cancel any)"},
@@ -557,8 +629,17 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   auto* logs = app.add_subcommand("logs", "a job's output (your own jobs)");
   logs->add_option("job", o.job, "job id")->required();
   logs->add_flag("-f,--follow", o.follow, "keep printing while the job runs");
-  logs->add_flag("--stderr", o.stderr_log, "show stderr instead of stdout");
-  logs->add_flag("--json", o.json);
+  auto* logs_stderr = logs->add_flag("--stderr", o.stderr_log, "show stderr instead of stdout");
+  logs->add_flag("--both", o.both_logs, "show stdout and stderr (each on colo's own)")
+      ->excludes(logs_stderr);
+  logs->add_option("--attempt", o.attempt,
+                   "this attempt's output (default: the latest; with -f: from this one on)")
+      ->check(CLI::Range(1, 1 << 30));
+  logs->add_flag("--json", o.json, "the files' paths and the job's state, as JSON");
+  logs->footer(
+      "With -f, colo logs waits for a job that has not started, prints every attempt's output "
+      "(an out-of-memory retry's after a line '==> job N attempt K <==' on stderr) and exits "
+      "like the job: 0 when it succeeded, 1 when it failed or was cancelled.");
   auto* gpus = app.add_subcommand("gpus", "live per-GPU memory, SMACT, power and jobs");
   gpus->add_flag("--json", o.json);
   auto* history = app.add_subcommand("history", "jobs that ended (like sacct)");
@@ -567,6 +648,24 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       ->check(CLI::Range(1, 10000000));
   history->add_flag("--all", o.all, "every user's jobs (details of others' stay private)");
   history->add_flag("--json", o.json);
+  history->footer(StateLegend() + "\n" + FormatCodesHelp());
+  for (CLI::App* table : {queue, history}) {
+    table->add_option("-o,--format", o.format,
+                      "columns as squeue's --format: e.g. '%.7i %20j %.3t %N' (codes below)");
+    table->add_flag("--noheader", o.no_header, "no header line");
+  }
+}
+
+int ReportError(const Status& error, bool json, int exit_code) {
+  if (json) {
+    const nlohmann::json out = {
+        {"error",
+         {{"code", std::string(api::ToString(api::CodeOf(error)))}, {"message", error.message()}}}};
+    fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print(stderr, "colo: {}\n", Printable(error.message()));
+  }
+  return exit_code;
 }
 
 int RunClientCommand(CLI::App& app, const ClientOptions& o) {
@@ -574,16 +673,21 @@ int RunClientCommand(CLI::App& app, const ClientOptions& o) {
   if (app.got_subcommand("logs")) return Logs(o);
   if (app.got_subcommand("history")) return History(o);
   auto print = [&](const auto& reply, auto&& human) {
-    if (!reply.ok()) return Fail(reply.status());
-    if (o.json)
+    if (!reply.ok()) return Fail(o, reply.status());
+    if (o.json) {
       fmt::print("{}\n", api::EncodeReply(*reply));
-    else
+      return kExitOk;
+    }
+    if constexpr (std::is_same_v<decltype(human(*reply)), int>) {
+      return human(*reply);
+    } else {
       human(*reply);
-    return 0;
+      return kExitOk;
+    }
   };
   if (app.got_subcommand("queue"))
     return print(Call(o, api::QueueRequest{o.user}),
-                 [](const api::QueueReply& r) { PrintJobs(r.jobs, false); });
+                 [&](const api::QueueReply& r) { return PrintJobs(o, r.jobs, false); });
   if (app.got_subcommand("show"))
     return print(Call(o, api::ShowRequest{o.job}),
                  [](const api::ShowReply& r) { PrintShow(r.job); });

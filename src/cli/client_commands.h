@@ -25,13 +25,28 @@ struct ClientOptions {
   // show, logs, cancel, explain
   long long job = 0;
   bool follow = false, stderr_log = false, all = false;
+  bool both_logs = false;  // logs: stdout and stderr, each to its own stream
+  int attempt = 0;         // logs: this attempt's output; 0: the latest
   int limit = 50;
   std::string user;
+  // queue, history: squeue-style columns (cli/job_table.h)
+  std::string format;
+  bool no_header = false;
 };
 
 void AddClientCommands(CLI::App& app, ClientOptions& options);
-// Runs the subcommand that was parsed; returns the exit code, or -1 if none of ours was given.
+// Runs the subcommand that was parsed; returns the exit code (kExitOk, kExitError, kExitUsage),
+// or -1 if none of ours was given.
 int RunClientCommand(CLI::App& app, const ClientOptions& options);
+
+// colo's exit codes, the same for every command.
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;  // the job failed, or colod (or the system) refused or failed
+constexpr int kExitUsage = 2;  // the command line was wrong
+
+// Reports an error: with `json`, {"error": {"code": CODE, "message": ...}} on stdout (CODE as
+// api::ErrorCode names it), else "colo: MESSAGE" on stderr. Returns `exit_code`.
+int ReportError(const Status& error, bool json, int exit_code = kExitError);
 
 // What `colo submit` sends for these options: the documented forms `-- CMD ARGS`, a job script
 // (`#COLO` lines; run with its interpreter when it is not executable) and a CARMA `.rad` task

@@ -110,7 +110,10 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
   if (const Attempt* a = job.current()) {
     s.started = Seconds(a->started);
     s.gpu_uuids = a->gpu_uuids;
+    s.gpu_indices = GpuIndices(a->gpu_uuids);
     s.mode = std::string(ToString(a->mode));
+    s.exit_code = a->exit_code;
+    s.exit_signal = a->exit_signal;
   }
   s.peak = c_.controller.CurrentPeak(job);
   if (job.slurm) s.slurm_job = job.slurm->job;
@@ -149,6 +152,8 @@ api::JobDetail ApiHandlers::Detail(const Job& job) const {
     info.peak = &a == job.current() ? c_.controller.CurrentPeak(job) : a.peak;
     info.over_plan = a.over_plan;
     info.solo_smact = a.solo_smact;
+    info.exit_code = a.exit_code;
+    info.exit_signal = a.exit_signal;
     d.attempt_list.push_back(std::move(info));
   }
   if (const JobRecord* r = c_.controller.scheduler().job(job.id()); r && job.live()) {
@@ -257,7 +262,16 @@ Result<api::LogsReply> ApiHandlers::Handle(const Identity& caller,
   api::LogsReply reply;
   reply.job = job->id();
   reply.state = job->state;
-  if (const Attempt* a = job->current()) {
+  const Attempt* a = job->current();
+  if (request.attempt) {
+    const auto asked = std::find_if(job->attempts.begin(), job->attempts.end(),
+                                    [&](const Attempt& x) { return x.number == *request.attempt; });
+    if (asked == job->attempts.end())
+      return NotFound(fmt::format("job {} has no attempt {} (it has {})", job->id(),
+                                  *request.attempt, job->attempts.size()));
+    a = &*asked;
+  }
+  if (a) {
     reply.attempt = a->number;
     // Paths only: the client reads them as the user, so the kernel checks who may.
     const AttemptFiles files = c_.launcher.Files(job->id(), a->number);

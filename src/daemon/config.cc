@@ -237,6 +237,95 @@ Result<DaemonConfig> LoadConfig(const std::string& path) {
   return ParseConfig(text.str(), path);
 }
 
+namespace {
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+std::string Flag(bool b) {
+  return b ? "true" : "false";
+}
+std::string Secs(Duration d) {
+  return Quoted(fmt::format("{}s", ToSeconds(d)));
+}
+std::string Mode(SharingMode m) {
+  return Quoted(std::string(ToString(m)));
+}
+std::string Number(double v) {
+  return fmt::format("{}", v);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonConfig& c) {
+  const SchedulerConfig& s = c.scheduler;
+  std::string gpus = "{";
+  for (const auto& [gpu, mode] : c.per_gpu)
+    gpus += fmt::format("{}{} = {}", gpus.size() > 1 ? ", " : " ", Quoted(gpu), Mode(mode));
+  gpus += c.per_gpu.empty() ? "}" : " }";
+  return {
+      {"scheduler.policy", Quoted(c.policy)},
+      {"scheduler.sample_interval", Secs(s.sample_interval)},
+      {"scheduler.window", Number(s.window_samples)},
+      {"scheduler.launch_grace", Secs(s.launch_grace)},
+      {"scheduler.steady_after", Secs(s.steady_after)},
+      {"scheduler.settle_timeout", Secs(s.settle_timeout)},
+      {"scheduler.recovery", Quoted(s.recovery == RecoveryMode::kThesis ? "thesis" : "adaptive")},
+      {"scheduler.max_oom_retries", Number(s.max_oom_retries)},
+      {"scheduler.oom_growth", Number(s.oom_growth)},
+      {"scheduler.oom_limit_growth", Number(s.oom_limit_growth)},
+      {"scheduler.oom_extra", Quoted(fmt::format("{}B", s.oom_extra.count()))},
+      {"scheduler.backfill", Flag(s.backfill)},
+      {"scheduler.backfill_depth", Number(s.backfill_depth)},
+      {"gates.memory_margin", Quoted(c.memory_margin)},
+      {"gates.smact_max", Number(c.smact_max)},
+      {"gates.compound", Flag(c.compound)},
+      {"gates.exclusive_first", Flag(c.exclusive_first)},
+      {"sharing.default", Mode(c.default_mode)},
+      {"sharing.cuda_context",
+       Quoted(c.cuda_context ? fmt::format("{}B", c.cuda_context->count()) : "auto")},
+      {"sharing.gpus", gpus},
+      {"mps.enabled", Flag(c.mps_enabled)},
+      {"mps.control", Quoted(c.mps_control)},
+      {"mps.pipe_dir", Quoted(c.mps_pipe_dir)},
+      {"mps.log_dir", Quoted(c.mps_log_dir)},
+      {"mps.health_interval", Secs(c.mps_health_interval)},
+      {"paths.state_dir", Quoted(c.state_dir)},
+      {"paths.socket", Quoted(c.socket)},
+      {"paths.shim", Quoted(c.shim)},
+      {"jobs.cancel_grace", Secs(c.cancel_grace)},
+      {"jobs.cgroups", Quoted(c.cgroups ? "auto" : "off")},
+      {"jobs.leftover_grace", Secs(c.leftover_grace)},
+      {"metrics.enabled", Flag(c.metrics_enabled)},
+      {"metrics.address", Quoted(c.metrics_address)},
+      {"metrics.port", Number(c.metrics_port)},
+      {"metrics.max_clients", Number(c.metrics_max_clients)},
+      {"limits.max_request_bytes", Number(static_cast<double>(c.max_request_bytes))},
+      {"limits.max_clients", Number(c.max_clients)},
+      {"limits.max_clients_per_user", Number(c.max_clients_per_user)},
+      {"limits.idle_timeout", Secs(c.idle_timeout)},
+      {"limits.max_jobs_per_user", Number(c.max_jobs_per_user)},
+      {"slurm.node", Quoted(c.slurm_node)},
+      {"slurm.bin_dir", Quoted(c.slurm_bin_dir)},
+      {"slurm.conf", Quoted(c.slurm_conf)},
+      {"slurm.wait_limit", Secs(c.slurm_wait_limit)},
+      {"slurm.reconcile_interval", Secs(c.slurm_reconcile_interval)},
+  };
+}
+
+bool AppliesLive(const std::string& key) {
+  // The connection pools read their limits at every new connection and request.
+  return key == "limits.max_request_bytes" || key == "limits.max_clients" ||
+         key == "limits.max_clients_per_user" || key == "limits.idle_timeout" ||
+         key == "metrics.max_clients";
+}
+
 std::string DaemonSocketPath() {
   if (const char* explicit_path = std::getenv("COLO_SOCKET"); explicit_path && *explicit_path)
     return explicit_path;

@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "core/model.h"
@@ -62,6 +64,13 @@ struct DaemonConfig {
 
   std::string PolicySpec() const;
 };
+
+// Every setting as "table.key" and its value as TOML writes it, in the order of
+// packaging/colod.toml: what `colod --check-config` prints (a valid config file) and what a reload
+// compares.
+std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonConfig& config);
+// Whether a changed setting takes effect at a reload (SIGHUP); the others need a restart.
+bool AppliesLive(const std::string& key);
 
 // Reads a TOML file; unknown keys and wrong types are errors naming the key.
 Result<DaemonConfig> LoadConfig(const std::string& path);

@@ -54,6 +54,8 @@ class ConnectionSet {
   bool HasBufferedWork() const;
   void ServeBuffered(TimePoint now);
   size_t size() const { return clients_.size(); }
+  // New limits (a reloaded config): connections beyond them stay until they close.
+  void SetLimits(const ConnectionLimits& limits) { limits_ = limits; }
 
  private:
   struct Client {

@@ -64,6 +64,7 @@ bool IsLoopback(const std::string& address) {
 Daemon::Daemon(Options options, GpuBackend& gpus)
     : config_(std::move(options.config)),
       handle_signals_(options.handle_signals),
+      reload_(std::move(options.reload)),
       personal_(geteuid() != 0),
       gpus_(gpus) {}
 
@@ -185,6 +186,60 @@ Status Daemon::Init() {
   return Status::Ok();
 }
 
+namespace {
+// The connection limits of a config: set at start and again at a reload.
+ConnectionLimits ApiLimits(const DaemonConfig& c) {
+  ConnectionLimits limits;
+  limits.max_connections = c.max_clients;
+  limits.max_per_user = c.max_clients_per_user;
+  limits.idle_timeout = c.idle_timeout;
+  limits.max_request_bytes = c.max_request_bytes;
+  return limits;
+}
+ConnectionLimits MetricsLimits(const DaemonConfig& c) {
+  ConnectionLimits limits;
+  limits.max_connections = c.metrics_max_clients;
+  limits.idle_timeout = Seconds(5);
+  limits.max_request_bytes = 8192;
+  return limits;
+}
+}  // namespace
+
+void Daemon::Reload() {
+  if (!reload_) return;
+  auto next = reload_();
+  if (!next.ok()) {
+    fmt::print(stderr, "colod: reload refused, the running config stays: {}\n",
+               next.status().message());
+    return;
+  }
+  const auto before = EffectiveSettings(config_);
+  const auto after = EffectiveSettings(*next);
+  std::vector<std::string> applied, restart;
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i) {
+    if (before[i].second == after[i].second) continue;
+    const std::string change =
+        fmt::format("{} {} -> {}", before[i].first, before[i].second, after[i].second);
+    (AppliesLive(before[i].first) ? applied : restart).push_back(change);
+  }
+  // Only what applies live (AppliesLive) is taken; the rest keeps its running value until a
+  // restart.
+  config_.max_clients = next->max_clients;
+  config_.max_clients_per_user = next->max_clients_per_user;
+  config_.idle_timeout = next->idle_timeout;
+  config_.max_request_bytes = next->max_request_bytes;
+  config_.metrics_max_clients = next->metrics_max_clients;
+  if (api_clients_) api_clients_->SetLimits(ApiLimits(config_));
+  if (metrics_clients_) metrics_clients_->SetLimits(MetricsLimits(config_));
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : "; ") + s;
+    return out.empty() ? std::string("none") : out;
+  };
+  fmt::print(stderr, "colod: reloaded the config (SIGHUP): applied: {}; needs a restart: {}\n",
+             list(applied), list(restart));
+}
+
 Status Daemon::Listen() {
   COLO_RETURN_IF_ERROR(PrepareSocketDir(config_.socket, personal_));
   sockaddr_un address{};
@@ -205,13 +260,8 @@ Status Daemon::Listen() {
     return Unavailable(fmt::format("cannot listen on {}: {}", config_.socket,
                                    strerror(bound ? errno : bind_error)));
   own_socket_ = true;
-  ConnectionLimits api_limits;
-  api_limits.max_connections = config_.max_clients;
-  api_limits.max_per_user = config_.max_clients_per_user;
-  api_limits.idle_timeout = config_.idle_timeout;
-  api_limits.max_request_bytes = config_.max_request_bytes;
   api_clients_ = std::make_unique<ConnectionSet>(
-      api_fd_, ConnectionSet::Protocol::kJsonLines, api_limits,
+      api_fd_, ConnectionSet::Protocol::kJsonLines, ApiLimits(config_),
       [this](const Identity& caller, std::string_view line) {
         return handlers_->Handle(caller, line);
       },
@@ -236,12 +286,8 @@ Status Daemon::Listen() {
                "they show queue lengths, GPU use and job counts to anyone who connects\n",
                config_.metrics_address, config_.metrics_port);
   }
-  ConnectionLimits metrics_limits;
-  metrics_limits.max_connections = config_.metrics_max_clients;
-  metrics_limits.idle_timeout = Seconds(5);
-  metrics_limits.max_request_bytes = 8192;
   metrics_clients_ = std::make_unique<ConnectionSet>(
-      metrics_fd_, ConnectionSet::Protocol::kHttp, metrics_limits,
+      metrics_fd_, ConnectionSet::Protocol::kHttp, MetricsLimits(config_),
       [this](const Identity&, std::string_view request) { return ServeMetrics(request); },
       [](unsigned, unsigned) -> Result<Identity> { return Identity{}; });
   return Status::Ok();
@@ -339,8 +385,8 @@ Status Daemon::Run() {
       } else if (p.fd == signal_fd_) {
         signalfd_siginfo info{};
         while (read(signal_fd_, &info, sizeof info) == sizeof info) {
-          if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT || info.ssi_signo == SIGHUP)
-            stop_ = true;
+          if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stop_ = true;
+          if (info.ssi_signo == SIGHUP) Reload();
         }
       }
     }

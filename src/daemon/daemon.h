@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -32,12 +33,14 @@ class Daemon {
     // colod's own process blocks SIGCHLD/SIGTERM/SIGINT and reads them from a signalfd; tests
     // running a Daemon inside another program leave signals alone.
     bool handle_signals = true;
+    // Makes the config again, for a reload at SIGHUP; absent: SIGHUP is ignored.
+    std::function<Result<DaemonConfig>()> reload = nullptr;
   };
   static Result<std::unique_ptr<Daemon>> Create(Options options, GpuBackend& gpus);
   ~Daemon();
 
-  // Serves until RequestStop() or SIGTERM/SIGINT/SIGHUP. Running jobs keep running after it
-  // returns; the next colod takes them back.
+  // Serves until RequestStop() or SIGTERM/SIGINT; SIGHUP reloads the config. Running jobs keep
+  // running after it returns; the next colod takes them back.
   Status Run();
   void RequestStop();  // any thread
   const DaemonConfig& config() const { return config_; }
@@ -50,9 +53,12 @@ class Daemon {
   std::string ServeMetrics(std::string_view request);
   void CheckMps();
   void Wake();
+  // Applies what a reloaded config changed that can change live, and logs what needs a restart.
+  void Reload();
 
   DaemonConfig config_;
   bool handle_signals_;
+  std::function<Result<DaemonConfig>()> reload_;
   bool personal_;
   GpuBackend& gpus_;
   SystemClock clock_;

@@ -44,6 +44,8 @@ struct Attempt {
   bool over_plan = false;
   // Its GPU's mean SM activity (GPM) while it ran alone there and computed; negative: unknown.
   double solo_smact = -1;
+  // How its process ended, when known: its exit code, or the signal that killed it.
+  std::optional<int> exit_code = std::nullopt, exit_signal = std::nullopt;
 };
 std::string_view ToString(Attempt::Phase phase);
 

@@ -66,6 +66,8 @@ json EncodeAttempt(const Attempt& attempt) {
   out["peak"] = attempt.peak.count();
   out["over_plan"] = attempt.over_plan;
   out["solo_smact"] = Finite(attempt.solo_smact, -1);
+  if (attempt.exit_code) out["exit_code"] = *attempt.exit_code;
+  if (attempt.exit_signal) out["exit_signal"] = *attempt.exit_signal;
   return out;
 }
 
@@ -343,6 +345,16 @@ void DecodeAttempt(FieldReader& r, Attempt& a) {
   // Added within schema 2: absent in records written before colod watched for them.
   if (r.Optional("over_plan")) r.Bool("over_plan", a.over_plan);
   if (r.Optional("solo_smact")) r.Double("solo_smact", a.solo_smact);
+  if (r.Optional("exit_code")) {
+    int code = 0;
+    r.Int("exit_code", code);
+    a.exit_code = code;
+  }
+  if (r.Optional("exit_signal")) {
+    int signal = 0;
+    r.Int("exit_signal", signal);
+    a.exit_signal = signal;
+  }
 }
 
 void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {

@@ -637,6 +637,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   attempt.ended = clock_.WallNow();
   attempt.exit = exit.kind;
   attempt.detail = TruncateUtf8(exit.detail, kMaxDetailBytes);
+  if (end.end.known) (end.end.exited ? attempt.exit_code : attempt.exit_signal) = end.end.code;
   if (auto r = running_.find(id); r != running_.end() && r->second.solo_samples >= kMinSoloSamples)
     attempt.solo_smact = r->second.solo_smact_sum / r->second.solo_samples;
   const Bytes need_before = job.spec.memory.known() ? job.spec.memory.Upper() : Bytes(0);

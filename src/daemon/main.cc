@@ -5,13 +5,24 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
+#include "cli/cli_docs.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "gpu/fake_gpus.h"
 
+namespace {
+constexpr std::string_view kManDescription =
+    "colod runs deep-learning training jobs that users submit with colo on this server's GPUs, "
+    "as the users who submitted them, several to a GPU when their memory and SM activity "
+    "allow. It runs as root for every local user (systemd unit colod.service, socket "
+    "/run/colo/colod.sock) or as a user for that user alone (a personal daemon, socket "
+    "$XDG_RUNTIME_DIR/colo/colod.sock). colod --check-config prints every effective setting as "
+    "a config file.";
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace colo;
-  CLI::App app{"colod: the colo daemon; runs jobs on shared GPUs"};
+  CLI::App app{"colod: the colo daemon; runs jobs on shared GPUs", "colod"};
   std::string config_path, state_dir, socket, policy;
   int fake_gpus = 0;
   bool check_only = false;
@@ -32,45 +43,63 @@ int main(int argc, char** argv) {
   app.add_option("--slurm-node", slurm_node,
                  "be the node layer of this Slurm node (its name in slurm.conf)");
   app.set_version_flag("--version", "colod 0.1.0");
+  std::string generate;
+  app.add_option("--generate", generate)
+      ->check(CLI::IsMember(std::vector<std::string>(kDocFormats.begin(), kDocFormats.end())))
+      ->group("");
+  app.footer(
+      "Signals: SIGTERM or SIGINT stop colod (running jobs keep running and are re-adopted at "
+      "the next start); SIGHUP reloads the config file: the [limits] settings and "
+      "metrics.max_clients take effect at once, every other change needs a restart (the log "
+      "line says which).");
   CLI11_PARSE(app, argc, argv);
 
-  DaemonConfig config;
-  if (!config_path.empty()) {
-    auto loaded = LoadConfig(config_path);
-    if (!loaded.ok()) {
-      fmt::print(stderr, "colod: {}\n", loaded.status().message());
-      return 2;
+  if (!generate.empty()) {
+    fmt::print("{}", GenerateDoc(app, generate, kManDescription));
+    return 0;
+  }
+  // The effective config: the file, then the command line's overrides, then the defaults. A
+  // reload (SIGHUP) makes it again the same way.
+  auto effective = [&]() -> Result<DaemonConfig> {
+    DaemonConfig config;
+    if (!config_path.empty()) {
+      auto loaded = LoadConfig(config_path);
+      if (!loaded.ok()) return loaded.status();
+      config = *loaded;
     }
-    config = *loaded;
+    if (!state_dir.empty()) config.state_dir = state_dir;
+    if (!socket.empty()) config.socket = socket;
+    if (!policy.empty()) config.policy = policy;
+    if (!slurm_node.empty()) config.slurm_node = slurm_node;
+    if (const char* conf = getenv("SLURM_CONF"); conf && config.slurm_conf.empty())
+      config.slurm_conf = conf;
+    if (metrics_port) {
+      config.metrics_enabled = true;
+      config.metrics_port = metrics_port;
+    }
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    ApplyDefaultPaths(config, ec ? "." : self.parent_path().string());
+    return config;
+  };
+  auto made = effective();
+  if (!made.ok()) {
+    fmt::print(stderr, "colod: {}\n", made.status().message());
+    return 2;
   }
-  if (!state_dir.empty()) config.state_dir = state_dir;
-  if (!socket.empty()) config.socket = socket;
-  if (!policy.empty()) config.policy = policy;
-  if (!slurm_node.empty()) config.slurm_node = slurm_node;
-  if (const char* conf = getenv("SLURM_CONF"); conf && config.slurm_conf.empty())
-    config.slurm_conf = conf;
-  if (metrics_port) {
-    config.metrics_enabled = true;
-    config.metrics_port = metrics_port;
-  }
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  ApplyDefaultPaths(config, ec ? "." : self.parent_path().string());
+  DaemonConfig config = *made;
   if (check_only) {
-    fmt::print(
-        "config ok\n  policy      {}\n  state_dir   {}\n  socket      {}\n  shim        {}\n"
-        "  sampling    every {:.1f} s, window {}\n  sharing     {} by default\n  mps         {}\n"
-        "  metrics     {}\n  limits      {} connections, {} per user, idle {:.0f} s, requests up "
-        "to {} "
-        "bytes\n  processes   cgroups {}, leftovers get {:.0f} s after SIGTERM\n",
-        config.PolicySpec(), config.state_dir, config.socket, config.shim,
-        ToSeconds(config.scheduler.sample_interval), config.scheduler.window_samples,
-        ToString(config.default_mode), config.mps_enabled ? config.mps_control : "disabled",
-        config.metrics_enabled ? fmt::format("{}:{}", config.metrics_address, config.metrics_port)
-                               : "off",
-        config.max_clients, config.max_clients_per_user, ToSeconds(config.idle_timeout),
-        config.max_request_bytes, config.cgroups ? "auto" : "off",
-        ToSeconds(config.leftover_grace));
+    // A config file itself: every setting colod would run with, defaults included.
+    fmt::print("# config ok ({}); every effective setting follows, as a config file\n",
+               config_path.empty() ? "no config file: the defaults" : config_path);
+    fmt::print("# placement policy with its gates: {}\n", config.PolicySpec());
+    std::string table;
+    for (const auto& [key, value] : EffectiveSettings(config)) {
+      const std::string this_table = key.substr(0, key.find('.'));
+      if (this_table != table) fmt::print("{}[{}]\n", table.empty() ? "" : "\n", this_table);
+      table = this_table;
+      fmt::print("{} = {}\n", key.substr(key.find('.') + 1), value);
+    }
     return 0;
   }
   if (access(config.shim.c_str(), X_OK) != 0) {
@@ -99,7 +128,7 @@ int main(int argc, char** argv) {
                d.mig_index >= 0 ? fmt::format(" MIG {}", d.mig_index) : "", d.uuid, d.name,
                FormatBytes(d.memory_total), d.gpm_supported ? ", GPM SM activity" : "");
   }
-  auto daemon = Daemon::Create(Daemon::Options{config, true}, *gpus);
+  auto daemon = Daemon::Create(Daemon::Options{config, true, effective}, *gpus);
   if (!daemon.ok()) {
     fmt::print(stderr, "colod: {}\n", daemon.status().message());
     return 1;

@@ -56,6 +56,11 @@ TEST(Codec, RequestsRoundTrip) {
     EXPECT_EQ(decoded->index(), r.index());
     EXPECT_EQ(OpName(*decoded), OpName(r));
   }
+  auto logs = DecodeRequest(EncodeRequest(LogsRequest{10, 2}));
+  ASSERT_TRUE(logs.ok());
+  EXPECT_EQ(std::get<LogsRequest>(*logs).attempt, 2);
+  EXPECT_FALSE(std::get<LogsRequest>(*DecodeRequest(EncodeRequest(LogsRequest{10}))).attempt);
+  EXPECT_FALSE(DecodeRequest(R"({"api": 1, "op": "logs", "job": 1, "attempt": 0})").ok());
   auto history = DecodeRequest(EncodeRequest(HistoryRequest{20, 500, true}));
   EXPECT_EQ(std::get<HistoryRequest>(*history).before, 500);
 }

@@ -1,0 +1,273 @@
+"""colo's Slurm habits through the real binaries: logs (-f across out-of-memory retries, --stderr,
+--both, the job's exit status), queue and history columns and --format, the state legend,
+machine-readable errors and exit codes, colod --check-config and SIGHUP reload."""
+
+import json
+import os
+import signal
+import subprocess
+
+import harness
+from harness import wait_until
+
+# Fails as PyTorch does on its first attempt (an out-of-memory error), succeeds on its second.
+OOM_ONCE = """#!/bin/sh
+echo "attempt $COLO_ATTEMPT out"
+if [ "$COLO_ATTEMPT" = 1 ]; then
+  echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB." >&2
+  exit 1
+fi
+echo "attempt $COLO_ATTEMPT done"
+"""
+
+# Runs until the file $1 exists.
+WAIT_FOR = """#!/bin/sh
+while [ ! -e "$1" ]; do sleep 0.05; done
+"""
+
+
+class CliTest(harness.E2ETest):
+    def setUp(self):
+        super().setUp()
+        self.bin = self.mkdir("bin")
+        self.work = self.mkdir("work", mode=0o777)
+        self.write(os.path.join(self.bin, "oom-once"), OOM_ONCE, 0o755)
+        self.write(os.path.join(self.bin, "wait-for"), WAIT_FOR, 0o755)
+        self.daemon = self.colod()
+
+    def colo(self, *args, **kwargs):
+        kwargs.setdefault("cwd", self.work)
+        kwargs.setdefault("path_prefix", self.bin)
+        kwargs.setdefault("daemon", self.daemon)
+        return super().colo(*args, **kwargs)
+
+    def finished(self, job):
+        return self.wait_state(job, {"succeeded", "failed", "cancelled"})
+
+    # --- colo logs ---
+
+    def test_logs_follow_waits_for_the_job_and_follows_its_retries(self):
+        """`colo logs -f` on a waiting job waits, prints each attempt's output (a header before
+        the retry's) and exits 0 when the job succeeds."""
+        release = os.path.join(self.work, "release")
+        blocker = self.submit("--gpus", "2", "--share", "exclusive", "--", "wait-for", release)
+        self.wait_state(blocker, "running")
+        job = self.submit("--mem", "1GiB", "--share", "plain", "--", "oom-once")
+        follow = subprocess.Popen([harness.COLO, "logs", "-f", str(job)],
+                                  env=self.client_env(socket_path=self.daemon.socket,
+                                                      path_prefix=self.bin),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: self.show(job)["state"] == "queued", 10, "the job to wait")
+            self.assertIsNone(follow.poll(), "logs -f returned before the job started")
+            self.write(release, "")
+            out, err = follow.communicate(timeout=60)
+        finally:
+            if follow.poll() is None:
+                follow.kill()
+                follow.wait()
+        self.assertEqual(follow.returncode, 0, err)
+        self.assertEqual(out, "attempt 1 out\nattempt 2 out\nattempt 2 done\n")
+        self.assertIn("has not started yet; waiting", err)
+        self.assertIn(f"==> job {job} attempt 1 <==", err)
+        self.assertIn(f"==> job {job} attempt 2 <==", err)
+        # Each attempt on its own; the latest by default.
+        self.assertEqual(self.colo_ok("logs", job, "--attempt", 1).stdout, "attempt 1 out\n")
+        self.assertIn("CUDA out of memory", self.colo_ok("logs", job, "--attempt", 1,
+                                                         "--stderr").stdout)
+        self.assertEqual(self.colo_ok("logs", job).stdout, "attempt 2 out\nattempt 2 done\n")
+        missing = self.colo("logs", job, "--attempt", 3)
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("has no attempt 3", missing.stderr)
+
+    def test_logs_streams_and_the_jobs_status(self):
+        """stdout by default, --stderr, --both (each to its own stream); -f exits 1 for a job that
+        failed; --stderr with --both is a usage error."""
+        job = self.submit("--", "sh", "-c", "echo out; echo err >&2; exit 3")
+        self.assertEqual(self.finished(job)["state"], "failed")
+        self.assertEqual(self.colo_ok("logs", job).stdout, "out\n")
+        self.assertEqual(self.colo_ok("logs", job, "--stderr").stdout, "err\n")
+        both = self.colo_ok("logs", job, "--both")
+        self.assertEqual((both.stdout, both.stderr), ("out\n", "err\n"))
+        follow = self.colo("logs", "-f", job)
+        self.assertEqual((follow.returncode, follow.stdout), (1, "out\n"))
+        self.assertIn(f"job {job} failed", follow.stderr)
+        self.assertEqual(self.colo("logs", job, "--stderr", "--both").returncode, 2)
+        ok = self.submit("--", "sh", "-c", "echo fine")
+        self.finished(ok)
+        self.assertEqual(self.colo("logs", "-f", ok).returncode, 0)
+
+    def test_logs_does_not_follow_a_link_in_the_job_directory(self):
+        """The job's output file replaced by a link to a file colo must not show: refused."""
+        secret = self.write(os.path.join(self.tmp, "secret"), "secret\n", 0o600)
+        job = self.submit("--", "sh", "-c", "echo out")
+        self.finished(job)
+        path = self.colo_json("logs", job)["stdout"]
+        os.unlink(path)
+        os.symlink(secret, path)
+        r = self.colo("logs", job)
+        self.assertEqual(r.returncode, 1)
+        self.assertNotIn("secret", r.stdout)
+        self.assertIn("symbolic link", r.stderr)
+
+    # --- queue, history, show ---
+
+    def test_queue_gpus_column_format_and_json(self):
+        release = os.path.join(self.work, "release")
+        job = self.submit("--gpus", "2", "--mem", "1GiB", "--name", "two", "--", "wait-for",
+                          release)
+        self.wait_state(job, "running")
+        waiting = self.submit("--gpus", "2", "--share", "exclusive", "--", "true")
+        lines = self.colo_ok("queue").stdout.splitlines()
+        self.assertEqual(lines[0].split(),
+                         ["JOBID", "NAME", "USER", "ST", "NGPU", "MEM", "TIME", "GPUS(REASON)"])
+        row = next(l for l in lines if l.split()[0] == str(job))
+        self.assertEqual(row.split()[3], "R")
+        self.assertIn("0,1 (", row)
+        self.assertNotIn("GPU-", row)  # indices, not UUIDs
+        pending = next(l for l in lines if l.split()[0] == str(waiting))
+        self.assertEqual(pending.split()[3], "PD")
+        custom = self.colo_ok("queue", "--format", "%i|%.5N|%T|%b|%j", "--noheader").stdout
+        self.assertIn(f"{job}|  0,1|RUNNING|gpu:2|two\n", custom)
+        self.assertIn(f"{waiting}|    -|QUEUED|gpu:2|true\n", custom)
+        bad = self.colo("queue", "--format", "%i %Z")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("unknown field %Z", bad.stderr)
+        summary = next(j for j in self.colo_json("queue")["jobs"] if j["id"] == job)
+        self.assertEqual(summary["gpu_indices"], [0, 1])
+        self.assertEqual(len(summary["gpu_uuids"]), 2)
+        self.assertEqual(summary["memory"], 1 << 30)  # bytes
+        detail = self.show(job)
+        self.assertEqual(detail["attempt_list"][0]["gpus"], [0, 1])
+        self.assertIn("GPU-", self.colo_ok("show", job).stdout)  # UUIDs in show
+        self.write(release, "")
+        self.finished(job)
+
+    def test_history_exit_code_peak_and_attempts(self):
+        failed = self.submit("--name", "fails", "--", "sh", "-c", "exit 3")
+        retried = self.submit("--mem", "1GiB", "--share", "plain", "--name", "retried", "--",
+                              "oom-once")
+        self.finished(failed)
+        self.assertEqual(self.finished(retried)["state"], "succeeded")
+        lines = self.colo_ok("history").stdout.splitlines()
+        header = lines[0].split()
+        for column in ("EXIT", "PEAK", "ATTEMPTS", "ST"):
+            self.assertIn(column, header)
+        custom = self.colo_ok("history", "--format", "%i|%X|%A|%t|%Y", "--noheader").stdout
+        rows = {l.split("|")[0]: l.split("|")[1:] for l in custom.splitlines()}
+        self.assertEqual(rows[str(failed)][:3], ["3:0", "1", "F"])
+        self.assertEqual(rows[str(retried)][:3], ["0:0", "2", "CD"])
+        jobs = {j["id"]: j for j in self.colo_json("history")["jobs"]}
+        self.assertEqual(jobs[failed]["exit_code"], 3)
+        self.assertIsInstance(jobs[failed]["peak"], int)
+        self.assertEqual(jobs[retried]["attempts"], 2)
+
+    def test_help_has_the_state_legend_and_the_format_codes(self):
+        for args in (("--help",), ("queue", "--help"), ("history", "--help")):
+            out = self.colo_ok(*args).stdout
+            self.assertRegex(out, r"\n  PD +queued ")
+            self.assertRegex(out, r"\n  CD +succeeded ")
+        self.assertIn("%N  GPUS", self.colo_ok("queue", "--help").stdout)
+        self.assertIn("Exit codes: 0 ok; 1", self.colo_ok("--help").stdout)
+
+    # --- errors ---
+
+    def test_json_errors_and_exit_codes(self):
+        r = self.colo("show", 999, "--json")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(json.loads(r.stdout),
+                         {"error": {"code": "not_found", "message": "no job 999"}})
+        r = self.colo("queue", "--json", "--no-such-option")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "invalid_argument")
+        self.assertEqual(self.colo("queue", "--no-such-option").returncode, 2)
+        self.assertEqual(self.colo().returncode, 2)  # no command
+        self.assertEqual(self.colo("no-such-command").returncode, 2)
+        r = self.colo("submit", "--json")  # nothing to submit
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "invalid_argument")
+        r = self.colo("submit", "--json", "--gpus", "2", "--mem", "79GiB", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "infeasible")
+        gone = os.path.join(self.tmp, "nobody-listens.sock")
+        r = self.colo("queue", "--json", env=self.client_env(socket_path=gone))
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "unavailable")
+
+    def test_the_socket_lookup_ends_at_the_system_socket(self):
+        """Without --socket and $COLO_SOCKET (and no personal colod), colo asks the system's."""
+        if os.path.exists("/run/colo/colod.sock"):
+            self.skipTest("a system colod runs here")
+        env = self.client_env()
+        env["XDG_RUNTIME_DIR"] = self.mkdir("runtime", mode=0o700)
+        r = self.colo("queue", env=env)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("/run/colo/colod.sock", r.stderr)
+
+
+class ConfigTest(harness.E2ETest):
+    def test_check_config_prints_every_setting_as_a_config(self):
+        """Every key of the packaged sample appears, and the output is itself a valid config."""
+        sample = os.path.join(harness.SOURCE_DIR, "packaging", "colod.toml")
+        out = subprocess.run([harness.COLOD, "--config", sample, "--check-config"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        printed, table = set(), None
+        for line in out.stdout.splitlines():
+            if line.startswith("["):
+                table = line.strip("[]")
+            elif "=" in line and not line.startswith("#"):
+                printed.add(f"{table}.{line.split('=')[0].strip()}")
+        known, table = set(), None
+        with open(sample) as f:
+            for line in f:
+                line = line.strip().lstrip("# ")
+                if line.startswith("[") and line.endswith("]"):
+                    table = line.strip("[]")
+                elif "=" in line and table and line.split("=")[0].strip().isidentifier():
+                    known.add(f"{table}.{line.split('=')[0].strip()}")
+        self.assertFalse(known - printed, f"not printed: {sorted(known - printed)}")
+        again = self.write(os.path.join(self.tmp, "again.toml"), out.stdout)
+        second = subprocess.run([harness.COLOD, "--config", again, "--check-config"],
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertEqual(second.stdout.splitlines()[1:], out.stdout.splitlines()[1:])
+        bad = self.write(os.path.join(self.tmp, "bad.toml"), "[limits]\nmax_clients = \"x\"\n")
+        r = subprocess.run([harness.COLOD, "--config", bad, "--check-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("limits.max_clients must be a number", r.stderr)
+
+    def test_sighup_reloads_the_config(self):
+        """A changed limit applies at once; a changed policy is named as needing a restart; a
+        broken file is refused and the running config stays."""
+        user = harness.unprivileged_user() if harness.is_root() else None
+        daemon = self.colod(config={"limits": {"max_clients_per_user": 8}})
+
+        def hellos(count):
+            socks = harness.connect_as(daemon.socket, user, count=count)
+            try:
+                return [harness.request(s, {"api": 1, "op": "hello"}) for s in socks]
+            finally:
+                for s in socks:
+                    s.close()
+
+        self.assertTrue(all(r and r.get("ok") for r in hellos(3)))
+        harness.write_config(daemon.config_path, {"limits": {"max_clients_per_user": 2},
+                                                  "scheduler": {"policy": "best-fit"}})
+        daemon.proc.send_signal(signal.SIGHUP)
+        line = wait_until(lambda: next((l for l in daemon.current_log().splitlines()
+                                        if "reloaded" in l), None), 10, "the reload's log line")
+        self.assertIn("applied: limits.max_clients_per_user 8 -> 2", line)
+        self.assertIn("needs a restart: scheduler.policy", line)
+        replies = hellos(3)
+        self.assertEqual(sum(1 for r in replies if r and r.get("ok")), 2, replies)
+        self.write(daemon.config_path, "[limits]\nmax_clients = \"many\"\n")
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "reload refused" in daemon.current_log(), 10, "the refusal")
+        self.assertTrue(daemon.alive())
+        self.assertEqual(sum(1 for r in hellos(3) if r and r.get("ok")), 2)
+
+
+if __name__ == "__main__":
+    harness.main()
