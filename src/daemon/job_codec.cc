@@ -368,8 +368,10 @@ void DecodeSlurmHabits(FieldReader& r, Job& job, FieldReader::Shared& shared) {
     array.Int64("job", a.job);
     array.Int("task", a.task);
     array.Int("limit", a.limit);
-    if (array.ok() && (a.job <= 0 || a.task < 0 || a.limit < 0))
+    if (array.ok() && (a.job < 0 || a.task < 0 || a.limit < 0))
       array.Fail("job", "not an array task (ids and the limit are not negative)");
+    // The first task is stored before its own id is known to it: 0 names itself.
+    if (a.job == 0) a.job = job.spec.id;
   }
   if (const json* deps = r.Optional("dependencies")) {
     if (!deps->is_array()) return r.Fail("dependencies", "not a list");

@@ -192,6 +192,12 @@ TEST(JobCodec, SlurmHabitsSurviveARoundTripAndOlderRecordsHaveNone) {
   EXPECT_EQ(back.dependencies, job.dependencies);
   EXPECT_EQ(back.attempts[0].exit_code, 137);
   EXPECT_FALSE(back.attempts[1].exit_code.has_value());
+  Job first = FullJob();
+  first.array = ArrayMembership{0, 0, 2};  // as its first write stores it
+  EXPECT_EQ(RoundTrip(first).array->job, first.spec.id);
+  first.array->job = 7;
+  EXPECT_EQ(RoundTrip(first).array->job, 7);
+  EXPECT_EQ(RoundTrip(first).array->limit, 2);
   const Job plain = RoundTrip(FullJob());
   EXPECT_EQ(plain.time_limit_s, 0);
   EXPECT_FALSE(plain.held);
