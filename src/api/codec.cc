@@ -229,7 +229,20 @@ struct RequestEncoder {
     if (s.threads) j["threads"] = *s.threads;
     if (s.expected_smact) j["expected_smact"] = *s.expected_smact;
     if (!s.name.empty()) j["name"] = s.name;
+    if (s.time_limit_s > 0) j["time_limit_s"] = s.time_limit_s;
+    if (!s.dependencies.empty()) {
+      json deps = json::array();
+      for (const Dependency& d : s.dependencies)
+        deps.push_back({{"kind", std::string(ToString(d.kind))}, {"job", d.job}});
+      j["dependencies"] = std::move(deps);
+    }
+    if (s.hold) j["hold"] = true;
+    if (s.priority != 0) j["priority"] = s.priority;
+    if (s.array) j["array"] = {{"tasks", s.array->tasks}, {"limit", s.array->limit}};
     return j;
+  }
+  json operator()(const ControlRequest& c) const {
+    return json{{"op", "control"}, {"action", std::string(ToString(c.action))}, {"jobs", c.jobs}};
   }
   json operator()(const QueueRequest& q) const { return json{{"op", "queue"}, {"user", q.user}}; }
   json operator()(const ShowRequest& q) const { return json{{"op", "show"}, {"job", q.job}}; }
@@ -323,8 +336,72 @@ Result<SubmitRequest> ReadSubmit(const json& j) {
   if (env_bytes > kMaxEnvBytes)
     r.Fail("env", fmt::format("is larger than {} bytes in all", kMaxEnvBytes));
   s.source = r.String("source", "cli", 4096);
+  s.time_limit_s = r.Int("time_limit_s", 0, 0, kMaxTimeLimitSeconds);
+  if (const auto it = j.find("dependencies"); it != j.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() > kMaxDependencies) {
+      r.Fail("dependencies", fmt::format("must be a list of at most {} objects", kMaxDependencies));
+    } else {
+      for (const json& d : *it) {
+        if (!d.is_object()) {
+          r.Fail("dependencies", "entries must be objects {\"kind\", \"job\"}");
+          break;
+        }
+        FieldReader dr(d, "dependencies", &status);
+        Dependency dep;
+        dep.kind = dr.Enum("kind", DependencyKind::kAfterAny, &ParseDependencyKind);
+        if (!dr.Has("job")) dr.Fail("job", "is required (a job id)");
+        dep.job = dr.Int("job", 0, 1, kMaxJobId);
+        s.dependencies.push_back(dep);
+      }
+    }
+  }
+  s.hold = r.Bool("hold", false);
+  s.priority = static_cast<int>(r.Int("priority", 0, -kMaxPriority, kMaxPriority));
+  if (const json* array = r.Object("array")) {
+    FieldReader ar(*array, "array", &status);
+    ArraySpec spec;
+    spec.limit = static_cast<int>(ar.Int("limit", 0, 0, static_cast<int64_t>(kMaxArrayTasks)));
+    const auto tasks = array->find("tasks");
+    if (tasks == array->end() || !tasks->is_array() || tasks->empty() ||
+        tasks->size() > kMaxArrayTasks) {
+      ar.Fail("tasks", fmt::format("must be a list of 1 to {} task ids", kMaxArrayTasks));
+    } else {
+      for (const json& t : *tasks) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > kMaxArrayTaskId ||
+            (!spec.tasks.empty() && t.get<int64_t>() <= spec.tasks.back())) {
+          ar.Fail("tasks",
+                  fmt::format("must be distinct ascending task ids from 0 to {}", kMaxArrayTaskId));
+          break;
+        }
+        spec.tasks.push_back(static_cast<int>(t.get<int64_t>()));
+      }
+    }
+    s.array = std::move(spec);
+  }
   if (!status.ok()) return status;
   return s;
+}
+
+Result<ControlRequest> ReadControl(const json& j) {
+  Status status;
+  FieldReader r(j, "", &status);
+  ControlRequest c;
+  if (!r.Has("action")) r.Fail("action", "is required (hold, release, requeue or cancel)");
+  c.action = r.Enum("action", JobAction::kCancel, &ParseJobAction);
+  const auto it = j.find("jobs");
+  if (it == j.end() || !it->is_array() || it->empty() || it->size() > kMaxControlJobs) {
+    r.Fail("jobs", fmt::format("must be a list of 1 to {} job ids", kMaxControlJobs));
+  } else {
+    for (const json& id : *it) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 1 || id.get<int64_t>() > kMaxJobId) {
+        r.Fail("jobs", fmt::format("entries must be job ids (1 to {})", kMaxJobId));
+        break;
+      }
+      c.jobs.push_back(id.get<int64_t>());
+    }
+  }
+  if (!status.ok()) return status;
+  return c;
 }
 
 JobId ReadJobId(FieldReader& r) {
@@ -374,6 +451,12 @@ json ToJson(const JobSummary& s) {
   j["gpu_indices"] = s.gpu_indices;
   if (s.exit_code) j["exit_code"] = *s.exit_code;
   if (s.exit_signal) j["exit_signal"] = *s.exit_signal;
+  if (s.time_limit_s > 0) j["time_limit_s"] = s.time_limit_s;
+  if (s.priority != 0) j["priority"] = s.priority;
+  if (s.array_job) {
+    j["array_job"] = *s.array_job;
+    j["array_task"] = s.array_task;
+  }
   return j;
 }
 
@@ -464,6 +547,12 @@ JobSummary ReadSummary(const json& j, Status* status) {
   }
   if (r.Has("exit_code")) s.exit_code = static_cast<int>(r.Int("exit_code", 0, 0, 255));
   if (r.Has("exit_signal")) s.exit_signal = static_cast<int>(r.Int("exit_signal", 0, 1, 128));
+  s.time_limit_s = r.Int("time_limit_s", 0, 0, kMaxTimeLimitSeconds);
+  s.priority = static_cast<int>(r.Int("priority", 0, -kMaxPriority, kMaxPriority));
+  if (r.Has("array_job")) {
+    s.array_job = r.Int("array_job", 0, 0, kMaxJobId);
+    s.array_task = static_cast<int>(r.Int("array_task", 0, 0, kMaxArrayTaskId));
+  }
   return s;
 }
 
@@ -535,6 +624,28 @@ struct ReplyReader<SlurmRunReply> {
     FieldReader r(j, "", status);
     return SlurmRunReply{static_cast<uint32_t>(r.Int("job", 0, 0, kMaxSlurmJobId)),
                          static_cast<int>(r.Int("restarts", 0, 0, 1 << 20))};
+  }
+};
+
+template <>
+struct ReplyReader<ControlReply> {
+  static ControlReply Read(const json& j, Status* status) {
+    ControlReply c;
+    if (const auto it = j.find("results"); it != j.end() && it->is_array()) {
+      for (const json& e : *it) {
+        if (!e.is_object()) continue;
+        FieldReader er(e, "results", status);
+        ControlResult result;
+        result.job = er.Int("job", 0, 0, kMaxJobId);
+        result.ok = er.Bool("ok", false);
+        result.state = er.String("state", "", 64);
+        result.error = er.String("error", "", 1 << 16);
+        result.code =
+            ParseErrorCode(er.String("code", "internal", 64)).value_or(ErrorCode::kInternal);
+        c.results.push_back(std::move(result));
+      }
+    }
+    return c;
   }
 };
 
@@ -755,8 +866,8 @@ ErrorCode CodeOf(const Status& status) {
 
 std::string_view OpName(const Request& request) {
   static constexpr std::string_view kNames[] = {
-      "hello", "submit", "queue",   "show",         "cancel",    "explain",
-      "logs",  "gpus",   "history", "slurm_attach", "slurm_end", "slurm_run"};
+      "hello", "submit",  "queue",        "show",      "cancel",    "explain", "logs",
+      "gpus",  "history", "slurm_attach", "slurm_end", "slurm_run", "control"};
   return kNames[request.index()];
 }
 
@@ -811,6 +922,10 @@ Result<Request> DecodeRequest(std::string_view line) {
     if (r.Has("before")) h.before = r.Int("before", 0, 1, kMaxJobId);
     h.all = r.Bool("all", false);
     request = h;
+  } else if (op == "control") {
+    auto control = ReadControl(j);
+    if (!control.ok()) return control.status();
+    request = std::move(*control);
   } else if (op == "slurm_attach") {
     request = ReadSlurmAttach(r, j);
   } else if (op == "slurm_end") {
@@ -947,6 +1062,69 @@ std::string EncodeReply(const SlurmAttachReply& a) {
                {"env_defaults", a.env_defaults},
                {"reason", a.reason}});
 }
+std::string EncodeReply(const ControlReply& c) {
+  json results = json::array();
+  for (const ControlResult& r : c.results) {
+    json e{{"job", r.job}, {"ok", r.ok}};
+    if (r.ok) {
+      e["state"] = r.state;
+    } else {
+      e["error"] = r.error;
+      e["code"] = std::string(ToString(r.code));
+    }
+    results.push_back(std::move(e));
+  }
+  return Line({{"results", std::move(results)}});
+}
+
+namespace {
+template <typename Enum, size_t N>
+Result<Enum> ParseNamed(std::string_view text, const Enum (&all)[N], std::string_view what) {
+  std::string names;
+  for (Enum value : all) {
+    if (ToString(value) == text) return value;
+    names += (names.empty() ? "" : ", ") + std::string(ToString(value));
+  }
+  return InvalidArgument(
+      fmt::format("unknown {} '{}' (one of {})", what, text.substr(0, 64), names));
+}
+}  // namespace
+
+std::string_view ToString(DependencyKind kind) {
+  switch (kind) {
+    case DependencyKind::kAfterOk:
+      return "afterok";
+    case DependencyKind::kAfterAny:
+      return "afterany";
+    case DependencyKind::kAfterNotOk:
+      break;
+  }
+  return "afternotok";
+}
+Result<DependencyKind> ParseDependencyKind(std::string_view text) {
+  static constexpr DependencyKind kAll[] = {DependencyKind::kAfterOk, DependencyKind::kAfterAny,
+                                            DependencyKind::kAfterNotOk};
+  return ParseNamed(text, kAll, "dependency kind");
+}
+std::string_view ToString(JobAction action) {
+  switch (action) {
+    case JobAction::kHold:
+      return "hold";
+    case JobAction::kRelease:
+      return "release";
+    case JobAction::kRequeue:
+      return "requeue";
+    case JobAction::kCancel:
+      break;
+  }
+  return "cancel";
+}
+Result<JobAction> ParseJobAction(std::string_view text) {
+  static constexpr JobAction kAll[] = {JobAction::kHold, JobAction::kRelease, JobAction::kRequeue,
+                                       JobAction::kCancel};
+  return ParseNamed(text, kAll, "action");
+}
+
 std::string EncodeReply(const SlurmEndReply& e) {
   return Line({{"job", e.job}, {"state", e.state}});
 }
@@ -994,5 +1172,6 @@ template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
 template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
 template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
 template Result<SlurmRunReply> DecodeReply<SlurmRunReply>(std::string_view);
+template Result<ControlReply> DecodeReply<ControlReply>(std::string_view);
 
 }  // namespace colo::api

@@ -63,6 +63,33 @@ struct JobEstimate {
   std::optional<Learned> learned;
 };
 
+// A job waits until another one has ended (Slurm's --dependency): afterok when it succeeded,
+// afternotok when it did not (failed, cancelled, timed out, lost), afterany either way.
+enum class DependencyKind { kAfterOk, kAfterAny, kAfterNotOk };
+std::string_view ToString(DependencyKind kind);
+Result<DependencyKind> ParseDependencyKind(std::string_view text);
+struct Dependency {
+  DependencyKind kind = DependencyKind::kAfterAny;
+  JobId job = 0;
+  bool operator==(const Dependency&) const = default;
+};
+constexpr size_t kMaxDependencies = 64;
+// The longest --time: a year.
+constexpr int64_t kMaxTimeLimitSeconds = int64_t{366} * 86400;
+// --priority (and -nice) order one user's own waiting jobs.
+constexpr int kMaxPriority = 10000;
+
+// sbatch's --array: one job per task id, each with COLO_ARRAY_JOB_ID (the first task's job id,
+// which names the array) and COLO_ARRAY_TASK_ID; `limit` (%N) caps how many run at once (0: no
+// cap). colod's limits.max_array_size bounds the tasks of one array.
+constexpr size_t kMaxArrayTasks = 100000;
+constexpr int kMaxArrayTaskId = 10000000;
+struct ArraySpec {
+  std::vector<int> tasks;  // distinct, ascending
+  int limit = 0;
+  bool operator==(const ArraySpec&) const = default;
+};
+
 // --- Requests ---
 struct HelloRequest {};
 struct SubmitRequest {
@@ -77,6 +104,22 @@ struct SubmitRequest {
   std::string workdir;                   // absolute
   std::vector<std::string> env;          // NAME=value
   std::string source = "cli";            // "cli", "script PATH", "rad PATH"
+  // Slurm habits. Each absent or zero by default, and then the request is what it always was.
+  int64_t time_limit_s = 0;  // stopped (SIGTERM, then SIGKILL) this long after it started
+  std::vector<Dependency> dependencies;
+  bool hold = false;  // waits until released
+  int priority = 0;   // among the submitter's own waiting jobs, higher first
+  std::optional<ArraySpec> array;
+};
+// Acts on several jobs at once (scontrol hold/release/requeue, scancel): each job gets its own
+// answer, so one that may not be touched does not stop the others.
+enum class JobAction { kHold, kRelease, kRequeue, kCancel };
+std::string_view ToString(JobAction action);
+Result<JobAction> ParseJobAction(std::string_view text);
+constexpr size_t kMaxControlJobs = 1000;
+struct ControlRequest {
+  JobAction action = JobAction::kCancel;
+  std::vector<JobId> jobs;
 };
 struct QueueRequest {
   std::string user;  // only this user's jobs; empty: everyone's
@@ -142,7 +185,7 @@ struct SlurmEndRequest {
 
 using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
                              ExplainRequest, LogsRequest, GpusRequest, HistoryRequest,
-                             SlurmAttachRequest, SlurmEndRequest, SlurmRunRequest>;
+                             SlurmAttachRequest, SlurmEndRequest, SlurmRunRequest, ControlRequest>;
 std::string_view OpName(const Request& request);
 
 // --- Replies ---
@@ -199,6 +242,10 @@ struct JobSummary {
   std::vector<int> gpu_indices = {};  // colod's indices of gpu_uuids
   // How the latest attempt's process ended (absent while it runs or when unknown).
   std::optional<int> exit_code = std::nullopt, exit_signal = std::nullopt;
+  int64_t time_limit_s = 0;  // 0: none
+  int priority = 0;
+  std::optional<JobId> array_job;  // a task of this array (the queue shows ARRAY_TASK)
+  int array_task = 0;
 };
 // Everything about one job (colo show).
 struct JobDetail {
@@ -223,6 +270,16 @@ struct QueueReply {
 };
 struct ShowReply {
   JobDetail job;
+};
+struct ControlResult {
+  JobId job = 0;
+  bool ok = false;
+  std::string state;  // ok: what the job is now ("held", "queued", "cancelling", ...)
+  std::string error;  // not ok: why
+  ErrorCode code = ErrorCode::kInternal;
+};
+struct ControlReply {
+  std::vector<ControlResult> results;  // one per job asked for, in its order
 };
 struct CancelReply {
   JobId job = 0;
@@ -348,6 +405,10 @@ struct ReplyOf<SlurmEndRequest> {
 template <>
 struct ReplyOf<SlurmRunRequest> {
   using type = SlurmRunReply;
+};
+template <>
+struct ReplyOf<ControlRequest> {
+  using type = ControlReply;
 };
 
 }  // namespace colo::api

@@ -18,6 +18,7 @@
 
 #include "api/client.h"
 #include "cli/conda.h"
+#include "cli/control_commands.h"
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
 #include "common/strings.h"
@@ -277,6 +278,8 @@ int Submit(const ClientOptions& options) {
   if (!reply.ok()) return Fail(options, reply.status());
   if (options.json)
     fmt::print("{}\n", api::EncodeReply(*reply));
+  else if (request->array)
+    fmt::print("Submitted array job {} ({} tasks)\n", reply->job, request->array->tasks.size());
   else
     fmt::print("Submitted job {}\n", reply->job);
   return 0;
@@ -573,6 +576,39 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
         fmt::format("working directory {} is not a directory you can reach", workdir.string()));
   r.workdir = workdir.lexically_normal().string();
   r.env = environment;
+  if (!o.export_env.empty()) {
+    auto env = ApplyExport(o.export_env, environment);
+    if (!env.ok()) return env.status();
+    r.env = *std::move(env);
+  }
+  if (!o.time_limit.empty()) {
+    auto limit = ParseTimeLimit(o.time_limit);
+    if (!limit.ok()) return limit.status();
+    r.time_limit_s = *limit;
+  }
+  if (!o.dependency.empty()) {
+    auto deps = ParseDependencyList(o.dependency);
+    if (!deps.ok()) return deps.status();
+    r.dependencies = *std::move(deps);
+  }
+  if (!o.after.empty()) {
+    // --after A:B is afterany:A:B: after those jobs end, however they end.
+    auto deps = ParseDependencyList("afterany:" + o.after);
+    if (!deps.ok()) return InvalidArgument("--after: " + deps.status().message());
+    r.dependencies.insert(r.dependencies.end(), deps->begin(), deps->end());
+  }
+  if (r.dependencies.size() > api::kMaxDependencies)
+    return InvalidArgument(fmt::format("at most {} dependencies", api::kMaxDependencies));
+  if (!o.array.empty()) {
+    auto array = ParseArraySpec(o.array);
+    if (!array.ok()) return array.status();
+    r.array = *std::move(array);
+  }
+  r.hold = o.hold;
+  r.priority = o.priority - o.nice;
+  if (r.priority < -api::kMaxPriority || r.priority > api::kMaxPriority)
+    return InvalidArgument(fmt::format("--priority minus --nice must be between {} and {}",
+                                       -api::kMaxPriority, api::kMaxPriority));
   return r;
 }
 
@@ -582,7 +618,8 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                  "system's)");
   auto* submit = app.add_subcommand(
       "submit",
-      "submit a job: colo submit [options] -- CMD ARGS, a job script (job.sh [ARGS]) or a "
+      "submit a job (like sbatch): colo submit [options] -- CMD ARGS, a job script (job.sh "
+      "[ARGS]) or a "
       "CARMA task (task.rad)");
   submit->add_option("--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)")
       ->check(CLI::Range(1, 64));
@@ -607,7 +644,29 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                    "thread share")
       ->check(CLI::Range(0.0, 1.0));
   submit->add_option("--name", o.name, "job name (default: the command)");
-  submit->add_option("--workdir", o.workdir, "working directory (default: the current one)");
+  submit->add_option("-D,--chdir,--workdir", o.workdir,
+                     "working directory (default: the current one)");
+  submit->add_option("-t,--time", o.time_limit,
+                     "time limit: MIN, MIN:SEC, H:MIN:SEC or D-H[:MIN[:SEC]]; then SIGTERM, "
+                     "SIGKILL after the grace, state timeout");
+  submit->add_option("-d,--dependency", o.dependency,
+                     "start after other jobs end: afterok:ID[:ID],afterany:ID,afternotok:ID");
+  submit->add_option("--after", o.after, "ID[:ID...]: start after these jobs end (afterany)");
+  submit->add_flag("-H,--hold", o.hold, "submit held: it starts after colo release");
+  submit
+      ->add_option("--priority", o.priority,
+                   "order among your own waiting jobs (higher first; never before other "
+                   "users' jobs)")
+      ->check(CLI::Range(-10000, 10000));
+  submit->add_option("--nice", o.nice, "lowers --priority by this much")
+      ->check(CLI::Range(-10000, 10000));
+  submit->add_option("-a,--array", o.array,
+                     "a job array: 0-99, 1,3,5 or 0-15:4, with %N to run at most N at once; "
+                     "each task gets COLO_ARRAY_JOB_ID and COLO_ARRAY_TASK_ID; %A and %a in "
+                     "--name become them");
+  submit->add_option("--export", o.export_env,
+                     "environment for the job: ALL (default), NONE, or NAME[=value],... (with "
+                     "ALL: added to yours)");
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");
   submit->add_option("--batch", o.batch, "batch size, with --estimate-from");
   submit->add_option("--gpu-model", o.estimate_gpu,
@@ -620,7 +679,6 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   queue->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (auto [name, help] :
        {std::pair{"show", "everything about one of your jobs"},
-        std::pair{"cancel", "cancel a job (your own; root may cancel any)"},
         std::pair{"explain", "why a job waits: the gate that stopped it on each GPU"}}) {
     auto* sub = app.add_subcommand(name, help);
     sub->add_option("job", o.job, "job id")->required();
@@ -654,6 +712,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                       "columns as squeue's --format: e.g. '%.7i %20j %.3t %N' (codes below)");
     table->add_flag("--noheader", o.no_header, "no header line");
   }
+  AddControlCommands(app, o);
 }
 
 int ReportError(const Status& error, bool json, int exit_code) {
@@ -691,9 +750,7 @@ int RunClientCommand(CLI::App& app, const ClientOptions& o) {
   if (app.got_subcommand("show"))
     return print(Call(o, api::ShowRequest{o.job}),
                  [](const api::ShowReply& r) { PrintShow(r.job); });
-  if (app.got_subcommand("cancel"))
-    return print(Call(o, api::CancelRequest{o.job}),
-                 [&](const api::CancelReply& r) { fmt::print("job {}: {}\n", r.job, r.state); });
+  if (int code = RunControlCommand(app, o); code >= 0) return code;
   if (app.got_subcommand("explain"))
     return print(Call(o, api::ExplainRequest{o.job}), [&](const api::ExplainReply& r) {
       fmt::print("job {} ({}): {}\n", r.job, ToString(r.state), Printable(r.summary));

@@ -22,7 +22,14 @@ struct ClientOptions {
   int threads = 0, batch = 0;
   double smact = -1;  // expected SM activity alone, 0..1; -1: unknown
   std::vector<std::string> command;
-  // show, logs, cancel, explain
+  // submit: sbatch's --time, --dependency, --after, --hold, --priority, --nice, --export
+  std::string time_limit, dependency, after, export_env, array;
+  bool hold = false;
+  int priority = 0, nice = 0;
+  // cancel, hold, release, requeue, wait (cancel also filters by user, name and state)
+  std::vector<long long> jobs;
+  std::string state_filter;
+  // show, logs, explain
   long long job = 0;
   bool follow = false, stderr_log = false, all = false;
   bool both_logs = false;  // logs: stdout and stderr, each to its own stream

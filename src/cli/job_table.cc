@@ -27,6 +27,7 @@ constexpr StateInfo kStates[] = {
     {JobState::kFailed, "F", "failed: another exit code, a signal, or out of memory too often"},
     {JobState::kCancelled, "CA", "cancelled"},
     {JobState::kLost, "LO", "ended while colod was down, without an exit status"},
+    {JobState::kTimeout, "TO", "ended at its time limit (--time)"},
 };
 
 std::string WallTimeText(double t) {
@@ -72,7 +73,11 @@ struct Field {
 // squeue leaves free or uses for things a colo server has not.
 const std::vector<Field>& Fields() {
   static const std::vector<Field> fields = {
-      {'i', "JOBID", "job id", [](auto& j, double) { return std::to_string(j.id); }},
+      {'i', "JOBID", "job id; an array's task as ARRAYID_TASK",
+       [](auto& j, double) {
+         return j.array_job ? fmt::format("{}_{}", *j.array_job, j.array_task)
+                            : std::to_string(j.id);
+       }},
       {'j', "NAME", "job name", [](auto& j, double) { return j.name; }},
       {'u', "USER", "user", [](auto& j, double) { return j.user; }},
       {'t', "ST", "state, compact (see the states below)",

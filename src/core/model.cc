@@ -71,6 +71,8 @@ std::string_view ToString(JobState s) {
       return "lost";
     case JobState::kRequeued:
       return "requeued";
+    case JobState::kTimeout:
+      return "timeout";
   }
   return "?";
 }
@@ -87,6 +89,8 @@ std::string_view ToString(ExitKind k) {
       return "cancelled";
     case ExitKind::kLost:
       return "lost";
+    case ExitKind::kTimeout:
+      return "timeout";
   }
   return "?";
 }
@@ -112,10 +116,10 @@ Result<SharingMode> ParseSharingMode(std::string_view text) {
   return ParseByName(text, SharingMode::kExclusive, "sharing mode");
 }
 Result<JobState> ParseJobState(std::string_view text) {
-  return ParseByName(text, JobState::kRequeued, "job state");
+  return ParseByName(text, JobState::kTimeout, "job state");
 }
 Result<ExitKind> ParseExitKind(std::string_view text) {
-  return ParseByName(text, ExitKind::kLost, "exit kind");
+  return ParseByName(text, ExitKind::kTimeout, "exit kind");
 }
 
 }  // namespace colo

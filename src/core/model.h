@@ -48,12 +48,14 @@ struct JobSpec {
   int gpus = 1;  // all on one server
   MemoryNeed memory;
   SharingPreference sharing = SharingPreference::kAny;
+  // Orders one owner's waiting jobs (higher first); never moves a job past another owner's.
   int priority = 0;
   // Expected SM activity alone (0..1) if known; sizes the MPS thread share. Negative means unknown.
   double expected_smact = -1.0;
 };
 
 // kRequeued: a Slurm job this node handed back to Slurm's queue (to run again here or elsewhere).
+// kTimeout: it ran past its time limit and was stopped.
 enum class JobState {
   kQueued,
   kRecovering,
@@ -62,16 +64,17 @@ enum class JobState {
   kFailed,
   kCancelled,
   kLost,
-  kRequeued
+  kRequeued,
+  kTimeout
 };
 std::string_view ToString(JobState s);
 Result<JobState> ParseJobState(std::string_view text);
 inline bool IsTerminal(JobState s) {
   return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled ||
-         s == JobState::kLost || s == JobState::kRequeued;
+         s == JobState::kLost || s == JobState::kRequeued || s == JobState::kTimeout;
 }
 
-enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost };
+enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost, kTimeout };
 std::string_view ToString(ExitKind k);
 Result<ExitKind> ParseExitKind(std::string_view text);
 

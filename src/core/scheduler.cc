@@ -79,7 +79,32 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   // A job queued behind a waiting head changes nothing unless backfill may start it.
   if (config_.backfill || (main_queue_.empty() && recovery_queue_.empty())) changed_ = true;
   main_queue_.push_back(spec.id);
+  // Until a priority is used, arrival order is every owner's order (and a submit stays O(1)).
+  if (spec.priority != 0) priorities_used_ = true;
+  if (priorities_used_) OrderOwnersJobs(spec.owner);
   return Status::Ok();
+}
+
+// A user's priorities reorder only that user's own places in the main queue: the slots their
+// jobs hold stay theirs, so no priority lets one user pass another.
+void Scheduler::OrderOwnersJobs(const std::string& owner) {
+  std::vector<size_t> slots;
+  std::vector<JobId> ids;
+  for (size_t i = 0; i < main_queue_.size(); ++i) {
+    const JobRecord& r = jobs_.at(main_queue_[i]);
+    if (r.spec.owner != owner) continue;
+    slots.push_back(i);
+    ids.push_back(main_queue_[i]);
+  }
+  // Stable: equal priorities keep their order of arrival.
+  std::stable_sort(ids.begin(), ids.end(), [&](JobId a, JobId b) {
+    return jobs_.at(a).spec.priority > jobs_.at(b).spec.priority;
+  });
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (main_queue_[slots[k]] == ids[k]) continue;
+    main_queue_[slots[k]] = ids[k];
+    changed_ = true;
+  }
 }
 
 Status Scheduler::CheckPlaceable(const JobSpec& spec) const {
@@ -325,6 +350,9 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
       return ExitAction::kFinished;
     case ExitKind::kLost:
       job.state = JobState::kLost;
+      return ExitAction::kFinished;
+    case ExitKind::kTimeout:
+      job.state = JobState::kTimeout;
       return ExitAction::kFinished;
     case ExitKind::kOutOfMemory:
       break;

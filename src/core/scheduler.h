@@ -133,7 +133,8 @@ class Scheduler {
   void OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
   ExitAction OnJobExit(JobId id, const JobExit& exit);
 
-  // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order.
+  // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order
+  // (one owner's jobs among themselves by JobSpec::priority, in the places they hold).
   std::vector<Launch> Schedule();
   // When the scheduler wants to run again even if no event arrives (grace ends, reservations
   // settle, utilization windows slide). nullopt: only events can change its mind.
@@ -170,6 +171,7 @@ class Scheduler {
   };
 
   std::vector<Launch> Pass();
+  void OrderOwnersJobs(const std::string& owner);
   void FillView(ClusterView& view) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
   GpuView MakeView(GpuIndex g) const;
@@ -195,6 +197,7 @@ class Scheduler {
   std::deque<JobId> recovery_queue_;
   GpuIndex last_placed_ = -1;
   bool head_blocked_by_utilization_ = false;
+  bool priorities_used_ = false;  // a job with a priority other than 0 was ever submitted
   // A pass whose inputs have not changed since the last one, before the time the last one said it
   // would change its mind, decides the same: it is skipped. Events set `changed_`.
   bool changed_ = true;

@@ -112,12 +112,23 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
     s.gpu_uuids = a->gpu_uuids;
     s.gpu_indices = GpuIndices(a->gpu_uuids);
     s.mode = std::string(ToString(a->mode));
-    s.exit_code = a->exit_code;
-    s.exit_signal = a->exit_signal;
   }
   s.peak = c_.controller.CurrentPeak(job);
   if (job.slurm) s.slurm_job = job.slurm->job;
-  if (job.state == JobState::kQueued || job.state == JobState::kRecovering) {
+  s.time_limit_s = job.time_limit_s;
+  if (job.array) {
+    s.array_job = job.array->job;
+    s.array_task = job.array->task;
+  }
+  s.priority = job.spec.priority;
+  // How it ended is its owner's business (and root's), as its reason is.
+  if (const Attempt* a = job.current(); a && !job.live() && MaySeeDetails(caller, job)) {
+    s.exit_code = a->exit_code;
+    s.exit_signal = a->exit_signal;
+  }
+  if (std::string held = c_.controller.HeldReason(job); !held.empty()) {
+    s.reason = std::move(held);
+  } else if (job.state == JobState::kQueued || job.state == JobState::kRecovering) {
     // Why it waits is colod's own account, not the job's: everyone may read it.
     const JobRecord* r = c_.controller.scheduler().job(job.id());
     s.reason = r && r->last_wait ? r->last_wait->Reason() : "waiting for its turn";
@@ -216,6 +227,25 @@ Result<api::CancelReply> ApiHandlers::Handle(const Identity& caller,
   return api::CancelReply{request.job, *state};
 }
 
+Result<api::ControlReply> ApiHandlers::Handle(const Identity& caller,
+                                              const api::ControlRequest& request) {
+  api::ControlReply reply;
+  for (JobId id : request.jobs) {
+    api::ControlResult result;
+    result.job = id;
+    auto state = c_.controller.Control(caller, request.action, id);
+    if (state.ok()) {
+      result.ok = true;
+      result.state = *state;
+    } else {
+      result.error = state.status().message();
+      result.code = api::CodeOf(state.status());
+    }
+    reply.results.push_back(std::move(result));
+  }
+  return reply;
+}
+
 Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::ExplainRequest& request) {
   auto found = c_.controller.Find(request.job);
   if (!found.ok()) return found.status();
@@ -229,6 +259,10 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
     reply.summary = job.state == JobState::kRunning
                         ? "running; nothing to explain"
                         : fmt::format("ended ({})", ToString(job.state));
+    return reply;
+  }
+  if (std::string held = c_.controller.HeldReason(job); !held.empty()) {
+    reply.summary = "waits outside the queue: " + held;
     return reply;
   }
   const bool recovering = job.state == JobState::kRecovering;

@@ -55,6 +55,7 @@ class ApiHandlers {
   Result<api::SlurmAttachReply> Handle(const Identity& caller, const api::SlurmAttachRequest&);
   Result<api::SlurmEndReply> Handle(const Identity& caller, const api::SlurmEndRequest&);
   Result<api::SlurmRunReply> Handle(const Identity& caller, const api::SlurmRunRequest&);
+  Result<api::ControlReply> Handle(const Identity& caller, const api::ControlRequest&);
 
   // The job, if the caller may see its details; errors name why not.
   Result<Job> JobForOwner(const Identity& caller, JobId id, std::string_view what) const;

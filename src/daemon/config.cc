@@ -27,12 +27,12 @@ const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"sharing", {"default", "gpus", "cuda_context"}},
     {"mps", {"enabled", "control", "pipe_dir", "log_dir", "health_interval"}},
     {"paths", {"state_dir", "socket", "shim"}},
-    {"jobs", {"cancel_grace", "cgroups", "leftover_grace"}},
+    {"jobs", {"cancel_grace", "timeout_grace", "cgroups", "leftover_grace"}},
     {"metrics", {"enabled", "address", "port", "max_clients"}},
     {"slurm", {"node", "bin_dir", "conf", "wait_limit", "reconcile_interval"}},
     {"limits",
      {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout",
-      "max_jobs_per_user"}},
+      "max_jobs_per_user", "max_array_size"}},
 };
 
 Result<SharingMode> ParseMode(const std::string& text) {
@@ -179,6 +179,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("paths", "socket", c.socket);
   str("paths", "shim", c.shim);
   duration("jobs", "cancel_grace", c.cancel_grace);
+  duration("jobs", "timeout_grace", c.timeout_grace);
   duration("jobs", "leftover_grace", c.leftover_grace);
   {
     std::string cgroups = c.cgroups ? "auto" : "off";
@@ -195,6 +196,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   num("limits", "max_clients", c.max_clients);
   num("limits", "max_clients_per_user", c.max_clients_per_user);
   num("limits", "max_jobs_per_user", c.max_jobs_per_user);
+  num("limits", "max_array_size", c.max_array_size);
   duration("limits", "idle_timeout", c.idle_timeout);
   str("slurm", "node", c.slurm_node);
   str("slurm", "bin_dir", c.slurm_bin_dir);
@@ -216,6 +218,9 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
     return InvalidArgument(origin +
                            ": limits.max_clients, limits.max_clients_per_user and "
                            "metrics.max_clients must be at least 1");
+  if (c.max_array_size < 1 || c.max_array_size > static_cast<int>(api::kMaxArrayTasks))
+    return InvalidArgument(fmt::format("{}: limits.max_array_size must be between 1 and {}", origin,
+                                       api::kMaxArrayTasks));
   if (c.max_request_bytes < 4096 || c.max_request_bytes > (size_t{64} << 20))
     return InvalidArgument(origin + ": limits.max_request_bytes must be 4096..67108864");
   if (c.idle_timeout <= Duration::zero())
@@ -300,6 +305,7 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"paths.socket", Quoted(c.socket)},
       {"paths.shim", Quoted(c.shim)},
       {"jobs.cancel_grace", Secs(c.cancel_grace)},
+      {"jobs.timeout_grace", Secs(c.timeout_grace)},
       {"jobs.cgroups", Quoted(c.cgroups ? "auto" : "off")},
       {"jobs.leftover_grace", Secs(c.leftover_grace)},
       {"metrics.enabled", Flag(c.metrics_enabled)},
@@ -311,6 +317,7 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"limits.max_clients_per_user", Number(c.max_clients_per_user)},
       {"limits.idle_timeout", Secs(c.idle_timeout)},
       {"limits.max_jobs_per_user", Number(c.max_jobs_per_user)},
+      {"limits.max_array_size", Number(c.max_array_size)},
       {"slurm.node", Quoted(c.slurm_node)},
       {"slurm.bin_dir", Quoted(c.slurm_bin_dir)},
       {"slurm.conf", Quoted(c.slurm_conf)},

@@ -41,6 +41,8 @@ struct DaemonConfig {
   std::string shim;    // default: colo-shim next to colod
   // [jobs]
   Duration cancel_grace = Seconds(10);
+  // A job past its --time limit gets SIGTERM, then SIGKILL after this (Slurm's KillWait).
+  Duration timeout_grace = Seconds(30);
   bool cgroups = true;  // "auto": a cgroup per attempt where colod may create one; "off"
   // What a job leaves running when its main process ends gets SIGTERM, then SIGKILL after this.
   Duration leftover_grace = Seconds(5);
@@ -54,6 +56,7 @@ struct DaemonConfig {
   int max_clients = 256;
   int max_clients_per_user = 32;
   int max_jobs_per_user = 10000;        // waiting or running at once; root has no limit
+  int max_array_size = 1000;            // tasks of one job array (submit --array)
   Duration idle_timeout = Seconds(60);  // a connection with no request for this long is closed
   // [slurm]: this colod is the node layer of a Slurm cluster (the SPANK plugin asks it)
   std::string slurm_node;                   // this node's Slurm name; empty: not a Slurm node

@@ -134,7 +134,9 @@ Status Daemon::Init() {
 
   ControllerOptions controller_options;
   controller_options.cancel_grace = config_.cancel_grace;
+  controller_options.timeout_grace = config_.timeout_grace;
   controller_options.max_live_jobs_per_user = config_.max_jobs_per_user;
+  controller_options.max_array_size = config_.max_array_size;
   if (config_.mps_enabled) {
     mps_ = std::make_unique<MpsDaemon>(
         MpsSettings{config_.mps_control, config_.mps_pipe_dir, config_.mps_log_dir});

@@ -58,6 +58,13 @@ struct SlurmTenancy {
   int earlier_ooms = 0;
 };
 
+// A task of a job array (submit --array).
+struct ArrayMembership {
+  JobId job = 0;  // the array's id: its first task's job id
+  int task = 0;   // COLO_ARRAY_TASK_ID
+  int limit = 0;  // tasks of the array that may be queued or run at once (0: all)
+};
+
 struct Job {
   JobSpec spec;  // id, name, owner (the user name), command, GPUs, memory need, sharing, SMACT
   Identity owner;
@@ -72,6 +79,14 @@ struct Job {
   int threads = 0;             // MPS thread percentage the user asked for; 0: the policy's
   std::optional<api::JobEstimate> estimate;
   std::optional<SlurmTenancy> slurm;  // set: a tenant, not a process colod started
+  // Slurm habits. A job held or with dependencies not yet met waits outside the scheduler's
+  // queues (state queued, the reason says why).
+  int64_t time_limit_s = 0;  // 0: none; counted from its attempt's start
+  bool timed_out = false;    // its limit passed: signalled, and it ends as timeout
+  bool held = false;
+  std::vector<api::Dependency> dependencies;  // still to be met (met ones are dropped)
+  bool requeue_requested = false;             // stopped to be queued again
+  std::optional<ArrayMembership> array;
 
   JobId id() const { return spec.id; }
   const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }

@@ -98,10 +98,14 @@ json EncodeEstimate(const api::JobEstimate& estimate) {
 
 // Every enum a record holds is written by its ToString name; these are the names it may have.
 constexpr JobState kJobStates[] = {
-    JobState::kQueued, JobState::kRecovering, JobState::kRunning, JobState::kSucceeded,
-    JobState::kFailed, JobState::kCancelled,  JobState::kLost,    JobState::kRequeued};
-constexpr ExitKind kExitKinds[] = {ExitKind::kSuccess, ExitKind::kFailure, ExitKind::kOutOfMemory,
-                                   ExitKind::kCancelled, ExitKind::kLost};
+    JobState::kQueued,    JobState::kRecovering, JobState::kRunning,
+    JobState::kSucceeded, JobState::kFailed,     JobState::kCancelled,
+    JobState::kLost,      JobState::kRequeued,   JobState::kTimeout};
+constexpr ExitKind kExitKinds[] = {ExitKind::kSuccess,   ExitKind::kFailure, ExitKind::kOutOfMemory,
+                                   ExitKind::kCancelled, ExitKind::kLost,    ExitKind::kTimeout};
+constexpr api::DependencyKind kDependencyKinds[] = {api::DependencyKind::kAfterOk,
+                                                    api::DependencyKind::kAfterAny,
+                                                    api::DependencyKind::kAfterNotOk};
 constexpr SharingMode kSharingModes[] = {SharingMode::kMps, SharingMode::kPlain,
                                          SharingMode::kExclusive};
 constexpr SharingPreference kSharingPreferences[] = {
@@ -357,6 +361,37 @@ void DecodeAttempt(FieldReader& r, Attempt& a) {
   }
 }
 
+// Added within schema 2 (absent in older records: no limit, not held, no dependencies).
+void DecodeSlurmHabits(FieldReader& r, Job& job, FieldReader::Shared& shared) {
+  if (r.Optional("time_limit_s")) r.Int64("time_limit_s", job.time_limit_s);
+  if (r.ok() && (job.time_limit_s < 0 || job.time_limit_s > api::kMaxTimeLimitSeconds))
+    r.Fail("time_limit_s", "out of range");
+  if (r.Optional("timed_out")) r.Bool("timed_out", job.timed_out);
+  if (r.Optional("held")) r.Bool("held", job.held);
+  if (r.Optional("requeue_requested")) r.Bool("requeue_requested", job.requeue_requested);
+  if (const json* array_json = r.Optional("array")) {
+    FieldReader array(*array_json, "array", shared);
+    ArrayMembership& a = job.array.emplace();
+    array.Int64("job", a.job);
+    array.Int("task", a.task);
+    array.Int("limit", a.limit);
+    if (array.ok() && (a.job < 0 || a.task < 0 || a.limit < 0))
+      array.Fail("job", "not an array task (ids and the limit are not negative)");
+    // The first task is stored before its own id is known to it: 0 names itself.
+    if (a.job == 0) a.job = job.spec.id;
+  }
+  if (const json* deps = r.Optional("dependencies")) {
+    if (!deps->is_array()) return r.Fail("dependencies", "not a list");
+    if (deps->size() > api::kMaxDependencies) return r.Fail("dependencies", "too many");
+    for (size_t i = 0; i < deps->size() && r.ok(); ++i) {
+      FieldReader d((*deps)[i], fmt::format("dependencies[{}]", i), shared);
+      api::Dependency& dep = job.dependencies.emplace_back();
+      d.Name("kind", dep.kind, kDependencyKinds, "dependency kind");
+      d.Int64("job", dep.job);
+    }
+  }
+}
+
 void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {
   r.String("estimator", e.estimator);
   r.Size("peak", e.peak);
@@ -429,6 +464,7 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
     slurm.Int("earlier_ooms", t.earlier_ooms);
     if (slurm.ok() && t.job == 0) slurm.Fail("job", "must be a Slurm job id");
   }
+  DecodeSlurmHabits(r, job, shared);
   if (r.Member("estimate") && r.Optional("estimate")) {
     FieldReader estimate(*r.Optional("estimate"), "estimate", shared);
     api::JobEstimate& e = job.estimate.emplace();
@@ -570,6 +606,19 @@ std::string EncodeJob(const Job& job) {
     record["slurm"] = {{"job", job.slurm->job},
                        {"restarts", job.slurm->restarts},
                        {"earlier_ooms", job.slurm->earlier_ooms}};
+  if (job.time_limit_s > 0) record["time_limit_s"] = job.time_limit_s;
+  if (job.timed_out) record["timed_out"] = true;
+  if (job.held) record["held"] = true;
+  if (job.requeue_requested) record["requeue_requested"] = true;
+  if (job.array)
+    record["array"] = {
+        {"job", job.array->job}, {"task", job.array->task}, {"limit", job.array->limit}};
+  if (!job.dependencies.empty()) {
+    json deps = json::array();
+    for (const api::Dependency& d : job.dependencies)
+      deps.push_back({{"kind", std::string(ToString(d.kind))}, {"job", d.job}});
+    record["dependencies"] = std::move(deps);
+  }
   // Every string is valid UTF-8 already; `replace` is what keeps dump() from ever throwing.
   return record.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -53,6 +53,22 @@ std::string VisibleDevices(const Attempt& attempt) {
   return visible;
 }
 
+// How an attempt colod stopped ended. Its shim killed after the grace leaves no record of the
+// job's own status, but the signal is known.
+std::string HowItEnded(const ProcessEnd& end) {
+  if (!end.known && !end.exited && end.code > 0)
+    return fmt::format("killed by signal {} after the grace", end.code);
+  return DescribeEnd(end);
+}
+
+// A time limit as sbatch writes it: [D-]HH:MM:SS.
+std::string FormatTimeLimit(int64_t seconds) {
+  const int64_t days = seconds / 86400, rest = seconds % 86400;
+  const std::string clock =
+      fmt::format("{:02}:{:02}:{:02}", rest / 3600, rest / 60 % 60, rest % 60);
+  return days > 0 ? fmt::format("{}-{}", days, clock) : clock;
+}
+
 }  // namespace
 
 JobController::JobController(const Clock& clock, Scheduler& scheduler, JobStore& store,
@@ -119,7 +135,9 @@ void JobController::ForgetIfDone(JobId id) {
     ended_tenants_[slurm->job] = EndedTenant{slurm->restarts, TenantReply(it->second)};
   }
   if (--live_per_user_[it->second.owner.uid] <= 0) live_per_user_.erase(it->second.owner.uid);
+  if (it->second.array) arrays_changed_ = true;
   live_.erase(it);
+  dependencies_changed_ = true;
 }
 
 const Job* JobController::FindLive(JobId id) const {
@@ -175,6 +193,27 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   job.workdir = std::move(r.workdir);
   COLO_RETURN_IF_ERROR(launcher_.CheckWorkdir(who, job.workdir));
   if (r.memory) job.spec.memory = MemoryNeed{*r.memory, MemorySource::kDeclared, 0.0};
+  if (r.time_limit_s < 0 || r.time_limit_s > api::kMaxTimeLimitSeconds)
+    return InvalidArgument(
+        fmt::format("time limit: must be between 0 and {} seconds", api::kMaxTimeLimitSeconds));
+  job.time_limit_s = r.time_limit_s;
+  if (r.priority < -api::kMaxPriority || r.priority > api::kMaxPriority)
+    return InvalidArgument(
+        fmt::format("priority: must be between {} and {}", -api::kMaxPriority, api::kMaxPriority));
+  job.spec.priority = r.priority;
+  job.held = r.hold;
+  if (r.dependencies.size() > api::kMaxDependencies)
+    return InvalidArgument(fmt::format("dependencies: at most {} jobs", api::kMaxDependencies));
+  for (const api::Dependency& dep : r.dependencies) {
+    // A dependency on a job that never existed could only ever cancel this one.
+    if (!FindLive(dep.job)) {
+      auto stored = store_.Find(dep.job);
+      if (!stored.ok()) return Unavailable("dependencies: " + stored.status().message());
+      if (!*stored) return InvalidArgument(fmt::format("dependencies: no job {}", dep.job));
+    }
+    if (std::find(job.dependencies.begin(), job.dependencies.end(), dep) == job.dependencies.end())
+      job.dependencies.push_back(dep);
+  }
   if (r.estimate) {
     job.estimate = std::move(r.estimate);
     job.estimate->learned.reset();  // what colod learned is colod's to say
@@ -212,10 +251,22 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
         "have ended",
         who.user, live_per_user_[who.uid]));
   }
+  std::optional<api::ArraySpec> array = std::move(request.array);
   auto made = NewJob(who, std::move(request));
   if (!made.ok()) return made.status();
   Job& job = *made;
   COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(job.spec));
+  if (array) {
+    if (array->tasks.empty() || static_cast<int>(array->tasks.size()) > options_.max_array_size)
+      return InvalidArgument(fmt::format("array: 1 to {} tasks (limits.max_array_size), not {}",
+                                         options_.max_array_size, array->tasks.size()));
+    if (who.uid != 0 && live_per_user_[who.uid] + static_cast<int>(array->tasks.size()) >
+                            options_.max_live_jobs_per_user)
+      return ResourceExhausted(fmt::format(
+          "{} has {} jobs waiting or running; {} more would pass the most one user may have ({})",
+          who.user, live_per_user_[who.uid], array->tasks.size(), options_.max_live_jobs_per_user));
+    return SubmitArray(std::move(job), *array);
+  }
   job.state = JobState::kQueued;
   job.submitted = clock_.WallNow();
   JobEvent submitted = Event(
@@ -234,6 +285,12 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
     e.job = job.id();
     Log(e);
   }
+  if (WaitsOutsideScheduler(job)) {
+    dependencies_changed_ = dependencies_changed_ || !job.dependencies.empty();
+    const JobId id = job.id();
+    AddLive(std::move(job));
+    return id;
+  }
   if (Status queued = scheduler_.Submit(job.spec); !queued.ok()) {
     // Checked above; should it still refuse, the stored job must not look queued.
     job.state = JobState::kFailed;
@@ -247,6 +304,119 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
   return id;
 }
 
+namespace {
+// %A and %a in an array task's name: the array's id and the task's.
+std::string ArrayTaskName(const std::string& pattern, JobId array, int task) {
+  std::string name;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() &&
+        (pattern[i + 1] == 'A' || pattern[i + 1] == 'a')) {
+      name += pattern[i + 1] == 'A' ? std::to_string(array) : std::to_string(task);
+      ++i;
+    } else {
+      name += pattern[i];
+    }
+  }
+  return TruncateUtf8(name, kMaxNameBytes);
+}
+}  // namespace
+
+Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) {
+  const std::string pattern = base.spec.name;
+  base.state = JobState::kQueued;
+  base.submitted = clock_.WallNow();
+  std::vector<Job> stored;
+  Status failed;
+  for (int task : array.tasks) {
+    Job job = base;
+    const JobId array_id = stored.empty() ? 0 : stored.front().id();
+    job.array = ArrayMembership{array_id, task, array.limit};
+    job.spec.name = ArrayTaskName(pattern, array_id, task);
+    std::vector<JobEvent> events = {Event(
+        0, "submitted",
+        fmt::format("by {}: task {} of an array of {}{}: {} GPU(s), memory {}", job.owner.user,
+                    task, array.tasks.size(),
+                    array.limit > 0 ? fmt::format(" (at most {} at once)", array.limit) : "",
+                    job.spec.gpus,
+                    job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown"))};
+    if (failed = store_.Insert(job, events); !failed.ok()) break;
+    if (stored.empty()) {
+      // The first task names the array: its own id, known once stored.
+      job.array->job = job.id();
+      job.spec.name = ArrayTaskName(pattern, job.id(), task);
+      if (failed = store_.Update(job, {}); !failed.ok()) {
+        stored.push_back(std::move(job));
+        break;
+      }
+    }
+    for (JobEvent& e : events) {
+      e.job = job.id();
+      Log(e);
+    }
+    stored.push_back(std::move(job));
+  }
+  if (!failed.ok()) {
+    counters_.store_failures++;
+    // All or none: what was stored ends now (stored again until it is, should the disk refuse).
+    for (Job& job : stored) {
+      job.state = JobState::kCancelled;
+      job.reason = "its array could not be stored whole, so none of it was submitted";
+      job.finished = clock_.WallNow();
+      job.env.clear();
+      const JobId id = job.id();
+      AddLive(std::move(job));
+      Persist(live_.at(id), {Event(id, "cancelled", live_.at(id).reason)});
+      ForgetIfDone(id);
+    }
+    return Unavailable("the array could not be stored, so it was not submitted: " +
+                       failed.message());
+  }
+  const JobId array_id = stored.front().id();
+  for (Job& job : stored) {
+    const JobId id = job.id();
+    AddLive(std::move(job));
+    Job& live = live_.at(id);
+    if (WaitsOutsideScheduler(live)) {
+      dependencies_changed_ = dependencies_changed_ || !live.dependencies.empty();
+    } else {
+      Enqueue(live, "at submit");
+      if (!live.live()) ForgetIfDone(id);
+    }
+  }
+  return array_id;
+}
+
+void JobController::Enqueue(Job& job, std::string_view when) {
+  if (job.array && job.array->limit > 0) {
+    job.state = JobState::kQueued;
+    arrays_changed_ = true;  // AdmitArrayTasks queues it when its array's turn comes
+    return;
+  }
+  Requeue(job, when);
+}
+
+void JobController::AdmitArrayTasks() {
+  arrays_changed_ = false;
+  std::map<JobId, int> admitted;  // by array: tasks queued in the scheduler or running
+  std::vector<JobId> waiting;
+  for (const auto& [id, job] : live_) {
+    if (!job.array || job.array->limit <= 0 || !job.live()) continue;
+    if (job.state == JobState::kRunning || scheduler_.job(id)) {
+      admitted[job.array->job]++;
+    } else if (!WaitsOutsideScheduler(job)) {
+      waiting.push_back(id);
+    }
+  }
+  for (JobId id : waiting) {  // in id order: the array's tasks in order
+    Job& job = live_.at(id);
+    int& running = admitted[job.array->job];
+    if (running >= job.array->limit) continue;
+    running++;
+    Requeue(job, "when its array's turn came");
+    if (!job.live()) ForgetIfDone(id);
+  }
+}
+
 void JobController::AddLive(Job job) {
   live_per_user_[job.owner.uid]++;
   if (job.slurm) tenants_[job.slurm->job] = job.id();
@@ -256,6 +426,28 @@ void JobController::AddLive(Job job) {
 // --- Cancel ---
 
 Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
+  // The array's id cancels every live task of it (scancel ARRAY_ID).
+  std::vector<JobId> tasks;
+  for (const auto& [task_id, job] : live_) {
+    if (job.array && job.array->job == id && job.live()) tasks.push_back(task_id);
+  }
+  if (tasks.size() > 1 || (tasks.size() == 1 && tasks.front() != id)) {
+    int cancelled = 0, cancelling = 0;
+    for (JobId task : tasks) {
+      auto state = CancelOne(who, task);
+      if (!state.ok()) {
+        if (cancelled + cancelling == 0) return state.status();
+        continue;
+      }
+      (*state == "cancelling" ? cancelling : cancelled)++;
+    }
+    if (cancelling == 0) return fmt::format("cancelled {} task(s)", cancelled);
+    return fmt::format("cancelling {} task(s), cancelled {}", cancelling, cancelled);
+  }
+  return CancelOne(who, id);
+}
+
+Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
   auto it = live_.find(id);
   if (it == live_.end()) {
     auto stored = store_.Find(id);
@@ -307,10 +499,263 @@ Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
   if (Status s = store_.Update(ended, {event}); !s.ok())
     return Unavailable("the cancel could not be stored, so the job stays queued: " + s.message());
   Log(event);
-  if (Status s = scheduler_.Cancel(id); !s.ok()) Log(Event(id, "cancel", s.message()));
+  if (scheduler_.job(id)) {
+    if (Status s = scheduler_.Cancel(id); !s.ok()) Log(Event(id, "cancel", s.message()));
+  }
   job = std::move(ended);
   ForgetIfDone(id);
   return std::string("cancelled");
+}
+
+// --- Hold, release, requeue (scontrol) ---
+
+Status JobController::MayControl(const Identity& who, const Job& job, std::string_view what) const {
+  if (who.uid != 0 && who.uid != job.owner.uid)
+    return PermissionDenied(fmt::format("job {} belongs to {}; only its owner or root may {} it",
+                                        job.id(), job.owner.user, what));
+  if (job.slurm)
+    return FailedPrecondition(fmt::format("job {} is Slurm job {}: use scontrol {} {}", job.id(),
+                                          job.slurm->job, what, job.slurm->job));
+  return Status::Ok();
+}
+
+Result<Job> JobController::EndedJobFor(const Identity& who, JobId id, std::string_view what) const {
+  auto stored = store_.Find(id);
+  if (!stored.ok()) return stored.status();
+  if (!*stored) return NotFound(fmt::format("no job {}", id));
+  COLO_RETURN_IF_ERROR(MayControl(who, **stored, what));
+  return std::move(**stored);
+}
+
+Result<std::string> JobController::Control(const Identity& who, api::JobAction action, JobId id) {
+  switch (action) {
+    case api::JobAction::kHold:
+      return SetHold(who, id, true);
+    case api::JobAction::kRelease:
+      return SetHold(who, id, false);
+    case api::JobAction::kRequeue:
+      return RequeueJob(who, id);
+    case api::JobAction::kCancel:
+      break;
+  }
+  return Cancel(who, id);
+}
+
+std::string JobController::HeldReason(const Job& job) const {
+  if (!job.live() || job.state == JobState::kRunning) return "";
+  if (job.held) return "held: colo release " + std::to_string(job.id());
+  if (job.dependencies.empty()) {
+    if (job.array && job.array->limit > 0 && !scheduler_.job(job.id()))
+      return fmt::format("array {}: at most {} of its tasks at once", job.array->job,
+                         job.array->limit);
+    return "";
+  }
+  std::string deps;
+  for (const api::Dependency& d : job.dependencies)
+    deps += fmt::format("{}{}:{}", deps.empty() ? "" : ",", ToString(d.kind), d.job);
+  return "dependency " + deps;
+}
+
+Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool hold) {
+  const std::string_view verb = hold ? "hold" : "release";
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    auto ended = EndedJobFor(who, id, verb);
+    if (!ended.ok()) return ended.status();
+    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(ended->state)));
+  }
+  Job& job = it->second;
+  COLO_RETURN_IF_ERROR(MayControl(who, job, verb));
+  if (job.state != JobState::kQueued && job.state != JobState::kRecovering)
+    return FailedPrecondition(fmt::format("job {} is {}; only a waiting job can be {}", id,
+                                          ToString(job.state), hold ? "held" : "released"));
+  if (job.held != hold) {
+    // Stored first: a restart must not start a job its owner held.
+    Job updated = job;
+    updated.held = hold;
+    const JobEvent event = Event(id, hold ? "held" : "released", "by " + who.user);
+    if (Status s = store_.Update(updated, {event}); !s.ok())
+      return Unavailable(fmt::format("the {} could not be stored, so the job is as it was: {}",
+                                     verb, s.message()));
+    Log(event);
+    job.held = hold;
+    if (hold) {
+      if (scheduler_.job(id)) {
+        (void)scheduler_.Cancel(id);
+        scheduler_.Forget(id);
+      }
+      if (job.array) arrays_changed_ = true;
+    } else if (job.dependencies.empty()) {
+      Enqueue(job, "when released");
+      if (!job.live()) {
+        const std::string reason = job.reason;
+        ForgetIfDone(id);
+        return FailedPrecondition(reason);
+      }
+    } else {
+      dependencies_changed_ = true;
+    }
+  }
+  if (job.held) return std::string("held");
+  return std::string(job.dependencies.empty() ? "queued" : "waiting for its dependencies");
+}
+
+Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
+  auto it = live_.find(id);
+  if (it != live_.end()) {
+    Job& job = it->second;
+    COLO_RETURN_IF_ERROR(MayControl(who, job, "requeue"));
+    if (job.state != JobState::kRunning)
+      return FailedPrecondition(fmt::format("job {} is waiting already", id));
+    if (!job.requeue_requested && !job.cancel_requested) {
+      Job updated = job;
+      updated.requeue_requested = true;
+      const JobEvent event = Event(
+          id, "requeue",
+          fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s; "
+                      "then it waits again",
+                      who.user, job.current() ? job.current()->number : 0,
+                      ToSeconds(options_.cancel_grace)));
+      if (Status s = store_.Update(updated, {event}); !s.ok())
+        return Unavailable("the requeue could not be stored, so the job was not touched: " +
+                           s.message());
+      Log(event);
+      job.requeue_requested = true;
+      launcher_.Signal(RefOf(job), SIGTERM);
+      running_[id].kill_at = clock_.Now() + options_.cancel_grace;
+    }
+    return std::string("requeueing");
+  }
+  auto ended = EndedJobFor(who, id, "requeue");
+  if (!ended.ok()) return ended.status();
+  Job job = *std::move(ended);
+  if (job.live()) return Unavailable(fmt::format("job {} is being read back; try again", id));
+  if (who.uid != 0 && live_per_user_[job.owner.uid] >= options_.max_live_jobs_per_user)
+    return ResourceExhausted(
+        fmt::format("{} has {} jobs waiting or running, the most one user "
+                    "may have",
+                    job.owner.user, live_per_user_[job.owner.uid]));
+  const JobState was = job.state;
+  job.state = JobState::kQueued;
+  job.reason.clear();
+  job.finished = WallTime{};
+  job.cancel_requested = job.timed_out = job.requeue_requested = false;
+  job.dependencies.clear();
+  // An ended job's environment is not kept (it may hold secrets): it runs again with a minimal
+  // one, as sbatch --export=NONE would give it.
+  job.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "USER=" + job.owner.user,
+             "LOGNAME=" + job.owner.user};
+  const JobEvent event =
+      Event(id, "requeued",
+            fmt::format("by {} after it ended ({}); waits again with a minimal environment "
+                        "(PATH, USER, LOGNAME)",
+                        who.user, ToString(was)));
+  if (Status s = store_.Update(job, {event}); !s.ok())
+    return Unavailable("the requeue could not be stored: " + s.message());
+  Log(event);
+  AddLive(std::move(job));
+  Job& live = live_.at(id);
+  Enqueue(live, "when requeued");
+  if (!live.live()) {
+    const std::string reason = live.reason;
+    ForgetIfDone(id);
+    return FailedPrecondition(reason);
+  }
+  return std::string("queued");
+}
+
+// --- Dependencies ---
+
+std::optional<bool> JobController::DependencyMet(const api::Dependency& dep,
+                                                 std::string& why) const {
+  JobState state;
+  if (const Job* live = FindLive(dep.job)) {
+    if (live->live()) return std::nullopt;
+    state = live->state;
+  } else {
+    auto stored = store_.Find(dep.job);
+    if (!stored.ok()) return std::nullopt;  // looked at again at a later turn
+    if (!*stored) {
+      why = fmt::format("job {} is gone", dep.job);
+      return false;
+    }
+    if ((*stored)->live()) return std::nullopt;
+    state = (*stored)->state;
+  }
+  const bool succeeded = state == JobState::kSucceeded;
+  bool met = true;
+  if (dep.kind == api::DependencyKind::kAfterOk) met = succeeded;
+  if (dep.kind == api::DependencyKind::kAfterNotOk) met = !succeeded;
+  if (!met)
+    why = fmt::format("{}:{} but job {} ended {}", ToString(dep.kind), dep.job, dep.job,
+                      ToString(state));
+  return met;
+}
+
+// Slurm's kill_invalid_depend: a job whose dependency can never be met is cancelled (reason
+// DependencyNeverSatisfied) rather than left waiting forever.
+void JobController::CheckDependencies() {
+  dependencies_changed_ = false;
+  std::vector<JobId> waiting;
+  for (const auto& [id, job] : live_) {
+    if (job.state != JobState::kRunning && job.live() && !job.dependencies.empty())
+      waiting.push_back(id);
+  }
+  for (JobId id : waiting) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Job& job = it->second;
+    std::vector<api::Dependency> left;
+    std::string never;
+    for (const api::Dependency& dep : job.dependencies) {
+      const std::optional<bool> met = DependencyMet(dep, never);
+      if (!met) {
+        left.push_back(dep);
+      } else if (!*met) {
+        break;
+      }
+    }
+    if (!never.empty()) {
+      job.state = JobState::kCancelled;
+      job.reason = TruncateUtf8("DependencyNeverSatisfied: " + never, kMaxDetailBytes);
+      job.finished = clock_.WallNow();
+      job.env.clear();
+      Persist(job, {Event(id, "cancelled", job.reason)});
+      ForgetIfDone(id);
+      continue;
+    }
+    if (left.size() == job.dependencies.size()) continue;
+    job.dependencies = std::move(left);
+    std::vector<JobEvent> events;
+    if (job.dependencies.empty()) {
+      events.push_back(Event(id, "dependency", "every dependency is met"));
+      if (!job.held) Enqueue(job, "when its dependencies were met");
+    }
+    Persist(job, std::move(events));
+    ForgetIfDone(id);
+  }
+}
+
+// --- Time limits ---
+
+void JobController::CheckTimeLimits(TimePoint now) {
+  for (auto& [id, r] : running_) {
+    if (!r.timeout_at || now < *r.timeout_at) continue;
+    r.timeout_at.reset();
+    auto it = live_.find(id);
+    if (it == live_.end() || it->second.state != JobState::kRunning || it->second.slurm) continue;
+    Job& job = it->second;
+    if (job.timed_out || job.cancel_requested || job.requeue_requested) continue;
+    job.timed_out = true;  // kept in memory and stored again should the store fail now
+    Persist(job, {Event(id, "timeout",
+                        fmt::format("time limit of {} reached: SIGTERM to every process of "
+                                    "attempt {}; SIGKILL in {:.0f} s",
+                                    FormatTimeLimit(job.time_limit_s),
+                                    job.current() ? job.current()->number : 0,
+                                    ToSeconds(options_.timeout_grace)))});
+    launcher_.Signal(RefOf(job), SIGTERM);
+    r.kill_at = now + options_.timeout_grace;
+  }
 }
 
 // --- Samples ---
@@ -404,8 +849,9 @@ void JobController::Tick() {
     if (it->second.slurm) continue;  // its end is reported, not watched
     if (auto end = launcher_.Check(RefOf(it->second))) FinishAttempt(it->second, *end);
   }
-  // Cancels whose grace is over.
   const TimePoint now = clock_.Now();
+  CheckTimeLimits(now);
+  // Cancels whose grace is over.
   for (auto& [id, r] : running_) {
     if (r.kill_at && now >= *r.kill_at) {
       if (const Job* job = FindLive(id)) launcher_.Signal(RefOf(*job), SIGKILL);
@@ -445,6 +891,8 @@ void JobController::Tick() {
                             /*avoid_this_node=*/true},
              {});
   }
+  if (dependencies_changed_) CheckDependencies();
+  if (arrays_changed_) AdmitArrayTasks();
   PlacementPass();
 }
 
@@ -462,7 +910,9 @@ std::optional<TimePoint> JobController::NextWakeup() const {
   };
   for (const auto& [id, r] : running_) {
     if (r.kill_at) earlier(*r.kill_at);
+    if (r.timeout_at) earlier(*r.timeout_at);
   }
+  if (dependencies_changed_) earlier(clock_.Now() + kStoreRetry);
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
   for (const auto& [id, deadline] : tenant_deadline_) earlier(deadline);
   return wake;
@@ -518,6 +968,8 @@ void JobController::Launch(const colo::Launch& launch) {
     return;
   }
   running_[launch.job] = Running{};
+  if (job.time_limit_s > 0)
+    running_[launch.job].timeout_at = clock_.Now() + Seconds(job.time_limit_s);
 
   const std::string visible = VisibleDevices(attempt);
   LaunchSpec spec;
@@ -528,14 +980,18 @@ void JobController::Launch(const colo::Launch& launch) {
   spec.workdir = job.workdir;
   for (const std::string& e : job.env) {
     // colo decides which GPUs and which MPS server the job talks to.
-    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_",
-                          "COLO_JOB_ID=", "COLO_ATTEMPT=", "COLO_GPU_MEMORY="}))
+    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT=",
+                          "COLO_GPU_MEMORY=", "COLO_ARRAY_JOB_ID=", "COLO_ARRAY_TASK_ID="}))
       continue;
     spec.env.push_back(e);
   }
   spec.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   spec.env.push_back(fmt::format("COLO_JOB_ID={}", launch.job));
   spec.env.push_back(fmt::format("COLO_ATTEMPT={}", attempt.number));
+  if (job.array) {
+    spec.env.push_back(fmt::format("COLO_ARRAY_JOB_ID={}", job.array->job));
+    spec.env.push_back(fmt::format("COLO_ARRAY_TASK_ID={}", job.array->task));
+  }
   // What colo planned per GPU, as a Slurm job's steps see it: its MPS limit, or its budget when
   // sharing plainly.
   if (attempt.memory_limit > Bytes(0))
@@ -629,7 +1085,16 @@ void JobController::TakeSchedulerState(Job& job) {
 void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const JobId id = job.id();
   Attempt& attempt = *job.current();
-  JobExit exit = ClassifyExit(end.end, job.cancel_requested, end.stderr_tail, end.stdout_tail);
+  JobExit exit =
+      ClassifyExit(end.end, job.cancel_requested || job.timed_out || job.requeue_requested,
+                   end.stderr_tail, end.stdout_tail);
+  if (job.requeue_requested) {
+    exit = JobExit{ExitKind::kCancelled, "stopped to be queued again: " + HowItEnded(end.end)};
+  } else if (job.timed_out && exit.kind != ExitKind::kSuccess) {
+    exit = JobExit{ExitKind::kTimeout,
+                   fmt::format("time limit of {} reached: {}", FormatTimeLimit(job.time_limit_s),
+                               HowItEnded(end.end))};
+  }
   // The estimate the client made from the job's profile: a recovery never plans below it.
   if (job.estimate) exit.oom.profile_upper = job.estimate->upper;
   attempt.peak = CurrentPeak(job);  // while the scheduler still holds the attempt's peak
@@ -637,11 +1102,30 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   attempt.ended = clock_.WallNow();
   attempt.exit = exit.kind;
   attempt.detail = TruncateUtf8(exit.detail, kMaxDetailBytes);
-  if (end.end.known) (end.end.exited ? attempt.exit_code : attempt.exit_signal) = end.end.code;
+  if (end.end.known) {
+    (end.end.exited ? attempt.exit_code : attempt.exit_signal) = end.end.code;
+  } else if (!end.end.exited && end.end.code > 0) {
+    attempt.exit_signal = end.end.code;  // its shim was killed: so was the job
+  }
   if (auto r = running_.find(id); r != running_.end() && r->second.solo_samples >= kMinSoloSamples)
     attempt.solo_smact = r->second.solo_smact_sum / r->second.solo_samples;
   const Bytes need_before = job.spec.memory.known() ? job.spec.memory.Upper() : Bytes(0);
   const ExitAction action = scheduler_.OnJobExit(id, exit);
+  if (job.requeue_requested) {
+    // scontrol requeue: the same job waits again, keeping its attempts (and its environment).
+    running_.erase(id);
+    scheduler_.Forget(id);
+    job.requeue_requested = false;
+    job.cancel_requested = false;
+    job.timed_out = false;
+    Requeue(job, "when requeued");
+    Persist(job,
+            {Event(id, "requeued",
+                   fmt::format("attempt {}: {}; waits again", attempt.number, attempt.detail))});
+    launcher_.Release(RefOf(job));
+    ForgetIfDone(id);
+    return;
+  }
   TakeSchedulerState(job);
   running_.erase(id);
   if (exit.kind == ExitKind::kOutOfMemory) {
@@ -787,8 +1271,11 @@ Status JobController::Recover() {
     Job& job = live_.at(id);
     if (job.state == JobState::kRunning && job.current()) {
       RecoverRunning(job, by_uuid);
+    } else if (WaitsOutsideScheduler(job)) {
+      job.state = JobState::kQueued;
+      dependencies_changed_ = true;
     } else {
-      Requeue(job);
+      Enqueue(job, "after a restart");
       if (job.slurm && job.live()) tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
     }
     ForgetIfDone(id);
@@ -798,14 +1285,14 @@ Status JobController::Recover() {
 
 // Back to the queue it was in, with its attempts and out-of-memory count (its retry cap and its
 // priority survive a restart).
-void JobController::Requeue(Job& job) {
+void JobController::Requeue(Job& job, std::string_view when) {
   const int ooms = OutOfMemoryAttempts(job);
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
   const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
   if (Status s = scheduler_.Submit(job.spec, prior); !s.ok()) {
     job.state = JobState::kFailed;
-    job.reason =
-        TruncateUtf8("cannot be queued again after a restart: " + s.message(), kMaxDetailBytes);
+    job.reason = TruncateUtf8(fmt::format("cannot be queued again {}: {}", when, s.message()),
+                              kMaxDetailBytes);
     job.finished = clock_.WallNow();
     job.env.clear();
     Persist(job, {Event(job.id(), "failed", job.reason)});
@@ -870,7 +1357,12 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
     return;
   }
   running_[id] = Running{};
-  if (job.cancel_requested) running_[id].kill_at = clock_.Now() + options_.cancel_grace;
+  if (job.cancel_requested || job.requeue_requested)
+    running_[id].kill_at = clock_.Now() + options_.cancel_grace;
+  if (job.timed_out) running_[id].kill_at = clock_.Now() + options_.timeout_grace;
+  // The limit counts from the attempt's start, not from colod's.
+  if (job.time_limit_s > 0 && !job.timed_out && !job.slurm)
+    running_[id].timeout_at = MonotonicStart(clock_, attempt.started) + Seconds(job.time_limit_s);
   if (events.empty())
     events.push_back(Event(id, "adopted",
                            job.slurm

@@ -59,11 +59,15 @@ struct TenantHandback {
 struct ControllerOptions {
   // A cancelled job gets SIGTERM, then SIGKILL after this long.
   Duration cancel_grace = Seconds(10);
+  // A job past its time limit likewise (Slurm's KillWait).
+  Duration timeout_grace = Seconds(30);
   // How many earlier successful runs of a model the history estimator looks at.
   int history_runs = 20;
   // Jobs one user may have waiting or running at once (root: no limit): one user's flood of
   // submissions cannot fill colod's memory and disk or bury everyone else's jobs.
   int max_live_jobs_per_user = 10000;
+  // Tasks one job array may have (submit --array).
+  int max_array_size = 1000;
   // The environment a job needs to be an MPS client with these limits (it starts colod's MPS
   // daemon on demand); empty: MPS is off, and MPS placements share plainly.
   std::function<Result<std::vector<std::string>>(int thread_percent, Bytes memory_limit, int gpus)>
@@ -121,6 +125,14 @@ class JobController {
   // A running job is signalled ("cancelling"); a waiting one ends now ("cancelled"). Only its
   // owner or root may cancel it.
   Result<std::string> Cancel(const Identity& who, JobId id);
+  // scontrol's hold, release and requeue, and cancel, on one job, by its owner or root. A held
+  // job (and one whose dependencies are not met) waits outside the scheduler's queues; requeue
+  // stops a running job and queues it again, and queues an ended one again. Returns what the
+  // job is now.
+  Result<std::string> Control(const Identity& who, api::JobAction action, JobId id);
+  // Why a job waits that the scheduler does not know of (held, dependencies, its array's cap);
+  // empty otherwise.
+  std::string HeldReason(const Job& job) const;
 
   // A Slurm job on this node asks for its GPUs: the first ask queues it (and places it at once
   // if it fits); every later ask, by any of its steps, gets the same answer.
@@ -153,13 +165,21 @@ class JobController {
 
  private:
   struct Running {
-    std::optional<TimePoint> kill_at;  // when a cancelled job gets SIGKILL
+    std::optional<TimePoint> kill_at;     // when a cancelled job gets SIGKILL
+    std::optional<TimePoint> timeout_at;  // when its time limit passes
     // Its GPUs' SM activity while it was alone there and computing, for its solo SMACT.
     double solo_smact_sum = 0;
     int solo_samples = 0;
   };
 
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
+  Result<std::string> CancelOne(const Identity& who, JobId id);
+  // Stores every task of an array (the first task's id names it) and queues them; all or none.
+  Result<JobId> SubmitArray(Job base, const api::ArraySpec& array);
+  // Queues a job that waited outside the scheduler; an array task under a cap waits its turn.
+  void Enqueue(Job& job, std::string_view when);
+  // Queues the next tasks of capped arrays, up to each array's cap.
+  void AdmitArrayTasks();
   void Launch(const Launch& launch);
   // Placement pass and its launches.
   void PlacementPass();
@@ -171,7 +191,22 @@ class JobController {
   void AddLive(Job job);
   void FinishAttempt(Job& job, const AttemptEnd& end);
   void RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid);
-  void Requeue(Job& job);
+  // Into the scheduler's queue it belongs in (recovery after out-of-memory crashes); a job the
+  // scheduler refuses fails, the reason naming `when`.
+  void Requeue(Job& job, std::string_view when = "after a restart");
+  // Held, or waiting for dependencies: kept out of the scheduler's queues.
+  static bool WaitsOutsideScheduler(const Job& job) {
+    return job.held || !job.dependencies.empty();
+  }
+  Status MayControl(const Identity& who, const Job& job, std::string_view what) const;
+  // The job as the store has it, for an id that is not live: NotFound, PermissionDenied, or it.
+  Result<Job> EndedJobFor(const Identity& who, JobId id, std::string_view what) const;
+  Result<std::string> SetHold(const Identity& who, JobId id, bool hold);
+  Result<std::string> RequeueJob(const Identity& who, JobId id);
+  // Whether a dependency is met (true), can never be (false, `why` says so) or not yet (nullopt).
+  std::optional<bool> DependencyMet(const api::Dependency& dep, std::string& why) const;
+  void CheckDependencies();
+  void CheckTimeLimits(TimePoint now);
   void RefineQueuedJobs(const Job& finished);
   std::optional<MemoryNeed> LearnedNeed(Job& job, const ModelRuns& runs) const;
   // The solo SM activity earlier runs showed, for a job submitted without one (the user's
@@ -211,6 +246,10 @@ class JobController {
   };
   std::map<uint32_t, EndedTenant> ended_tenants_;
   std::set<JobId> unsaved_;
+  // A job ended, was released or submitted with dependencies: waiting jobs' dependencies are
+  // looked at again at the next turn.
+  bool dependencies_changed_ = false;
+  bool arrays_changed_ = false;  // a capped array's task ended, was held or submitted
   std::map<JobId, std::vector<JobEvent>> pending_events_;
   ControllerCounters counters_;
 };

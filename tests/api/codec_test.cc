@@ -226,5 +226,64 @@ TEST(Codec, RepliesRoundTripAndErrorsKeepTheirCode) {
   EXPECT_FALSE(DecodeReply<ShowReply>("{}").ok());
 }
 
+TEST(Codec, SlurmHabitsRoundTripAndAreChecked) {
+  SubmitRequest s;
+  s.command = {"true"};
+  s.workdir = "/";
+  s.time_limit_s = 3600;
+  s.dependencies = {{DependencyKind::kAfterOk, 4}, {DependencyKind::kAfterNotOk, 5}};
+  s.hold = true;
+  s.priority = -7;
+  auto back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const auto& t = std::get<SubmitRequest>(*back);
+  EXPECT_EQ(t.time_limit_s, 3600);
+  EXPECT_EQ(t.dependencies, s.dependencies);
+  EXPECT_TRUE(t.hold);
+  EXPECT_EQ(t.priority, -7);
+
+  auto submit = [](const std::string& fields) {
+    return Error(R"({"api":1,"op":"submit","command":["true"],"workdir":"/tmp")" + fields + "}");
+  };
+  EXPECT_NE(submit(R"(,"time_limit_s":-1)").find("time_limit_s"), std::string::npos);
+  EXPECT_NE(submit(R"(,"time_limit_s":99999999999)").find("time_limit_s"), std::string::npos);
+  EXPECT_NE(submit(R"(,"priority":10001)").find("priority"), std::string::npos);
+  EXPECT_NE(submit(R"(,"dependencies":{})").find("dependencies"), std::string::npos);
+  EXPECT_NE(submit(R"(,"dependencies":[1])").find("dependencies"), std::string::npos);
+  EXPECT_NE(submit(R"(,"dependencies":[{"kind":"after","job":1}])").find("dependency kind"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"dependencies":[{"kind":"afterok"}])").find("job: is required"),
+            std::string::npos);
+  std::string many = R"(,"dependencies":[)";
+  for (int i = 1; i <= 65; ++i) many += std::string(i > 1 ? "," : "") + R"({"job":1})";
+  EXPECT_NE(submit(many + "]").find("dependencies"), std::string::npos);
+
+  ControlRequest c{JobAction::kRequeue, {1, 2, 3}};
+  auto control = DecodeRequest(EncodeRequest(c));
+  ASSERT_TRUE(control.ok()) << control.status().message();
+  EXPECT_EQ(std::get<ControlRequest>(*control).action, JobAction::kRequeue);
+  EXPECT_EQ(std::get<ControlRequest>(*control).jobs, (std::vector<JobId>{1, 2, 3}));
+  EXPECT_NE(Error(R"({"api":1,"op":"control","jobs":[1]})").find("action: is required"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"control","action":"explode","jobs":[1]})").find("action"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"control","action":"hold","jobs":[]})").find("jobs"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"control","action":"hold","jobs":[0]})").find("jobs"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"api":1,"op":"control","action":"hold","jobs":["1"]})").find("jobs"),
+            std::string::npos);
+
+  ControlReply reply;
+  reply.results = {{1, true, "held", "", ErrorCode::kInternal},
+                   {2, false, "", "no job 2", ErrorCode::kNotFound}};
+  auto decoded = DecodeReply<ControlReply>(EncodeReply(reply));
+  ASSERT_TRUE(decoded.ok());
+  ASSERT_EQ(decoded->results.size(), 2u);
+  EXPECT_EQ(decoded->results[0].state, "held");
+  EXPECT_FALSE(decoded->results[1].ok);
+  EXPECT_EQ(decoded->results[1].code, ErrorCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace colo::api

@@ -298,5 +298,25 @@ TEST_F(SchedulerTest, WakesUpWhenTheLaunchGraceEnds) {
   EXPECT_EQ(scheduler_->Schedule().size(), 1u);
 }
 
+TEST_F(SchedulerTest, PriorityOrdersOnlyItsOwnersPlacesInTheQueue) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());  // runs
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30), 1, "alice")).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(30), 1, "bob")).ok());
+  JobSpec urgent = Job(4, GiB(30), 1, "alice");
+  urgent.priority = 10;
+  ASSERT_TRUE(scheduler_->Submit(urgent).ok());
+  JobSpec bobs = Job(5, GiB(30), 1, "bob");
+  bobs.priority = 100;
+  ASSERT_TRUE(scheduler_->Submit(bobs).ok());
+  // Alice's urgent job takes her earlier place; Bob's takes his: nobody passes another user.
+  EXPECT_EQ(scheduler_->main_queue(), (std::deque<JobId>{4, 5, 2, 3}));
+  JobSpec nice = Job(6, GiB(30), 1, "alice");
+  nice.priority = -1;
+  ASSERT_TRUE(scheduler_->Submit(nice).ok());
+  EXPECT_EQ(scheduler_->main_queue(), (std::deque<JobId>{4, 5, 2, 3, 6}));
+}
+
 }  // namespace
 }  // namespace colo

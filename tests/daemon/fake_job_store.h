@@ -35,9 +35,11 @@ class FakeJobStore final : public JobStore {
 
   // --- Faults ---
   // The next `count` writes (Insert, Update, AddEvents) fail with `status` and change nothing.
-  void FailWrites(int count, Status status) {
+  // The next `count` writes fail with `status`, after `succeed_first` more succeed.
+  void FailWrites(int count, Status status, int succeed_first = 0) {
     std::lock_guard lock(mutex_);
     fail_count_ = count;
+    succeed_first_ = succeed_first;
     fail_status_ = std::move(status);
   }
   void FailAllWrites(Status status) { FailWrites(INT_MAX, std::move(status)); }
@@ -206,6 +208,10 @@ class FakeJobStore final : public JobStore {
  private:
   Status TakeWriteFailure() {
     if (fail_count_ <= 0) return Status::Ok();
+    if (succeed_first_ > 0) {
+      --succeed_first_;
+      return Status::Ok();
+    }
     if (fail_count_ != INT_MAX) --fail_count_;
     ++failed_writes_;
     return fail_status_;
@@ -240,6 +246,7 @@ class FakeJobStore final : public JobStore {
   std::vector<JobEvent> events_;
   JobId next_id_ = 1;  // 0: lost
   int fail_count_ = 0;
+  int succeed_first_ = 0;
   Status fail_status_;
   int failed_writes_ = 0;
 };

@@ -138,15 +138,15 @@ TEST(JobCodec, EveryFieldSurvivesARoundTrip) {
 }
 
 TEST(JobCodec, EveryEnumValueSurvivesARoundTrip) {
-  for (JobState state :
-       {JobState::kQueued, JobState::kRecovering, JobState::kRunning, JobState::kSucceeded,
-        JobState::kFailed, JobState::kCancelled, JobState::kLost}) {
+  for (JobState state : {JobState::kQueued, JobState::kRecovering, JobState::kRunning,
+                         JobState::kSucceeded, JobState::kFailed, JobState::kCancelled,
+                         JobState::kLost, JobState::kRequeued, JobState::kTimeout}) {
     Job job = FullJob();
     job.state = state;
     EXPECT_EQ(RoundTrip(job).state, state) << ToString(state);
   }
   for (ExitKind exit : {ExitKind::kSuccess, ExitKind::kFailure, ExitKind::kOutOfMemory,
-                        ExitKind::kCancelled, ExitKind::kLost}) {
+                        ExitKind::kCancelled, ExitKind::kLost, ExitKind::kTimeout}) {
     Job job = FullJob();
     job.attempts[0].exit = exit;
     EXPECT_EQ(RoundTrip(job).attempts[0].exit, exit) << ToString(exit);
@@ -174,6 +174,47 @@ TEST(JobCodec, EveryEnumValueSurvivesARoundTrip) {
     job.attempts[0].phase = phase;
     EXPECT_EQ(RoundTrip(job).attempts[0].phase, phase) << ToString(phase);
   }
+}
+
+TEST(JobCodec, SlurmHabitsSurviveARoundTripAndOlderRecordsHaveNone) {
+  Job job = FullJob();
+  job.time_limit_s = 7200;
+  job.timed_out = true;
+  job.held = true;
+  job.requeue_requested = true;
+  job.dependencies = {{api::DependencyKind::kAfterOk, 3}, {api::DependencyKind::kAfterAny, 4}};
+  job.attempts[0].exit_code = 137;
+  const Job back = RoundTrip(job);
+  EXPECT_EQ(back.time_limit_s, 7200);
+  EXPECT_TRUE(back.timed_out);
+  EXPECT_TRUE(back.held);
+  EXPECT_TRUE(back.requeue_requested);
+  EXPECT_EQ(back.dependencies, job.dependencies);
+  EXPECT_EQ(back.attempts[0].exit_code, 137);
+  EXPECT_FALSE(back.attempts[1].exit_code.has_value());
+  Job first = FullJob();
+  first.array = ArrayMembership{0, 0, 2};  // as its first write stores it
+  EXPECT_EQ(RoundTrip(first).array->job, first.spec.id);
+  first.array->job = 7;
+  EXPECT_EQ(RoundTrip(first).array->job, 7);
+  EXPECT_EQ(RoundTrip(first).array->limit, 2);
+  const Job plain = RoundTrip(FullJob());
+  EXPECT_EQ(plain.time_limit_s, 0);
+  EXPECT_FALSE(plain.held);
+  EXPECT_TRUE(plain.dependencies.empty());
+
+  std::string text = EncodeJob(job);
+  const std::string key = R"("time_limit_s":7200)";
+  text.replace(text.find(key), key.size(), R"("time_limit_s":-5)");
+  auto bad = DecodeJob(text);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("time_limit_s"), std::string::npos);
+  text = EncodeJob(job);
+  const std::string kind = R"("kind":"afterok")";
+  text.replace(text.find(kind), kind.size(), R"("kind":"whenever")");
+  bad = DecodeJob(text);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dependencies[0].kind"), std::string::npos);
 }
 
 TEST(JobCodec, ADefaultJobAndOneWithoutEstimateOrLearnedRoundTrip) {

@@ -3,6 +3,7 @@
 // a simulated kill -9 of colod at each step of a launch.
 #include "daemon/job_controller.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "daemon/fake_job_store.h"
@@ -674,6 +675,190 @@ TEST_F(JobControllerTest, ARunColodNeverHeardEndIsClosedWhenSlurmStartsTheJobAga
   EXPECT_NE(rerun->job, placed->job);
   EXPECT_EQ(StoredState(placed->job), JobState::kLost);
   EXPECT_EQ(controller_->live_jobs().size(), 1u);
+}
+
+// --- Slurm habits: time limits, dependencies, hold, release, requeue ---
+
+TEST_F(JobControllerTest, ATimeLimitSignalsTheJobAndItEndsAsTimeout) {
+  launcher_.ignores_sigterm = true;
+  api::SubmitRequest r = Request({"python", "train.py"});
+  r.time_limit_s = 60;
+  auto id = controller_->Submit(kAlice, r);
+  ASSERT_TRUE(id.ok());
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(*id, 1));
+  clock_.Advance(Seconds(59));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.process(*id, 1)->signals.empty());
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(launcher_.process(*id, 1)->signals, std::vector<int>{SIGTERM});
+  EXPECT_TRUE(Stored(*id)->timed_out) << "stored, so that a restart still knows";
+  clock_.Advance(Seconds(30));  // the timeout grace
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_EQ(StoredState(*id), JobState::kTimeout);
+  EXPECT_EQ(Stored(*id)->current()->exit, ExitKind::kTimeout);
+  EXPECT_EQ(Stored(*id)->current()->exit_signal, SIGKILL);
+  EXPECT_NE(Stored(*id)->reason.find("time limit of 00:01:00"), std::string::npos);
+}
+
+TEST_F(JobControllerTest, ATimeLimitCountsFromTheAttemptsStartAcrossARestart) {
+  api::SubmitRequest r = Request({"python", "train.py"});
+  r.time_limit_s = 100;
+  auto id = controller_->Submit(kAlice, r);
+  ASSERT_TRUE(id.ok());
+  controller_->Tick();
+  clock_.Advance(Seconds(60));
+  Start();
+  clock_.Advance(Seconds(39));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.process(*id, 1)->signals.empty());
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_EQ(StoredState(*id), JobState::kTimeout);
+}
+
+TEST_F(JobControllerTest, DependenciesWaitOutsideTheQueueAndOneNeverMetCancels) {
+  const JobId first = Submit();
+  api::SubmitRequest ok = Request({"python", "next.py"});
+  ok.dependencies = {{api::DependencyKind::kAfterOk, first}};
+  api::SubmitRequest notok = Request({"python", "cleanup.py"});
+  notok.dependencies = {{api::DependencyKind::kAfterNotOk, first}};
+  auto after_ok = controller_->Submit(kAlice, ok);
+  auto after_notok = controller_->Submit(kAlice, notok);
+  ASSERT_TRUE(after_ok.ok() && after_notok.ok());
+  api::SubmitRequest unknown = Request({"true"});
+  unknown.dependencies = {{api::DependencyKind::kAfterAny, 999}};
+  EXPECT_EQ(controller_->Submit(kAlice, unknown).status().code(), StatusCode::kInvalidArgument);
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(first, 1));
+  EXPECT_EQ(scheduler_->job(*after_ok), nullptr) << "not in the scheduler's queue";
+  EXPECT_NE(controller_->HeldReason(*controller_->FindLive(*after_ok)).find("afterok"),
+            std::string::npos);
+  Start();  // dependencies are stored
+  EXPECT_EQ(scheduler_->job(*after_ok), nullptr);
+  launcher_.Succeed(first, 1);
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(*after_ok, 1));
+  EXPECT_EQ(StoredState(*after_notok), JobState::kCancelled);
+  EXPECT_NE(Stored(*after_notok)->reason.find("DependencyNeverSatisfied"), std::string::npos);
+}
+
+TEST_F(JobControllerTest, HoldAndReleaseAreStoredBeforeActingAndOnlyForWaitingJobs) {
+  const JobId a = Submit(kAlice, GiB(70));
+  const JobId b = Submit(kAlice, GiB(70));
+  const JobId waiting = Submit(kAlice, GiB(70));
+  controller_->Tick();
+  EXPECT_EQ(controller_->Control(kBob, api::JobAction::kHold, waiting).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(controller_->Control(kAlice, api::JobAction::kHold, a).status().code(),
+            StatusCode::kFailedPrecondition);
+  store_.FailWrites(1, Unavailable("disk full"));
+  EXPECT_EQ(controller_->Control(kAlice, api::JobAction::kHold, waiting).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_NE(scheduler_->job(waiting), nullptr);
+  auto held = controller_->Control(kAlice, api::JobAction::kHold, waiting);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(*held, "held");
+  EXPECT_EQ(scheduler_->job(waiting), nullptr);
+  launcher_.Succeed(a, 1);
+  controller_->Tick();
+  EXPECT_FALSE(launcher_.IsRunning(waiting, 1)) << "a held job does not start";
+  Start();
+  EXPECT_TRUE(controller_->FindLive(waiting)->held);
+  controller_->Tick();
+  EXPECT_FALSE(launcher_.IsRunning(waiting, 1));
+  auto released = controller_->Control(kRoot, api::JobAction::kRelease, waiting);
+  ASSERT_TRUE(released.ok());
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(waiting, 1));
+  (void)b;
+}
+
+TEST_F(JobControllerTest, RequeueRunsARunningJobAgainAndAnEndedOneWithAMinimalEnvironment) {
+  const JobId id = Submit();
+  controller_->Tick();
+  auto requeued = controller_->Control(kAlice, api::JobAction::kRequeue, id);
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(*requeued, "requeueing");
+  EXPECT_TRUE(Stored(id)->requeue_requested);
+  controller_->Tick();  // its end: queued again, and placed
+  EXPECT_TRUE(launcher_.IsRunning(id, 2));
+  EXPECT_EQ(Stored(id)->attempts.front().exit, ExitKind::kCancelled);
+  const auto& kept = launcher_.process(id, 2)->spec.env;
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), "SECRET=hunter2"), 1) << "its environment kept";
+  launcher_.Succeed(id, 2);
+  controller_->Tick();
+  EXPECT_EQ(StoredState(id), JobState::kSucceeded);
+  EXPECT_EQ(controller_->Control(kBob, api::JobAction::kRequeue, id).status().code(),
+            StatusCode::kPermissionDenied);
+  auto again = controller_->Control(kAlice, api::JobAction::kRequeue, id);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(id, 3));
+  const auto& env = launcher_.process(id, 3)->spec.env;
+  EXPECT_EQ(std::count(env.begin(), env.end(), "SECRET=hunter2"), 0);
+  EXPECT_EQ(std::count(env.begin(), env.end(), "USER=alice"), 1);
+}
+
+TEST_F(JobControllerTest, AnArrayIsOneJobPerTaskCappedAndCancelledByItsId) {
+  api::SubmitRequest r = Request({"python", "train.py"}, GiB(1));
+  r.name = "sweep-%A_%a";
+  r.array = api::ArraySpec{{0, 2, 4, 6}, 2};
+  auto array = controller_->Submit(kAlice, r);
+  ASSERT_TRUE(array.ok()) << array.status().message();
+  controller_->Tick();
+  std::vector<JobId> running;
+  for (JobId id = *array; id < *array + 4; ++id) {
+    const Job* task = controller_->FindLive(id);
+    ASSERT_NE(task, nullptr);
+    ASSERT_TRUE(task->array);
+    EXPECT_EQ(task->array->job, *array);
+    EXPECT_EQ(task->spec.name, fmt::format("sweep-{}_{}", *array, task->array->task));
+    if (launcher_.IsRunning(id, 1)) running.push_back(id);
+  }
+  ASSERT_EQ(running, (std::vector<JobId>{*array, *array + 1})) << "%2: two at once, in order";
+  const auto& env = launcher_.process(*array + 1, 1)->spec.env;
+  EXPECT_EQ(std::count(env.begin(), env.end(), fmt::format("COLO_ARRAY_JOB_ID={}", *array)), 1);
+  EXPECT_EQ(std::count(env.begin(), env.end(), "COLO_ARRAY_TASK_ID=2"), 1);
+  launcher_.Succeed(*array, 1);
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(*array + 2, 1)) << "the next task takes the free place";
+  EXPECT_FALSE(launcher_.IsRunning(*array + 3, 1));
+  Start();  // the cap survives a restart
+  controller_->Tick();
+  EXPECT_FALSE(launcher_.IsRunning(*array + 3, 1));
+  EXPECT_EQ(controller_->Cancel(kBob, *array).status().code(), StatusCode::kPermissionDenied);
+  auto cancelled = controller_->Cancel(kAlice, *array);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().message();
+  controller_->Tick();
+  controller_->Tick();
+  for (JobId id = *array + 1; id < *array + 4; ++id)
+    EXPECT_EQ(StoredState(id), JobState::kCancelled) << id;
+  EXPECT_EQ(StoredState(*array), JobState::kSucceeded);
+}
+
+TEST_F(JobControllerTest, AnArrayIsBoundedAndStoredWholeOrNotAtAll) {
+  api::SubmitRequest r = Request({"true"}, GiB(1));
+  r.array = api::ArraySpec{};
+  for (int t = 0; t < 1001; ++t) r.array->tasks.push_back(t);
+  EXPECT_EQ(controller_->Submit(kAlice, r).status().code(), StatusCode::kInvalidArgument);
+  r.array->tasks = {0, 1, 2};
+  // Task 0's insert and update succeed, task 1's insert fails, and so does the first try to
+  // cancel what was stored: it is stored at a later turn.
+  store_.FailWrites(2, Unavailable("disk full"), /*succeed_first=*/2);
+  auto failed = controller_->Submit(kAlice, r);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(StoredState(1), JobState::kQueued) << "the cancel could not be stored yet";
+  controller_->Tick();
+  EXPECT_EQ(StoredState(1), JobState::kCancelled);
+  EXPECT_FALSE(launcher_.IsRunning(1, 1));
+  EXPECT_TRUE(controller_->live_jobs().empty());
 }
 
 }  // namespace

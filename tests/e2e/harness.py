@@ -158,6 +158,15 @@ def as_user(user, argv, gid=None, clear_groups=False):
     return prefix + ["--"] + list(argv)
 
 
+def error_message(result):
+    """What a failed `colo` said: with --json the error object's message on stdout, else
+    stderr."""
+    try:
+        return json.loads(result.stdout)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return result.stderr
+
+
 def chown_tree(path, user):
     """Gives `path` and everything below it to `user` (root only; a no-op for the caller)."""
     if user is None or not is_root() or user.uid == os.geteuid():

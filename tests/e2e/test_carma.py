@@ -140,7 +140,7 @@ class CarmaTaskFiles(DocumentedTest):
         r = self.submit_task(path)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn(f"{path}: conda has no environment 'tensorflw' (conda env list: tf, torch)",
-                      r.stderr)
+                      harness.error_message(r))
         self.assertEqual(self.colo_json("queue")["jobs"], [])
         self.assertEqual(self.colo_json("history")["jobs"], [])
 
@@ -152,8 +152,8 @@ class CarmaTaskFiles(DocumentedTest):
         r = self.submit_task(path)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("env list --json' exited with status 1 while checking for environment 'tf'",
-                      r.stderr)
-        self.assertIn("CondaError: broken install", r.stderr)
+                      harness.error_message(r))
+        self.assertIn("CondaError: broken install", harness.error_message(r))
         self.assertEqual(self.colo_json("queue")["jobs"], [])
 
     def test_all_memory_lines_unknown_runs_exclusive(self):

@@ -139,7 +139,7 @@ class Storage(FaultTest):
             acknowledged.append(job)
         self.assertIsNotNone(refused, "no submit failed on a full disk")
         self.assertEqual(refused.returncode, 1)
-        self.assertIn("could not be stored, so it was not submitted", refused.stderr)
+        self.assertIn("could not be stored, so it was not submitted", harness.error_message(refused))
         self.assertTrue(d.alive())
         self.colo_ok("queue", daemon=d)
         # Jobs that end on the full disk: their ends are kept in memory and stored later.
@@ -173,7 +173,7 @@ class Storage(FaultTest):
             # A kernel that allows it: colod must behave as on a full disk.
             refused, r = self.try_submit(d, "--", "true")
             self.assertIsNone(refused, "a submit was acknowledged on a read-only state")
-            self.assertIn("could not be stored, so it was not submitted", r.stderr)
+            self.assertIn("could not be stored, so it was not submitted", harness.error_message(r))
             self.assertTrue(d.alive())
             self.colo_ok("queue", daemon=d)
             subprocess.run(["mount", "-o", "remount,rw", fs], check=True)

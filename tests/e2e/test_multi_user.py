@@ -224,8 +224,8 @@ class WhoSeesWhat(MultiUserTest):
                            (("cancel", job), "cancel it"), (("show", "--json", job), "see")]:
             r = self.as_(BOB, *args)
             self.assertEqual(r.returncode, 1, args)
-            self.assertIn("belongs to colo-alice", r.stderr)
-            self.assertIn(verb, r.stderr)
+            self.assertIn("belongs to colo-alice", harness.error_message(r))
+            self.assertIn(verb, harness.error_message(r))
             self.assertNotIn(secret, r.stdout + r.stderr)
         self.assertEqual(self.show_as(ALICE, job)["state"], "running")
         queue = self.json_as(BOB, "queue")["jobs"]

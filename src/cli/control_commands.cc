@@ -1,0 +1,359 @@
+#include "cli/control_commands.h"
+
+#include <fmt/format.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "api/client.h"
+#include "common/strings.h"
+#include "common/text.h"
+
+namespace colo {
+namespace {
+
+std::string SocketOf(const ClientOptions& o) {
+  return o.socket.empty() ? api::DefaultSocketPath() : o.socket;
+}
+
+template <typename Req>
+Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& o, const Req& request) {
+  auto client = api::Client::Connect(SocketOf(o));
+  if (!client.ok()) return client.status();
+  return client->Call(request);
+}
+
+int Fail(const ClientOptions& o, const Status& s, int exit_code = kExitError) {
+  return ReportError(s, o.json, exit_code);
+}
+
+std::optional<int64_t> Number(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// The caller's passwd name: filters without --user pick one's own jobs.
+std::string CallerName() {
+  const passwd* pw = getpwuid(getuid());
+  return pw ? pw->pw_name : "";
+}
+
+// "queued" for "PD", "pending", "queued"...; empty when the word is none of them.
+std::optional<std::vector<JobState>> StatesNamed(std::string_view text) {
+  const std::string word = Lower(text);
+  if (word == "pd" || word == "pending" || word == "queued")
+    return std::vector<JobState>{JobState::kQueued, JobState::kRecovering};
+  if (word == "r" || word == "running") return std::vector<JobState>{JobState::kRunning};
+  if (word == "rq" || word == "recovering") return std::vector<JobState>{JobState::kRecovering};
+  return std::nullopt;
+}
+
+// One request for many jobs, in batches the API accepts; prints each job's answer. 1 when any
+// failed.
+int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector<JobId>& jobs) {
+  std::vector<api::ControlResult> results;
+  for (size_t begin = 0; begin < jobs.size(); begin += api::kMaxControlJobs) {
+    const size_t end = std::min(jobs.size(), begin + api::kMaxControlJobs);
+    api::ControlRequest request{action, {jobs.begin() + begin, jobs.begin() + end}};
+    auto reply = Call(o, request);
+    if (!reply.ok()) return Fail(o, reply.status());
+    results.insert(results.end(), reply->results.begin(), reply->results.end());
+  }
+  bool failed = false;
+  for (const api::ControlResult& r : results) failed = failed || !r.ok;
+  if (o.json) {
+    fmt::print("{}\n", api::EncodeReply(api::ControlReply{results}));
+  } else {
+    for (const api::ControlResult& r : results) {
+      if (r.ok)
+        fmt::print("job {}: {}\n", r.job, Printable(r.state));
+      else
+        fmt::print(stderr, "colo: job {}: {}\n", r.job, Printable(r.error));
+    }
+  }
+  return failed ? 1 : 0;
+}
+
+int Cancel(const ClientOptions& o) {
+  std::vector<JobId> jobs(o.jobs.begin(), o.jobs.end());
+  const bool filtered = !o.user.empty() || !o.name.empty() || !o.state_filter.empty();
+  if (jobs.empty() && !filtered)
+    return Fail(o, InvalidArgument("cancel what? give job ids, or --user, --name or --state"),
+                kExitUsage);
+  if (jobs.size() == 1 && !filtered) {
+    // One job: the cancel request and reply of one job, as before there were several.
+    auto reply = Call(o, api::CancelRequest{jobs.front()});
+    if (!reply.ok()) return Fail(o, reply.status());
+    if (o.json)
+      fmt::print("{}\n", api::EncodeReply(*reply));
+    else
+      fmt::print("job {}: {}\n", reply->job, reply->state);
+    return 0;
+  }
+  if (filtered) {
+    std::optional<std::vector<JobState>> states;
+    if (!o.state_filter.empty()) {
+      states = StatesNamed(o.state_filter);
+      if (!states)
+        return Fail(o, InvalidArgument(fmt::format(
+                           "--state: '{}' is not pending (PD), running (R) or recovering (RQ)",
+                           Printable(o.state_filter))));
+    }
+    // One's own jobs unless another user is named (root may name anyone; others are refused).
+    const std::string user = o.user.empty() && getuid() != 0 ? CallerName() : o.user;
+    auto queue = Call(o, api::QueueRequest{user});
+    if (!queue.ok()) return Fail(o, queue.status());
+    std::vector<JobId> matching;
+    for (const api::JobSummary& j : queue->jobs) {
+      if (!o.name.empty() && j.name != o.name) continue;
+      if (states && std::find(states->begin(), states->end(), j.state) == states->end()) continue;
+      if (!jobs.empty() && std::find(jobs.begin(), jobs.end(), j.id) == jobs.end()) continue;
+      matching.push_back(j.id);
+    }
+    if (matching.empty()) {
+      if (!o.json) fmt::print(stderr, "colo: no job matches\n");
+      return 0;
+    }
+    jobs = std::move(matching);
+  }
+  return ControlJobs(o, api::JobAction::kCancel, jobs);
+}
+
+// The exit status `colo wait` gives for an ended job: 0 for success, else its exit code (a
+// shell's 128+N for a signal), else 1.
+int ExitStatusOf(const api::JobSummary& job) {
+  if (job.state == JobState::kSucceeded) return 0;
+  if (job.exit_signal && *job.exit_signal > 0 && *job.exit_signal < 128)
+    return 128 + *job.exit_signal;  // as a shell says a signal ended a command
+  if (job.exit_code && *job.exit_code > 0 && *job.exit_code < 256) return *job.exit_code;
+  return 1;
+}
+
+int Wait(const ClientOptions& o) {
+  std::map<JobId, std::optional<api::JobSummary>> ended;
+  for (long long id : o.jobs) ended[id];
+  // Bounded polling: quick at first (short jobs), then every 2 s at most.
+  auto interval = std::chrono::milliseconds(200);
+  for (;;) {
+    bool all = true;
+    for (auto& [id, summary] : ended) {
+      if (summary) continue;
+      auto reply = Call(o, api::ShowRequest{id});
+      if (!reply.ok()) return Fail(o, reply.status());
+      if (IsTerminal(reply->job.summary.state)) {
+        summary = reply->job.summary;
+        if (!o.json)
+          fmt::print("job {}: {}{}\n", id, ToString(summary->state),
+                     summary->exit_code ? fmt::format(" (exit code {})", *summary->exit_code) : "");
+      } else {
+        all = false;
+      }
+    }
+    if (all) break;
+    std::this_thread::sleep_for(interval);
+    interval = std::min(interval * 2, std::chrono::milliseconds(2000));
+  }
+  int status = 0;
+  for (long long id : o.jobs) {
+    const int s = ExitStatusOf(*ended[id]);
+    if (status == 0) status = s;
+  }
+  if (o.json) {
+    api::QueueReply reply;
+    for (long long id : o.jobs) reply.jobs.push_back(*ended[id]);
+    fmt::print("{}\n", api::EncodeReply(reply));
+  }
+  return status;
+}
+
+}  // namespace
+
+Result<int64_t> ParseTimeLimit(std::string_view text) {
+  const std::string lower = Lower(text);
+  if (lower == "unlimited" || lower == "infinite") return int64_t{0};
+  const auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "--time: '{}' is not a time limit (MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN or D-H:MIN:SEC)",
+        Printable(text)));
+  };
+  int64_t days = 0;
+  std::string_view rest = text;
+  const size_t dash = text.find('-');
+  const bool with_days = dash != std::string_view::npos;
+  if (with_days) {
+    auto d = Number(text.substr(0, dash));
+    if (!d) return bad();
+    days = *d;
+    rest = text.substr(dash + 1);
+  }
+  std::vector<int64_t> parts;
+  for (const std::string& part : Split(std::string(rest), ':')) {
+    auto n = Number(part);
+    if (!n || part.empty() || *n > 1'000'000'000) return bad();
+    parts.push_back(*n);
+  }
+  if (parts.empty() || parts.size() > 3 || days > 1'000'000) return bad();
+  int64_t seconds = 0;
+  if (with_days) {
+    // D-H, D-H:M, D-H:M:S
+    seconds = parts[0] * 3600 + (parts.size() > 1 ? parts[1] * 60 : 0) +
+              (parts.size() > 2 ? parts[2] : 0);
+  } else if (parts.size() == 1) {
+    seconds = parts[0] * 60;  // minutes
+  } else if (parts.size() == 2) {
+    seconds = parts[0] * 60 + parts[1];  // minutes:seconds
+  } else {
+    seconds = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  }
+  seconds += days * 86400;
+  if (seconds <= 0) return InvalidArgument("--time: the limit must be more than 0 (or UNLIMITED)");
+  if (seconds > api::kMaxTimeLimitSeconds)
+    return InvalidArgument(
+        fmt::format("--time: at most {} days", api::kMaxTimeLimitSeconds / 86400));
+  return seconds;
+}
+
+Result<api::ArraySpec> ParseArraySpec(std::string_view text, size_t max_tasks) {
+  const auto bad = [&](std::string_view why) {
+    return InvalidArgument(fmt::format("--array: '{}' {}", Printable(text), why));
+  };
+  api::ArraySpec spec;
+  std::string_view list = text;
+  if (const size_t percent = text.find('%'); percent != std::string_view::npos) {
+    auto limit = Number(text.substr(percent + 1));
+    if (!limit || *limit < 1 || *limit > static_cast<int64_t>(api::kMaxArrayTasks))
+      return bad("has a bad %N (at most N tasks at once, N from 1)");
+    spec.limit = static_cast<int>(*limit);
+    list = text.substr(0, percent);
+  }
+  std::set<int> tasks;
+  for (const std::string& item : Split(std::string(list), ',')) {
+    std::string_view range = item;
+    int64_t step = 1;
+    if (const size_t colon = range.find(':'); colon != std::string_view::npos) {
+      auto s = Number(range.substr(colon + 1));
+      if (!s || *s < 1) return bad("has a bad step (after ':')");
+      step = *s;
+      range = range.substr(0, colon);
+    }
+    const size_t dash = range.find('-');
+    auto first = Number(range.substr(0, dash));
+    auto last = dash == std::string_view::npos ? first : Number(range.substr(dash + 1));
+    if (!first || !last || *first > *last || *last > api::kMaxArrayTaskId)
+      return bad(fmt::format("is not a list of task ids or ranges A-B[:STEP] from 0 to {}",
+                             api::kMaxArrayTaskId));
+    for (int64_t t = *first; t <= *last; t += step) {
+      tasks.insert(static_cast<int>(t));
+      if (tasks.size() > max_tasks) return bad(fmt::format("has more than {} tasks", max_tasks));
+    }
+  }
+  spec.tasks.assign(tasks.begin(), tasks.end());
+  return spec;
+}
+
+Result<std::vector<api::Dependency>> ParseDependencyList(std::string_view text) {
+  std::vector<api::Dependency> out;
+  for (const std::string& item : Split(std::string(text), ',')) {
+    const std::vector<std::string> words = Split(item, ':');
+    if (words.size() < 2)
+      return InvalidArgument(
+          fmt::format("--dependency: '{}' is not TYPE:JOBID[:JOBID...]", Printable(item)));
+    auto kind = api::ParseDependencyKind(Lower(words[0]));
+    if (!kind.ok())
+      return InvalidArgument(fmt::format(
+          "--dependency: '{}' is not afterok, afterany or afternotok", Printable(words[0])));
+    for (size_t i = 1; i < words.size(); ++i) {
+      auto id = Number(words[i]);
+      if (!id || *id < 1)
+        return InvalidArgument(
+            fmt::format("--dependency: '{}' is not a job id", Printable(words[i])));
+      out.push_back(api::Dependency{*kind, *id});
+    }
+  }
+  if (out.size() > api::kMaxDependencies)
+    return InvalidArgument(fmt::format("--dependency: at most {} jobs", api::kMaxDependencies));
+  return out;
+}
+
+Result<std::vector<std::string>> ApplyExport(std::string_view spec,
+                                             const std::vector<std::string>& environment) {
+  bool all = false;
+  std::vector<std::string> named;
+  for (const std::string& item : Split(std::string(spec), ',')) {
+    if (item == "ALL") {
+      all = true;
+    } else if (item == "NONE") {
+    } else if (item.empty() || item.front() == '=') {
+      return InvalidArgument(
+          fmt::format("--export: '{}' is not NAME or NAME=value", Printable(item)));
+    } else {
+      named.push_back(item);
+    }
+  }
+  std::vector<std::string> env = all ? environment : std::vector<std::string>{};
+  for (const std::string& item : named) {
+    std::string entry = item;
+    const std::string name = item.substr(0, item.find('='));
+    if (item.find('=') == std::string::npos) {
+      // A bare NAME: its value here, as sbatch does.
+      const auto found =
+          std::find_if(environment.begin(), environment.end(),
+                       [&](const std::string& e) { return e.starts_with(name + "="); });
+      if (found == environment.end()) continue;
+      entry = *found;
+    }
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
+    env.push_back(entry);
+  }
+  return env;
+}
+
+void AddControlCommands(CLI::App& app, ClientOptions& o) {
+  auto* cancel = app.add_subcommand(
+      "cancel", "cancel jobs by id or by filters (like scancel; your own, root any)");
+  cancel->add_option("jobs", o.jobs, "job ids");
+  cancel->add_option("-u,--user", o.user, "only this user's jobs (default with filters: yours)");
+  cancel->add_option("-n,--name", o.name, "only jobs with this name");
+  cancel->add_option("-t,--state", o.state_filter, "only jobs in this state: PD, R or RQ");
+  cancel->add_flag("--json", o.json);
+  for (auto [name, help] :
+       {std::pair{"hold", "keep waiting jobs from starting (like scontrol hold)"},
+        std::pair{"release", "let held jobs start (like scontrol release)"},
+        std::pair{"requeue",
+                  "stop a running job and queue it again, or queue an ended one again (like "
+                  "scontrol requeue)"},
+        std::pair{"wait",
+                  "wait until jobs end; exits with the first failing job's exit code (0: all "
+                  "succeeded)"}}) {
+    auto* sub = app.add_subcommand(name, help);
+    sub->add_option("jobs", o.jobs, "job ids")->required();
+    sub->add_flag("--json", o.json);
+  }
+}
+
+int RunControlCommand(CLI::App& app, const ClientOptions& o) {
+  const std::vector<JobId> jobs(o.jobs.begin(), o.jobs.end());
+  if (app.got_subcommand("cancel")) return Cancel(o);
+  if (app.got_subcommand("hold")) return ControlJobs(o, api::JobAction::kHold, jobs);
+  if (app.got_subcommand("release")) return ControlJobs(o, api::JobAction::kRelease, jobs);
+  if (app.got_subcommand("requeue")) return ControlJobs(o, api::JobAction::kRequeue, jobs);
+  if (app.got_subcommand("wait")) return Wait(o);
+  return -1;
+}
+
+}  // namespace colo
