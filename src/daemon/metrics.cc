@@ -22,16 +22,22 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
     const char* name;
     const char* help;
     double (*get)(const DeviceSample&);
+    // SM/DRAM activity: labelled with its source, and left out (not -1) where not known.
+    bool activity = false;
   };
   const Gauge gauges[] = {
       {"colo_gpu_memory_used_bytes", "Memory in use on the GPU.",
        [](const DeviceSample& s) { return static_cast<double>(s.memory_used.count()); }},
       {"colo_gpu_memory_total_bytes", "Memory of the GPU.",
        [](const DeviceSample& s) { return static_cast<double>(s.memory_total.count()); }},
-      {"colo_gpu_smact", "SM activity (GPM), 0..1; -1 where not available.",
-       [](const DeviceSample& s) { return s.smact; }},
-      {"colo_gpu_smocc", "SM occupancy (GPM), 0..1; -1 where not available.",
-       [](const DeviceSample& s) { return s.smocc; }},
+      {"colo_gpu_smact",
+       "SM activity, 0..1, by source (gpm, dcgm, fake); absent where not known (see "
+       "colo_gpu_activity_source).",
+       [](const DeviceSample& s) { return s.smact; }, true},
+      {"colo_gpu_smocc", "SM occupancy, 0..1, by source; absent where not known.",
+       [](const DeviceSample& s) { return s.smocc; }, true},
+      {"colo_gpu_drama", "DRAM activity, 0..1, by source; absent where not known.",
+       [](const DeviceSample& s) { return s.drama; }, true},
       {"colo_gpu_power_watts", "Board power draw.",
        [](const DeviceSample& s) { return s.power_watts; }},
   };
@@ -41,9 +47,22 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
     line(fmt::format("# HELP {} {}", g.name, g.help));
     line(fmt::format("# TYPE {} gauge", g.name));
     for (size_t i = 0; i < sampled; ++i) {
-      line(fmt::format("{}{{gpu=\"{}\",uuid=\"{}\"}} {}", g.name, i, devices[i].uuid,
-                       g.get(latest->devices[i])));
+      const DeviceSample& s = latest->devices[i];
+      if (!g.activity) {
+        line(fmt::format("{}{{gpu=\"{}\",uuid=\"{}\"}} {}", g.name, i, devices[i].uuid, g.get(s)));
+      } else if (g.get(s) >= 0 && s.activity_source != ActivitySource::kUtilization) {
+        line(fmt::format("{}{{gpu=\"{}\",uuid=\"{}\",source=\"{}\"}} {}", g.name, i,
+                         devices[i].uuid, ToString(s.activity_source), g.get(s)));
+      }
     }
+  }
+  line(
+      "# HELP colo_gpu_activity_source Where the GPU's SM activity comes from (gpm, dcgm, fake; "
+      "utilization: neither GPM nor DCGM, placement uses NVML's utilization; none: not yet).");
+  line("# TYPE colo_gpu_activity_source gauge");
+  for (size_t i = 0; i < sampled; ++i) {
+    line(fmt::format("colo_gpu_activity_source{{gpu=\"{}\",uuid=\"{}\",source=\"{}\"}} 1", i,
+                     devices[i].uuid, ToString(latest->devices[i].activity_source)));
   }
   line("# HELP colo_gpu_energy_joules_total Energy the board used since the driver loaded.");
   line("# TYPE colo_gpu_energy_joules_total counter");

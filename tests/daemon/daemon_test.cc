@@ -467,7 +467,9 @@ TEST_F(DaemonTest, MetricsSpeakPrometheusTextOnTheirOwnPort) {
   while ((n = recv(fd, buffer, sizeof buffer, 0)) > 0) body.append(buffer, static_cast<size_t>(n));
   close(fd);
   EXPECT_NE(body.find("HTTP/1.1 200 OK"), std::string::npos);
-  EXPECT_NE(body.find("colo_gpu_smact{gpu=\"1\",uuid=\"GPU-fake-0001\"} 0.5"), std::string::npos);
+  EXPECT_NE(body.find("colo_gpu_smact{gpu=\"1\",uuid=\"GPU-fake-0001\",source=\"fake\"} 0.5"),
+            std::string::npos)
+      << body;
   EXPECT_NE(body.find("colo_placements_total{policy=\"worst-fit:margin=2GiB,smact=0.8\"} 1"),
             std::string::npos)
       << body;
