@@ -758,6 +758,8 @@ struct ReplyReader<GpusReply> {
         info.energy_joules = gr.Number("energy_joules", -1, -1, 1e18);
         info.sample_age_s = gr.Number("sample_age_s", -1, -1e12, 1e12);
         info.sample_error = gr.String("sample_error", "", 1 << 16);
+        info.activity_source = gr.String("activity_source", "", 64);
+        info.activity_note = gr.String("activity_note", "", 1 << 12);
         if (const auto jobs = g.find("jobs"); jobs != g.end() && jobs->is_array()) {
           for (const json& job : *jobs) {
             if (!job.is_object()) continue;
@@ -1014,6 +1016,8 @@ std::string EncodeReply(const GpusReply& g) {
       j["sample_age_s"] = i.sample_age_s;
     }
     if (!i.sample_error.empty()) j["sample_error"] = i.sample_error;
+    if (!i.activity_source.empty()) j["activity_source"] = i.activity_source;
+    if (!i.activity_note.empty()) j["activity_note"] = i.activity_note;
     json jobs = json::array();
     for (const GpuJobInfo& job : i.jobs)
       jobs.push_back({{"id", job.id},

@@ -316,6 +316,11 @@ struct GpuInfoReply {
   // The latest sample; absent before the first.
   std::optional<Bytes> memory_used;
   double smact = -1, smocc = -1, utilization = -1, power_watts = -1, energy_joules = -1;
+  // Where smact and smocc come from: gpm, dcgm, fake; "utilization" when neither GPM nor DCGM
+  // serves the GPU (smact is then NVML's coarse utilization, as placement uses it), with
+  // activity_note saying why.
+  std::string activity_source;
+  std::string activity_note;
   double sample_age_s = -1;
   std::string sample_error;
   std::vector<GpuJobInfo> jobs;

@@ -529,6 +529,13 @@ void PrintGpus(const api::GpusReply& r) {
                g.energy_joules < 0 ? "-" : fmt::format("{:.1f}", g.energy_joules / 1000), g.mode,
                jobs.empty() ? "-" : jobs);
   }
+  for (const api::GpuInfoReply& g : r.gpus) {
+    if (g.activity_source != "utilization") continue;
+    fmt::print(stderr,
+               "colo: warning: GPU {}'s SMACT is NVML's coarse utilization, not SM activity ({}); "
+               "install DCGM for SM activity, occupancy and DRAM activity\n",
+               g.index, Printable(g.activity_note.empty() ? "no GPM, no DCGM" : g.activity_note));
+  }
 }
 
 }  // namespace

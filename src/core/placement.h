@@ -29,6 +29,10 @@ struct GpuView {
   WindowSummary smact, smocc, drama;
   bool placed_recently = false;  // got a job within the launch grace period
   Duration grace_left{0};
+  // The grace counted from when each job's process first appeared on this GPU (CARMA's rule): a
+  // job placed here whose process has not appeared yet, or appeared within the grace period.
+  bool process_grace = false;
+  Duration process_grace_left{0};  // until the last of them ends (an upper bound while one waits)
 
   bool idle() const { return job_count == 0; }
 };
@@ -98,6 +102,11 @@ class PlacementPolicy {
   virtual std::string_view name() const = 0;
   virtual PlacementDecision Place(const ClusterView& view,
                                   const PlacementRequest& request) const = 0;
+  // How the GPUs' utilization windows this policy reads compute their median and p95.
+  virtual QuantileMethod window_quantiles() const { return QuantileMethod::kNearestRank; }
+  // Whether its launch grace counts from the job's first process on the GPU (GpuView's
+  // process_grace) rather than from the placement.
+  virtual bool grace_from_process() const { return false; }
 };
 
 }  // namespace colo

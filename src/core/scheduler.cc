@@ -19,7 +19,8 @@ Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, Schedule
     : clock_(clock), policy_(policy), config_(config) {}
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
-  gpus_.emplace_back(info, config_.window_samples, config_.sample_interval);
+  gpus_.emplace_back(info, config_.window_samples, config_.sample_interval,
+                     policy_.window_quantiles());
   changed_ = true;
   std::map<int, int> per_node;
   for (const auto& g : gpus_) per_node[g.info.node]++;
@@ -159,6 +160,7 @@ Status Scheduler::AbortLaunch(JobId id) {
   Detach(job);
   job.gpus.clear();
   job.current_use.clear();
+  job.process_seen.clear();
   job.attempts--;
   job.ever_started = job.attempts > 0;
   const bool recovering = job.oom_count > 0;
@@ -248,6 +250,8 @@ Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, 
   job.state = JobState::kRunning;
   job.gpus = gpus;
   job.current_use.assign(gpus.size(), Bytes(0));
+  // It ran before the restart: its grace, wherever counted from, began no later than its start.
+  job.process_seen.assign(gpus.size(), started);
   job.mode = mode;
   job.thread_percent = thread_percent;
   job.attempts = attempt;
@@ -309,6 +313,18 @@ void Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
       job.last_growth = clock_.Now();
       job.max_peak = std::max(job.max_peak, used);
     }
+  }
+}
+
+void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
+  if (!policy_.grace_from_process()) return;  // nothing reads it: no reason to look again
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
+  JobRecord& job = it->second;
+  for (size_t i = 0; i < job.gpus.size(); ++i) {
+    if (job.gpus[i] != gpu || job.process_seen[i]) continue;
+    changed_ = true;
+    job.process_seen[i] = clock_.Now();
   }
 }
 
@@ -420,6 +436,7 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   job.state = JobState::kRecovering;
   job.gpus.clear();
   job.current_use.clear();
+  job.process_seen.clear();
   recovery_queue_.push_back(id);
   return ExitAction::kRequeuedForRecovery;
 }
@@ -441,6 +458,15 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
     reserved += Reservation(job);
     for (size_t i = 0; i < job.gpus.size(); ++i) {
       if (job.gpus[i] == index) observed += job.current_use[i];
+    }
+    for (size_t i = 0; i < job.gpus.size(); ++i) {
+      if (job.gpus[i] != index) continue;
+      const TimePoint grace_end = job.process_seen[i] ? *job.process_seen[i] + config_.launch_grace
+                                                      : job.started + config_.process_wait;
+      if (grace_end > now) {
+        v.process_grace = true;
+        v.process_grace_left = std::max(v.process_grace_left, grace_end - now);
+      }
     }
     v.mode = job.mode;
     if (job.mode == SharingMode::kExclusive) v.holds_exclusive = true;
@@ -493,6 +519,7 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   job.state = JobState::kRunning;
   job.gpus = placed.gpus;
   job.current_use.assign(placed.gpus.size(), Bytes(0));
+  job.process_seen.assign(placed.gpus.size(), std::nullopt);
   job.mode = placed.mode;
   job.thread_percent = placed.thread_percent;
   job.attempts++;
@@ -637,6 +664,10 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
     if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
     for (const JobRecord* job_record : g.jobs) {
       const JobRecord& job = *job_record;
+      if (policy_.grace_from_process()) {
+        for (const auto& seen : job.process_seen)
+          consider(seen ? *seen + config_.launch_grace : job.started + config_.process_wait);
+      }
       if (job.attempt_peak > Bytes(0)) {
         consider(job.last_growth + config_.steady_after);
         consider(job.started + config_.settle_timeout);

@@ -29,6 +29,10 @@ struct SchedulerConfig {
   Duration sample_interval = Seconds(1);
   // A GPU that just got a job takes no other for this long (the job has not allocated yet).
   Duration launch_grace = Seconds(30);
+  // Under a policy that counts the grace from the job's first process on the GPU: a job whose
+  // process has not appeared after this long (it does not use the GPU, or died starting) holds
+  // the GPU no longer.
+  Duration process_wait = Seconds(300);
   // A running job whose observed peak has not grown for this long, and has reached 90% of its
   // planned need (or has run for settle_timeout), is steady: its reservation shrinks from the
   // plan to what it was seen to use. A job still loading data must not give its memory away.
@@ -80,6 +84,8 @@ struct JobRecord {
   bool require_idle = false;
   std::vector<GpuIndex> gpus;
   std::vector<Bytes> current_use;  // per entry of gpus
+  // When this attempt's first process appeared on each of its GPUs (per entry of gpus).
+  std::vector<std::optional<TimePoint>> process_seen;
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
   TimePoint submitted, first_started, started, finished;
@@ -131,6 +137,9 @@ class Scheduler {
   void OnGpuSample(const GpuSample& sample);
   // Memory the job's processes use on one of its GPUs right now.
   void OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
+  // A process of the job's current attempt is on one of its GPUs (the GPU's process list): the
+  // first such report starts the launch grace of policies that count it from there.
+  void OnJobProcessSeen(JobId id, GpuIndex gpu);
   ExitAction OnJobExit(JobId id, const JobExit& exit);
 
   // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order
@@ -156,11 +165,11 @@ class Scheduler {
 
  private:
   struct GpuRecord {
-    GpuRecord(GpuInfo i, int samples, Duration interval)
+    GpuRecord(GpuInfo i, int samples, Duration interval, QuantileMethod quantiles)
         : info(std::move(i)),
-          smact(samples, interval),
-          smocc(samples, interval),
-          drama(samples, interval) {}
+          smact(samples, interval, quantiles),
+          smocc(samples, interval, quantiles),
+          drama(samples, interval, quantiles) {}
     GpuInfo info;
     SignalWindow smact, smocc, drama;
     Bytes used;

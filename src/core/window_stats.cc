@@ -13,9 +13,10 @@ namespace {
 constexpr double kEmaSettled = 1e-2;
 }  // namespace
 
-SignalWindow::SignalWindow(int samples, Duration interval)
+SignalWindow::SignalWindow(int samples, Duration interval, QuantileMethod quantiles)
     : window_(interval * samples),
       interval_(interval),
+      quantiles_(quantiles),
       ema_decay_(1.0 - 2.0 / (samples + 1.0)),
       log_decay_(ema_decay_ > 0 ? std::log(ema_decay_) : 0.0) {
   COLO_CHECK(samples > 0 && interval > Duration::zero());
@@ -125,28 +126,57 @@ WindowSummary SignalWindow::Summarize(TimePoint now) const {
     s.mean = s.median = s.p95 = s.last;
     return s;
   }
-  // Smallest value whose cumulative weight reaches half (95% of) the total.
-  const int64_t median_at = (total + 1) / 2;
-  const int64_t p95_at = (total * 95 + 99) / 100;
-  int64_t acc = 0;
   double weighted = 0;
-  bool have_median = false, have_p95 = false;
   for (const Piece& p : by_value_) {
     const int64_t w = (std::min(p.to, end) - std::max(p.from, begin)).count();
-    if (w <= 0) continue;
-    acc += w;
-    weighted += static_cast<double>(w) * p.value;
-    if (!have_median && acc >= median_at) {
-      s.median = p.value;
-      have_median = true;
-    }
-    if (!have_p95 && acc >= p95_at) {
-      s.p95 = p.value;
-      have_p95 = true;
-    }
+    if (w > 0) weighted += static_cast<double>(w) * p.value;
   }
   s.mean = weighted / static_cast<double>(total);
+  s.median = Quantile(50, begin, end, total);
+  s.p95 = Quantile(95, begin, end, total);
   return s;
+}
+
+double SignalWindow::Quantile(int percent, TimePoint begin, TimePoint end, int64_t total) const {
+  auto weight = [&](const Piece& p) {
+    return std::max<int64_t>(0, (std::min(p.to, end) - std::max(p.from, begin)).count());
+  };
+  if (quantiles_ == QuantileMethod::kNearestRank) {
+    // Smallest value whose cumulative weight reaches `percent` of the total (exact integers).
+    const int64_t at = (total * percent + 99) / 100;
+    int64_t acc = 0;
+    for (const Piece& p : by_value_) {
+      acc += weight(p);
+      if (weight(p) > 0 && acc >= at) return p.value;
+    }
+    return points_.back().value;
+  }
+  // Linear: the window as n samples (one per interval; sampling jitter is spread evenly over
+  // them), sample k covering [k, k+1) of the cumulative weight in value order, so the k-th order
+  // statistic is the value at k + 0.5. Pandas reads position h = q*(n-1) and interpolates
+  // between the order statistics floor(h) and floor(h)+1.
+  const double n = std::max<double>(
+      1.0, std::round(static_cast<double>(total) / static_cast<double>(interval_.count())));
+  const double scale = n / static_cast<double>(total);
+  const double h = percent / 100.0 * (n - 1);
+  const double lower_at = std::floor(h) + 0.5;
+  const double upper_at = std::min(std::floor(h) + 1, n - 1) + 0.5;
+  double acc = 0, lower = points_.back().value, upper = lower;
+  bool have_lower = false;
+  for (const Piece& p : by_value_) {
+    const int64_t w = weight(p);
+    if (w <= 0) continue;
+    acc += static_cast<double>(w) * scale;
+    if (!have_lower && acc > lower_at) {
+      lower = p.value;
+      have_lower = true;
+    }
+    if (acc > upper_at) {
+      upper = p.value;
+      break;
+    }
+  }
+  return lower + (h - std::floor(h)) * (upper - lower);
 }
 
 }  // namespace colo

@@ -17,6 +17,16 @@
 
 namespace colo {
 
+// How the median and p95 of a window are read off its samples.
+enum class QuantileMethod {
+  // The smallest value whose cumulative weight reaches the fraction (nearest rank: a value the
+  // signal took).
+  kNearestRank,
+  // pandas' and numpy's default: position q*(n-1) among the n samples in order, interpolated
+  // linearly between the two order statistics around it (CARMA's monitor).
+  kLinear,
+};
+
 struct WindowSummary {
   double last = 0;
   double mean = 0;
@@ -30,7 +40,8 @@ struct WindowSummary {
 
 class SignalWindow {
  public:
-  SignalWindow(int samples, Duration interval);
+  SignalWindow(int samples, Duration interval,
+               QuantileMethod quantiles = QuantileMethod::kNearestRank);
 
   void Add(TimePoint t, double value);
   WindowSummary Summarize(TimePoint now) const;
@@ -57,8 +68,12 @@ class SignalWindow {
   void InsertPiece(const Piece& piece);
   std::vector<Piece>::iterator FindPiece(TimePoint from);
 
+  // Reads a percentile off the pieces in value order (total weight `total`), as `quantiles_` says.
+  double Quantile(int percent, TimePoint begin, TimePoint end, int64_t total) const;
+
   Duration window_;
   Duration interval_;
+  QuantileMethod quantiles_;
   double ema_decay_;  // per interval: 1 - 2/(N+1)
   double log_decay_;  // its logarithm: decay^steps = exp(steps * log_decay_)
   double DecayOver(double steps) const;

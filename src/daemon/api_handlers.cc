@@ -337,6 +337,12 @@ Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::Gp
       r.smact = s.smact;
       r.smocc = s.smocc;
       r.utilization = s.utilization;
+      r.activity_source = ToString(s.activity_source);
+      if (s.activity_source == ActivitySource::kUtilization) {
+        // Placement reads the utilization as SM activity here: show that figure, and say why.
+        r.smact = s.utilization;
+        r.activity_note = c_.gpus.activity_note();
+      }
       r.power_watts = s.power_watts;
       r.energy_joules = s.energy_joules;
       r.sample_age_s = std::chrono::duration<double>(c_.clock.WallNow() - sample->wall).count();

@@ -791,6 +791,7 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       Job& job = it->second;
       const Attempt& attempt = *job.current();
       const auto seen = per_job.find(id);
+      if (seen != per_job.end()) scheduler_.OnJobProcessSeen(id, gpu);
       Bytes used = seen == per_job.end() ? Bytes(0) : seen->second;
       // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
       if (used > Bytes(0) && attempt.mode == SharingMode::kMps)

@@ -107,17 +107,21 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
     const char* name;
     const char* help;
     double (*get)(const DeviceSample&);
+    // SM/DRAM activity: labelled with its source, and left out (not -1) where not known.
+    bool activity = false;
   };
   const Gauge gauges[] = {
       {"colo_gpu_memory_used_bytes", "Memory in use on the GPU.",
        [](const DeviceSample& s) { return static_cast<double>(s.memory_used.count()); }},
-      {"colo_gpu_sm_active_ratio", "SM activity (GPM or DCGM), 0..1; absent where unknown.",
-       [](const DeviceSample& s) { return s.smact; }},
-      {"colo_gpu_sm_occupancy_ratio", "SM occupancy (GPM or DCGM), 0..1; absent where unknown.",
-       [](const DeviceSample& s) { return s.smocc; }},
+      {"colo_gpu_sm_active_ratio",
+       "SM activity, 0..1, labelled by source (gpm, dcgm, fake); absent where not known (see "
+       "colo_gpu_activity_source).",
+       [](const DeviceSample& s) { return s.smact; }, true},
+      {"colo_gpu_sm_occupancy_ratio", "SM occupancy, 0..1, by source; absent where not known.",
+       [](const DeviceSample& s) { return s.smocc; }, true},
       {"colo_gpu_dram_active_ratio",
-       "DRAM bandwidth utilization (GPM or DCGM), 0..1; absent where unknown.",
-       [](const DeviceSample& s) { return s.drama; }},
+       "DRAM bandwidth utilization, 0..1, by source; absent where not known.",
+       [](const DeviceSample& s) { return s.drama; }, true},
       {"colo_gpu_utilization_ratio",
        "NVML's coarse utilization (a kernel ran in the interval), 0..1; absent where unknown.",
        [](const DeviceSample& s) { return s.utilization; }},
@@ -132,9 +136,24 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
   for (const Gauge& g : gauges) {
     w.Family(g.name, "gauge", g.help);
     for (size_t i = 0; i < sampled; ++i) {
-      if (latest->devices[i].ok || g.get(latest->devices[i]) >= 0)
-        w.Sample(g.name, gpu_labels[i], g.get(latest->devices[i]));
+      const DeviceSample& s = latest->devices[i];
+      if (!g.activity) {
+        w.Sample(g.name, gpu_labels[i], g.get(s));
+      } else if (s.activity_source != ActivitySource::kUtilization) {
+        w.Sample(g.name,
+                 fmt::format("{},source=\"{}\"", gpu_labels[i], ToString(s.activity_source)),
+                 g.get(s));
+      }
     }
+  }
+  w.Family("colo_gpu_activity_source", "gauge",
+           "Where the GPU's SM activity comes from (gpm, dcgm, fake; utilization: neither GPM "
+           "nor DCGM, placement uses NVML's utilization; none: not yet); always 1.");
+  for (size_t i = 0; i < sampled; ++i) {
+    w.Sample("colo_gpu_activity_source",
+             fmt::format("{},source=\"{}\"", gpu_labels[i],
+                         ToString(latest->devices[i].activity_source)),
+             1);
   }
   w.Family("colo_gpu_energy_joules_total", "counter",
            "Energy the board used since the driver loaded; absent where unknown.");

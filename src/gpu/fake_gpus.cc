@@ -35,7 +35,8 @@ std::vector<DeviceSample> FakeGpus::SampleAll() {
   released_.wait(lock, [&] { return !hung_; });
   std::vector<std::map<int, Bytes>> processes = processes_;
   std::vector<double> smact = smact_;
-  if (!state_dir_.empty()) ReadStateDir(processes, smact);
+  std::vector<bool> without_activity(devices_.size(), false);
+  if (!state_dir_.empty()) ReadStateDir(processes, smact, without_activity);
   std::vector<DeviceSample> out;
   for (size_t i = 0; i < devices_.size(); ++i) {
     DeviceSample s;
@@ -44,9 +45,14 @@ std::vector<DeviceSample> FakeGpus::SampleAll() {
       s.processes.push_back({pid, used});
       s.memory_used += used;
     }
-    s.smact = smact[i];
-    s.smocc = smact[i] / 2;
     s.utilization = smact[i] > 0 ? 1.0 : 0.0;
+    if (without_activity[i]) {
+      s.activity_source = ActivitySource::kUtilization;
+    } else {
+      s.smact = smact[i];
+      s.smocc = smact[i] / 2;
+      s.activity_source = ActivitySource::kFake;
+    }
     // Same shape as the H100 power model: idle 71 W, about 500 W at SMACT 0.8.
     s.power_watts = 71 + 536 * smact[i];
     energy_[i] += s.power_watts;  // one sample per second in the demos
@@ -77,7 +83,7 @@ std::string ReadSmallFile(int dir, const char* name) {
 }  // namespace
 
 void FakeGpus::ReadStateDir(std::vector<std::map<int, Bytes>>& processes,
-                            std::vector<double>& smact) const {
+                            std::vector<double>& smact, std::vector<bool>& without_activity) const {
   DIR* dir = opendir(state_dir_.c_str());
   if (!dir) return;
   int entries = 0;
@@ -86,6 +92,12 @@ void FakeGpus::ReadStateDir(std::vector<std::map<int, Bytes>>& processes,
     const std::string name = entry->d_name;
     if (name.empty() || name[0] == '.') continue;
     std::istringstream in(ReadSmallFile(dirfd(dir), name.c_str()));
+    if (name.starts_with("nogpm-")) {
+      const int gpu = std::atoi(name.c_str() + 6);
+      if (gpu >= 0 && static_cast<size_t>(gpu) < without_activity.size())
+        without_activity[static_cast<size_t>(gpu)] = true;
+      continue;
+    }
     if (name.starts_with("smact-")) {
       const int gpu = std::atoi(name.c_str() + 6);
       double value = 0;

@@ -1,8 +1,9 @@
 // Fake GPUs for tests and demos (`colod --fake-gpus N`): they report the processes, memory and
 // utilization that tests set, and power and energy that follow the utilization. A test that runs
 // the real colod sets them through a directory (`--fake-gpu-dir`): a file named by a pid holds
-// lines "GPU BYTES", the memory that process uses on that GPU while it runs, and a file
-// "smact-GPU" the GPU's SM activity (0..1).
+// lines "GPU BYTES", the memory that process uses on that GPU while it runs, a file
+// "smact-GPU" the GPU's SM activity (0..1), and a file "nogpm-GPU" makes that GPU one without GPM
+// or DCGM: only its utilization is known.
 #pragma once
 
 #include <condition_variable>
@@ -21,6 +22,9 @@ class FakeGpus : public GpuBackend {
   std::string name() const override { return "fake"; }
   const std::vector<DeviceInfo>& devices() const override { return devices_; }
   std::vector<DeviceSample> SampleAll() override;
+  std::string activity_note() const override {
+    return "a fake GPU without GPM or DCGM (its nogpm file)";
+  }
 
   // What the next samples report. Thread-safe: tests drive it while colod samples.
   void SetProcessMemory(int device, int pid, Bytes used);
@@ -31,7 +35,8 @@ class FakeGpus : public GpuBackend {
 
  private:
   // What the files in state_dir_ say, added to what tests set in process.
-  void ReadStateDir(std::vector<std::map<int, Bytes>>& processes, std::vector<double>& smact) const;
+  void ReadStateDir(std::vector<std::map<int, Bytes>>& processes, std::vector<double>& smact,
+                    std::vector<bool>& without_activity) const;
 
   std::vector<DeviceInfo> devices_;
   std::string state_dir_;

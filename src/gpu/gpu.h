@@ -21,6 +21,30 @@ struct DeviceInfo {
   bool gpm_supported = false;  // SM activity and occupancy through GPM (Hopper and newer)
 };
 
+// Where a sample's SM activity, occupancy and DRAM activity came from.
+enum class ActivitySource {
+  kNone,         // not known (yet)
+  kGpm,          // NVML's GPM (Hopper and newer)
+  kDcgm,         // DCGM's profiling fields (GPUs without GPM, e.g. A100)
+  kUtilization,  // neither: NVML's coarse "a kernel ran" utilization stands in for SM activity
+  kFake,         // fake GPUs
+};
+inline const char* ToString(ActivitySource s) {
+  switch (s) {
+    case ActivitySource::kGpm:
+      return "gpm";
+    case ActivitySource::kDcgm:
+      return "dcgm";
+    case ActivitySource::kUtilization:
+      return "utilization";
+    case ActivitySource::kFake:
+      return "fake";
+    case ActivitySource::kNone:
+      break;
+  }
+  return "none";
+}
+
 struct ProcessMemory {
   int pid = 0;
   Bytes used;
@@ -34,6 +58,7 @@ struct DeviceSample {
   double smact = -1;        // GPM SM activity, 0..1
   double smocc = -1;        // GPM SM occupancy, 0..1
   double drama = -1;        // GPM DRAM bandwidth utilization, 0..1
+  ActivitySource activity_source = ActivitySource::kNone;  // of smact, smocc and drama
   double power_watts = -1;
   double energy_joules = -1;  // the board's running total since the driver loaded
   std::vector<ProcessMemory> processes;
@@ -49,6 +74,9 @@ class GpuBackend {
   // One sample of every device, in the order of devices(). May block on the driver; the daemon
   // calls it from a thread of its own.
   virtual std::vector<DeviceSample> SampleAll() = 0;
+  // Why some GPU's SM activity is only NVML's utilization (no GPM, and DCGM could not be used);
+  // empty when every GPU has a real source.
+  virtual std::string activity_note() const { return ""; }
 };
 
 // Loads libnvidia-ml at run time. Fails with a message naming what is missing (no library, no

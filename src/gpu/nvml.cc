@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gpu/dcgm.h"
 #include "gpu/gpu.h"
 
 namespace colo {
@@ -102,15 +103,21 @@ class NvmlGpus : public GpuBackend {
     nvmlGpmSample_t previous = nullptr;  // GPM metrics are rates between two samples
   };
 
-  NvmlGpus(NvmlApi api, std::vector<DeviceInfo> devices, std::vector<Target> targets)
-      : api_(api), devices_(std::move(devices)), targets_(std::move(targets)) {}
+  NvmlGpus(NvmlApi api, std::vector<DeviceInfo> devices, std::vector<Target> targets,
+           std::unique_ptr<DcgmProfiler> dcgm, std::string activity_note)
+      : api_(api),
+        devices_(std::move(devices)),
+        targets_(std::move(targets)),
+        dcgm_(std::move(dcgm)),
+        activity_note_(std::move(activity_note)) {}
   ~NvmlGpus() override {
     for (auto& t : targets_) {
       if (t.previous) api_.GpmSampleFree(t.previous);
     }
   }
 
-  std::string name() const override { return "nvml"; }
+  std::string name() const override { return dcgm_ ? "nvml+dcgm " + dcgm_->mode() : "nvml"; }
+  std::string activity_note() const override { return activity_note_; }
   const std::vector<DeviceInfo>& devices() const override { return devices_; }
 
   std::vector<DeviceSample> SampleAll() override {
@@ -146,7 +153,18 @@ class NvmlGpus : public GpuBackend {
       unsigned long long millijoules = 0;
       if (api_.GetTotalEnergyConsumption(target.handle, &millijoules) == kSuccess)
         s.energy_joules = static_cast<double>(millijoules) / 1000.0;
-      if (info.gpm_supported) ReadGpm(target, s);
+      if (info.gpm_supported) {
+        ReadGpm(target, s);
+        if (s.smact >= 0) s.activity_source = ActivitySource::kGpm;
+      } else if (dcgm_) {
+        const DcgmReading r = dcgm_->Read(static_cast<unsigned>(info.index));
+        s.smact = r.smact;
+        s.smocc = r.smocc;
+        s.drama = r.drama;
+        if (s.smact >= 0) s.activity_source = ActivitySource::kDcgm;
+      } else if (s.utilization >= 0) {
+        s.activity_source = ActivitySource::kUtilization;
+      }
     }
     return s;
   }
@@ -209,6 +227,8 @@ class NvmlGpus : public GpuBackend {
   NvmlApi api_;
   std::vector<DeviceInfo> devices_;
   std::vector<Target> targets_;
+  std::unique_ptr<DcgmProfiler> dcgm_;  // for the whole GPUs without GPM
+  std::string activity_note_;
 };
 
 }  // namespace
@@ -315,8 +335,22 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
     devices.push_back(d);
     targets.push_back({handle, nullptr});
   }
-  return std::unique_ptr<GpuBackend>(
-      std::make_unique<NvmlGpus>(api, std::move(devices), std::move(targets)));
+  // GPUs without GPM (Ampere) read SM activity, occupancy and DRAM activity from DCGM, where it
+  // is installed; else only NVML's utilization stands in, and colo says so.
+  std::vector<unsigned> without_gpm;
+  for (const DeviceInfo& d : devices)
+    if (d.mig_index < 0 && !d.gpm_supported) without_gpm.push_back(static_cast<unsigned>(d.index));
+  std::unique_ptr<DcgmProfiler> dcgm;
+  std::string note;
+  if (!without_gpm.empty()) {
+    auto opened = OpenDcgm(without_gpm, Seconds(1));
+    if (opened.ok())
+      dcgm = std::move(*opened);
+    else
+      note = "no GPM on this GPU and " + opened.status().message();
+  }
+  return std::unique_ptr<GpuBackend>(std::make_unique<NvmlGpus>(
+      api, std::move(devices), std::move(targets), std::move(dcgm), std::move(note)));
 }
 
 }  // namespace colo

@@ -24,6 +24,14 @@ SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const G
   return gpu.mode == SharingMode::kExclusive ? SharingMode::kMps : gpu.mode;
 }
 
+bool InLaunchGrace(const GpuView& gpu, const GateConfig& config) {
+  return config.grace_from_process ? gpu.process_grace : gpu.placed_recently;
+}
+
+Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config) {
+  return config.grace_from_process ? gpu.process_grace_left : gpu.grace_left;
+}
+
 GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config) {
   GateVerdict v;
@@ -47,8 +55,9 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
         gpu.mps_owner != request.owner) {
       return fail(Gate::kOtherUser, 0, 0);
     }
-    if (config.launch_grace && gpu.placed_recently) {
-      return fail(Gate::kLaunchGrace, ToSeconds(gpu.grace_left), ToSeconds(gpu.grace_left));
+    if (config.launch_grace && InLaunchGrace(gpu, config)) {
+      const double left = ToSeconds(LaunchGraceLeft(gpu, config));
+      return fail(Gate::kLaunchGrace, left, left);
     }
   }
   if (config.memory) {

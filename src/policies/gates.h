@@ -24,8 +24,14 @@ struct GateConfig {
       false;  // exclude if smact >= smact_max and (smocc >= smocc_max or drama >= drama_max)
   double smocc_max = 0.45;
   double drama_max = 0.40;
+  // The windows' median and p95 (in the risk blend): CARMA reads them as pandas does.
+  QuantileMethod quantiles = QuantileMethod::kNearestRank;
   // Launch grace: a GPU that got a job moments ago takes no other until the grace period ends.
   bool launch_grace = true;
+  // ... counted from when the job's process first appears on the GPU (CARMA), not from placement:
+  // a framework that takes a minute to import allocates nothing before, and the grace is for
+  // seeing its memory.
+  bool grace_from_process = false;
   // Under MPS one user's jobs at a time per GPU (MPS serves one user per GPU).
   bool same_user_mps = true;
   // Every job needs an idle GPU (the conventional baseline).
@@ -40,6 +46,10 @@ SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const G
 // Checks one GPU against every gate, in order; returns the first that fails, or kPass.
 GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config);
+
+// Whether the launch grace holds the GPU now, and for how long at most.
+bool InLaunchGrace(const GpuView& gpu, const GateConfig& config);
+Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config);
 
 // The SMACT figure the utilization gate and the utilization-ordering choosers use.
 double UtilizationOf(const GpuView& gpu, UtilizationStat stat);

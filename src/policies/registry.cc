@@ -54,6 +54,8 @@ std::string Lower(std::string_view text) {
 
 void ApplyCarmaPreset(GateConfig& gates) {
   gates.memory = gates.utilization = gates.launch_grace = true;
+  gates.grace_from_process = true;
+  gates.quantiles = QuantileMethod::kLinear;
   gates.compound = true;
   gates.stat = UtilizationStat::kRisk;
   gates.smact_max = 0.80;
@@ -104,6 +106,16 @@ Status ApplySetting(const std::string& key, const std::string& value, GateConfig
     gates.smact_max = *number;
     return Status::Ok();
   }
+  if (key == "quantiles") {
+    if (value == "linear")
+      gates.quantiles = QuantileMethod::kLinear;
+    else if (value == "nearest-rank")
+      gates.quantiles = QuantileMethod::kNearestRank;
+    else
+      return InvalidArgument(
+          fmt::format("quantiles takes linear or nearest-rank, not '{}'", value));
+    return Status::Ok();
+  }
   if (key == "stat") {
     if (value == "last")
       gates.stat = UtilizationStat::kLast;
@@ -123,6 +135,8 @@ Status ApplySetting(const std::string& key, const std::string& value, GateConfig
     gates.utilization = *flag;
   else if (key == "grace")
     gates.launch_grace = *flag;
+  else if (key == "grace-from-process")
+    gates.grace_from_process = *flag;
   else if (key == "compound")
     gates.compound = *flag;
   else if (key == "same-user")
@@ -131,8 +145,9 @@ Status ApplySetting(const std::string& key, const std::string& value, GateConfig
     gates.exclusive_first = *flag;
   else {
     return InvalidArgument(fmt::format(
-        "unknown policy setting '{}' (use preset, gates, margin, reserve, smact, stat, memory, "
-        "utilization, grace, compound, same-user, exclusive-first)",
+        "unknown policy setting '{}' (use preset, gates, margin, reserve, smact, stat, quantiles, "
+        "memory, "
+        "utilization, grace, grace-from-process, compound, same-user, exclusive-first)",
         key));
   }
   return Status::Ok();

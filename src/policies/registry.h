@@ -6,7 +6,9 @@
 //
 // preset=carma sets CARMA's gates: the compound rule (smact >= 0.8 and (smocc >= 0.45 or
 // drama >= 0.40), on the window's risk blend), exclusive-first, 512 MiB held back from free memory
-// and a 2 GiB margin over the need, launch grace on. Settings after it override it.
+// and a 2 GiB margin over the need, launch grace on, counted from when the job's process appears on
+// the GPU (grace-from-process=on), the windows' median and p95 interpolated as pandas does
+// (quantiles=linear). Settings after it override it.
 #pragma once
 
 #include <memory>

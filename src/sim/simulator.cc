@@ -496,8 +496,12 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
                                      computing, gpu.smact);
     server.scheduler->OnGpuSample(GpuSample{
         gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1, true});
-    for (int j : gpu.jobs)
+    for (int j : gpu.jobs) {
+      // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
+      // on the GPU from the first sample after it.
+      server.scheduler->OnJobProcessSeen(jobs_[j].trace->id, gpu.local);
       server.scheduler->OnJobMemory(jobs_[j].trace->id, gpu.local, jobs_[j].memory);
+    }
     if (options_.record_timeline) {
       auto& series = timeline_.series[static_cast<size_t>(g)];
       const Timeline::Point point{ToSeconds(now), used.gib(), gpu.smact, gpu.watts};
@@ -1007,7 +1011,7 @@ void Engine::ReadServer(int server_index) {
         any.owner = v.mps_owner;
         const GateVerdict verdict = EvaluateGates(v, any, *rule_.gates);
         usable = verdict.gate == Gate::kPass;
-        if (verdict.gate == Gate::kLaunchGrace) open(now + v.grace_left);
+        if (verdict.gate == Gate::kLaunchGrace) open(now + LaunchGraceLeft(v, *rule_.gates));
         if (verdict.gate == Gate::kUtilization) {
           // The window may let the GPU in as it slides: look again each sample interval, as the
           // server's own scheduler does for a head waiting on this gate.

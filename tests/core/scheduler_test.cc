@@ -318,5 +318,56 @@ TEST_F(SchedulerTest, PriorityOrdersOnlyItsOwnersPlacesInTheQueue) {
   EXPECT_EQ(scheduler_->main_queue(), (std::deque<JobId>{4, 5, 2, 3, 6}));
 }
 
+// CARMA counts its 30 s from when the job's process appears on the GPU (nvidia-smi's process
+// list), not from the placement: a framework still importing has allocated nothing to see.
+TEST_F(SchedulerTest, TheCarmaPresetCountsTheGraceFromTheJobsFirstProcess) {
+  Build("worst-fit:preset=carma", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  clock_.Advance(Seconds(60));  // twice the grace, and no process yet
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  const GateVerdict waiting = scheduler_->job(2)->last_wait->per_gpu[0];
+  EXPECT_EQ(waiting.gate, Gate::kLaunchGrace);
+  EXPECT_DOUBLE_EQ(waiting.value, 240) << "at most until the process wait (300 s) is over";
+  EXPECT_EQ(scheduler_->NextWakeup(), clock_.Now() + Seconds(240));
+  scheduler_->OnJobProcessSeen(1, 0);
+  const TimePoint appeared = clock_.Now();
+  clock_.Advance(Seconds(20));
+  scheduler_->OnJobProcessSeen(1, 0);  // still there: the grace does not start again
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  EXPECT_DOUBLE_EQ(scheduler_->job(2)->last_wait->per_gpu[0].value, 10);
+  EXPECT_EQ(scheduler_->NextWakeup(), appeared + Seconds(30));
+  clock_.AdvanceTo(appeared + Seconds(30));
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u);
+}
+
+TEST_F(SchedulerTest, AProcessThatNeverAppearsHoldsTheGpuOnlyUntilTheProcessWait) {
+  SchedulerConfig config;
+  config.process_wait = Seconds(120);
+  Build("worst-fit:preset=carma", config, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  clock_.Advance(Seconds(119));
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  EXPECT_EQ(scheduler_->NextWakeup(), clock_.Now() + Seconds(1));
+  clock_.Advance(Seconds(1));
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u);
+}
+
+TEST_F(SchedulerTest, OtherPoliciesCountTheGraceFromThePlacement) {
+  for (const char* spec : {"worst-fit", "worst-fit:preset=carma,grace-from-process=off"}) {
+    Build(spec, {}, 1);
+    ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+    ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+    ASSERT_EQ(scheduler_->Schedule().size(), 1u) << spec;
+    clock_.Advance(Seconds(29));
+    EXPECT_TRUE(scheduler_->Schedule().empty()) << spec;
+    clock_.Advance(Seconds(1));  // no process seen, and none needed
+    EXPECT_EQ(scheduler_->Schedule().size(), 1u) << spec;
+  }
+}
+
 }  // namespace
 }  // namespace colo

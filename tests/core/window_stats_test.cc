@@ -158,5 +158,67 @@ TEST(SignalWindow, AgreesWithSortingTheLastNSamples) {
   }
 }
 
+// Under CARMA's preset the median and p95 are pandas' Series.quantile (linear interpolation
+// between order statistics at position q*(n-1)); each expected value is worked out by hand.
+WindowSummary Linear(int samples, const std::vector<std::pair<double, double>>& at_value,
+                     double now) {
+  SignalWindow w(samples, Seconds(1), QuantileMethod::kLinear);
+  for (const auto& [t, v] : at_value) w.Add(AtSeconds(t), v);
+  return w.Summarize(AtSeconds(now));
+}
+
+TEST(SignalWindowLinear, MatchesPandasQuantiles) {
+  // [0.2 0.3 0.4 0.5 0.6]: median h=2 -> 0.4; p95 h=3.8 -> 0.5 + 0.8*(0.6-0.5) = 0.58.
+  WindowSummary s = Linear(5, {{0, 0.2}, {1, 0.3}, {2, 0.4}, {3, 0.5}, {4, 0.6}}, 4);
+  EXPECT_NEAR(s.median, 0.4, 1e-9);
+  EXPECT_NEAR(s.p95, 0.58, 1e-9);
+  EXPECT_NEAR(s.mean, 0.4, 1e-9);
+  // Even count, out of order: sorted [0.1 0.3 0.5 0.9]; median h=1.5 -> 0.3 + 0.5*0.2 = 0.4;
+  // p95 h=2.85 -> 0.5 + 0.85*0.4 = 0.84. (Nearest rank: 0.3 and 0.9.)
+  s = Linear(4, {{0, 0.1}, {1, 0.9}, {2, 0.3}, {3, 0.5}}, 3);
+  EXPECT_NEAR(s.median, 0.4, 1e-9);
+  EXPECT_NEAR(s.p95, 0.84, 1e-9);
+  // A window not yet full reads the samples it has: [0.1 0.4 0.7]; median 0.4; p95 h=1.9 ->
+  // 0.4 + 0.9*0.3 = 0.67.
+  s = Linear(30, {{0, 0.7}, {1, 0.1}, {2, 0.4}}, 2);
+  EXPECT_NEAR(s.median, 0.4, 1e-9);
+  EXPECT_NEAR(s.p95, 0.67, 1e-9);
+  // One sample is its own quantiles.
+  s = Linear(30, {{0, 0.5}}, 0);
+  EXPECT_NEAR(s.median, 0.5, 1e-9);
+  EXPECT_NEAR(s.p95, 0.5, 1e-9);
+  // Repeated values: [0.2 0.2 0.2 0.9 0.9]: median 0.2; p95 h=3.8 -> 0.9.
+  s = Linear(5, {{0, 0.2}, {1, 0.2}, {2, 0.2}, {3, 0.9}, {4, 0.9}}, 4);
+  EXPECT_NEAR(s.median, 0.2, 1e-9);
+  EXPECT_NEAR(s.p95, 0.9, 1e-9);
+}
+
+TEST(SignalWindowLinear, ChangePointsEqualOneSecondSampling) {
+  // 0.2 for 15 s, then 0.9 for 15 s, in a 30-sample window: sorted 15x0.2, 15x0.9; median
+  // h=14.5 -> 0.2 + 0.5*0.7 = 0.55 (nearest rank says 0.2); p95 h=27.55 -> 0.9.
+  SignalWindow sparse(30, Seconds(1), QuantileMethod::kLinear);
+  SignalWindow dense(30, Seconds(1), QuantileMethod::kLinear);
+  sparse.Add(AtSeconds(0), 0.2);
+  sparse.Add(AtSeconds(15), 0.9);
+  for (int t = 0; t < 30; ++t) dense.Add(AtSeconds(t), t < 15 ? 0.2 : 0.9);
+  // (A change-point feed's latest value holds until `now`; a sample's for one interval.)
+  for (const WindowSummary& s : {sparse.Summarize(AtSeconds(30)), dense.Summarize(AtSeconds(29))}) {
+    EXPECT_NEAR(s.median, 0.55, 1e-9);
+    EXPECT_NEAR(s.p95, 0.9, 1e-9);
+  }
+  SignalWindow nearest(30, Seconds(1));
+  nearest.Add(AtSeconds(0), 0.2);
+  nearest.Add(AtSeconds(15), 0.9);
+  EXPECT_NEAR(nearest.Summarize(AtSeconds(30)).median, 0.2, 1e-9);
+}
+
+TEST(SignalWindowLinear, SamplingJitterStillCountsOneSampleEach) {
+  // The daemon's samples drift around their second: five samples are still five samples.
+  // [0.2 0.3 0.4 0.5 0.6] taken at 0, 1.1, 1.9, 3.05, 4: median 0.4, p95 0.58.
+  const WindowSummary s = Linear(5, {{0, 0.2}, {1.1, 0.3}, {1.9, 0.4}, {3.05, 0.5}, {4, 0.6}}, 4);
+  EXPECT_NEAR(s.median, 0.4, 1e-9);
+  EXPECT_NEAR(s.p95, 0.58, 1e-9);
+}
+
 }  // namespace
 }  // namespace colo

@@ -470,7 +470,7 @@ TEST_F(DaemonTest, MetricsSpeakPrometheusTextOnTheirOwnPort) {
   EXPECT_NE(body.find("HTTP/1.1 200 OK"), std::string::npos);
   EXPECT_TRUE(std::regex_search(
       body, std::regex(R"(\ncolo_gpu_sm_active_ratio\{gpu="1",UUID="GPU-fake-0001",)"
-                       R"(modelName="[^"]+",Hostname="[^"]*"\} 0.5\n)")))
+                       R"(modelName="[^"]+",Hostname="[^"]*",source="fake"\} 0.5\n)")))
       << body;
   EXPECT_EQ(body.find("-1\n"), std::string::npos) << "a missing value is an absent series";
   EXPECT_NE(body.find("colo_placements_total{policy=\"worst-fit:margin=2GiB,smact=0.8\"} 1"),

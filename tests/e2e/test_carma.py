@@ -177,5 +177,52 @@ class CarmaTaskFiles(DocumentedTest):
         self.assertEqual((detail["share"], detail["memory"]), ("mps", 2 << 30))
 
 
+class ActivitySource(DocumentedTest):
+    """A GPU without GPM or DCGM (a fake one with a nogpm file): `colo gpus` warns that its SMACT
+    is NVML's utilization, and /metrics leaves its colo_gpu_sm_active_ratio out instead of reporting
+    -1."""
+
+    def setUp(self):
+        harness.E2ETest.setUp(self)
+        self.user = harness.unprivileged_user()
+        self.client_user = self.user
+        self.home = self.mkdir("home", user=self.user, mode=0o755)
+        self.runtime = self.mkdir("run", user=self.user, mode=0o700)
+        self.work = self.mkdir("home", "work", user=self.user)
+        self.bin = self.mkdir("home", "bin", user=self.user)
+        self.gpu_dir = self.mkdir("fake-gpus", user=self.user)
+        self.write(os.path.join(self.gpu_dir, "nogpm-1"), "", user=self.user)
+        self.write(os.path.join(self.gpu_dir, "smact-0"), "0.5\n", user=self.user)
+        self.port = harness.free_loopback_port()
+        self.daemon = self.start_personal(
+            extra_args=["--fake-gpu-dir", self.gpu_dir],
+            config={"metrics": {"enabled": True, "port": self.port, "max_clients": 2}})
+
+    def test_gpus_warns_and_metrics_leave_unknown_activity_out(self):
+        def sampled():
+            gpus = self.colo_json("gpus")["gpus"]
+            return gpus if all(g.get("activity_source") for g in gpus) else None
+
+        gpus = harness.wait_until(sampled, 10, "a sample of both GPUs")
+        self.assertEqual([g["activity_source"] for g in gpus], ["fake", "utilization"])
+        self.assertEqual(gpus[0]["smact"], 0.5)
+        self.assertNotIn("activity_note", gpus[0])
+        self.assertIn("without GPM or DCGM", gpus[1]["activity_note"])
+        r = self.colo_ok("gpus")
+        self.assertIn("GPU 1's SMACT is NVML's coarse utilization, not SM activity", r.stderr)
+        self.assertIn("install DCGM", r.stderr)
+        self.assertNotIn("GPU 0's", r.stderr)
+        status, body = harness.http_get(self.port, "/metrics")
+        self.assertEqual(status, "HTTP/1.1 200 OK")
+        smact = [line for line in body.splitlines()
+                 if line.startswith("colo_gpu_sm_active_ratio{")]
+        self.assertEqual(len(smact), 1, smact)
+        self.assertRegex(smact[0], r'^colo_gpu_sm_active_ratio\{gpu="0",UUID="[^"]+",'
+                                   r'modelName="[^"]+",Hostname="[^"]*",source="fake"\} 0\.5$')
+        self.assertNotRegex(body, r'colo_gpu_sm_occupancy_ratio\{gpu="1"')
+        self.assertRegex(body, r'colo_gpu_activity_source\{gpu="1",UUID="[^"]+",modelName="[^"]+",'
+                               r'Hostname="[^"]*",source="utilization"\} 1')
+
+
 if __name__ == "__main__":
     harness.main()

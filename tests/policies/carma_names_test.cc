@@ -66,6 +66,23 @@ TEST(CarmaPreset, SetsCarmasGates) {
   EXPECT_DOUBLE_EQ(g.drama_max, 0.40);
   EXPECT_EQ(g.free_reserve, MiB(512));
   EXPECT_EQ(g.memory_margin, GiB(2));
+  EXPECT_TRUE(g.grace_from_process);
+  EXPECT_EQ((*policy)->window_quantiles(), QuantileMethod::kLinear);
+  // colo's own policies keep theirs.
+  auto plain = MakePolicy("magm");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->gates().grace_from_process);
+  EXPECT_EQ((*plain)->window_quantiles(), QuantileMethod::kNearestRank);
+  auto chosen = MakePolicy("magm:quantiles=linear,grace-from-process=on");
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_TRUE((*chosen)->gates().grace_from_process);
+  EXPECT_EQ((*chosen)->window_quantiles(), QuantileMethod::kLinear);
+  auto back = MakePolicy("magm:preset=carma,quantiles=nearest-rank,grace-from-process=off");
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE((*back)->gates().grace_from_process);
+  EXPECT_EQ((*back)->window_quantiles(), QuantileMethod::kNearestRank);
+  EXPECT_EQ(MakePolicy("magm:quantiles=pandas").status().message(),
+            "quantiles takes linear or nearest-rank, not 'pandas'");
   // Settings after the preset override it.
   auto later = MakePolicy("magm:preset=carma,margin=5GiB,reserve=0B");
   ASSERT_TRUE(later.ok());
