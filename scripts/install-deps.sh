@@ -3,6 +3,7 @@
 #   scripts/install-deps.sh [fuzz] [slurm]
 #     fuzz:  also clang and libFuzzer, for scripts/fuzz.sh
 #     slurm: also Slurm 22.05 and munge, for the test cluster of tests/slurm (cluster.sh)
+#     metrics: also promtool and jsonschema, to check /metrics, the alert rules and the dashboard
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
@@ -22,8 +23,10 @@ for group in "$@"; do
     # slurm-wlm-basic-plugins (job_submit/lua, with liblua5.1) comes with slurmctld;
     # libslurm-dev has slurm/spank.h; iproute2 makes the test cluster's network namespaces.
     slurm) packages+=(slurmctld slurmd slurm-client munge libslurm-dev iproute2) ;;
+    # promtool comes with Debian's prometheus server (not started here: no systemd in CI).
+    metrics) packages+=(prometheus python3-jsonschema) ;;
     *)
-      echo "install-deps.sh: unknown group '$group' (known: fuzz, slurm)" >&2
+      echo "install-deps.sh: unknown group '$group' (known: fuzz, slurm, metrics)" >&2
       exit 2
       ;;
   esac
