@@ -4,6 +4,7 @@
 
 #include "cli/client_commands.h"
 #include "cli/estimate_command.h"
+#include "cli/report_command.h"
 #include "cli/sim_command.h"
 
 namespace colo {
@@ -18,6 +19,8 @@ int RunColo(int argc, char** argv) {
   AddClientCommands(app, client);
   EstimateCommandOptions estimate;
   AddEstimateCommand(app, estimate);
+  ReportCommandOptions report;
+  AddReportCommand(app, report);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -25,6 +28,7 @@ int RunColo(int argc, char** argv) {
   }
   if (app.got_subcommand("sim")) return RunSimCommand(sim);
   if (app.got_subcommand("estimate")) return RunEstimateCommand(estimate);
+  if (app.got_subcommand("report")) return RunReportCommand(report, client.socket);
   const int code = RunClientCommand(app, client);
   return code >= 0 ? code : 2;
 }
