@@ -694,8 +694,8 @@ struct ReplyReader<RunReportReply> {
     each("gpu_points", [&](FieldReader& p, const json&) {
       out.gpu_points.push_back(
           RunGpuPoint{p.Number("time", 0, 0, 1e12), static_cast<int>(p.Int("gpu", 0, 0, 1 << 20)),
-                      optional(p, "memory_used", 1e18), optional(p, "smact", 1),
-                      optional(p, "smocc", 1), optional(p, "drama", 1),
+                      optional(p, "memory_used", 1e18), optional(p, "smact", 1e9),
+                      optional(p, "smocc", 1e9), optional(p, "drama", 1e9),
                       optional(p, "power_watts", 1e6), optional(p, "energy_joules", 1e18)});
     });
     each("job_points", [&](FieldReader& p, const json&) {

@@ -334,7 +334,11 @@ int RunSimCommand(const SimCommandOptions& o) {
     }
     for (SimResult& r : *other) results.push_back(std::move(r));
   }
-  ReportContext context{trace->name, server->name, o.servers, o.seed};
+  ReportContext context;
+  context.trace = trace->name;
+  context.server = server->name;
+  context.servers = o.servers;
+  context.seed = o.seed;
   context.gates = fmt::format(
       "memory margin {}, SMACT at most {} (unless a policy's name says "
       "otherwise)",

@@ -194,7 +194,7 @@ std::string ToJson(const ReportContext& context, const std::vector<SimResult>& r
 }
 
 Result<std::vector<SimResult>> FromJson(std::string_view text) {
-  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto doc = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object())
     return InvalidArgument("not a JSON object (expected the output of --json)");
   const auto runs = doc.find("runs");
@@ -204,11 +204,11 @@ Result<std::vector<SimResult>> FromJson(std::string_view text) {
         "report --json)");
   // Numbers that are absent or of another type read as 0: a field this version does not know
   // must not stop a comparison.
-  const auto number = [](const nlohmann::json& j, const char* key) {
+  const auto number = [](const nlohmann::ordered_json& j, const char* key) {
     const auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
   };
-  const auto text_of = [](const nlohmann::json& j, const char* key) {
+  const auto text_of = [](const nlohmann::ordered_json& j, const char* key) {
     const auto it = j.find(key);
     return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
@@ -287,7 +287,7 @@ std::vector<std::string> UniqueLabels(const std::vector<SimResult>& results) {
   return labels;
 }
 
-nlohmann::json Number(double v, int digits = 3) {
+nlohmann::ordered_json Number(double v, int digits = 3) {
   if (!std::isfinite(v)) return nullptr;  // missing stays missing: a gap in the line
   const double scale = std::pow(10.0, digits);
   return std::round(v * scale) / scale;
@@ -334,7 +334,7 @@ std::vector<T> Thin(const std::vector<T>& v, size_t cap) {
 constexpr size_t kMaxPointsPerSeries = 3000;
 constexpr size_t kMaxJobRows = 1000;
 
-nlohmann::json RunData(const SimResult& r, const std::string& label, size_t index) {
+nlohmann::ordered_json RunData(const SimResult& r, const std::string& label, size_t index) {
   nlohmann::ordered_json run;
   const Timeline& t = r.timeline;
   run["label"] = label;
@@ -353,7 +353,7 @@ nlohmann::json RunData(const SimResult& r, const std::string& label, size_t inde
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](auto* a, auto* b) { return a->start_s < b->start_s; });
   std::vector<std::vector<double>> lane_free(t.series.size());
-  auto& segments = run["segments"] = nlohmann::json::array();
+  auto& segments = run["segments"] = nlohmann::ordered_json::array();
   for (const auto* s : sorted) {
     if (s->gpu < 0) continue;
     if (static_cast<size_t>(s->gpu) >= lane_free.size()) lane_free.resize(s->gpu + 1);
@@ -365,17 +365,17 @@ nlohmann::json RunData(const SimResult& r, const std::string& label, size_t inde
     segments.push_back({s->gpu, lane, Number(s->start_s / 3600, 5), Number(s->end_s / 3600, 5),
                         s->outcome, s->job, s->name});
   }
-  auto& lanes = run["lanes"] = nlohmann::json::array();
+  auto& lanes = run["lanes"] = nlohmann::ordered_json::array();
   for (const auto& free : lane_free) lanes.push_back(std::max<size_t>(1, free.size()));
-  auto& series = run["series"] = nlohmann::json::array();
+  auto& series = run["series"] = nlohmann::ordered_json::array();
   for (const auto& gpu : t.series) {
-    auto points = nlohmann::json::array();
+    auto points = nlohmann::ordered_json::array();
     for (const auto& p : Thin(gpu, kMaxPointsPerSeries))
       points.push_back({Number(p.t_s / 3600, 5), Number(p.memory_gib), Number(100 * p.smact, 2),
                         Number(p.watts, 1)});
     series.push_back(std::move(points));
   }
-  auto& queue = run["queue"] = nlohmann::json::array();
+  auto& queue = run["queue"] = nlohmann::ordered_json::array();
   for (const auto& q : Thin(t.queue.empty() ? QueueFromJobs(r.jobs) : t.queue, kMaxPointsPerSeries))
     queue.push_back({Number(q.t_s / 3600, 5), Number(q.queued, 2), Number(q.running, 2)});
   run["queue_recorded"] = !t.queue.empty();
@@ -387,9 +387,9 @@ nlohmann::json RunData(const SimResult& r, const std::string& label, size_t inde
   }
   std::sort(waits.begin(), waits.end());
   std::sort(jcts.begin(), jcts.end());
-  auto& wait = run["wait_min"] = nlohmann::json::array();
+  auto& wait = run["wait_min"] = nlohmann::ordered_json::array();
   for (double w : Thin(waits, kMaxPointsPerSeries)) wait.push_back(Number(w));
-  auto& jct = run["jct_min"] = nlohmann::json::array();
+  auto& jct = run["jct_min"] = nlohmann::ordered_json::array();
   for (double w : Thin(jcts, kMaxPointsPerSeries)) jct.push_back(Number(w));
   double horizon = r.metrics.total_time_s;
   for (const auto& s : t.segments) horizon = std::max(horizon, s.end_s);
@@ -530,7 +530,7 @@ std::string ToHtml(const ReportContext& context, const std::vector<SimResult>& r
   data["time_origin"] = context.title.empty() ? "the first submission" : "the report's start";
   data["gpu_colours"] = std::vector<std::string>(std::begin(kGpuPalette), std::end(kGpuPalette));
   data["outcome_colours"] = kOutcomeColours;
-  auto& runs = data["runs"] = nlohmann::json::array();
+  auto& runs = data["runs"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < results.size(); ++i) runs.push_back(RunData(results[i], labels[i], i));
   struct Bar {
     const char* id;
@@ -547,13 +547,13 @@ std::string ToHtml(const ReportContext& context, const std::vector<SimResult>& r
        [](const Metrics& m) { return m.oom_crashes; }},
       {"bar-smact", "Mean SMACT", "%", [](const Metrics& m) { return 100 * m.mean_smact; }},
   };
-  auto& bar_data = data["bars"] = nlohmann::json::array();
+  auto& bar_data = data["bars"] = nlohmann::ordered_json::array();
   for (const Bar& b : bars) {
-    auto values = nlohmann::json::array();
+    auto values = nlohmann::ordered_json::array();
     for (const auto& r : results) values.push_back(Number(b.value(r.metrics)));
     bar_data.push_back({{"id", b.id}, {"title", b.title}, {"unit", b.unit}, {"values", values}});
   }
-  std::string json = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string json = data.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   // Inside a script element, "</" could end it early.
   for (size_t at = 0; (at = json.find("</", at)) != std::string::npos; at += 3)
     json.replace(at, 2, "<\\/");
@@ -620,14 +620,15 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     const auto& r = results[i];
     if (r.timeline.series.empty()) continue;
     int rows = 0;
-    for (const auto& lanes : runs[i]["lanes"]) rows += lanes.get<int>();
+    // (Looked up again: adding keys to the ordered object moved what `runs` referred to.)
+    for (const auto& lanes : data["runs"][i]["lanes"]) rows += lanes.get<int>();
     // Not collapsed: a chart in a closed section has no size to draw in.
     html += fmt::format("<section><h3><span style=\"color:{}\">■</span> {} (estimator {})</h3>",
                         kRunPalette[i % std::size(kRunPalette)], Escape(labels[i]),
                         Escape(r.metrics.estimator));
     html +=
         fmt::format("<div class=\"box\" style=\"--h:{}px\"><canvas id=\"gantt-{}\"></canvas></div>",
-                    std::max(140, 70 + 18 * rows), i);
+                    std::max(160, 110 + 24 * rows), i);
     html += "<div class=\"grid\">";
     for (const char* chart : {"memory", "smact", "power", "queue"})
       html += fmt::format("<div class=\"box\"><canvas id=\"{}-{}\"></canvas></div>", chart, i);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/simulator.h"
@@ -13,6 +14,14 @@
 namespace colo {
 
 struct ReportContext {
+  ReportContext() = default;
+  ReportContext(std::string trace_name, std::string server_name, int server_count,
+                uint64_t run_seed)
+      : trace(std::move(trace_name)),
+        server(std::move(server_name)),
+        servers(server_count),
+        seed(run_seed) {}
+
   std::string trace;
   std::string server;
   int servers = 1;

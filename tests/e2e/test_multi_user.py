@@ -275,14 +275,17 @@ class WhoSeesWhat(MultiUserTest):
         csv_dir = os.path.join(self.tmp, "bob-csv")
         os.makedirs(csv_dir, mode=0o777)
         os.chmod(csv_dir, 0o777)
-        self.assertEqual(self.as_(BOB, "report", "--csv", csv_dir).returncode, 0)
+
+        def gpus_in_csv():
+            # colod writes its history every 10 s (history.flush_interval).
+            self.assertEqual(self.as_(BOB, "report", "--csv", csv_dir).returncode, 0)
+            with open(os.path.join(csv_dir, "gpus.csv")) as f:
+                return len({line.split(",")[1] for line in f.readlines()[1:]}) == 2
+        wait_until(gpus_in_csv, 30, "every GPU's series in bob's report", 1)
         with open(os.path.join(csv_dir, "jobs.csv")) as f:
             rows = f.read()
         self.assertIn(f"\n{job},", rows)
         self.assertNotIn(marker, rows)
-        with open(os.path.join(csv_dir, "gpus.csv")) as f:
-            self.assertEqual(len({line.split(",")[1] for line in f.readlines()[1:]}), 2,
-                             "every GPU's series")
         for user in (ALICE, None):
             self.assertIn(marker, jobs_of(self.json_as(user, "report"))[job]["reason"])
 

@@ -14,7 +14,7 @@ std::string ChartJsSource();
 
 namespace {
 
-SimResult Run(const std::string& label, double total_s) {
+SimResult MakeRun(const std::string& label, double total_s) {
   SimResult r;
   r.metrics.label = label;
   r.metrics.estimator = "oracle";
@@ -35,6 +35,13 @@ SimResult Run(const std::string& label, double total_s) {
   return r;
 }
 
+ReportContext Context() {
+  ReportContext c;
+  c.trace = "t";
+  c.server = "s";
+  return c;
+}
+
 nlohmann::json ReportData(const std::string& html) {
   const std::string open = "<script id=\"report-data\" type=\"application/json\">";
   const size_t begin = html.find(open);
@@ -44,8 +51,8 @@ nlohmann::json ReportData(const std::string& html) {
 }
 
 TEST(ReportTest, JsonReadsBack) {
-  const std::vector<SimResult> runs = {Run("worst-fit", 3600), Run("exclusive", 7200)};
-  auto back = FromJson(ToJson(ReportContext{"t", "s", 1, 1}, runs, true));
+  const std::vector<SimResult> runs = {MakeRun("worst-fit", 3600), MakeRun("exclusive", 7200)};
+  auto back = FromJson(ToJson(Context(), runs, true));
   ASSERT_TRUE(back.ok()) << back.status().message();
   ASSERT_EQ(back->size(), 2u);
   EXPECT_EQ((*back)[1].metrics.label, "exclusive");
@@ -65,8 +72,8 @@ TEST(ReportTest, HtmlEmbedsChartJsAndItsData) {
   const std::string chartjs = ChartJsSource();
   EXPECT_NE(chartjs.find("Chart.js v3"), std::string::npos);
   EXPECT_GT(chartjs.size(), 100000u);
-  const std::vector<SimResult> runs = {Run("worst-fit", 3600), Run("worst-fit", 1800)};
-  const std::string html = ToHtml(ReportContext{"t", "s", 1, 1}, runs, "exclusive");
+  const std::vector<SimResult> runs = {MakeRun("worst-fit", 3600), MakeRun("worst-fit", 1800)};
+  const std::string html = ToHtml(Context(), runs, "exclusive");
   EXPECT_NE(html.find(chartjs), std::string::npos) << "the library, whole, so it opens offline";
   EXPECT_EQ(html.find("b</script>"), std::string::npos) << "a job name cannot end the script";
   const auto data = ReportData(html);
