@@ -340,6 +340,9 @@ nlohmann::ordered_json RunData(const SimResult& r, const std::string& label, siz
   run["label"] = label;
   run["estimator"] = r.metrics.estimator;
   run["colour"] = kRunPalette[index % std::size(kRunPalette)];
+  // Past the palette, colours repeat: the lines of those runs are dashed (and bars outlined).
+  run["dash"] = index >= std::size(kRunPalette) ? nlohmann::ordered_json::array({6, 3})
+                                                : nlohmann::ordered_json::array();
   run["capacity_gib"] = Number(t.capacity_gib);
   double max_watts = t.max_watts;
   for (const auto& series : t.series)
@@ -453,7 +456,9 @@ constexpr const char kReportScript[] = R"js(
     chart(bar.id, {type: 'bar',
       data: {labels: data.runs.map(r => wrap(r.label)),
              datasets: [{label: bar.title + ' (' + bar.unit + ')', data: bar.values,
-                         backgroundColor: data.runs.map(r => r.colour)}]},
+                         backgroundColor: data.runs.map(r => r.colour),
+                         borderColor: '#222222',
+                         borderWidth: data.runs.map(r => r.dash.length ? 2 : 0)}]},
       options: {indexAxis: 'y', plugins: {legend: {display: false},
                                           title: {display: true, text: bar.title}},
                 scales: {x: {beginAtZero: true, title: {display: true, text: bar.unit}},
@@ -464,6 +469,7 @@ constexpr const char kReportScript[] = R"js(
     chart('cdf-' + key, {type: 'line',
       data: {datasets: data.runs.map(r => ({
         label: r.label, borderColor: r.colour, backgroundColor: r.colour, pointRadius: 0,
+        borderDash: r.dash,
         stepped: true, borderWidth: 1.5,
         data: r[key].map((v, i) => ({x: v, y: (i + 1) / r[key].length}))}))},
       options: {parsing: false, plugins: {title: {display: true, text: title + ' (share of jobs at or below)'}},

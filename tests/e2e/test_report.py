@@ -133,6 +133,16 @@ class ReportTest(harness.E2ETest):
             with open(os.path.join(csv_dir, name)) as f:
                 self.assertGreater(len(f.readlines()), 1, name)
 
+        # The README's forms: a summary table; a duration ago; local calendar times.
+        table = self.colo_ok("report").stdout
+        self.assertIn("colod: worst-fit", table)
+        self.assertIn("2 jobs", table)
+        recent = self.report_json("--since", "2h")["runs"][0]
+        self.assertEqual(recent["jobs"], 2)
+        day = time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() - 86400))
+        later = time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() + 3600))
+        self.assertEqual(self.report_json("--since", day, "--until", later)["runs"][0]["jobs"], 2)
+
         run_json = os.path.join(self.tmp, "run.json")
         self.colo_ok("report", "-o", run_json)
         compare = os.path.join(self.tmp, "compare.html")

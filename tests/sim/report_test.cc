@@ -81,6 +81,13 @@ TEST(ReportTest, HtmlEmbedsChartJsAndItsData) {
   // Two runs never look the same: labels and colours differ.
   EXPECT_NE(data["runs"][0]["label"], data["runs"][1]["label"]);
   EXPECT_NE(data["runs"][0]["colour"], data["runs"][1]["colour"]);
+  // Past the palette, a run whose colour repeats is drawn dashed.
+  std::vector<SimResult> many;
+  for (int i = 0; i < 11; ++i) many.push_back(MakeRun("p" + std::to_string(i), 60));
+  const auto eleven = ReportData(ToHtml(Context(), many, ""));
+  EXPECT_EQ(eleven["runs"][10]["colour"], eleven["runs"][0]["colour"]);
+  EXPECT_TRUE(eleven["runs"][0]["dash"].empty());
+  EXPECT_FALSE(eleven["runs"][10]["dash"].empty());
   // The out-of-memory colour is no run's and no GPU's.
   const std::string oom = data["outcome_colours"]["oom"];
   for (const auto& run : data["runs"]) EXPECT_NE(run["colour"], oom);
