@@ -173,7 +173,6 @@ Status Daemon::Init() {
     auto history = HistoryStore::Open(config_.state_dir + "/history.db", history_options);
     if (history.ok()) {
       history_ = std::move(*history);
-      history_->StartWriter();
     } else {
       history_problem_ = "colod keeps no history: " + history.status().message();
       fmt::print(stderr, "colod: {}\n", history_problem_);
@@ -196,6 +195,9 @@ Status Daemon::Init() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   COLO_RETURN_IF_ERROR(controller_->Recover());
   COLO_RETURN_IF_ERROR(Listen());
+  // Threads start once the signals are blocked: they inherit the mask, so SIGTERM reaches the
+  // signalfd, never a thread that would die of it.
+  if (history_) history_->StartWriter();
   sampler_ = std::make_unique<GpuSampler>(gpus_, clock_, config_.scheduler.sample_interval,
                                           [this] { Wake(); });
   return Status::Ok();
