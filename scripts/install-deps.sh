@@ -14,6 +14,8 @@ packages=(
   libbenchmark-dev      # scheduler and simulator benchmarks
   libsqlite3-dev        # colod's state database
   libtomlplusplus-dev   # colod's configuration file
+  libjs-chart.js        # charts of the HTML reports, embedded at build time
+  chromium              # the browser check of the HTML reports (tests/e2e/test_report_browser.py)
   python3               # end-to-end tests (tests/e2e, standard library only)
   util-linux mount passwd  # setpriv, mount (e2e tests), useradd (CI's test users)
 )

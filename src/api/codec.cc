@@ -271,6 +271,10 @@ struct RequestEncoder {
     if (e.wait_status) j["wait_status"] = *e.wait_status;
     return j;
   }
+  json operator()(const RunReportRequest& r) const {
+    return json{
+        {"op", "report"}, {"since", r.since}, {"until", r.until}, {"max_points", r.max_points}};
+  }
   json operator()(const SlurmRunRequest& r) const {
     json j{{"op", "slurm_run"}, {"job", r.job}, {"restarts", r.restarts}, {"gpus", r.gpus}};
     if (r.share) j["share"] = std::string(ToString(*r.share));
@@ -787,6 +791,69 @@ struct ReplyReader<HistoryReply> {
   }
 };
 
+template <>
+struct ReplyReader<RunReportReply> {
+  static RunReportReply Read(const json& j, Status* status) {
+    FieldReader r(j, "", status);
+    RunReportReply out;
+    out.since = r.Number("since", 0, 0, 1e12);
+    out.until = r.Number("until", 0, 0, 1e12);
+    out.backend = r.String("backend", "", 256);
+    out.policy = r.String("policy", "", 4096);
+    out.bucket_seconds = r.Number("bucket_seconds", 0, 0, 1e12);
+    out.jobs_truncated = r.Bool("jobs_truncated", false);
+    out.history_points = r.Int("history_points", 0, 0, INT64_MAX);
+    out.history_flushes = r.Int("history_flushes", 0, 0, INT64_MAX);
+    out.history_write_seconds = r.Number("history_write_seconds", 0, 0, 1e12);
+    out.history_error = r.String("history_error", "", 1 << 16);
+    const auto each = [&](const char* key, auto read) {
+      if (const auto it = j.find(key); it != j.end() && it->is_array()) {
+        for (const json& item : *it) {
+          if (!item.is_object()) continue;
+          FieldReader ir(item, key, status);
+          read(ir, item);
+        }
+      }
+    };
+    each("gpus", [&](FieldReader& g, const json&) {
+      out.gpus.push_back(RunGpu{static_cast<int>(g.Int("index", 0, 0, 1 << 20)),
+                                g.String("uuid", "", 256), g.String("name", "", 256),
+                                Bytes(g.Int("memory_total", 0, 0, kMaxMemoryBytes))});
+    });
+    const auto optional = [](FieldReader& p, const char* key, double max) {
+      return p.Has(key) ? std::optional<double>(p.Number(key, 0, 0, max)) : std::nullopt;
+    };
+    each("gpu_points", [&](FieldReader& p, const json&) {
+      out.gpu_points.push_back(
+          RunGpuPoint{p.Number("time", 0, 0, 1e12), static_cast<int>(p.Int("gpu", 0, 0, 1 << 20)),
+                      optional(p, "memory_used", 1e18), optional(p, "smact", 1e9),
+                      optional(p, "smocc", 1e9), optional(p, "drama", 1e9),
+                      optional(p, "power_watts", 1e6), optional(p, "energy_joules", 1e18)});
+    });
+    each("job_points", [&](FieldReader& p, const json&) {
+      out.job_points.push_back(RunJobPoint{
+          p.Number("time", 0, 0, 1e12), p.Int("job", 0, 0, kMaxJobId),
+          static_cast<int>(p.Int("gpu", 0, 0, 1 << 20)), p.Number("memory", 0, 0, 1e18)});
+    });
+    each("queue_points", [&](FieldReader& p, const json&) {
+      out.queue_points.push_back(RunQueuePoint{p.Number("time", 0, 0, 1e12),
+                                               p.Number("queued", 0, 0, 1e9),
+                                               p.Number("running", 0, 0, 1e9)});
+    });
+    each("jobs", [&](FieldReader&, const json& item) {
+      RunJob job;
+      job.summary = ReadSummary(item, status);
+      if (const auto it = item.find("attempt_list"); it != item.end() && it->is_array()) {
+        for (const json& a : *it) {
+          if (a.is_object()) job.attempts.push_back(ReadAttempt(a, status));
+        }
+      }
+      out.jobs.push_back(std::move(job));
+    });
+    return out;
+  }
+};
+
 }  // namespace
 
 std::string_view ToString(ErrorCode code) {
@@ -869,7 +936,7 @@ ErrorCode CodeOf(const Status& status) {
 std::string_view OpName(const Request& request) {
   static constexpr std::string_view kNames[] = {
       "hello", "submit",  "queue",        "show",      "cancel",    "explain", "logs",
-      "gpus",  "history", "slurm_attach", "slurm_end", "slurm_run", "control"};
+      "gpus",  "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report"};
   return kNames[request.index()];
 }
 
@@ -928,6 +995,12 @@ Result<Request> DecodeRequest(std::string_view line) {
     auto control = ReadControl(j);
     if (!control.ok()) return control.status();
     request = std::move(*control);
+  } else if (op == "report") {
+    RunReportRequest q;
+    q.since = r.Number("since", 0, 0, 1e12);
+    q.until = r.Number("until", 0, 0, 1e12);
+    q.max_points = static_cast<int>(r.Int("max_points", 2000, 10, kMaxReportPoints));
+    request = q;
   } else if (op == "slurm_attach") {
     request = ReadSlurmAttach(r, j);
   } else if (op == "slurm_end") {
@@ -1136,6 +1209,60 @@ std::string EncodeReply(const SlurmRunReply& run) {
   return Line({{"job", run.job}, {"restarts", run.restarts}});
 }
 
+std::string EncodeReply(const RunReportReply& r) {
+  json gpus = json::array();
+  for (const RunGpu& g : r.gpus)
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"name", g.name},
+                    {"memory_total", g.memory_total.count()}});
+  // Absent values are left out of a point, so a reader can never take them for a reading.
+  json gpu_points = json::array();
+  for (const RunGpuPoint& p : r.gpu_points) {
+    json j{{"time", p.time}, {"gpu", p.gpu}};
+    const auto put = [&](const char* key, const std::optional<double>& v) {
+      if (v && std::isfinite(*v)) j[key] = *v;
+    };
+    put("memory_used", p.memory_used);
+    put("smact", p.smact);
+    put("smocc", p.smocc);
+    put("drama", p.drama);
+    put("power_watts", p.power_watts);
+    put("energy_joules", p.energy_joules);
+    gpu_points.push_back(std::move(j));
+  }
+  json job_points = json::array();
+  for (const RunJobPoint& p : r.job_points)
+    job_points.push_back({{"time", p.time}, {"job", p.job}, {"gpu", p.gpu}, {"memory", p.memory}});
+  json queue_points = json::array();
+  for (const RunQueuePoint& p : r.queue_points)
+    queue_points.push_back({{"time", p.time}, {"queued", p.queued}, {"running", p.running}});
+  json jobs = json::array();
+  for (const RunJob& job : r.jobs) {
+    json j = ToJson(job.summary);
+    json attempts = json::array();
+    for (const AttemptInfo& a : job.attempts) attempts.push_back(ToJson(a));
+    j["attempt_list"] = std::move(attempts);
+    jobs.push_back(std::move(j));
+  }
+  json j{{"since", r.since},
+         {"until", r.until},
+         {"backend", r.backend},
+         {"policy", r.policy},
+         {"gpus", std::move(gpus)},
+         {"gpu_points", std::move(gpu_points)},
+         {"job_points", std::move(job_points)},
+         {"queue_points", std::move(queue_points)},
+         {"bucket_seconds", r.bucket_seconds},
+         {"jobs", std::move(jobs)},
+         {"jobs_truncated", r.jobs_truncated},
+         {"history_points", r.history_points},
+         {"history_flushes", r.history_flushes},
+         {"history_write_seconds", r.history_write_seconds}};
+  if (!r.history_error.empty()) j["history_error"] = r.history_error;
+  return Line(std::move(j));
+}
+
 std::string EncodeError(ErrorCode code, std::string_view message) {
   const json j{
       {"ok", false}, {"error", std::string(message)}, {"code", std::string(ToString(code))}};
@@ -1177,5 +1304,6 @@ template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view
 template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
 template Result<SlurmRunReply> DecodeReply<SlurmRunReply>(std::string_view);
 template Result<ControlReply> DecodeReply<ControlReply>(std::string_view);
+template Result<RunReportReply> DecodeReply<RunReportReply>(std::string_view);
 
 }  // namespace colo::api

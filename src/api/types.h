@@ -183,9 +183,20 @@ struct SlurmEndRequest {
   std::optional<int> wait_status;
 };
 
-using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
-                             ExplainRequest, LogsRequest, GpusRequest, HistoryRequest,
-                             SlurmAttachRequest, SlurmEndRequest, SlurmRunRequest, ControlRequest>;
+// What colod recorded over a time range (colo report): every GPU's samples, the memory of every
+// job on its GPUs, the queue's length, and the jobs live in the range. Everyone sees every GPU's
+// series; other users' jobs come without their details, as in the queue.
+constexpr int kMaxReportPoints = 20000;
+struct RunReportRequest {
+  double since = 0;       // seconds since the epoch
+  double until = 0;       // 0: now
+  int max_points = 2000;  // per series; longer ranges come as means over equal buckets
+};
+
+using Request =
+    std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
+                 ExplainRequest, LogsRequest, GpusRequest, HistoryRequest, SlurmAttachRequest,
+                 SlurmEndRequest, SlurmRunRequest, ControlRequest, RunReportRequest>;
 std::string_view OpName(const Request& request);
 
 // --- Replies ---
@@ -334,6 +345,50 @@ struct HistoryReply {
   std::optional<JobId> next;  // pass as `before` for the next page; absent on the last page
 };
 
+struct RunGpu {
+  int index = 0;
+  std::string uuid, name;
+  Bytes memory_total;
+};
+// One GPU at one time; absent: not reported by the GPU (never a number standing for it).
+struct RunGpuPoint {
+  double time = 0;
+  int gpu = 0;
+  std::optional<double> memory_used;  // bytes
+  std::optional<double> smact, smocc, drama, power_watts, energy_joules;
+};
+struct RunJobPoint {
+  double time = 0;
+  JobId job = 0;
+  int gpu = 0;
+  double memory = 0;  // bytes
+};
+struct RunQueuePoint {
+  double time = 0;
+  double queued = 0, running = 0;
+};
+// A job of the range with its attempts (their `detail` and `pid` empty when redacted).
+struct RunJob {
+  JobSummary summary;
+  std::vector<AttemptInfo> attempts;
+};
+struct RunReportReply {
+  double since = 0, until = 0;
+  std::string backend;
+  std::string policy;  // colod's policy with its gates, as `colo sim --policy` takes it
+  std::vector<RunGpu> gpus;
+  std::vector<RunGpuPoint> gpu_points;
+  std::vector<RunJobPoint> job_points;
+  std::vector<RunQueuePoint> queue_points;
+  double bucket_seconds = 0;  // 0: samples as stored
+  std::vector<RunJob> jobs;
+  bool jobs_truncated = false;  // more jobs in the range than one reply holds
+  // What writing the history costs colod.
+  int64_t history_points = 0, history_flushes = 0;
+  double history_write_seconds = 0;
+  std::string history_error;  // the history cannot be read or written (why)
+};
+
 // placed: run with `env`; waiting: ask again soon; requeue: colo handed the job back to Slurm
 // (`reason` says why), so the step must not run here; failed: it cannot run (`reason`).
 enum class SlurmPlacement { kPlaced, kWaiting, kRequeue, kFailed };
@@ -414,6 +469,10 @@ struct ReplyOf<SlurmRunRequest> {
 template <>
 struct ReplyOf<ControlRequest> {
   using type = ControlReply;
+};
+template <>
+struct ReplyOf<RunReportRequest> {
+  using type = RunReportReply;
 };
 
 }  // namespace colo::api

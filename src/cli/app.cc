@@ -10,6 +10,7 @@
 #include "cli/client_commands.h"
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
+#include "cli/report_command.h"
 #include "cli/sim_command.h"
 
 namespace colo {
@@ -42,6 +43,8 @@ int RunColo(int argc, char** argv) {
   app.add_option("--generate", generate)
       ->check(CLI::IsMember(std::vector<std::string>(kDocFormats.begin(), kDocFormats.end())))
       ->group("");
+  ReportCommandOptions report;
+  AddReportCommand(app, report);
   app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
@@ -61,6 +64,7 @@ int RunColo(int argc, char** argv) {
   }
   if (app.got_subcommand("sim")) return RunSimCommand(sim);
   if (app.got_subcommand("estimate")) return RunEstimateCommand(estimate);
+  if (app.got_subcommand("report")) return RunReportCommand(report, client.socket);
   const int code = RunClientCommand(app, client);
   return code >= 0 ? code : kExitUsage;
 }

@@ -153,6 +153,9 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_flag("--csv", o.csv, "print CSV instead of the table");
   sim->add_flag("--with-jobs", o.with_jobs, "include every job's result in --json");
   sim->add_option("--report", o.report, "write an HTML report to this path");
+  sim->add_option("--compare-with", o.compare_with,
+                  "put the runs of this JSON file (colo report --json of a real run, or colo sim "
+                  "--json) beside the simulated ones");
   sim->add_flag("--list-workloads", o.list_workloads, "print the workload catalogue and exit");
   sim->add_flag("--list-policies", o.list_policies, "print the policies and exit");
   sim->add_flag("--calibration", o.calibration,
@@ -316,7 +319,30 @@ int RunSimCommand(const SimCommandOptions& o) {
     }
     results.push_back(std::move(*result));
   }
-  ReportContext context{trace->name, server->name, o.servers, o.seed};
+  if (!o.compare_with.empty()) {
+    std::ifstream in(o.compare_with);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in && !in.eof()) {
+      fmt::print(stderr, "colo sim: --compare-with: cannot read '{}'\n", o.compare_with);
+      return 2;
+    }
+    auto other = FromJson(text);
+    if (!other.ok()) {
+      fmt::print(stderr, "colo sim: --compare-with {}: {}\n", o.compare_with,
+                 other.status().message());
+      return 2;
+    }
+    for (SimResult& r : *other) results.push_back(std::move(r));
+  }
+  ReportContext context;
+  context.trace = trace->name;
+  context.server = server->name;
+  context.servers = o.servers;
+  context.seed = o.seed;
+  context.gates = fmt::format(
+      "memory margin {}, SMACT at most {} (unless a policy's name says "
+      "otherwise)",
+      o.margin, o.smact_max);
   const std::string baseline = "exclusive";
   if (o.json)
     fmt::print("{}", ToJson(context, results, o.with_jobs));

@@ -35,6 +35,7 @@ struct SimCommandOptions {
   bool csv = false;
   bool with_jobs = false;
   std::string report;
+  std::string compare_with;  // a JSON file of colo sim --json or colo report --json
   bool list_workloads = false;
   bool list_policies = false;
   bool calibration = false;

@@ -379,4 +379,75 @@ Result<api::HistoryReply> ApiHandlers::Handle(const Identity& caller,
   return reply;
 }
 
+// Jobs one report holds at most; a longer range says it was cut.
+constexpr size_t kMaxReportJobs = 20000;
+
+Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
+                                                const api::RunReportRequest& request) {
+  api::RunReportReply reply;
+  reply.until = request.until > 0 ? request.until : Seconds(c_.clock.WallNow());
+  reply.since = request.since;
+  if (!(reply.since < reply.until))
+    return InvalidArgument(fmt::format(
+        "the report's start ({:.0f}) must be before its end ({:.0f})", reply.since, reply.until));
+  reply.backend = c_.gpus.name();
+  reply.policy = c_.policy;
+  for (size_t g = 0; g < c_.gpus.devices().size(); ++g) {
+    const DeviceInfo& d = c_.gpus.devices()[g];
+    reply.gpus.push_back(api::RunGpu{static_cast<int>(g), d.uuid, d.name, d.memory_total});
+  }
+  if (c_.history) {
+    auto series = c_.history->Read(reply.since, reply.until, request.max_points);
+    if (series.ok()) {
+      reply.bucket_seconds = series->bucket_seconds;
+      for (const GpuHistoryPoint& p : series->gpus)
+        reply.gpu_points.push_back(api::RunGpuPoint{p.time, p.gpu, p.memory_used, p.smact, p.smocc,
+                                                    p.drama, p.power_watts, p.energy_joules});
+      for (const JobHistoryPoint& p : series->jobs)
+        reply.job_points.push_back(api::RunJobPoint{p.time, p.job, p.gpu, p.memory});
+      for (const QueueHistoryPoint& p : series->queue)
+        reply.queue_points.push_back(api::RunQueuePoint{p.time, p.queued, p.running});
+    } else {
+      reply.history_error = series.status().message();
+    }
+    const HistoryWriteStats stats = c_.history->stats();
+    reply.history_points = stats.points;
+    reply.history_flushes = stats.flushes;
+    reply.history_write_seconds = stats.write_seconds;
+    if (reply.history_error.empty()) reply.history_error = stats.last_error;
+  } else {
+    reply.history_error = c_.history_problem && !c_.history_problem->empty()
+                              ? *c_.history_problem
+                              : "colod keeps no history (history.enabled is false)";
+  }
+  const auto wall = [](double s) {
+    return WallTime(
+        std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(s)));
+  };
+  auto ended = c_.store.EndedBetween(wall(reply.since), wall(reply.until), kMaxReportJobs);
+  if (!ended.ok()) return ended.status();
+  std::vector<const Job*> jobs;
+  for (const Job& job : *ended) jobs.push_back(&job);
+  for (const auto& [id, job] : c_.controller.live_jobs()) {
+    if (job.live() && Seconds(job.submitted) < reply.until) jobs.push_back(&job);
+  }
+  if (jobs.size() > kMaxReportJobs) {
+    jobs.resize(kMaxReportJobs);
+    reply.jobs_truncated = true;
+  }
+  for (const Job* job : jobs) {
+    api::RunJob run{Summarize(*job, caller), Detail(*job).attempt_list};
+    // Which GPUs and when are everyone's to see (the queue shows them); what ended an attempt
+    // may quote the job's output, and is its owner's.
+    if (!MaySeeDetails(caller, *job)) {
+      for (api::AttemptInfo& a : run.attempts) {
+        a.detail.clear();
+        a.pid = 0;
+      }
+    }
+    reply.jobs.push_back(std::move(run));
+  }
+  return reply;
+}
+
 }  // namespace colo

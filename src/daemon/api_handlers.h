@@ -11,6 +11,7 @@
 
 #include "api/types.h"
 #include "common/clock.h"
+#include "daemon/history_store.h"
 #include "daemon/job_controller.h"
 #include "daemon/slurm_bridge.h"
 #include "gpu/gpu.h"
@@ -30,8 +31,11 @@ struct HandlerContext {
   ProcessLauncher& launcher;
   const GpuBackend& gpus;
   const std::optional<GpuSnapshot>& latest_sample;
-  bool personal = false;         // a personal colod: serves its owner only
-  SlurmBridge* slurm = nullptr;  // set on a Slurm node
+  bool personal = false;            // a personal colod: serves its owner only
+  SlurmBridge* slurm = nullptr;     // set on a Slurm node
+  HistoryStore* history = nullptr;  // absent: no history kept (history_problem says why)
+  const std::string* history_problem = nullptr;
+  std::string policy;  // the policy spec colod places with, gates included
 };
 
 class ApiHandlers {
@@ -56,6 +60,7 @@ class ApiHandlers {
   Result<api::SlurmEndReply> Handle(const Identity& caller, const api::SlurmEndRequest&);
   Result<api::SlurmRunReply> Handle(const Identity& caller, const api::SlurmRunRequest&);
   Result<api::ControlReply> Handle(const Identity& caller, const api::ControlRequest&);
+  Result<api::RunReportReply> Handle(const Identity& caller, const api::RunReportRequest&);
 
   // The job, if the caller may see its details; errors name why not.
   Result<Job> JobForOwner(const Identity& caller, JobId id, std::string_view what) const;

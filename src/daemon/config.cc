@@ -29,6 +29,7 @@ const std::map<std::string, std::set<std::string>> kKnownKeys = {
     {"paths", {"state_dir", "socket", "shim"}},
     {"jobs", {"cancel_grace", "timeout_grace", "cgroups", "leftover_grace"}},
     {"metrics", {"enabled", "address", "port", "max_clients"}},
+    {"history", {"enabled", "retention", "flush_interval"}},
     {"slurm", {"node", "bin_dir", "conf", "wait_limit", "reconcile_interval"}},
     {"limits",
      {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout",
@@ -192,6 +193,9 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("metrics", "address", c.metrics_address);
   num("metrics", "port", c.metrics_port);
   num("metrics", "max_clients", c.metrics_max_clients);
+  flag("history", "enabled", c.history_enabled);
+  duration("history", "retention", c.history_retention);
+  duration("history", "flush_interval", c.history_flush_interval);
   num("limits", "max_request_bytes", c.max_request_bytes);
   num("limits", "max_clients", c.max_clients);
   num("limits", "max_clients_per_user", c.max_clients_per_user);
@@ -225,6 +229,11 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
     return InvalidArgument(origin + ": limits.max_request_bytes must be 4096..67108864");
   if (c.idle_timeout <= Duration::zero())
     return InvalidArgument(origin + ": limits.idle_timeout must be positive");
+  if (c.history_retention < Seconds(3600) || c.history_flush_interval <= Duration::zero() ||
+      c.history_flush_interval > Seconds(600))
+    return InvalidArgument(origin +
+                           ": history.retention must be at least 1h and history.flush_interval "
+                           "more than 0 and at most 10m");
   if (c.metrics_port < 1 || c.metrics_port > 65535)
     return InvalidArgument(origin + ": metrics.port must be 1..65535");
   // The policy spec must resolve now, not at the first placement.

@@ -51,6 +51,10 @@ struct DaemonConfig {
   std::string metrics_address = "127.0.0.1";
   int metrics_port = 9464;
   int metrics_max_clients = 16;
+  // [history]: what `colo report` shows (STATE/history.db)
+  bool history_enabled = true;
+  Duration history_retention = Seconds(14 * 86400);
+  Duration history_flush_interval = Seconds(10);
   // [limits]
   size_t max_request_bytes = 1 << 20;
   int max_clients = 256;

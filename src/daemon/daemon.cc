@@ -76,6 +76,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(Options options, GpuBackend& gpus
 
 Daemon::~Daemon() {
   sampler_.reset();
+  history_.reset();  // writes what is pending
   api_clients_.reset();
   metrics_clients_.reset();
   for (int fd : {api_fd_, metrics_fd_, signal_fd_, wake_fd_}) {
@@ -167,8 +168,22 @@ Status Daemon::Init() {
         std::make_unique<SlurmCliCommands>(config_.slurm_bin_dir, std::move(slurm_env)),
         std::move(slurm_options), [this] { Wake(); });
   }
-  handlers_ = std::make_unique<ApiHandlers>(HandlerContext{
-      clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_, slurm_.get()});
+  if (config_.history_enabled) {
+    // The history is for reports: colod runs jobs without it, and says why it has none.
+    HistoryOptions history_options;
+    history_options.retention = config_.history_retention;
+    history_options.flush_interval = config_.history_flush_interval;
+    auto history = HistoryStore::Open(config_.state_dir + "/history.db", history_options);
+    if (history.ok()) {
+      history_ = std::move(*history);
+    } else {
+      history_problem_ = "colod keeps no history: " + history.status().message();
+      fmt::print(stderr, "colod: {}\n", history_problem_);
+    }
+  }
+  handlers_ = std::make_unique<ApiHandlers>(
+      HandlerContext{clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_,
+                     slurm_.get(), history_.get(), &history_problem_, config_.PolicySpec()});
 
   // Jobs that outlive their shim are re-parented to colod, which reaps them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -183,6 +198,9 @@ Status Daemon::Init() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   COLO_RETURN_IF_ERROR(controller_->Recover());
   COLO_RETURN_IF_ERROR(Listen());
+  // Threads start once the signals are blocked: they inherit the mask, so SIGTERM reaches the
+  // signalfd, never a thread that would die of it.
+  if (history_) history_->StartWriter();
   sampler_ = std::make_unique<GpuSampler>(gpus_, clock_, config_.scheduler.sample_interval,
                                           [this] { Wake(); });
   return Status::Ok();
@@ -347,6 +365,43 @@ void Daemon::CheckMps() {
   if (Status s = mps_->EnsureRunning(); !s.ok()) fmt::print(stderr, "colod: {}\n", s.message());
 }
 
+// The sample as the history keeps it: each GPU's readings (what it did not report stays absent),
+// each running job's memory on each of its GPUs as the controller attributed it, and how many
+// jobs wait and run. Only appended here; the history's own thread writes it.
+void Daemon::RecordHistory(const GpuSampleSet& sample) {
+  if (!history_) return;
+  const double time = std::chrono::duration<double>(sample.wall.time_since_epoch()).count();
+  const auto known = [](double v) { return v >= 0 ? std::optional<double>(v) : std::nullopt; };
+  HistoryBatch batch;
+  for (size_t g = 0; g < sample.devices.size(); ++g) {
+    const DeviceSample& s = sample.devices[g];
+    GpuHistoryPoint p;
+    p.time = time;
+    p.gpu = static_cast<int>(g);
+    // NVML gives no total when the memory query failed.
+    if (s.memory_total > Bytes(0)) p.memory_used = static_cast<double>(s.memory_used.count());
+    p.smact = known(s.smact);
+    p.smocc = known(s.smocc);
+    p.drama = known(s.drama);
+    p.power_watts = known(s.power_watts);
+    p.energy_joules = known(s.energy_joules);
+    batch.gpus.push_back(p);
+  }
+  QueueHistoryPoint queue{time, 0, 0};
+  for (const auto& [id, job] : controller_->live_jobs()) {
+    if (job.state == JobState::kQueued || job.state == JobState::kRecovering) queue.queued++;
+    if (job.state != JobState::kRunning) continue;
+    queue.running++;
+    const JobRecord* r = controller_->scheduler().job(id);
+    if (!r) continue;
+    for (size_t i = 0; i < r->gpus.size() && i < r->current_use.size(); ++i)
+      batch.jobs.push_back(JobHistoryPoint{time, id, static_cast<int>(r->gpus[i]),
+                                           static_cast<double>(r->current_use[i].count())});
+  }
+  batch.queue.push_back(queue);
+  history_->Record(std::move(batch));
+}
+
 void Daemon::Wake() {
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
@@ -402,6 +457,7 @@ Status Daemon::Run() {
     }
     if (auto sample = sampler_->TakeNew()) {
       controller_->OnSample(sample->time, sample->devices);
+      RecordHistory(*sample);
       latest_sample_ = GpuSnapshot{sample->wall, std::move(sample->devices)};
     }
     if (slurm_) slurm_->Tick();

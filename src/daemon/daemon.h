@@ -15,6 +15,7 @@
 #include "daemon/config.h"
 #include "daemon/connections.h"
 #include "daemon/gpu_sampler.h"
+#include "daemon/history_store.h"
 #include "daemon/job_controller.h"
 #include "daemon/mps.h"
 #include "daemon/state_dir.h"
@@ -52,6 +53,7 @@ class Daemon {
   Result<Identity> Identify(unsigned uid, unsigned gid) const;
   std::string ServeMetrics(std::string_view request);
   void CheckMps();
+  void RecordHistory(const GpuSampleSet& sample);
   void Wake();
   // Applies what a reloaded config changed that can change live, and logs what needs a restart.
   void Reload();
@@ -76,6 +78,8 @@ class Daemon {
   bool own_socket_ = false;  // remove it at exit only if this colod made it
   std::unique_ptr<ConnectionSet> api_clients_, metrics_clients_;
   std::unique_ptr<GpuSampler> sampler_;
+  std::unique_ptr<HistoryStore> history_;  // absent: disabled, or its file could not be opened
+  std::string history_problem_;
   TimePoint next_mps_check_;
   std::atomic<bool> stop_{false};
 };

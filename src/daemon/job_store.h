@@ -3,6 +3,7 @@
 // process starts). SqliteJobStore is the real one; tests use an in-memory one that can fail.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,26 @@ class JobStore {
   // What the newest runs of jobs whose estimate has `signature` measured (ModelRuns), up to
   // `limit` of each kind, newest first, from the newest kJobsReadPerRun x `limit` ended jobs.
   virtual Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) = 0;
+  // Ended jobs whose life overlaps [since, until): submitted before `until`, finished at or after
+  // `since`; oldest id first, at most `limit` (one more than that says there are more). Every
+  // user's. This one pages through History; a store with an index does better.
+  virtual Result<std::vector<Job>> EndedBetween(WallTime since, WallTime until, size_t limit) {
+    std::vector<Job> out;
+    HistoryQuery query;
+    query.limit = 200;
+    while (true) {
+      auto page = History(query);
+      if (!page.ok()) return page.status();
+      for (Job& job : page->jobs) {
+        if (job.submitted < until && job.finished >= since) out.push_back(std::move(job));
+      }
+      if (!page->next) break;
+      query.before = page->next;
+    }
+    std::sort(out.begin(), out.end(), [](const Job& a, const Job& b) { return a.id() < b.id(); });
+    if (out.size() > limit + 1) out.resize(limit + 1);
+    return out;
+  }
 };
 
 }  // namespace colo

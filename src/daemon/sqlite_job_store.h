@@ -25,6 +25,11 @@ namespace colo {
 // The schema this store writes. Version 1 (the daemon before the job store) is migrated on Open.
 constexpr int kStateSchemaVersion = 2;
 
+// Prepares the file of a database of colod's at `path` as Open does for the job store: creates it
+// owner-only, refuses links, files that are not regular or not colod's, and a directory others may
+// write. The history store (history_store.h) uses it for its own file.
+Status PrepareDatabaseFile(const std::string& path);
+
 class SqliteJobStore final : public JobStore {
  public:
   // Opens or creates the database at `path`, owner-only (0600, with its -wal and -shm files), and
@@ -47,6 +52,7 @@ class SqliteJobStore final : public JobStore {
   Result<std::vector<JobEvent>> Events(JobId id) override;
   // Successful attempts with a peak of 0 (never measured) are left out.
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override;
+  Result<std::vector<Job>> EndedBetween(WallTime since, WallTime until, size_t limit) override;
 
   // For tests: the database file may grow to at most `max_pages` pages, and not at all when that
   // is fewer than it has (1 will do), so a full disk can be had on demand; nullopt lifts the limit.

@@ -1419,6 +1419,7 @@ SimResult Engine::Run() {
   if (options_.record_timeline) {
     timeline_.series.resize(gpus_.size());
     timeline_.capacity_gib = options_.server.capacity.gib();
+    timeline_.max_watts = options_.server.tdp_watts;
   }
   jobs_.resize(trace_.jobs.size());
   // Arrivals are known up front: they are taken from a sorted list rather than the event heap,

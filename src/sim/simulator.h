@@ -129,15 +129,23 @@ struct Timeline {
     double start_s, end_s;
     std::string outcome;  // "done", "oom", "cancelled", "failed"
   };
+  // A value the GPU did not report is NaN (a real run's; the simulator knows every value).
   struct Point {
     double t_s;
     double memory_gib;
     double smact;
     double watts;
   };
+  struct QueuePoint {
+    double t_s;
+    double queued, running;  // jobs
+  };
   std::vector<Segment> segments;
   std::vector<std::vector<Point>> series;  // per GPU, at each change
+  // Jobs waiting and running; empty: the report counts from the jobs' submit and start times.
+  std::vector<QueuePoint> queue;
   double capacity_gib = 0;
+  double max_watts = 0;  // the top of the power axis: the GPU's TDP or highest reading
 };
 
 struct SimResult {

@@ -255,6 +255,40 @@ class WhoSeesWhat(MultiUserTest):
         root_view = [j for j in self.json_as(None, "history", "--all")["jobs"] if j["id"] == job]
         self.assertIn(marker, root_view[0]["reason"])
 
+    def test_report_redacts_other_users_jobs(self):
+        """`colo report` shows bob every GPU's series and alice's job with its GPUs and times,
+        but not what ended it (her output); alice and root see it."""
+        marker = "private-" + uuid.uuid4().hex
+        job = self.submit_as(ALICE, "--", "sh", "-c", f"echo {marker} >&2; sleep 0.5; exit 7")
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "failed")
+        time.sleep(0.5)
+
+        def jobs_of(report):
+            return {j["id"]: j for j in report["runs"][0]["job_results"]}
+
+        bobs = self.as_(BOB, "report", "--json")
+        self.assertEqual(bobs.returncode, 0, bobs.stderr)
+        self.assertNotIn(marker, bobs.stdout)
+        seen = jobs_of(json.loads(bobs.stdout))[job]
+        self.assertEqual(seen["state"], "failed")
+        self.assertEqual(seen["reason"], "(another user's)")
+        csv_dir = os.path.join(self.tmp, "bob-csv")
+        os.makedirs(csv_dir, mode=0o777)
+        os.chmod(csv_dir, 0o777)
+
+        def gpus_in_csv():
+            # colod writes its history every 10 s (history.flush_interval).
+            self.assertEqual(self.as_(BOB, "report", "--csv", csv_dir).returncode, 0)
+            with open(os.path.join(csv_dir, "gpus.csv")) as f:
+                return len({line.split(",")[1] for line in f.readlines()[1:]}) == 2
+        wait_until(gpus_in_csv, 30, "every GPU's series in bob's report", 1)
+        with open(os.path.join(csv_dir, "jobs.csv")) as f:
+            rows = f.read()
+        self.assertIn(f"\n{job},", rows)
+        self.assertNotIn(marker, rows)
+        for user in (ALICE, None):
+            self.assertIn(marker, jobs_of(self.json_as(user, "report"))[job]["reason"])
+
     def test_queue_of_one_user(self):
         """`colo queue --user NAME` lists that user's jobs only, to anyone."""
         a, release_a = self.running_job(ALICE, "--name", "of-alice")
