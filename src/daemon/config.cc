@@ -17,24 +17,19 @@
 namespace colo {
 namespace {
 
-// Key checking: every table lists the keys it knows, so a typo is an error, not a silent default.
-const std::map<std::string, std::set<std::string>> kKnownKeys = {
-    {"scheduler",
-     {"policy", "sample_interval", "window", "launch_grace", "steady_after", "settle_timeout",
-      "recovery", "max_oom_retries", "oom_growth", "oom_limit_growth", "oom_extra", "backfill",
-      "backfill_depth"}},
-    {"gates", {"memory_margin", "smact_max", "compound", "exclusive_first"}},
-    {"sharing", {"default", "gpus", "cuda_context"}},
-    {"mps", {"enabled", "control", "pipe_dir", "log_dir", "health_interval"}},
-    {"paths", {"state_dir", "socket", "shim"}},
-    {"jobs", {"cancel_grace", "timeout_grace", "cgroups", "leftover_grace"}},
-    {"metrics", {"enabled", "address", "port", "max_clients"}},
-    {"history", {"enabled", "retention", "flush_interval"}},
-    {"slurm", {"node", "bin_dir", "conf", "wait_limit", "reconcile_interval"}},
-    {"limits",
-     {"max_request_bytes", "max_clients", "max_clients_per_user", "idle_timeout",
-      "max_jobs_per_user", "max_array_size"}},
-};
+// Key checking: a typo is an error, not a silent default. The keys are those EffectiveSettings
+// prints (one list of the settings: a key read but not printed is refused, and tests catch it).
+const std::map<std::string, std::set<std::string>>& KnownKeys() {
+  static const auto* known = [] {
+    auto* keys = new std::map<std::string, std::set<std::string>>;
+    for (const auto& [name, value] : EffectiveSettings(DaemonConfig{})) {
+      const size_t dot = name.find('.');
+      (*keys)[name.substr(0, dot)].insert(name.substr(dot + 1));
+    }
+    return keys;
+  }();
+  return *known;
+}
 
 Result<SharingMode> ParseMode(const std::string& text) {
   if (text == "mps") return SharingMode::kMps;
@@ -69,8 +64,8 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   };
   for (const auto& [table_key, node] : root) {
     const std::string table(table_key.str());
-    auto known = kKnownKeys.find(table);
-    if (known == kKnownKeys.end()) {
+    auto known = KnownKeys().find(table);
+    if (known == KnownKeys().end()) {
       fail(fmt::format("unknown section [{}]", table));
       continue;
     }
