@@ -13,6 +13,8 @@ packages=(
   libbenchmark-dev      # scheduler and simulator benchmarks
   libsqlite3-dev        # colod's state database
   libtomlplusplus-dev   # colod's configuration file
+  libncurses-dev        # colo top's terminal view
+  tmux                  # colo top's end-to-end test (a terminal of a fixed size)
   python3               # end-to-end tests (tests/e2e, standard library only)
   util-linux mount passwd  # setpriv, mount (e2e tests), useradd (CI's test users)
 )

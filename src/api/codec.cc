@@ -264,6 +264,9 @@ struct RequestEncoder {
     if (r.memory) j["memory"] = r.memory->count();
     return j;
   }
+  json operator()(const EventsRequest& e) const {
+    return json{{"op", "events"}, {"limit", e.limit}};
+  }
 };
 
 uint32_t ReadSlurmJobId(FieldReader& r) {
@@ -654,7 +657,9 @@ struct ReplyReader<GpusReply> {
             info.jobs.push_back(GpuJobInfo{jr.Int("id", 0, 0, kMaxJobId),
                                            jr.String("name", "", 1 << 20),
                                            jr.String("user", "", 256), jr.String("mode", "", 64),
-                                           Bytes(jr.Int("peak", 0, 0, kMaxMemoryBytes))});
+                                           Bytes(jr.Int("peak", 0, 0, kMaxMemoryBytes)),
+                                           Bytes(jr.Int("used", 0, 0, kMaxMemoryBytes)),
+                                           Bytes(jr.Int("reservation", 0, 0, kMaxMemoryBytes))});
           }
         }
         out.gpus.push_back(std::move(info));
@@ -671,6 +676,29 @@ struct ReplyReader<HistoryReply> {
     h.jobs = ReadSummaries(j, status);
     if (r.Has("next")) h.next = r.Int("next", 0, 0, kMaxJobId);
     return h;
+  }
+};
+
+template <>
+struct ReplyReader<EventsReply> {
+  static EventsReply Read(const json& j, Status* status) {
+    EventsReply out;
+    const auto it = j.find("events");
+    if (it == j.end() || !it->is_array()) return out;
+    for (const json& e : *it) {
+      if (!e.is_object()) continue;
+      FieldReader r(e, "events", status);
+      RecentEvent event;
+      event.job = r.Int("job", 0, 0, kMaxJobId);
+      event.user = r.String("user", "", 256);
+      event.name = r.String("name", "", 1 << 16);
+      event.time = r.Number("time", 0, 0, 1e12);
+      event.kind = r.String("kind", "", 256);
+      event.detail = r.String("detail", "", 1 << 16);
+      event.redacted = r.Bool("redacted", false);
+      out.events.push_back(std::move(event));
+    }
+    return out;
   }
 };
 
@@ -755,8 +783,8 @@ ErrorCode CodeOf(const Status& status) {
 
 std::string_view OpName(const Request& request) {
   static constexpr std::string_view kNames[] = {
-      "hello", "submit", "queue",   "show",         "cancel",    "explain",
-      "logs",  "gpus",   "history", "slurm_attach", "slurm_end", "slurm_run"};
+      "hello", "submit",  "queue",        "show",      "cancel",    "explain", "logs",
+      "gpus",  "history", "slurm_attach", "slurm_end", "slurm_run", "events"};
   return kNames[request.index()];
 }
 
@@ -827,6 +855,8 @@ Result<Request> DecodeRequest(std::string_view line) {
       run.share = r.Enum("share", SharingPreference::kAny, &ParseSharingPreference);
     run.memory = ReadBytes(r, j, "memory");
     request = run;
+  } else if (op == "events") {
+    request = EventsRequest{static_cast<int>(r.Int("limit", 50, 1, kMaxRecentEvents))};
   } else {
     return InvalidArgument(op.empty() ? "request has no \"op\""
                                       : fmt::format("unknown op '{}'", op.substr(0, 64)));
@@ -905,7 +935,9 @@ std::string EncodeReply(const GpusReply& g) {
                       {"name", job.name},
                       {"user", job.user},
                       {"mode", job.mode},
-                      {"peak", job.peak.count()}});
+                      {"peak", job.peak.count()},
+                      {"used", job.used.count()},
+                      {"reservation", job.reservation.count()}});
     j["jobs"] = std::move(jobs);
     gpus.push_back(std::move(j));
   }
@@ -954,6 +986,17 @@ std::string EncodeReply(const SlurmRunReply& run) {
   return Line({{"job", run.job}, {"restarts", run.restarts}});
 }
 
+std::string EncodeReply(const EventsReply& e) {
+  json events = json::array();
+  for (const RecentEvent& event : e.events) {
+    json j{{"job", event.job},   {"user", event.user}, {"name", event.name},
+           {"time", event.time}, {"kind", event.kind}, {"detail", event.detail}};
+    if (event.redacted) j["redacted"] = true;
+    events.push_back(std::move(j));
+  }
+  return Line({{"events", std::move(events)}});
+}
+
 std::string EncodeError(ErrorCode code, std::string_view message) {
   const json j{
       {"ok", false}, {"error", std::string(message)}, {"code", std::string(ToString(code))}};
@@ -994,5 +1037,6 @@ template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
 template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
 template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
 template Result<SlurmRunReply> DecodeReply<SlurmRunReply>(std::string_view);
+template Result<EventsReply> DecodeReply<EventsReply>(std::string_view);
 
 }  // namespace colo::api

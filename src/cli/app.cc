@@ -11,6 +11,7 @@
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
 #include "cli/sim_command.h"
+#include "cli/top.h"
 
 namespace colo {
 namespace {
@@ -33,6 +34,8 @@ int RunColo(int argc, char** argv) {
   AddClientCommands(app, client);
   EstimateCommandOptions estimate;
   AddEstimateCommand(app, estimate);
+  TopOptions top;
+  AddTopCommand(app, top);
   app.footer(StateLegend() +
              "\nExit codes: 0 ok; 1 the job failed, or colod refused or failed; 2 usage error.\n"
              "Socket: --socket, else $COLO_SOCKET, else your personal colod's "
@@ -61,6 +64,7 @@ int RunColo(int argc, char** argv) {
   }
   if (app.got_subcommand("sim")) return RunSimCommand(sim);
   if (app.got_subcommand("estimate")) return RunEstimateCommand(estimate);
+  if (app.got_subcommand("top")) return RunTopCommand(top, client.socket);
   const int code = RunClientCommand(app, client);
   return code >= 0 ? code : kExitUsage;
 }
