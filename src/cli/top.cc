@@ -1,6 +1,5 @@
 #include "cli/top.h"
 
-#include <curses.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +11,10 @@
 #include "api/client.h"
 #include "cli/top_view.h"
 #include "common/text.h"
+
+// Last, and as functions only: its macros (clear, erase, timeout) would rewrite the C++ above.
+#define NCURSES_NOMACROS
+#include <curses.h>
 
 namespace colo {
 
@@ -29,7 +32,7 @@ void CatchStopSignals() {
   struct sigaction action {};
   action.sa_handler = OnStopSignal;
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
+  for (int stop : {SIGINT, SIGTERM, SIGHUP}) sigaction(stop, &action, nullptr);
 }
 
 double WallSeconds() {

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <ctime>
+#include <tuple>
 
 #include "common/strings.h"
 #include "common/text.h"
