@@ -100,13 +100,13 @@ void Add(std::vector<TopLine>& lines, int width, std::string text,
 std::vector<TopLine> GpuLines(const TopSnapshot& s, int width, int room) {
   std::vector<TopLine> bars, legends;
   if (!s.gpus) return {TopLine{"GPUs: waiting for colod", LineStyle::kHeader}};
-  const int fixed = 3 + 13 + 2 + 2 + 12 + 8 + 6;  // everything on a bar line but the bar
+  const int fixed = 4 + 13 + 2 + 1 + 11 + 1 + 7 + 1 + 5;  // a bar line but its bar
   const int bar_width = std::clamp(width - fixed, 10, 100);
   for (const api::GpuInfoReply& g : s.gpus->gpus) {
     const Bytes used = g.memory_used.value_or(Bytes(0));
     std::string line =
-        fmt::format("{:>2} {:<12} [{}] {:>5}/{:<5}G {:>7} {:>5}", g.index, Cell(g.name, 12),
-                    MemoryBar(g, bar_width), Gib(used), Gib(g.memory_total),
+        fmt::format("{:>3} {:<12} [{}] {:>11} {:>7} {:>5}", g.index, Cell(g.name, 12),
+                    MemoryBar(g, bar_width), Gib(used) + "/" + Gib(g.memory_total) + "G",
                     g.smact < 0 ? "SM -" : fmt::format("SM {:.0f}%", 100 * g.smact),
                     g.power_watts < 0 ? "-" : fmt::format("{:.0f}W", g.power_watts));
     if (!g.sample_error.empty()) line += " !" + Printable(g.sample_error);
@@ -121,9 +121,9 @@ std::vector<TopLine> GpuLines(const TopSnapshot& s, int width, int room) {
     legends.push_back(TopLine{Fit(legend, width)});
   }
   std::vector<TopLine> out;
-  out.push_back(TopLine{Fit(fmt::format("{:>2} {:<12} {:<{}}  {:>11} {:>7} {:>5}", "GPU", "NAME",
-                                        "MEMORY (A: job A's use, a: reserved for it, #: other)",
-                                        bar_width + 2, "USED/TOTAL", "SMACT", "POWER"),
+  out.push_back(TopLine{Fit(fmt::format("{:>3} {:<12} {:<{}} {:>11} {:>7} {:>5}", "GPU", "NAME",
+                                        "MEMORY (A: job A uses, a: reserved)", bar_width + 2,
+                                        "USED/TOTAL", "SMACT", "POWER"),
                             width),
                         LineStyle::kHeader});
   const bool with_legends = static_cast<int>(1 + bars.size() + legends.size()) <= room;
@@ -145,7 +145,7 @@ std::string JobRow(const api::JobSummary& j, double now, bool selected, int widt
     where = "(" + j.reason + ")";
   }
   const double elapsed = j.state == JobState::kRunning ? now - j.started : 0;
-  return Fit(fmt::format("{}{:>6} {:<8} {:<14} {:>2} {:>3} {:>6} {:>9}  {}", selected ? ">" : " ",
+  return Fit(fmt::format("{}{:>6} {:<8} {:<14} {:>2} {:>3} {:>6} {:>8}  {}", selected ? ">" : " ",
                          j.id, Cell(j.user, 8), Cell(j.name, 14), StateCode(j.state), j.gpus,
                          j.memory ? Gib(*j.memory) + "G" : "-", Elapsed(elapsed), Printable(where)),
              width);
@@ -306,8 +306,7 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
     }
     if (job_rows > 0) {
       Add(lines, width,
-          fmt::format("{:>7} {:<8} {:<14} {:>2} {:>3} {:>6} {:>9}  GPUS / REASON   ({} running, "
-                      "{} waiting)",
+          fmt::format("{:>7} {:<8} {:<14} {:>2} {:>3} {:>6} {:>8}  GPUS/REASON [{} R {} PD]",
                       "JOBID", "USER", "NAME", "ST", "GPU", "MEM", "TIME", running, waiting),
           LineStyle::kHeader);
     }

@@ -103,16 +103,17 @@ TEST(TopView, At80x24EverythingIsOnScreen) {
   EXPECT_EQ(lines.front().style, LineStyle::kTitle);
   EXPECT_TRUE(Has(lines, "colo top  alice  sort:id")) << Screen(lines);
   // The bars (one per GPU) and which job each letter is.
-  // 34 cells for 80 GiB: 20 GiB is 8.5 cells, rounded up.
+  // 35 cells for 80 GiB: 20 GiB is 8.75 cells, 10 GiB 4.375.
   EXPECT_TRUE(Has(lines, "[" + std::string(9, 'A') + std::string(9, 'a') + std::string(4, 'B') +
-                             std::string(12, '.') + "]"))
+                             std::string(13, '.') + "]"))
       << Screen(lines);
   EXPECT_TRUE(Has(lines, "A=1 alice train 20.0/40.0G")) << Screen(lines);
   EXPECT_TRUE(Has(lines, "B=2 bob eval 10.0/10.0G")) << Screen(lines);
   EXPECT_TRUE(Has(lines, "SM 45%")) << Screen(lines);
   EXPECT_TRUE(Has(lines, "120W")) << Screen(lines);
   // Every job, the first selected, and the waiting ones' reasons.
-  EXPECT_TRUE(Has(lines, "(2 running, 2 waiting)")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, "GPUS/REASON [2 R 2 PD]")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, "]  30.0/80.0G  SM 45%  120W")) << Screen(lines);
   EXPECT_TRUE(Has(lines, "(not enough memory")) << Screen(lines);
   EXPECT_TRUE(Has(lines, "0:01:00")) << Screen(lines);  // job 1 has run a minute
   auto selected = std::find_if(lines.begin(), lines.end(),
