@@ -59,8 +59,11 @@ class TopTest(harness.E2ETest):
     # --- tmux ---
 
     def tmux(self, *args, check=True):
-        return subprocess.run(["tmux", "-S", self.tmux_socket, *args], capture_output=True,
-                              text=True, timeout=30, check=check)
+        result = subprocess.run(["tmux", "-S", self.tmux_socket, *args], capture_output=True,
+                              text=True, timeout=30)
+        if check and result.returncode != 0:
+            self.fail(f"tmux {' '.join(args)}: {result.stderr}")
+        return result
 
     def stop_tmux(self):
         if os.path.exists(self.tmux_socket):
@@ -73,7 +76,9 @@ class TopTest(harness.E2ETest):
         env["TERM"] = "screen"
         argv = harness.as_user(self.user, [harness.COLO, "top", *args])
         stty = os.path.join(self.tmp, f"stty-{session}")
-        script = (f"env -i {' '.join(shlex.quote(f'{k}={v}') for k, v in env.items())} "
+        # The shell outlives a Ctrl-C meant for colo top (a trap, unlike an ignored signal, is
+        # not inherited).
+        script = (f"trap 'true' INT; env -i {' '.join(shlex.quote(f'{k}={v}') for k, v in env.items())} "
                   f"{' '.join(shlex.quote(a) for a in argv)}; echo \"top-exit=$?\"; "
                   f"stty -a > {shlex.quote(stty)}; sleep 600")
         self.tmux("new-session", "-d", "-s", session, "-x", str(WIDTH), "-y", str(HEIGHT),
@@ -96,7 +101,7 @@ class TopTest(harness.E2ETest):
             raise AssertionError(f"{e}; the screen:\n{last.get('screen')}")
 
     def wait_text(self, session, text, deadline=20):
-        return self.wait_screen(session, lambda s: text in s, repr(text), deadline)
+        return self.wait_screen(session, lambda s: text in s and s, repr(text), deadline)
 
     def keys(self, session, *keys):
         self.tmux("send-keys", "-t", session, *keys)
@@ -104,8 +109,13 @@ class TopTest(harness.E2ETest):
     def assert_restored(self, session, stty):
         """colo top exited with 0 and left the terminal cooked, echoing, out of its screen."""
         self.wait_text(session, "top-exit=0")
-        settings = wait_until(lambda: os.path.exists(stty) and open(stty).read(), 10,
-                              "stty -a after colo top")
+        def saved():
+            if not os.path.exists(stty):
+                return None
+            with open(stty) as f:
+                return f.read()
+
+        settings = wait_until(saved, 10, "stty -a after colo top")
         words = settings.split()
         for flag in ("icanon", "echo", "icrnl", "opost"):
             self.assertIn(flag, words, settings)
@@ -137,11 +147,11 @@ class TopTest(harness.E2ETest):
         self.wait_state(train, "running")
         evaluate = self.submit_using("evalB", 30, 5)
         self.wait_state(evaluate, "running")
-        big = self.submit_using("bigC", 70, 1)  # 70 GiB fits on neither GPU beside 30 GiB
         root_job = None
         if self.user is not None:
             root_job = self.submit_using("rootjob", 30, 5, user=harness.current_user())
-            self.wait_state(root_job, "running")
+            self.wait_state(root_job, "running", user=harness.current_user())
+        big = self.submit_using("bigC", 70, 1)  # 70 GiB fits on neither GPU beside 30 GiB
         queue = self.colo_json("queue")
         waiting = [j for j in queue["jobs"] if j["id"] == big][0]
         self.assertEqual(waiting["state"], "queued", waiting)
@@ -154,16 +164,20 @@ class TopTest(harness.E2ETest):
 
         stty = self.start_top("top", "-d", "0.5")
         user = self.user.name if self.user else harness.current_user().name
+        user = user if len(user) <= 8 else user[:7] + "+"  # as its 8-column cell shows it
         # The bar of job A's GPU: its use (A) then the rest of its reservation (a); the legend.
-        screen = self.wait_screen("top", lambda s: re.search(r"\[A+a+", s), "job A's memory bar")
-        self.assertIn(f"A={train} {user[:8]} trainA 10.0/30.0G", screen)
+        screen = self.wait_screen("top", lambda s: re.search(r"\[A+a+", s) and s,
+                                  "job A's memory bar")
+        self.assertIn(f"A={train} {user} trainA 10.0/30.0G", screen)
         self.assertRegex(screen, r"SM +(-|\d+%)")
         # The waiting job and why (as colod says it, as far as the row has room for it).
         self.assertRegex(screen, rf">? +{big} .*PD .*\({re.escape(reason[:30])}")
         # A recent event: job A started.
         self.assertIn("RECENT EVENTS", screen)
-        self.assertRegex(screen, rf"\d\d:\d\d:\d\d +{train} {re.escape(user[:8])} +started")
+        self.assertRegex(screen, rf"\d\d:\d\d:\d\d +{train} {re.escape(user)} +started")
         self.assertIn("sort:id", screen)
+        if root_job is not None:  # another user's events without their detail
+            self.assertRegex(screen, rf" {root_job} root +started +\(private\)")
 
         # s: the next order.
         self.keys("top", "s")
@@ -172,7 +186,7 @@ class TopTest(harness.E2ETest):
         self.keys("top", "/", "bigC", "Enter")
         screen = self.wait_text("top", "filter:bigC")
         self.wait_text("top", f"job {big} waits: {reason[:40]}")
-        self.assertNotRegex(screen, rf"\n[ >] +{train} ")
+        self.assertNotRegex(screen, rf"\n[ >] +{train} {re.escape(user)} +trainA")
         # c on one's own job, then y: colod cancels it.
         self.keys("top", "c")
         self.wait_text("top", f"cancel job {big} (bigC)? y/n")
@@ -180,7 +194,7 @@ class TopTest(harness.E2ETest):
         self.wait_state(big, "cancelled")
         self.wait_screen("top", lambda s: re.search(rf"job {big}: (cancelling|cancelled)", s),
                          "the cancel's answer")
-        self.wait_screen("top", lambda s: re.search(rf"{big} +{re.escape(user[:8])} +cancelled",
+        self.wait_screen("top", lambda s: re.search(rf"{big} +{re.escape(user)} +cancelled",
                                                     s), "the cancel among the recent events")
         if root_job is not None:
             # Another user's job: colod refuses, and colo top says why.
