@@ -19,7 +19,8 @@ constexpr std::string_view kManDescription =
     "colo submits deep-learning training jobs to colod, the daemon that runs them on this "
     "server's GPUs, several to a GPU when their memory and SM activity allow, and shows them: "
     "colo queue (like squeue), colo history (like sacct), colo show (like scontrol show job), "
-    "colo logs, colo cancel (like scancel), colo explain and colo gpus. colo sim replays job "
+    "colo logs, colo cancel (like scancel), colo explain, colo gpus and colo top (a live view "
+    "like nvtop). colo sim replays job "
     "traces against the same scheduler on simulated GPUs; colo estimate predicts a job's GPU "
     "memory.\n\nEvery command that talks to colod takes --json and prints the API's reply, or "
     "{\"error\": {\"code\": CODE, \"message\": TEXT}} when it fails.";

@@ -9,6 +9,7 @@
 #include <clocale>
 
 #include "api/client.h"
+#include "cli/client_commands.h"
 #include "cli/top_view.h"
 #include "common/text.h"
 
@@ -220,13 +221,13 @@ int TopSession::Run(double delay) {
   Refresh();
   double next_refresh = WallSeconds() + delay;
   for (;;) {
-    if (g_stop) return 0;
+    if (g_stop) return kExitOk;
     Draw();
     const int key = getch();
-    if (g_stop) return 0;
+    if (g_stop) return kExitOk;
     if (key != ERR) {
       // The selection stays on its job as the list changes; a key pins it.
-      if (!OnKey(key)) return 0;
+      if (!OnKey(key)) return kExitOk;
       if (state_.selected == 0) state_.selected = SelectedJob(snapshot_, state_);
     }
     if (WallSeconds() >= next_refresh) {
@@ -250,14 +251,14 @@ int RunTopCommand(const TopOptions& options, const std::string& socket) {
   if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
     fmt::print(stderr,
                "colo: top needs a terminal; for scripts use colo gpus, colo queue (--json)\n");
-    return 1;
+    return kExitError;
   }
   std::setlocale(LC_ALL, "");
   CatchStopSignals();
   if (!initscr()) {
     fmt::print(stderr, "colo: cannot use this terminal (TERM={})\n",
                Printable(getenv("TERM") ? getenv("TERM") : ""));
-    return 1;
+    return kExitError;
   }
   cbreak();
   noecho();
@@ -270,7 +271,7 @@ int RunTopCommand(const TopOptions& options, const std::string& socket) {
     use_default_colors();
     init_pair(1, COLOR_RED, -1);
   }
-  int code = 0;
+  int code = kExitOk;
   try {
     TopSession session(options, socket);
     code = session.Run(options.delay);

@@ -8,35 +8,13 @@
 #include <ctime>
 #include <tuple>
 
+#include "cli/job_table.h"
 #include "common/strings.h"
 #include "common/text.h"
 
 namespace colo {
 
 namespace {
-
-// A job's state as squeue writes it.
-std::string_view StateCode(JobState state) {
-  switch (state) {
-    case JobState::kQueued:
-      return "PD";
-    case JobState::kRecovering:
-      return "RQ";
-    case JobState::kRunning:
-      return "R";
-    case JobState::kSucceeded:
-      return "CD";
-    case JobState::kFailed:
-      return "F";
-    case JobState::kCancelled:
-      return "CA";
-    case JobState::kLost:
-      return "LO";
-    case JobState::kRequeued:
-      return "RQS";
-  }
-  return "?";
-}
 
 // Escaped for the terminal and cut to `n` bytes on a character boundary ('+' marks the cut).
 std::string Cell(std::string_view s, size_t n) {
