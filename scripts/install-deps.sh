@@ -16,6 +16,8 @@ packages=(
   libtomlplusplus-dev   # colod's configuration file
   libjs-chart.js        # charts of the HTML reports, embedded at build time
   chromium              # the browser check of the HTML reports (tests/e2e/test_report_browser.py)
+  libncurses-dev        # colo top's terminal view
+  tmux                  # colo top's end-to-end test (a terminal of a fixed size)
   python3               # end-to-end tests (tests/e2e, standard library only)
   util-linux mount passwd  # setpriv, mount (e2e tests), useradd (CI's test users)
 )

@@ -44,6 +44,7 @@ std::string EncodeReply(const SlurmEndReply& reply);
 std::string EncodeReply(const SlurmRunReply& reply);
 std::string EncodeReply(const ControlReply& reply);
 std::string EncodeReply(const RunReportReply& reply);
+std::string EncodeReply(const EventsReply& reply);
 std::string EncodeError(const Status& error);
 std::string EncodeError(ErrorCode code, std::string_view message);
 

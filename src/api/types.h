@@ -147,6 +147,12 @@ struct HistoryRequest {
   std::optional<JobId> before;  // only jobs with a smaller id (the previous page's `next`)
   bool all = false;             // every user's jobs (their details stay private)
 };
+// The newest events of every job, newest first (colo top): at most kMaxRecentEvents. Another
+// user's event has its detail left out; colod's own events (job 0) are root's only.
+constexpr int kMaxRecentEvents = 200;
+struct EventsRequest {
+  int limit = 50;
+};
 
 // --- Slurm: the node's half of a Slurm job (the SPANK plugin in slurmstepd and slurmd, as root).
 // Only root may send these: the uid they carry is Slurm's word, which a user cannot give. ---
@@ -196,7 +202,7 @@ struct RunReportRequest {
 using Request =
     std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
                  ExplainRequest, LogsRequest, GpusRequest, HistoryRequest, SlurmAttachRequest,
-                 SlurmEndRequest, SlurmRunRequest, ControlRequest, RunReportRequest>;
+                 SlurmEndRequest, SlurmRunRequest, ControlRequest, RunReportRequest, EventsRequest>;
 std::string_view OpName(const Request& request);
 
 // --- Replies ---
@@ -318,6 +324,8 @@ struct GpuJobInfo {
   JobId id = 0;
   std::string name, user, mode;
   Bytes peak;
+  Bytes used;         // on this GPU, in the latest sample
+  Bytes reservation;  // what placement holds for it on this GPU (used or not)
 };
 struct GpuInfoReply {
   int index = 0;
@@ -343,6 +351,16 @@ struct GpusReply {
 struct HistoryReply {
   std::vector<JobSummary> jobs;
   std::optional<JobId> next;  // pass as `before` for the next page; absent on the last page
+};
+struct RecentEvent {
+  JobId job = 0;  // 0: about colod itself
+  std::string user, name;
+  double time = 0;
+  std::string kind, detail;
+  bool redacted = false;  // another user's: `detail` left out
+};
+struct EventsReply {
+  std::vector<RecentEvent> events;  // newest first
 };
 
 struct RunGpu {
@@ -453,6 +471,10 @@ struct ReplyOf<GpusRequest> {
 template <>
 struct ReplyOf<HistoryRequest> {
   using type = HistoryReply;
+};
+template <>
+struct ReplyOf<EventsRequest> {
+  using type = EventsReply;
 };
 template <>
 struct ReplyOf<SlurmAttachRequest> {

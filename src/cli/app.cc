@@ -12,6 +12,7 @@
 #include "cli/job_table.h"
 #include "cli/report_command.h"
 #include "cli/sim_command.h"
+#include "cli/top.h"
 
 namespace colo {
 namespace {
@@ -19,7 +20,8 @@ constexpr std::string_view kManDescription =
     "colo submits deep-learning training jobs to colod, the daemon that runs them on this "
     "server's GPUs, several to a GPU when their memory and SM activity allow, and shows them: "
     "colo queue (like squeue), colo history (like sacct), colo show (like scontrol show job), "
-    "colo logs, colo cancel (like scancel), colo explain and colo gpus. colo sim replays job "
+    "colo logs, colo cancel (like scancel), colo explain, colo gpus and colo top (a live view "
+    "like nvtop). colo sim replays job "
     "traces against the same scheduler on simulated GPUs; colo estimate predicts a job's GPU "
     "memory.\n\nEvery command that talks to colod takes --json and prints the API's reply, or "
     "{\"error\": {\"code\": CODE, \"message\": TEXT}} when it fails.";
@@ -34,6 +36,8 @@ int RunColo(int argc, char** argv) {
   AddClientCommands(app, client);
   EstimateCommandOptions estimate;
   AddEstimateCommand(app, estimate);
+  TopOptions top;
+  AddTopCommand(app, top);
   app.footer(StateLegend() +
              "\nExit codes: 0 ok; 1 the job failed, or colod refused or failed; 2 usage error.\n"
              "Socket: --socket, else $COLO_SOCKET, else your personal colod's "
@@ -65,6 +69,7 @@ int RunColo(int argc, char** argv) {
   if (app.got_subcommand("sim")) return RunSimCommand(sim);
   if (app.got_subcommand("estimate")) return RunEstimateCommand(estimate);
   if (app.got_subcommand("report")) return RunReportCommand(report, client.socket);
+  if (app.got_subcommand("top")) return RunTopCommand(top, client.socket);
   const int code = RunClientCommand(app, client);
   return code >= 0 ? code : kExitUsage;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 
 #include "api/codec.h"
 
@@ -351,16 +352,51 @@ Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::Gp
     for (const auto& [id, job] : c_.controller.live_jobs()) {
       const JobRecord* rec = scheduler.job(id);
       if (!rec || rec->state != JobState::kRunning) continue;
-      if (std::find(rec->gpus.begin(), rec->gpus.end(), static_cast<GpuIndex>(g)) ==
-          rec->gpus.end())
-        continue;
+      const auto on = std::find(rec->gpus.begin(), rec->gpus.end(), static_cast<GpuIndex>(g));
+      if (on == rec->gpus.end()) continue;
+      const size_t slot = static_cast<size_t>(on - rec->gpus.begin());
       r.jobs.push_back(
           api::GpuJobInfo{id, job.spec.name, job.owner.user,
                           job.current() ? std::string(ToString(job.current()->mode)) : "",
-                          c_.controller.CurrentPeak(job)});
+                          c_.controller.CurrentPeak(job),
+                          slot < rec->current_use.size() ? rec->current_use[slot] : Bytes(0),
+                          scheduler.Reservation(*rec)});
     }
     (void)caller;
     reply.gpus.push_back(std::move(r));
+  }
+  return reply;
+}
+
+Result<api::EventsReply> ApiHandlers::Handle(const Identity& caller,
+                                             const api::EventsRequest& request) {
+  auto events = c_.store.RecentEvents(std::clamp(request.limit, 1, api::kMaxRecentEvents));
+  if (!events.ok()) return events.status();
+  // Each job looked up once: its owner decides who sees the details, as in the queue.
+  std::map<JobId, std::optional<Job>> jobs;
+  api::EventsReply reply;
+  for (const JobEvent& e : *events) {
+    api::RecentEvent out{e.job, "", "", Seconds(e.time), e.kind, e.detail, false};
+    if (e.job == 0) {
+      if (caller.uid != 0) continue;  // colod's own: may name other users' jobs and paths
+      out.user = "colod";
+    } else {
+      auto [it, inserted] = jobs.try_emplace(e.job);
+      if (inserted) {
+        auto found = c_.controller.Find(e.job);
+        if (found.ok()) it->second = std::move(*found);
+      }
+      const std::optional<Job>& job = it->second;
+      if (job) {
+        out.user = job->owner.user;
+        out.name = job->spec.name;
+      }
+      if (!job || !MaySeeDetails(caller, *job)) {
+        out.detail.clear();
+        out.redacted = true;
+      }
+    }
+    reply.events.push_back(std::move(out));
   }
   return reply;
 }

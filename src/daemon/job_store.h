@@ -58,6 +58,8 @@ class JobStore {
   virtual Result<std::optional<Job>> Find(JobId id) = 0;
   virtual Result<HistoryPage> History(const HistoryQuery& query) = 0;
   virtual Result<std::vector<JobEvent>> Events(JobId id) = 0;
+  // The newest `limit` events of every job and of colod itself, newest first.
+  virtual Result<std::vector<JobEvent>> RecentEvents(int limit) = 0;
   // What the newest runs of jobs whose estimate has `signature` measured (ModelRuns), up to
   // `limit` of each kind, newest first, from the newest kJobsReadPerRun x `limit` ended jobs.
   virtual Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) = 0;

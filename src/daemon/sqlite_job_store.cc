@@ -109,6 +109,9 @@ constexpr const char kHistoryOfUser[] =
     "ORDER BY id DESC";
 constexpr const char kEvents[] =
     "SELECT time, job, kind, detail FROM events WHERE job = ?1 ORDER BY seq";
+// By the primary key, so only the rows returned are read.
+constexpr const char kRecentEvents[] =
+    "SELECT time, job, kind, detail FROM events ORDER BY seq DESC LIMIT ?1";
 constexpr const char kPeakJobs[] =
     "SELECT id, record FROM jobs WHERE signature = ?1 AND state IN (?2, ?3) AND quarantined IS "
     "NULL "
@@ -784,6 +787,23 @@ Result<std::vector<JobEvent>> SqliteJobStore::Events(JobId id) {
     event.detail = ValidUtf8(rows.Text(3));
   }
   if (rc != SQLITE_DONE) return ReadError(fmt::format("the events of job {}", id), rc);
+  return events;
+}
+
+Result<std::vector<JobEvent>> SqliteJobStore::RecentEvents(int limit) {
+  std::lock_guard lock(mutex_);
+  Statement rows(*this, kRecentEvents);
+  rows.Bind(1, int64_t{std::max(limit, 0)});
+  std::vector<JobEvent> events;
+  int rc;
+  while ((rc = rows.Step()) == SQLITE_ROW) {
+    JobEvent& event = events.emplace_back();
+    event.time = FromEpochSeconds(rows.Double(0)).value_or(WallTime());
+    event.job = rows.Int64(1);
+    event.kind = ValidUtf8(rows.Text(2));
+    event.detail = ValidUtf8(rows.Text(3));
+  }
+  if (rc != SQLITE_DONE) return ReadError("the recent events", rc);
   return events;
 }
 

@@ -50,6 +50,7 @@ class SqliteJobStore final : public JobStore {
   // A row that cannot be read is left out of the page (LoadLive names it).
   Result<HistoryPage> History(const HistoryQuery& query) override;
   Result<std::vector<JobEvent>> Events(JobId id) override;
+  Result<std::vector<JobEvent>> RecentEvents(int limit) override;
   // Successful attempts with a peak of 0 (never measured) are left out.
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override;
   Result<std::vector<Job>> EndedBetween(WallTime since, WallTime until, size_t limit) override;

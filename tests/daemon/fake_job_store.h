@@ -188,6 +188,15 @@ class FakeJobStore final : public JobStore {
     return out;
   }
 
+  Result<std::vector<JobEvent>> RecentEvents(int limit) override {
+    std::lock_guard lock(mutex_);
+    std::vector<JobEvent> out;
+    for (auto it = events_.rbegin(); it != events_.rend() && static_cast<int>(out.size()) < limit;
+         ++it)
+      out.push_back(*it);
+    return out;
+  }
+
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override {
     std::lock_guard lock(mutex_);
     ModelRuns runs;

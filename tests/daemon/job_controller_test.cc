@@ -37,6 +37,9 @@ class CrashingStore final : public JobStore {
   Result<std::optional<Job>> Find(JobId id) override { return inner_.Find(id); }
   Result<HistoryPage> History(const HistoryQuery& q) override { return inner_.History(q); }
   Result<std::vector<JobEvent>> Events(JobId id) override { return inner_.Events(id); }
+  Result<std::vector<JobEvent>> RecentEvents(int limit) override {
+    return inner_.RecentEvents(limit);
+  }
   Result<ModelRuns> EarlierRuns(const std::string& s, int limit) override {
     return inner_.EarlierRuns(s, limit);
   }

@@ -144,6 +144,25 @@ TYPED_TEST(JobStoreTest, EventsOfANewJobAreItsOwnAndComeBackInOrder) {
   EXPECT_TRUE(this->store().Events(77)->empty());
 }
 
+TYPED_TEST(JobStoreTest, RecentEventsAreTheNewestOfEveryJobNewestFirst) {
+  const JobId a = this->Insert(QueuedJob("a"), {{0, {}, "submitted", "a"}});
+  const JobId b = this->Insert(QueuedJob("b"), {{0, {}, "submitted", "b"}});
+  ASSERT_TRUE(this->store()
+                  .AddEvents({{a, {}, "started", "a1"},
+                              {0, {}, "store-error", "colod's own"},
+                              {b, {}, "cancelled", "b1"}})
+                  .ok());
+  auto recent = this->store().RecentEvents(3);
+  ASSERT_TRUE(recent.ok()) << recent.status().message();
+  ASSERT_EQ(recent->size(), 3u);
+  EXPECT_EQ((*recent)[0].job, b);
+  EXPECT_EQ((*recent)[0].kind, "cancelled");
+  EXPECT_EQ((*recent)[1].job, 0);
+  EXPECT_EQ((*recent)[2].detail, "a1");
+  EXPECT_EQ(this->store().RecentEvents(100)->size(), 5u);
+  EXPECT_TRUE(this->store().RecentEvents(0)->empty());
+}
+
 TYPED_TEST(JobStoreTest, UpdateReplacesTheRecordOfAStoredJobOnly) {
   const JobId id = this->Insert(QueuedJob("a"));
   Job job = this->Stored(id);
