@@ -855,491 +855,499 @@ struct ReplyReader<RunReportReply> {
       }
       out.jobs.push_back(std::move(job));
     });
-    struct ReplyReader<EventsReply> {
-      static EventsReply Read(const json& j, Status* status) {
-        EventsReply out;
-        const auto it = j.find("events");
-        if (it == j.end() || !it->is_array()) return out;
-        for (const json& e : *it) {
-          if (!e.is_object()) continue;
-          FieldReader r(e, "events", status);
-          RecentEvent event;
-          event.job = r.Int("job", 0, 0, kMaxJobId);
-          event.user = r.String("user", "", 256);
-          event.name = r.String("name", "", 1 << 16);
-          event.time = r.Number("time", 0, 0, 1e12);
-          event.kind = r.String("kind", "", 256);
-          event.detail = r.String("detail", "", 1 << 16);
-          event.redacted = r.Bool("redacted", false);
-          out.events.push_back(std::move(event));
-        }
-        return out;
-      }
+    return out;
+  }
+};
+
+template <>
+struct ReplyReader<EventsReply> {
+  static EventsReply Read(const json& j, Status* status) {
+    EventsReply out;
+    const auto it = j.find("events");
+    if (it == j.end() || !it->is_array()) return out;
+    for (const json& e : *it) {
+      if (!e.is_object()) continue;
+      FieldReader r(e, "events", status);
+      RecentEvent event;
+      event.job = r.Int("job", 0, 0, kMaxJobId);
+      event.user = r.String("user", "", 256);
+      event.name = r.String("name", "", 1 << 16);
+      event.time = r.Number("time", 0, 0, 1e12);
+      event.kind = r.String("kind", "", 256);
+      event.detail = r.String("detail", "", 1 << 16);
+      event.redacted = r.Bool("redacted", false);
+      out.events.push_back(std::move(event));
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::string_view ToString(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kPermissionDenied:
+      return "permission_denied";
+    case ErrorCode::kInfeasible:
+      return "infeasible";
+    case ErrorCode::kFailedPrecondition:
+      return "failed_precondition";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kBusy:
+      return "busy";
+    case ErrorCode::kTooLarge:
+      return "too_large";
+    case ErrorCode::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+std::optional<ErrorCode> ParseErrorCode(std::string_view text) {
+  for (int i = 0; i <= static_cast<int>(ErrorCode::kInternal); ++i) {
+    if (ToString(static_cast<ErrorCode>(i)) == text) return static_cast<ErrorCode>(i);
+  }
+  return std::nullopt;
+}
+
+Status ToStatus(ErrorCode code, std::string message) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return InvalidArgument(std::move(message));
+    case ErrorCode::kNotFound:
+      return NotFound(std::move(message));
+    case ErrorCode::kPermissionDenied:
+      return PermissionDenied(std::move(message));
+    case ErrorCode::kInfeasible:
+      return InfeasibleStatus(std::move(message));
+    case ErrorCode::kFailedPrecondition:
+      return FailedPrecondition(std::move(message));
+    case ErrorCode::kUnavailable:
+      return Unavailable(std::move(message));
+    case ErrorCode::kBusy:
+    case ErrorCode::kTooLarge:
+      return ResourceExhausted(std::move(message));
+    case ErrorCode::kInternal:
+      break;
+  }
+  return Internal(std::move(message));
+}
+
+ErrorCode CodeOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+      return ErrorCode::kInvalidArgument;
+    case StatusCode::kNotFound:
+      return ErrorCode::kNotFound;
+    case StatusCode::kPermissionDenied:
+      return ErrorCode::kPermissionDenied;
+    case StatusCode::kInfeasible:
+      return ErrorCode::kInfeasible;
+    case StatusCode::kFailedPrecondition:
+      return ErrorCode::kFailedPrecondition;
+    case StatusCode::kUnavailable:
+      return ErrorCode::kUnavailable;
+    case StatusCode::kResourceExhausted:
+      return ErrorCode::kBusy;
+    case StatusCode::kOk:
+    case StatusCode::kInternal:
+      break;
+  }
+  return ErrorCode::kInternal;
+}
+
+std::string_view OpName(const Request& request) {
+  static constexpr std::string_view kNames[] = {
+      "hello",   "submit",       "queue",     "show",      "cancel",  "explain", "logs",  "gpus",
+      "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report",  "events"};
+  return kNames[request.index()];
+}
+
+std::string EncodeRequest(const Request& request) {
+  json j = std::visit(RequestEncoder{}, request);
+  j["api"] = kVersion;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<Request> DecodeRequest(std::string_view line) {
+  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("request is not a JSON object");
+  const auto api = j.find("api");
+  if (api == j.end() || !api->is_number_integer() || api->get<int64_t>() != kVersion) {
+    return FailedPrecondition(
+        fmt::format("unsupported API version {} (colod speaks {}; \"api\" must be the number {})",
+                    // Named by its type, never printed: a client's value can be nested deep
+                    // enough to overflow any recursive printer.
+                    api == j.end()             ? "(none)"
+                    : api->is_number_integer() ? std::to_string(api->get<int64_t>())
+                                               : std::string("of type ") + api->type_name(),
+                    kVersion, kVersion));
+  }
+  Status status;
+  FieldReader r(j, "", &status);
+  const std::string op = r.String("op", "", 64);
+  if (!status.ok()) return status;
+  Request request;
+  if (op == "hello") {
+    request = HelloRequest{};
+  } else if (op == "submit") {
+    auto submit = ReadSubmit(j);
+    if (!submit.ok()) return submit.status();
+    request = std::move(*submit);
+  } else if (op == "queue") {
+    request = QueueRequest{r.String("user", "", 256)};
+  } else if (op == "show") {
+    request = ShowRequest{ReadJobId(r)};
+  } else if (op == "cancel") {
+    request = CancelRequest{ReadJobId(r)};
+  } else if (op == "explain") {
+    request = ExplainRequest{ReadJobId(r)};
+  } else if (op == "logs") {
+    LogsRequest l{ReadJobId(r), std::nullopt};
+    if (r.Has("attempt")) l.attempt = static_cast<int>(r.Int("attempt", 1, 1, 1 << 30));
+    request = l;
+  } else if (op == "gpus") {
+    request = GpusRequest{};
+  } else if (op == "history") {
+    HistoryRequest h;
+    h.limit = static_cast<int>(r.Int("limit", 50, 1, kMaxHistoryPage));
+    if (r.Has("before")) h.before = r.Int("before", 0, 1, kMaxJobId);
+    h.all = r.Bool("all", false);
+    request = h;
+  } else if (op == "control") {
+    auto control = ReadControl(j);
+    if (!control.ok()) return control.status();
+    request = std::move(*control);
+  } else if (op == "report") {
+    RunReportRequest q;
+    q.since = r.Number("since", 0, 0, 1e12);
+    q.until = r.Number("until", 0, 0, 1e12);
+    q.max_points = static_cast<int>(r.Int("max_points", 2000, 10, kMaxReportPoints));
+    request = q;
+  } else if (op == "slurm_attach") {
+    request = ReadSlurmAttach(r, j);
+  } else if (op == "slurm_end") {
+    SlurmEndRequest e;
+    e.job = ReadSlurmJobId(r);
+    if (r.Has("wait_status")) e.wait_status = static_cast<int>(r.Int("wait_status", 0, 0, 0xffff));
+    request = e;
+  } else if (op == "slurm_run") {
+    SlurmRunRequest run;
+    run.job = ReadSlurmJobId(r);
+    run.restarts = static_cast<int>(r.Int("restarts", 0, 0, 1 << 20));
+    run.gpus = static_cast<int>(r.Int("gpus", 0, 0, kMaxGpusPerJob));
+    if (r.Has("share"))
+      run.share = r.Enum("share", SharingPreference::kAny, &ParseSharingPreference);
+    run.memory = ReadBytes(r, j, "memory");
+    request = run;
+  } else if (op == "events") {
+    request = EventsRequest{static_cast<int>(r.Int("limit", 50, 1, kMaxRecentEvents))};
+  } else {
+    return InvalidArgument(op.empty() ? "request has no \"op\""
+                                      : fmt::format("unknown op '{}'", op.substr(0, 64)));
+  }
+  if (!status.ok()) return status;
+  return request;
+}
+
+std::string EncodeReply(const HelloReply& h) {
+  return Line({{"server", h.server},
+               {"api", h.api},
+               {"gpus", h.gpu_backend},
+               {"user", h.user},
+               {"personal", h.personal}});
+}
+std::string EncodeReply(const SubmitReply& s) {
+  return Line({{"job", s.job}});
+}
+std::string EncodeReply(const QueueReply& q) {
+  json jobs = json::array();
+  for (const JobSummary& s : q.jobs) jobs.push_back(ToJson(s));
+  return Line({{"jobs", std::move(jobs)},
+               {"main_queue", q.main_queue},
+               {"recovery_queue", q.recovery_queue}});
+}
+std::string EncodeReply(const ShowReply& s) {
+  return Line({{"job", ToJson(s.job)}});
+}
+std::string EncodeReply(const CancelReply& c) {
+  return Line({{"job", c.job}, {"state", c.state}});
+}
+std::string EncodeReply(const ExplainReply& e) {
+  json gpus = json::array();
+  for (const GateInfo& g : e.gpus)
+    gpus.push_back({{"gpu", g.gpu}, {"gate", g.gate}, {"detail", g.detail}});
+  json j{{"job", e.job},
+         {"state", std::string(ToString(e.state))},
+         {"summary", e.summary},
+         {"gpus", std::move(gpus)}};
+  if (e.position > 0) {
+    j["position"] = e.position;
+    j["queue"] = e.queue;
+  }
+  return Line(std::move(j));
+}
+std::string EncodeReply(const LogsReply& l) {
+  return Line({{"job", l.job},
+               {"state", std::string(ToString(l.state))},
+               {"attempt", l.attempt},
+               {"stdout", l.stdout_path},
+               {"stderr", l.stderr_path}});
+}
+std::string EncodeReply(const GpusReply& g) {
+  json gpus = json::array();
+  for (const GpuInfoReply& i : g.gpus) {
+    json j{{"index", i.index},
+           {"uuid", i.uuid},
+           {"name", i.name},
+           {"mode", i.mode},
+           {"memory_total", i.memory_total.count()},
+           {"free_for_placement", i.free_for_placement.count()},
+           {"smact_risk", i.smact_risk}};
+    if (i.memory_used) {
+      j["memory_used"] = i.memory_used->count();
+      j["smact"] = i.smact;
+      j["smocc"] = i.smocc;
+      j["utilization"] = i.utilization;
+      j["power_watts"] = i.power_watts;
+      j["energy_joules"] = i.energy_joules;
+      j["sample_age_s"] = i.sample_age_s;
+    }
+    if (!i.sample_error.empty()) j["sample_error"] = i.sample_error;
+    if (!i.activity_source.empty()) j["activity_source"] = i.activity_source;
+    if (!i.activity_note.empty()) j["activity_note"] = i.activity_note;
+    json jobs = json::array();
+    for (const GpuJobInfo& job : i.jobs)
+      jobs.push_back({{"id", job.id},
+                      {"name", job.name},
+                      {"user", job.user},
+                      {"mode", job.mode},
+                      {"peak", job.peak.count()},
+                      {"used", job.used.count()},
+                      {"reservation", job.reservation.count()}});
+    j["jobs"] = std::move(jobs);
+    gpus.push_back(std::move(j));
+  }
+  return Line({{"gpus", std::move(gpus)}, {"backend", g.backend}});
+}
+std::string EncodeReply(const HistoryReply& h) {
+  json jobs = json::array();
+  for (const JobSummary& s : h.jobs) jobs.push_back(ToJson(s));
+  json j{{"jobs", std::move(jobs)}};
+  if (h.next) j["next"] = *h.next;
+  return Line(std::move(j));
+}
+
+std::string_view ToString(SlurmPlacement p) {
+  switch (p) {
+    case SlurmPlacement::kPlaced:
+      return "placed";
+    case SlurmPlacement::kWaiting:
+      return "waiting";
+    case SlurmPlacement::kRequeue:
+      return "requeue";
+    case SlurmPlacement::kFailed:
+      break;
+  }
+  return "failed";
+}
+Result<SlurmPlacement> ParseSlurmPlacement(std::string_view text) {
+  for (SlurmPlacement p : {SlurmPlacement::kPlaced, SlurmPlacement::kWaiting,
+                           SlurmPlacement::kRequeue, SlurmPlacement::kFailed}) {
+    if (text == ToString(p)) return p;
+  }
+  return InvalidArgument(fmt::format("unknown placement state '{}'", text.substr(0, 64)));
+}
+
+std::string EncodeReply(const SlurmAttachReply& a) {
+  return Line({{"state", std::string(ToString(a.state))},
+               {"job", a.job},
+               {"env", a.env},
+               {"env_defaults", a.env_defaults},
+               {"reason", a.reason}});
+}
+std::string EncodeReply(const ControlReply& c) {
+  json results = json::array();
+  for (const ControlResult& r : c.results) {
+    json e{{"job", r.job}, {"ok", r.ok}};
+    if (r.ok) {
+      e["state"] = r.state;
+    } else {
+      e["error"] = r.error;
+      e["code"] = std::string(ToString(r.code));
+    }
+    results.push_back(std::move(e));
+  }
+  return Line({{"results", std::move(results)}});
+}
+
+namespace {
+template <typename Enum, size_t N>
+Result<Enum> ParseNamed(std::string_view text, const Enum (&all)[N], std::string_view what) {
+  std::string names;
+  for (Enum value : all) {
+    if (ToString(value) == text) return value;
+    names += (names.empty() ? "" : ", ") + std::string(ToString(value));
+  }
+  return InvalidArgument(
+      fmt::format("unknown {} '{}' (one of {})", what, text.substr(0, 64), names));
+}
+}  // namespace
+
+std::string_view ToString(DependencyKind kind) {
+  switch (kind) {
+    case DependencyKind::kAfterOk:
+      return "afterok";
+    case DependencyKind::kAfterAny:
+      return "afterany";
+    case DependencyKind::kAfterNotOk:
+      break;
+  }
+  return "afternotok";
+}
+Result<DependencyKind> ParseDependencyKind(std::string_view text) {
+  static constexpr DependencyKind kAll[] = {DependencyKind::kAfterOk, DependencyKind::kAfterAny,
+                                            DependencyKind::kAfterNotOk};
+  return ParseNamed(text, kAll, "dependency kind");
+}
+std::string_view ToString(JobAction action) {
+  switch (action) {
+    case JobAction::kHold:
+      return "hold";
+    case JobAction::kRelease:
+      return "release";
+    case JobAction::kRequeue:
+      return "requeue";
+    case JobAction::kCancel:
+      break;
+  }
+  return "cancel";
+}
+Result<JobAction> ParseJobAction(std::string_view text) {
+  static constexpr JobAction kAll[] = {JobAction::kHold, JobAction::kRelease, JobAction::kRequeue,
+                                       JobAction::kCancel};
+  return ParseNamed(text, kAll, "action");
+}
+
+std::string EncodeReply(const SlurmEndReply& e) {
+  return Line({{"job", e.job}, {"state", e.state}});
+}
+std::string EncodeReply(const SlurmRunReply& run) {
+  return Line({{"job", run.job}, {"restarts", run.restarts}});
+}
+
+std::string EncodeReply(const RunReportReply& r) {
+  json gpus = json::array();
+  for (const RunGpu& g : r.gpus)
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"name", g.name},
+                    {"memory_total", g.memory_total.count()}});
+  // Absent values are left out of a point, so a reader can never take them for a reading.
+  json gpu_points = json::array();
+  for (const RunGpuPoint& p : r.gpu_points) {
+    json j{{"time", p.time}, {"gpu", p.gpu}};
+    const auto put = [&](const char* key, const std::optional<double>& v) {
+      if (v && std::isfinite(*v)) j[key] = *v;
     };
-
-  }  // namespace
-
-  std::string_view ToString(ErrorCode code) {
-    switch (code) {
-      case ErrorCode::kInvalidArgument:
-        return "invalid_argument";
-      case ErrorCode::kNotFound:
-        return "not_found";
-      case ErrorCode::kPermissionDenied:
-        return "permission_denied";
-      case ErrorCode::kInfeasible:
-        return "infeasible";
-      case ErrorCode::kFailedPrecondition:
-        return "failed_precondition";
-      case ErrorCode::kUnavailable:
-        return "unavailable";
-      case ErrorCode::kBusy:
-        return "busy";
-      case ErrorCode::kTooLarge:
-        return "too_large";
-      case ErrorCode::kInternal:
-        return "internal";
-    }
-    return "internal";
+    put("memory_used", p.memory_used);
+    put("smact", p.smact);
+    put("smocc", p.smocc);
+    put("drama", p.drama);
+    put("power_watts", p.power_watts);
+    put("energy_joules", p.energy_joules);
+    gpu_points.push_back(std::move(j));
   }
-
-  std::optional<ErrorCode> ParseErrorCode(std::string_view text) {
-    for (int i = 0; i <= static_cast<int>(ErrorCode::kInternal); ++i) {
-      if (ToString(static_cast<ErrorCode>(i)) == text) return static_cast<ErrorCode>(i);
-    }
-    return std::nullopt;
+  json job_points = json::array();
+  for (const RunJobPoint& p : r.job_points)
+    job_points.push_back({{"time", p.time}, {"job", p.job}, {"gpu", p.gpu}, {"memory", p.memory}});
+  json queue_points = json::array();
+  for (const RunQueuePoint& p : r.queue_points)
+    queue_points.push_back({{"time", p.time}, {"queued", p.queued}, {"running", p.running}});
+  json jobs = json::array();
+  for (const RunJob& job : r.jobs) {
+    json j = ToJson(job.summary);
+    json attempts = json::array();
+    for (const AttemptInfo& a : job.attempts) attempts.push_back(ToJson(a));
+    j["attempt_list"] = std::move(attempts);
+    jobs.push_back(std::move(j));
   }
+  json j{{"since", r.since},
+         {"until", r.until},
+         {"backend", r.backend},
+         {"policy", r.policy},
+         {"gpus", std::move(gpus)},
+         {"gpu_points", std::move(gpu_points)},
+         {"job_points", std::move(job_points)},
+         {"queue_points", std::move(queue_points)},
+         {"bucket_seconds", r.bucket_seconds},
+         {"jobs", std::move(jobs)},
+         {"jobs_truncated", r.jobs_truncated},
+         {"history_points", r.history_points},
+         {"history_flushes", r.history_flushes},
+         {"history_write_seconds", r.history_write_seconds}};
+  if (!r.history_error.empty()) j["history_error"] = r.history_error;
+  return Line(std::move(j));
+}
 
-  Status ToStatus(ErrorCode code, std::string message) {
-    switch (code) {
-      case ErrorCode::kInvalidArgument:
-        return InvalidArgument(std::move(message));
-      case ErrorCode::kNotFound:
-        return NotFound(std::move(message));
-      case ErrorCode::kPermissionDenied:
-        return PermissionDenied(std::move(message));
-      case ErrorCode::kInfeasible:
-        return InfeasibleStatus(std::move(message));
-      case ErrorCode::kFailedPrecondition:
-        return FailedPrecondition(std::move(message));
-      case ErrorCode::kUnavailable:
-        return Unavailable(std::move(message));
-      case ErrorCode::kBusy:
-      case ErrorCode::kTooLarge:
-        return ResourceExhausted(std::move(message));
-      case ErrorCode::kInternal:
-        break;
-    }
-    return Internal(std::move(message));
+std::string EncodeReply(const EventsReply& e) {
+  json events = json::array();
+  for (const RecentEvent& event : e.events) {
+    json j{{"job", event.job},   {"user", event.user}, {"name", event.name},
+           {"time", event.time}, {"kind", event.kind}, {"detail", event.detail}};
+    if (event.redacted) j["redacted"] = true;
+    events.push_back(std::move(j));
   }
+  return Line({{"events", std::move(events)}});
+}
 
-  ErrorCode CodeOf(const Status& status) {
-    switch (status.code()) {
-      case StatusCode::kInvalidArgument:
-        return ErrorCode::kInvalidArgument;
-      case StatusCode::kNotFound:
-        return ErrorCode::kNotFound;
-      case StatusCode::kPermissionDenied:
-        return ErrorCode::kPermissionDenied;
-      case StatusCode::kInfeasible:
-        return ErrorCode::kInfeasible;
-      case StatusCode::kFailedPrecondition:
-        return ErrorCode::kFailedPrecondition;
-      case StatusCode::kUnavailable:
-        return ErrorCode::kUnavailable;
-      case StatusCode::kResourceExhausted:
-        return ErrorCode::kBusy;
-      case StatusCode::kOk:
-      case StatusCode::kInternal:
-        break;
-    }
-    return ErrorCode::kInternal;
-  }
+std::string EncodeError(ErrorCode code, std::string_view message) {
+  const json j{
+      {"ok", false}, {"error", std::string(message)}, {"code", std::string(ToString(code))}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+std::string EncodeError(const Status& error) {
+  return EncodeError(CodeOf(error), error.message());
+}
 
-  std::string_view OpName(const Request& request) {
-    static constexpr std::string_view kNames[] = {
-        "hello",   "submit",       "queue",     "show",      "cancel",  "explain", "logs",  "gpus",
-        "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report",  "events"};
-    return kNames[request.index()];
-  }
-
-  std::string EncodeRequest(const Request& request) {
-    json j = std::visit(RequestEncoder{}, request);
-    j["api"] = kVersion;
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-
-  Result<Request> DecodeRequest(std::string_view line) {
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return InvalidArgument("request is not a JSON object");
-    const auto api = j.find("api");
-    if (api == j.end() || !api->is_number_integer() || api->get<int64_t>() != kVersion) {
-      return FailedPrecondition(
-          fmt::format("unsupported API version {} (colod speaks {}; \"api\" must be the number {})",
-                      // Named by its type, never printed: a client's value can be nested deep
-                      // enough to overflow any recursive printer.
-                      api == j.end()             ? "(none)"
-                      : api->is_number_integer() ? std::to_string(api->get<int64_t>())
-                                                 : std::string("of type ") + api->type_name(),
-                      kVersion, kVersion));
-    }
+template <typename T>
+Result<T> DecodeReply(std::string_view line) {
+  const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Internal("colod sent a reply that is not JSON");
+  const auto ok = j.find("ok");
+  if (ok == j.end() || !ok->is_boolean()) return Internal("colod sent a reply without \"ok\"");
+  if (!ok->get<bool>()) {
     Status status;
     FieldReader r(j, "", &status);
-    const std::string op = r.String("op", "", 64);
-    if (!status.ok()) return status;
-    Request request;
-    if (op == "hello") {
-      request = HelloRequest{};
-    } else if (op == "submit") {
-      auto submit = ReadSubmit(j);
-      if (!submit.ok()) return submit.status();
-      request = std::move(*submit);
-    } else if (op == "queue") {
-      request = QueueRequest{r.String("user", "", 256)};
-    } else if (op == "show") {
-      request = ShowRequest{ReadJobId(r)};
-    } else if (op == "cancel") {
-      request = CancelRequest{ReadJobId(r)};
-    } else if (op == "explain") {
-      request = ExplainRequest{ReadJobId(r)};
-    } else if (op == "logs") {
-      LogsRequest l{ReadJobId(r), std::nullopt};
-      if (r.Has("attempt")) l.attempt = static_cast<int>(r.Int("attempt", 1, 1, 1 << 30));
-      request = l;
-    } else if (op == "gpus") {
-      request = GpusRequest{};
-    } else if (op == "history") {
-      HistoryRequest h;
-      h.limit = static_cast<int>(r.Int("limit", 50, 1, kMaxHistoryPage));
-      if (r.Has("before")) h.before = r.Int("before", 0, 1, kMaxJobId);
-      h.all = r.Bool("all", false);
-      request = h;
-    } else if (op == "control") {
-      auto control = ReadControl(j);
-      if (!control.ok()) return control.status();
-      request = std::move(*control);
-    } else if (op == "report") {
-      RunReportRequest q;
-      q.since = r.Number("since", 0, 0, 1e12);
-      q.until = r.Number("until", 0, 0, 1e12);
-      q.max_points = static_cast<int>(r.Int("max_points", 2000, 10, kMaxReportPoints));
-      request = q;
-    } else if (op == "slurm_attach") {
-      request = ReadSlurmAttach(r, j);
-    } else if (op == "slurm_end") {
-      SlurmEndRequest e;
-      e.job = ReadSlurmJobId(r);
-      if (r.Has("wait_status"))
-        e.wait_status = static_cast<int>(r.Int("wait_status", 0, 0, 0xffff));
-      request = e;
-    } else if (op == "slurm_run") {
-      SlurmRunRequest run;
-      run.job = ReadSlurmJobId(r);
-      run.restarts = static_cast<int>(r.Int("restarts", 0, 0, 1 << 20));
-      run.gpus = static_cast<int>(r.Int("gpus", 0, 0, kMaxGpusPerJob));
-      if (r.Has("share"))
-        run.share = r.Enum("share", SharingPreference::kAny, &ParseSharingPreference);
-      run.memory = ReadBytes(r, j, "memory");
-      request = run;
-    } else if (op == "events") {
-      request = EventsRequest{static_cast<int>(r.Int("limit", 50, 1, kMaxRecentEvents))};
-    } else {
-      return InvalidArgument(op.empty() ? "request has no \"op\""
-                                        : fmt::format("unknown op '{}'", op.substr(0, 64)));
-    }
-    if (!status.ok()) return status;
-    return request;
+    const std::string message = r.String("error", "failed", 1 << 20);
+    const auto code = ParseErrorCode(r.String("code", "internal", 64));
+    return ToStatus(code.value_or(ErrorCode::kInternal), message);
   }
+  Status status;
+  T reply = ReplyReader<T>::Read(j, &status);
+  if (!status.ok()) return Internal("colod sent a malformed reply: " + status.message());
+  return reply;
+}
 
-  std::string EncodeReply(const HelloReply& h) {
-    return Line({{"server", h.server},
-                 {"api", h.api},
-                 {"gpus", h.gpu_backend},
-                 {"user", h.user},
-                 {"personal", h.personal}});
-  }
-  std::string EncodeReply(const SubmitReply& s) { return Line({{"job", s.job}}); }
-  std::string EncodeReply(const QueueReply& q) {
-    json jobs = json::array();
-    for (const JobSummary& s : q.jobs) jobs.push_back(ToJson(s));
-    return Line({{"jobs", std::move(jobs)},
-                 {"main_queue", q.main_queue},
-                 {"recovery_queue", q.recovery_queue}});
-  }
-  std::string EncodeReply(const ShowReply& s) { return Line({{"job", ToJson(s.job)}}); }
-  std::string EncodeReply(const CancelReply& c) {
-    return Line({{"job", c.job}, {"state", c.state}});
-  }
-  std::string EncodeReply(const ExplainReply& e) {
-    json gpus = json::array();
-    for (const GateInfo& g : e.gpus)
-      gpus.push_back({{"gpu", g.gpu}, {"gate", g.gate}, {"detail", g.detail}});
-    json j{{"job", e.job},
-           {"state", std::string(ToString(e.state))},
-           {"summary", e.summary},
-           {"gpus", std::move(gpus)}};
-    if (e.position > 0) {
-      j["position"] = e.position;
-      j["queue"] = e.queue;
-    }
-    return Line(std::move(j));
-  }
-  std::string EncodeReply(const LogsReply& l) {
-    return Line({{"job", l.job},
-                 {"state", std::string(ToString(l.state))},
-                 {"attempt", l.attempt},
-                 {"stdout", l.stdout_path},
-                 {"stderr", l.stderr_path}});
-  }
-  std::string EncodeReply(const GpusReply& g) {
-    json gpus = json::array();
-    for (const GpuInfoReply& i : g.gpus) {
-      json j{{"index", i.index},
-             {"uuid", i.uuid},
-             {"name", i.name},
-             {"mode", i.mode},
-             {"memory_total", i.memory_total.count()},
-             {"free_for_placement", i.free_for_placement.count()},
-             {"smact_risk", i.smact_risk}};
-      if (i.memory_used) {
-        j["memory_used"] = i.memory_used->count();
-        j["smact"] = i.smact;
-        j["smocc"] = i.smocc;
-        j["utilization"] = i.utilization;
-        j["power_watts"] = i.power_watts;
-        j["energy_joules"] = i.energy_joules;
-        j["sample_age_s"] = i.sample_age_s;
-      }
-      if (!i.sample_error.empty()) j["sample_error"] = i.sample_error;
-      if (!i.activity_source.empty()) j["activity_source"] = i.activity_source;
-      if (!i.activity_note.empty()) j["activity_note"] = i.activity_note;
-      json jobs = json::array();
-      for (const GpuJobInfo& job : i.jobs)
-        jobs.push_back({{"id", job.id},
-                        {"name", job.name},
-                        {"user", job.user},
-                        {"mode", job.mode},
-                        {"peak", job.peak.count()},
-                        {"used", job.used.count()},
-                        {"reservation", job.reservation.count()}});
-      j["jobs"] = std::move(jobs);
-      gpus.push_back(std::move(j));
-    }
-    return Line({{"gpus", std::move(gpus)}, {"backend", g.backend}});
-  }
-  std::string EncodeReply(const HistoryReply& h) {
-    json jobs = json::array();
-    for (const JobSummary& s : h.jobs) jobs.push_back(ToJson(s));
-    json j{{"jobs", std::move(jobs)}};
-    if (h.next) j["next"] = *h.next;
-    return Line(std::move(j));
-  }
+template Result<HelloReply> DecodeReply<HelloReply>(std::string_view);
+template Result<SubmitReply> DecodeReply<SubmitReply>(std::string_view);
+template Result<QueueReply> DecodeReply<QueueReply>(std::string_view);
+template Result<ShowReply> DecodeReply<ShowReply>(std::string_view);
+template Result<CancelReply> DecodeReply<CancelReply>(std::string_view);
+template Result<ExplainReply> DecodeReply<ExplainReply>(std::string_view);
+template Result<LogsReply> DecodeReply<LogsReply>(std::string_view);
+template Result<GpusReply> DecodeReply<GpusReply>(std::string_view);
+template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
+template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
+template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
+template Result<SlurmRunReply> DecodeReply<SlurmRunReply>(std::string_view);
+template Result<ControlReply> DecodeReply<ControlReply>(std::string_view);
+template Result<RunReportReply> DecodeReply<RunReportReply>(std::string_view);
+template Result<EventsReply> DecodeReply<EventsReply>(std::string_view);
 
-  std::string_view ToString(SlurmPlacement p) {
-    switch (p) {
-      case SlurmPlacement::kPlaced:
-        return "placed";
-      case SlurmPlacement::kWaiting:
-        return "waiting";
-      case SlurmPlacement::kRequeue:
-        return "requeue";
-      case SlurmPlacement::kFailed:
-        break;
-    }
-    return "failed";
-  }
-  Result<SlurmPlacement> ParseSlurmPlacement(std::string_view text) {
-    for (SlurmPlacement p : {SlurmPlacement::kPlaced, SlurmPlacement::kWaiting,
-                             SlurmPlacement::kRequeue, SlurmPlacement::kFailed}) {
-      if (text == ToString(p)) return p;
-    }
-    return InvalidArgument(fmt::format("unknown placement state '{}'", text.substr(0, 64)));
-  }
-
-  std::string EncodeReply(const SlurmAttachReply& a) {
-    return Line({{"state", std::string(ToString(a.state))},
-                 {"job", a.job},
-                 {"env", a.env},
-                 {"env_defaults", a.env_defaults},
-                 {"reason", a.reason}});
-  }
-  std::string EncodeReply(const ControlReply& c) {
-    json results = json::array();
-    for (const ControlResult& r : c.results) {
-      json e{{"job", r.job}, {"ok", r.ok}};
-      if (r.ok) {
-        e["state"] = r.state;
-      } else {
-        e["error"] = r.error;
-        e["code"] = std::string(ToString(r.code));
-      }
-      results.push_back(std::move(e));
-    }
-    return Line({{"results", std::move(results)}});
-  }
-
-  namespace {
-  template <typename Enum, size_t N>
-  Result<Enum> ParseNamed(std::string_view text, const Enum (&all)[N], std::string_view what) {
-    std::string names;
-    for (Enum value : all) {
-      if (ToString(value) == text) return value;
-      names += (names.empty() ? "" : ", ") + std::string(ToString(value));
-    }
-    return InvalidArgument(
-        fmt::format("unknown {} '{}' (one of {})", what, text.substr(0, 64), names));
-  }
-  }  // namespace
-
-  std::string_view ToString(DependencyKind kind) {
-    switch (kind) {
-      case DependencyKind::kAfterOk:
-        return "afterok";
-      case DependencyKind::kAfterAny:
-        return "afterany";
-      case DependencyKind::kAfterNotOk:
-        break;
-    }
-    return "afternotok";
-  }
-  Result<DependencyKind> ParseDependencyKind(std::string_view text) {
-    static constexpr DependencyKind kAll[] = {DependencyKind::kAfterOk, DependencyKind::kAfterAny,
-                                              DependencyKind::kAfterNotOk};
-    return ParseNamed(text, kAll, "dependency kind");
-  }
-  std::string_view ToString(JobAction action) {
-    switch (action) {
-      case JobAction::kHold:
-        return "hold";
-      case JobAction::kRelease:
-        return "release";
-      case JobAction::kRequeue:
-        return "requeue";
-      case JobAction::kCancel:
-        break;
-    }
-    return "cancel";
-  }
-  Result<JobAction> ParseJobAction(std::string_view text) {
-    static constexpr JobAction kAll[] = {JobAction::kHold, JobAction::kRelease, JobAction::kRequeue,
-                                         JobAction::kCancel};
-    return ParseNamed(text, kAll, "action");
-  }
-
-  std::string EncodeReply(const SlurmEndReply& e) {
-    return Line({{"job", e.job}, {"state", e.state}});
-  }
-  std::string EncodeReply(const SlurmRunReply& run) {
-    return Line({{"job", run.job}, {"restarts", run.restarts}});
-  }
-
-  std::string EncodeReply(const RunReportReply& r) {
-    json gpus = json::array();
-    for (const RunGpu& g : r.gpus)
-      gpus.push_back({{"index", g.index},
-                      {"uuid", g.uuid},
-                      {"name", g.name},
-                      {"memory_total", g.memory_total.count()}});
-    // Absent values are left out of a point, so a reader can never take them for a reading.
-    json gpu_points = json::array();
-    for (const RunGpuPoint& p : r.gpu_points) {
-      json j{{"time", p.time}, {"gpu", p.gpu}};
-      const auto put = [&](const char* key, const std::optional<double>& v) {
-        if (v && std::isfinite(*v)) j[key] = *v;
-      };
-      put("memory_used", p.memory_used);
-      put("smact", p.smact);
-      put("smocc", p.smocc);
-      put("drama", p.drama);
-      put("power_watts", p.power_watts);
-      put("energy_joules", p.energy_joules);
-      gpu_points.push_back(std::move(j));
-    }
-    json job_points = json::array();
-    for (const RunJobPoint& p : r.job_points)
-      job_points.push_back(
-          {{"time", p.time}, {"job", p.job}, {"gpu", p.gpu}, {"memory", p.memory}});
-    json queue_points = json::array();
-    for (const RunQueuePoint& p : r.queue_points)
-      queue_points.push_back({{"time", p.time}, {"queued", p.queued}, {"running", p.running}});
-    json jobs = json::array();
-    for (const RunJob& job : r.jobs) {
-      json j = ToJson(job.summary);
-      json attempts = json::array();
-      for (const AttemptInfo& a : job.attempts) attempts.push_back(ToJson(a));
-      j["attempt_list"] = std::move(attempts);
-      jobs.push_back(std::move(j));
-    }
-    json j{{"since", r.since},
-           {"until", r.until},
-           {"backend", r.backend},
-           {"policy", r.policy},
-           {"gpus", std::move(gpus)},
-           {"gpu_points", std::move(gpu_points)},
-           {"job_points", std::move(job_points)},
-           {"queue_points", std::move(queue_points)},
-           {"bucket_seconds", r.bucket_seconds},
-           {"jobs", std::move(jobs)},
-           {"jobs_truncated", r.jobs_truncated},
-           {"history_points", r.history_points},
-           {"history_flushes", r.history_flushes},
-           {"history_write_seconds", r.history_write_seconds}};
-    if (!r.history_error.empty()) j["history_error"] = r.history_error;
-    return Line(std::move(j));
-    std::string EncodeReply(const EventsReply& e) {
-      json events = json::array();
-      for (const RecentEvent& event : e.events) {
-        json j{{"job", event.job},   {"user", event.user}, {"name", event.name},
-               {"time", event.time}, {"kind", event.kind}, {"detail", event.detail}};
-        if (event.redacted) j["redacted"] = true;
-        events.push_back(std::move(j));
-      }
-      return Line({{"events", std::move(events)}});
-    }
-
-    std::string EncodeError(ErrorCode code, std::string_view message) {
-      const json j{
-          {"ok", false}, {"error", std::string(message)}, {"code", std::string(ToString(code))}};
-      return j.dump(-1, ' ', false, json::error_handler_t::replace);
-    }
-    std::string EncodeError(const Status& error) {
-      return EncodeError(CodeOf(error), error.message());
-    }
-
-    template <typename T>
-    Result<T> DecodeReply(std::string_view line) {
-      const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object())
-        return Internal("colod sent a reply that is not JSON");
-      const auto ok = j.find("ok");
-      if (ok == j.end() || !ok->is_boolean()) return Internal("colod sent a reply without \"ok\"");
-      if (!ok->get<bool>()) {
-        Status status;
-        FieldReader r(j, "", &status);
-        const std::string message = r.String("error", "failed", 1 << 20);
-        const auto code = ParseErrorCode(r.String("code", "internal", 64));
-        return ToStatus(code.value_or(ErrorCode::kInternal), message);
-      }
-      Status status;
-      T reply = ReplyReader<T>::Read(j, &status);
-      if (!status.ok()) return Internal("colod sent a malformed reply: " + status.message());
-      return reply;
-    }
-
-    template Result<HelloReply> DecodeReply<HelloReply>(std::string_view);
-    template Result<SubmitReply> DecodeReply<SubmitReply>(std::string_view);
-    template Result<QueueReply> DecodeReply<QueueReply>(std::string_view);
-    template Result<ShowReply> DecodeReply<ShowReply>(std::string_view);
-    template Result<CancelReply> DecodeReply<CancelReply>(std::string_view);
-    template Result<ExplainReply> DecodeReply<ExplainReply>(std::string_view);
-    template Result<LogsReply> DecodeReply<LogsReply>(std::string_view);
-    template Result<GpusReply> DecodeReply<GpusReply>(std::string_view);
-    template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
-    template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
-    template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);
-    template Result<SlurmRunReply> DecodeReply<SlurmRunReply>(std::string_view);
-    template Result<ControlReply> DecodeReply<ControlReply>(std::string_view);
-    template Result<RunReportReply> DecodeReply<RunReportReply>(std::string_view);
-    template Result<EventsReply> DecodeReply<EventsReply>(std::string_view);
-
-  }  // namespace colo::api
+}  // namespace colo::api

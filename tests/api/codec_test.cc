@@ -283,42 +283,44 @@ TEST(Codec, SlurmHabitsRoundTripAndAreChecked) {
   EXPECT_EQ(decoded->results[0].state, "held");
   EXPECT_FALSE(decoded->results[1].ok);
   EXPECT_EQ(decoded->results[1].code, ErrorCode::kNotFound);
-  TEST(Codec, EventsAndGpuJobsRoundTripAndTheLimitIsBounded) {
-    auto request = DecodeRequest(EncodeRequest(EventsRequest{30}));
-    ASSERT_TRUE(request.ok()) << request.status().message();
-    EXPECT_EQ(OpName(*request), "events");
-    EXPECT_EQ(std::get<EventsRequest>(*request).limit, 30);
-    EXPECT_EQ(std::get<EventsRequest>(*DecodeRequest(R"({"api":1,"op":"events"})")).limit, 50);
-    for (const char* bad :
-         {R"({"api":1,"op":"events","limit":0})", R"({"api":1,"op":"events","limit":201})",
-          R"({"api":1,"op":"events","limit":"10"})"}) {
-      auto decoded = DecodeRequest(bad);
-      ASSERT_FALSE(decoded.ok()) << bad;
-      EXPECT_NE(decoded.status().message().find("limit"), std::string::npos);
-    }
-    EventsReply events;
-    events.events.push_back({7, "bob", "train", 12.5, "started", "", true});
-    events.events.push_back({8, "alice", "eval", 11.0, "failed", "exit 1", false});
-    auto back = DecodeReply<EventsReply>(EncodeReply(events));
-    ASSERT_TRUE(back.ok()) << back.status().message();
-    ASSERT_EQ(back->events.size(), 2u);
-    EXPECT_EQ(back->events[0].job, 7);
-    EXPECT_EQ(back->events[0].user, "bob");
-    EXPECT_TRUE(back->events[0].redacted);
-    EXPECT_EQ(back->events[1].detail, "exit 1");
-    EXPECT_FALSE(back->events[1].redacted);
-    EXPECT_DOUBLE_EQ(back->events[1].time, 11.0);
+}
 
-    GpusReply gpus;
-    GpuInfoReply gpu;
-    gpu.memory_total = GiB(80);
-    gpu.jobs.push_back({3, "train", "alice", "plain", GiB(5), GiB(4), GiB(12)});
-    gpus.gpus.push_back(gpu);
-    auto gpus_back = DecodeReply<GpusReply>(EncodeReply(gpus));
-    ASSERT_TRUE(gpus_back.ok()) << gpus_back.status().message();
-    EXPECT_EQ(gpus_back->gpus.at(0).jobs.at(0).used, GiB(4));
-    EXPECT_EQ(gpus_back->gpus.at(0).jobs.at(0).reservation, GiB(12));
+TEST(Codec, EventsAndGpuJobsRoundTripAndTheLimitIsBounded) {
+  auto request = DecodeRequest(EncodeRequest(EventsRequest{30}));
+  ASSERT_TRUE(request.ok()) << request.status().message();
+  EXPECT_EQ(OpName(*request), "events");
+  EXPECT_EQ(std::get<EventsRequest>(*request).limit, 30);
+  EXPECT_EQ(std::get<EventsRequest>(*DecodeRequest(R"({"api":1,"op":"events"})")).limit, 50);
+  for (const char* bad :
+       {R"({"api":1,"op":"events","limit":0})", R"({"api":1,"op":"events","limit":201})",
+        R"({"api":1,"op":"events","limit":"10"})"}) {
+    auto decoded = DecodeRequest(bad);
+    ASSERT_FALSE(decoded.ok()) << bad;
+    EXPECT_NE(decoded.status().message().find("limit"), std::string::npos);
   }
+  EventsReply events;
+  events.events.push_back({7, "bob", "train", 12.5, "started", "", true});
+  events.events.push_back({8, "alice", "eval", 11.0, "failed", "exit 1", false});
+  auto back = DecodeReply<EventsReply>(EncodeReply(events));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->events.size(), 2u);
+  EXPECT_EQ(back->events[0].job, 7);
+  EXPECT_EQ(back->events[0].user, "bob");
+  EXPECT_TRUE(back->events[0].redacted);
+  EXPECT_EQ(back->events[1].detail, "exit 1");
+  EXPECT_FALSE(back->events[1].redacted);
+  EXPECT_DOUBLE_EQ(back->events[1].time, 11.0);
+
+  GpusReply gpus;
+  GpuInfoReply gpu;
+  gpu.memory_total = GiB(80);
+  gpu.jobs.push_back({3, "train", "alice", "plain", GiB(5), GiB(4), GiB(12)});
+  gpus.gpus.push_back(gpu);
+  auto gpus_back = DecodeReply<GpusReply>(EncodeReply(gpus));
+  ASSERT_TRUE(gpus_back.ok()) << gpus_back.status().message();
+  EXPECT_EQ(gpus_back->gpus.at(0).jobs.at(0).used, GiB(4));
+  EXPECT_EQ(gpus_back->gpus.at(0).jobs.at(0).reservation, GiB(12));
+}
 
 }  // namespace
 }  // namespace colo::api
