@@ -247,7 +247,10 @@ class Client:
                 conn.connect(self.socket_path)
                 conn.sendall(line)
                 reply = self._read_line(conn)
-        except (OSError, socket.timeout) as error:
+        except socket.timeout as error:
+            raise Unavailable(f"colod at {self.socket_path} did not answer within "
+                              f"{self.timeout} s") from error
+        except OSError as error:
             raise Unreachable(f"cannot reach colod at {self.socket_path}: {error} (is colod "
                               "running? set COLO_SOCKET)") from error
         try:
@@ -274,7 +277,7 @@ class Client:
             chunks.append(chunk)
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
-                raise OSError("colod's reply is too large")
+                raise TooLarge(f"colod's reply is larger than {MAX_REPLY_BYTES} bytes")
 
     # Jobs.
     def submit(self, command: Sequence[str], *, gpus=1, memory=None, share=None, threads=None,
@@ -316,11 +319,15 @@ class Client:
             raise InvalidArgument(f"cannot run {argv[0]}: {error}") from error
         if done.returncode != 0:
             raise InvalidArgument(done.stderr.strip() or f"colo estimate failed ({done.returncode})")
-        report = json.loads(done.stdout)
-        best = next((e for e in report["estimates"] if e.get("estimator") == report.get("best")),
+        try:
+            report = json.loads(done.stdout)
+            estimates = report["estimates"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ColoError(f"colo estimate printed no report: {error}") from error
+        best = next((e for e in estimates if e.get("estimator") == report.get("best")),
                     None)
         if best is None:
-            reasons = "; ".join(f"{e['estimator']}: {e.get('error', '')}" for e in report["estimates"])
+            reasons = "; ".join(f"{e['estimator']}: {e.get('error', '')}" for e in estimates)
             raise InvalidArgument(f"no estimator could answer for {summary}: {reasons}")
         estimate = {key: best[key] for key in ("peak", "lower", "upper", "detail")}
         estimate["estimator"] = best["estimator"]
@@ -370,9 +377,10 @@ class Client:
             time.sleep(delay)
             delay = min(poll, delay * 2)  # quick for short jobs, gentle on colod for long ones
 
-    def logs(self, job, stderr=False) -> str:
-        """What the job's latest attempt wrote to stdout (or stderr); "" before it started. The
-        file is the job owner's: it is read as this process, never following a link."""
+    def logs(self, job, stderr=False, max_bytes=16 << 20) -> str:
+        """What the job's latest attempt wrote to stdout (or stderr), its last `max_bytes` at
+        most; "" before it started. The file is the job owner's: it is read as this process,
+        never following a link, and never more than `max_bytes` of it."""
         reply = self.call("logs", job=int(job))
         path = reply.get("stderr" if stderr else "stdout", "")
         if not path:
@@ -381,8 +389,11 @@ class Client:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise PermissionDenied(f"{path} is not a regular file")
+            size = os.fstat(fd).st_size
+            if size > max_bytes:
+                os.lseek(fd, size - max_bytes, os.SEEK_SET)
             with os.fdopen(fd, "rb", closefd=False) as f:
-                return f.read().decode("utf-8", "replace")
+                return f.read(max_bytes).decode("utf-8", "replace")
         finally:
             os.close(fd)
 

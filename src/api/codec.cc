@@ -1025,8 +1025,9 @@ Result<Request> DecodeRequest(std::string_view line) {
     request = std::move(*control);
   } else if (op == "report") {
     RunReportRequest q;
-    q.since = r.Number("since", 0, 0, 1e12);
-    q.until = r.Number("until", 0, 0, 1e12);
+    // Seconds since the epoch up to 2096: colod's clocks count nanoseconds in 64 bits.
+    q.since = r.Number("since", 0, 0, 4e9);
+    q.until = r.Number("until", 0, 0, 4e9);
     q.max_points = static_cast<int>(r.Int("max_points", 2000, 10, kMaxReportPoints));
     request = q;
   } else if (op == "slurm_attach") {

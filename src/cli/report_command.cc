@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +13,7 @@
 #include <map>
 
 #include "api/client.h"
+#include "cli/client_commands.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -62,8 +63,12 @@ double Mean(const std::vector<double>& v) {
 std::string Cell(const std::optional<double>& v) {
   return v ? fmt::format("{}", *v) : std::string();  // missing stays an empty field
 }
+// A CSV field, quoted; one that a spreadsheet would take for a formula (a job's name is its
+// owner's to choose) starts with an apostrophe.
 std::string Quoted(const std::string& text) {
   std::string out = "\"";
+  if (!text.empty() && std::string_view("=+-@\t\r").find(text.front()) != std::string_view::npos)
+    out += '\'';
   for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
@@ -266,27 +271,29 @@ void AddReportCommand(CLI::App& app, ReportCommandOptions& o) {
 }
 
 int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
-  const auto fail = [](const std::string& message) {
-    fmt::print(stderr, "colo report: {}\n", Printable(message));
-    return 1;
+  // Errors as every colo command gives them: JSON with --json, exit 2 for a usage error.
+  const auto fail = [&](const Status& error, int exit_code = kExitError) {
+    return ReportError(error, o.json, exit_code);
   };
   const double now = NowSeconds();
   api::RunReportRequest request;
   request.max_points = o.max_points;
   if (!o.since.empty()) {
     auto since = ParseReportTime(o.since, now);
-    if (!since.ok()) return fail("--since: " + since.status().message());
+    if (!since.ok())
+      return fail(InvalidArgument("--since: " + since.status().message()), kExitUsage);
     request.since = *since;
   }
   if (!o.until.empty()) {
     auto until = ParseReportTime(o.until, now);
-    if (!until.ok()) return fail("--until: " + until.status().message());
+    if (!until.ok())
+      return fail(InvalidArgument("--until: " + until.status().message()), kExitUsage);
     request.until = *until;
   }
   auto client = api::Client::Connect(socket.empty() ? api::DefaultSocketPath() : socket);
-  if (!client.ok()) return fail(client.status().message());
+  if (!client.ok()) return fail(client.status());
   auto run = client->Call(request);
-  if (!run.ok()) return fail(run.status().message());
+  if (!run.ok()) return fail(run.status());
   if (!run->history_error.empty())
     fmt::print(stderr, "colo report: note: {}\n", Printable(run->history_error));
   if (run->jobs_truncated)
@@ -317,7 +324,7 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
     for (const auto& [name, text] :
          {std::pair{"gpus.csv", GpuCsv(*run)}, std::pair{"job_memory.csv", JobMemoryCsv(*run)},
           std::pair{"queue.csv", QueueCsv(*run)}, std::pair{"jobs.csv", JobsCsv(*run)}}) {
-      if (Status s = WriteFile(dir / name, text); !s.ok()) return fail(s.message());
+      if (Status s = WriteFile(dir / name, text); !s.ok()) return fail(s);
     }
     fmt::print(stderr, "series: {}\n", std::filesystem::absolute(dir).string());
   }
@@ -331,7 +338,7 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
       text = GpuCsv(*run);
     else
       text = ToHtml(context, results, "");
-    if (Status s = WriteFile(path, text); !s.ok()) return fail(s.message());
+    if (Status s = WriteFile(path, text); !s.ok()) return fail(s);
     fmt::print(stderr, "report: {}\n", std::filesystem::absolute(path).string());
   }
   if (o.json) {

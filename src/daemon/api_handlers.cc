@@ -417,9 +417,26 @@ Result<api::HistoryReply> ApiHandlers::Handle(const Identity& caller,
 
 // Jobs one report holds at most; a longer range says it was cut.
 constexpr size_t kMaxReportJobs = 20000;
+// What one user's report may hold and how often one may ask: a report is read and encoded on the
+// event loop (about 0.15 ms per job), so these bound the stall any one user can cause.
+constexpr size_t kMaxReportJobsPerUser = 2000;
+constexpr size_t kReportsPerWindow = 5;
+constexpr Duration kReportWindow = Seconds(10);
 
 Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
                                                 const api::RunReportRequest& request) {
+  if (caller.uid != 0) {
+    const TimePoint now = c_.clock.Now();
+    std::deque<TimePoint>& recent = recent_reports_[caller.uid];
+    while (!recent.empty() && now - recent.front() >= kReportWindow) recent.pop_front();
+    if (recent.size() >= kReportsPerWindow) {
+      return ResourceExhausted(fmt::format(
+          "at most {} reports in {:.0f} s per user; ask again in {:.1f} s", kReportsPerWindow,
+          ToSeconds(kReportWindow), ToSeconds(kReportWindow - (now - recent.front()))));
+    }
+    recent.push_back(now);
+  }
+  const size_t max_jobs = caller.uid == 0 ? kMaxReportJobs : kMaxReportJobsPerUser;
   api::RunReportReply reply;
   reply.until = request.until > 0 ? request.until : Seconds(c_.clock.WallNow());
   reply.since = request.since;
@@ -460,15 +477,15 @@ Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
     return WallTime(
         std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(s)));
   };
-  auto ended = c_.store.EndedBetween(wall(reply.since), wall(reply.until), kMaxReportJobs);
+  auto ended = c_.store.EndedBetween(wall(reply.since), wall(reply.until), max_jobs);
   if (!ended.ok()) return ended.status();
   std::vector<const Job*> jobs;
   for (const Job& job : *ended) jobs.push_back(&job);
   for (const auto& [id, job] : c_.controller.live_jobs()) {
     if (job.live() && Seconds(job.submitted) < reply.until) jobs.push_back(&job);
   }
-  if (jobs.size() > kMaxReportJobs) {
-    jobs.resize(kMaxReportJobs);
+  if (jobs.size() > max_jobs) {
+    jobs.resize(max_jobs);
     reply.jobs_truncated = true;
   }
   for (const Job* job : jobs) {
@@ -479,6 +496,8 @@ Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
       for (api::AttemptInfo& a : run.attempts) {
         a.detail.clear();
         a.pid = 0;
+        a.exit_code.reset();
+        a.exit_signal.reset();
       }
     }
     reply.jobs.push_back(std::move(run));

@@ -4,6 +4,8 @@
 // cancelling likewise; other users' jobs are listed without them.
 #pragma once
 
+#include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +72,9 @@ class ApiHandlers {
   std::vector<int> GpuIndices(const std::vector<std::string>& uuids) const;
 
   HandlerContext c_;
+  // When each user's latest reports were asked for: a report is read on the event loop, so one
+  // user may ask for a few in any window (root is not limited).
+  std::map<unsigned, std::deque<TimePoint>> recent_reports_;
 };
 
 }  // namespace colo

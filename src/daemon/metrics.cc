@@ -138,6 +138,9 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
     for (size_t i = 0; i < sampled; ++i) {
       const DeviceSample& s = latest->devices[i];
       if (!g.activity) {
+        // A failed memory query leaves used and total at 0: unknown, not empty.
+        const bool memory = std::string_view(g.name) == "colo_gpu_memory_used_bytes";
+        if (memory && s.memory_total == Bytes(0)) continue;
         w.Sample(g.name, gpu_labels[i], g.get(s));
       } else if (s.activity_source != ActivitySource::kUtilization) {
         w.Sample(g.name,
@@ -192,10 +195,11 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
       for (size_t e = 0; e < r->gpus.size(); ++e) {
         const size_t g = static_cast<size_t>(r->gpus[e]);
         if (g >= gpu_labels.size()) continue;
-        Bytes value = k == 0   ? (r->need.known() ? r->need.Upper() : Bytes(0))
-                      : k == 1 ? scheduler.Reservation(*r)
-                               : (e < r->current_use.size() ? r->current_use[e] : Bytes(0));
-        if (k == 0 && !r->need.known()) continue;  // a job with no plan has no series
+        if (k == 0 && !r->need.known()) continue;            // no plan: no series
+        if (k == 2 && e >= r->current_use.size()) continue;  // not seen yet: no series
+        const Bytes value = k == 0   ? r->need.Upper()
+                            : k == 1 ? scheduler.Reservation(*r)
+                                     : r->current_use[e];
         w.Sample(
             job_gauges[k].name,
             fmt::format("job=\"{}\",user=\"{}\",{}", id, Escape(job.owner.user), gpu_labels[g]),

@@ -45,6 +45,8 @@ class PythonClientTest(harness.E2ETest):
         self.assertEqual(len(attempt.gpu_uuids), 1)
         self.assertEqual(self.client.logs(job), f"hello from {job}\n")
         self.assertEqual(self.client.logs(job, stderr=True), "oops\n")
+        # A log is its owner's file: the client reads its end, never more than max_bytes.
+        self.assertEqual(self.client.logs(job, max_bytes=6), f"hello from {job}\n"[-6:])
         self.assertIn(job, [j.id for j in self.client.history()])
         gpus = self.client.gpus()
         self.assertEqual(len(gpus), 2)

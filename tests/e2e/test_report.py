@@ -100,8 +100,10 @@ class ReportTest(harness.E2ETest):
         early = self.report_json("--until", str(int(time.time()) - 3600))["runs"][0]
         self.assertEqual(early["jobs"], 0)
         bad = self.colo("report", "--since", "yesterday-ish")
-        self.assertEqual(bad.returncode, 1)
+        self.assertEqual(bad.returncode, 2, "a usage error, as for every colo command")
         self.assertIn("--since", bad.stderr)
+        bad = json.loads(self.colo("report", "--json", "--since", "yesterday-ish").stdout)
+        self.assertEqual(bad["error"]["code"], "invalid_argument")
 
     def test_html_csv_and_compare_with(self):
         jobs = self.run_jobs()
