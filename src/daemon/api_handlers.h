@@ -37,7 +37,7 @@ struct HandlerContext {
   SlurmBridge* slurm = nullptr;     // set on a Slurm node
   HistoryStore* history = nullptr;  // absent: no history kept (history_problem says why)
   const std::string* history_problem = nullptr;
-  std::string policy;  // the policy spec colod places with, gates included
+  std::string policy = {};  // the policy spec colod places with, gates included
 };
 
 class ApiHandlers {
