@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "api/output_pattern.h"
+
 namespace colo::api {
 
 using nlohmann::json;
@@ -239,6 +241,8 @@ struct RequestEncoder {
     if (s.hold) j["hold"] = true;
     if (s.priority != 0) j["priority"] = s.priority;
     if (s.array) j["array"] = {{"tasks", s.array->tasks}, {"limit", s.array->limit}};
+    if (!s.output.empty()) j["output"] = s.output;
+    if (!s.error.empty()) j["error"] = s.error;
     return j;
   }
   json operator()(const ControlRequest& c) const {
@@ -385,6 +389,12 @@ Result<SubmitRequest> ReadSubmit(const json& j) {
     }
     s.array = std::move(spec);
   }
+  for (auto [field, value] : {std::pair{"output", &s.output}, std::pair{"error", &s.error}}) {
+    *value = r.String(field, "", kMaxOutputPatternBytes);
+    if (!r.Has(field)) continue;
+    if (Status checked = CheckOutputPattern(*value); !checked.ok())
+      r.Fail(field, checked.message());
+  }
   if (!status.ok()) return status;
   return s;
 }
@@ -481,6 +491,8 @@ json ToJson(const JobDetail& d) {
   if (d.reservation) j["reservation"] = d.reservation->count();
   if (d.smact) j["smact"] = *d.smact;
   j["oom_count"] = d.oom_count;
+  if (!d.output_file.empty()) j["output_file"] = d.output_file;
+  if (!d.error_file.empty()) j["error_file"] = d.error_file;
   json events = json::array();
   for (const EventInfo& e : d.events)
     events.push_back({{"time", e.time}, {"kind", e.kind}, {"detail", e.detail}});
@@ -581,6 +593,8 @@ JobDetail ReadDetail(const json& j, Status* status) {
   if (r.Has("reservation")) d.reservation = Bytes(r.Int("reservation", 0, 0, kMaxMemoryBytes));
   if (r.Has("smact")) d.smact = r.Number("smact", 0, 0, 1);
   d.oom_count = static_cast<int>(r.Int("oom_count", 0, 0, 1 << 30));
+  d.output_file = r.String("output_file", "", 1 << 20);
+  d.error_file = r.String("error_file", "", 1 << 20);
   if (const auto it = j.find("events"); it != j.end() && it->is_array()) {
     for (const json& e : *it) {
       if (!e.is_object()) continue;

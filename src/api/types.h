@@ -110,6 +110,9 @@ struct SubmitRequest {
   bool hold = false;  // waits until released
   int priority = 0;   // among the submitter's own waiting jobs, higher first
   std::optional<ArraySpec> array;
+  // Files the job's stdout and stderr are copied to (sbatch -o/-e; output_pattern.h); empty:
+  // none. Only -o: both go there.
+  std::string output, error;
 };
 // Acts on several jobs at once (scontrol hold/release/requeue, scancel): each job gets its own
 // answer, so one that may not be touched does not stop the others.
@@ -279,6 +282,8 @@ struct JobDetail {
   std::optional<double> smact;
   int oom_count = 0;
   std::vector<EventInfo> events;
+  // The files -o/-e name, as the latest attempt (or, before one, the first) writes them.
+  std::string output_file, error_file;
 };
 
 struct QueueReply {

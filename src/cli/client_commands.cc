@@ -14,9 +14,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 
 #include "api/client.h"
+#include "api/output_pattern.h"
 #include "cli/conda.h"
 #include "cli/control_commands.h"
 #include "cli/estimate_command.h"
@@ -149,6 +151,11 @@ bool IsRegularFile(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool IsDirectory(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 // The job's command and settings from a CARMA task file.
 Status ApplyRadTask(const std::string& path, const std::vector<std::string>& environment,
                     api::SubmitRequest& r, ClientOptions& o) {
@@ -208,6 +215,11 @@ Status ApplyJobScript(const std::vector<std::string>& words, api::SubmitRequest&
   if (o.name.empty() && d.name) o.name = *d.name;
   if (o.threads == 0 && d.threads) o.threads = *d.threads;
   if (o.smact < 0 && d.smact) o.smact = *d.smact;
+  if (o.output.empty() && d.output) o.output = *d.output;
+  if (o.error.empty() && d.error) o.error = *d.error;
+  if (o.time_limit.empty() && d.time_limit) o.time_limit = *d.time_limit;
+  if (o.array.empty() && d.array) o.array = *d.array;
+  if (o.dependency.empty() && d.dependency) o.dependency = *d.dependency;
   const std::string absolute = fs::absolute(path).lexically_normal().string();
   if (access(path.c_str(), X_OK) == 0) {
     r.command = {absolute};
@@ -428,13 +440,19 @@ int Logs(const ClientOptions& o) {
     fmt::print("{}\n", api::EncodeReply(*reply));
     return kExitOk;
   }
-  if (reply->attempt == 0) {
+  if (reply->attempt == 0 && !Ended(reply->state)) {
     fmt::print(stderr, "colo: job {} has not started yet (colo logs -f waits for it)\n", o.job);
     return kExitOk;
   }
-  AttemptLogs logs(o, *reply);
-  if (Status s = logs.Drain(true); !s.ok()) return Fail(o, s);
-  return kExitOk;
+  if (reply->attempt > 0) {
+    AttemptLogs logs(o, *reply);
+    if (Status s = logs.Drain(true); !s.ok()) return Fail(o, s);
+  }
+  // Like -f: a job that ended other than well makes the exit code say so.
+  if (!Ended(reply->state) || reply->state == JobState::kSucceeded) return kExitOk;
+  fmt::print(stderr, "colo: job {} {}{}\n", o.job, ToString(reply->state),
+             reply->attempt == 0 ? " before it started" : "");
+  return kExitError;
 }
 
 int History(const ClientOptions& o) {
@@ -466,6 +484,10 @@ void PrintShow(const api::JobDetail& j) {
   for (const std::string& w : j.command) words.push_back(Printable(w));
   fmt::print("   Command={}\n   WorkDir={} Source={}\n", Join(words, " "), Printable(j.workdir),
              Printable(j.source));
+  if (!j.output_file.empty() || !j.error_file.empty()) {
+    fmt::print("   StdOut={} StdErr={}\n", j.output_file.empty() ? "-" : Printable(j.output_file),
+               j.error_file.empty() ? "-" : Printable(j.error_file));
+  }
   fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", s.gpus,
              s.memory ? FormatBytes(*s.memory) : "unknown", j.need ? FormatBytes(*j.need) : "-",
              j.need_source.empty() ? "-" : j.need_source, ToString(s.share));
@@ -611,6 +633,20 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
     if (!array.ok()) return array.status();
     r.array = *std::move(array);
   }
+  for (auto [flag, pattern, field] :
+       {std::tuple{"--output", &o.output, &r.output}, std::tuple{"--error", &o.error, &r.error}}) {
+    if (pattern->empty()) continue;
+    if (Status checked = api::CheckOutputPattern(*pattern); !checked.ok())
+      return InvalidArgument(fmt::format("{}: {}", flag, checked.message()));
+    // A directory that is named outright and missing would fail every attempt at its start.
+    const fs::path file =
+        fs::path(*pattern).is_absolute() ? fs::path(*pattern) : fs::path(r.workdir) / *pattern;
+    const std::string directory = file.parent_path().string();
+    if (directory.find('%') == std::string::npos && !IsDirectory(directory))
+      return InvalidArgument(
+          fmt::format("{}: directory {} does not exist", flag, Printable(directory)));
+    *field = *pattern;
+  }
   r.hold = o.hold;
   r.priority = o.priority - o.nice;
   if (r.priority < -api::kMaxPriority || r.priority > api::kMaxPriority)
@@ -671,6 +707,11 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                      "a job array: 0-99, 1,3,5 or 0-15:4, with %N to run at most N at once; "
                      "each task gets COLO_ARRAY_JOB_ID and COLO_ARRAY_TASK_ID; %A and %a in "
                      "--name become them");
+  submit->add_option("-o,--output", o.output,
+                     "also write the job's stdout (and its stderr, without -e) to this file: "
+                     "%j job id, %A array id, %a task id, %u user, %x name, %N host, %% a "
+                     "percent sign (relative to --chdir)");
+  submit->add_option("-e,--error", o.error, "also write the job's stderr to this file (as -o)");
   submit->add_option("--export", o.export_env,
                      "environment for the job: ALL (default), NONE, or NAME[=value],... (with "
                      "ALL: added to yours)");
@@ -688,11 +729,15 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
        {std::pair{"show", "everything about one of your jobs"},
         std::pair{"explain", "why a job waits: the gate that stopped it on each GPU"}}) {
     auto* sub = app.add_subcommand(name, help);
-    sub->add_option("job", o.job, "job id")->required();
+    sub->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
+        ->required()
+        ->check(JobRefValidator());
     sub->add_flag("--json", o.json);
   }
   auto* logs = app.add_subcommand("logs", "a job's output (your own jobs)");
-  logs->add_option("job", o.job, "job id")->required();
+  logs->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
+      ->required()
+      ->check(JobRefValidator());
   logs->add_flag("-f,--follow", o.follow, "keep printing while the job runs");
   auto* logs_stderr = logs->add_flag("--stderr", o.stderr_log, "show stderr instead of stdout");
   logs->add_flag("--both", o.both_logs, "show stdout and stderr (each on colo's own)")
@@ -734,7 +779,19 @@ int ReportError(const Status& error, bool json, int exit_code) {
   return exit_code;
 }
 
-int RunClientCommand(CLI::App& app, const ClientOptions& o) {
+int RunClientCommand(CLI::App& app, const ClientOptions& options) {
+  ClientOptions o = options;
+  // Job arguments as typed become ids (an array task is looked up).
+  if (!o.job_ref.empty()) {
+    auto id = ResolveJobRef(o, o.job_ref);
+    if (!id.ok()) return Fail(o, id.status());
+    o.job = *id;
+  }
+  for (const std::string& ref : o.job_refs) {
+    auto id = ResolveJobRef(o, ref);
+    if (!id.ok()) return Fail(o, id.status());
+    o.jobs.push_back(*id);
+  }
   if (app.got_subcommand("submit")) return Submit(o);
   if (app.got_subcommand("logs")) return Logs(o);
   if (app.got_subcommand("history")) return History(o);

@@ -24,12 +24,16 @@ struct ClientOptions {
   std::vector<std::string> command;
   // submit: sbatch's --time, --dependency, --after, --hold, --priority, --nice, --export
   std::string time_limit, dependency, after, export_env, array;
+  std::string output, error;  // sbatch's -o/-e file patterns
   bool hold = false;
   int priority = 0, nice = 0;
-  // cancel, hold, release, requeue, wait (cancel also filters by user, name and state)
+  // cancel, hold, release, requeue, wait (cancel also filters by user, name and state): as
+  // typed (job_refs: ID or Slurm's ARRAY_TASK), then resolved to ids (jobs)
+  std::vector<std::string> job_refs;
   std::vector<long long> jobs;
   std::string state_filter;
-  // show, logs, explain
+  // show, logs, explain: as typed (job_ref), then resolved (job)
+  std::string job_ref;
   long long job = 0;
   bool follow = false, stderr_log = false, all = false;
   bool both_logs = false;  // logs: stdout and stderr, each to its own stream

@@ -323,10 +323,69 @@ Result<std::vector<std::string>> ApplyExport(std::string_view spec,
   return env;
 }
 
+namespace {
+struct JobRef {
+  int64_t id = 0;
+  std::optional<int64_t> task;  // set: task `task` of array `id`
+};
+std::optional<JobRef> ParseJobRef(std::string_view text) {
+  const size_t underscore = text.find('_');
+  const auto id = Number(text.substr(0, underscore));
+  if (!id || *id <= 0) return std::nullopt;
+  if (underscore == std::string_view::npos) return JobRef{*id, std::nullopt};
+  const auto task = Number(text.substr(underscore + 1));
+  if (!task || *task > api::kMaxArrayTaskId) return std::nullopt;
+  return JobRef{*id, *task};
+}
+}  // namespace
+
+bool IsJobRef(std::string_view text) {
+  return ParseJobRef(text).has_value();
+}
+
+CLI::Validator JobRefValidator() {
+  return CLI::Validator(
+      [](std::string& text) {
+        return IsJobRef(text) ? std::string()
+                              : fmt::format("'{}' is not a job id (ID, or ARRAY_TASK such as 12_3)",
+                                            Printable(text));
+      },
+      "ID|ARRAY_TASK");
+}
+
+Result<JobId> ResolveJobRef(const ClientOptions& o, std::string_view text) {
+  const std::optional<JobRef> ref = ParseJobRef(text);
+  if (!ref) return InvalidArgument(fmt::format("'{}' is not a job id", Printable(text)));
+  if (!ref->task) return ref->id;
+  const auto is_task = [&](const api::JobSummary& j) {
+    return j.array_job == ref->id && j.array_task == *ref->task;
+  };
+  auto live = Call(o, api::QueueRequest{});
+  if (!live.ok()) return live.status();
+  for (const api::JobSummary& j : live->jobs) {
+    if (is_task(j)) return j.id;
+  }
+  // A task's id is never below its array's: the history is read back to there, a page at a time.
+  api::HistoryRequest request;
+  request.all = true;
+  request.limit = api::kMaxHistoryPage;
+  for (;;) {
+    auto page = Call(o, request);
+    if (!page.ok()) return page.status();
+    for (const api::JobSummary& j : page->jobs) {
+      if (is_task(j)) return j.id;
+    }
+    if (!page->next || *page->next <= ref->id) break;
+    request.before = page->next;
+  }
+  return NotFound(fmt::format("no task {} of array {}", *ref->task, ref->id));
+}
+
 void AddControlCommands(CLI::App& app, ClientOptions& o) {
   auto* cancel = app.add_subcommand(
       "cancel", "cancel jobs by id or by filters (like scancel; your own, root any)");
-  cancel->add_option("jobs", o.jobs, "job ids");
+  cancel->add_option("jobs", o.job_refs, "job ids (ARRAY_TASK for one task of an array)")
+      ->check(JobRefValidator());
   cancel->add_option("-u,--user", o.user, "only this user's jobs (default with filters: yours)");
   cancel->add_option("-n,--name", o.name, "only jobs with this name");
   cancel->add_option("-t,--state", o.state_filter, "only jobs in this state: PD, R or RQ");
@@ -341,7 +400,9 @@ void AddControlCommands(CLI::App& app, ClientOptions& o) {
                   "wait until jobs end; exits with the first failing job's exit code (0: all "
                   "succeeded)"}}) {
     auto* sub = app.add_subcommand(name, help);
-    sub->add_option("jobs", o.jobs, "job ids")->required();
+    sub->add_option("jobs", o.job_refs, "job ids (ARRAY_TASK for one task of an array)")
+        ->required()
+        ->check(JobRefValidator());
     sub->add_flag("--json", o.json);
   }
 }

@@ -27,6 +27,14 @@ Result<api::ArraySpec> ParseArraySpec(std::string_view text,
 Result<std::vector<std::string>> ApplyExport(std::string_view spec,
                                              const std::vector<std::string>& environment);
 
+// A job as the command line names it: its id, or a task of an array as Slurm writes it,
+// ARRAY_TASK (12_3: task 3 of array 12). IsJobRef checks the form; ResolveJobRef finds the task
+// among the live jobs, then in the history (newest first, back to the array's id).
+bool IsJobRef(std::string_view text);
+Result<JobId> ResolveJobRef(const ClientOptions& options, std::string_view text);
+// The check CLI11 runs on a job argument, so that a malformed one is a usage error.
+CLI::Validator JobRefValidator();
+
 void AddControlCommands(CLI::App& app, ClientOptions& options);
 // Runs cancel, hold, release, requeue or wait; -1 when none of them was given.
 int RunControlCommand(CLI::App& app, const ClientOptions& options);

@@ -146,6 +146,8 @@ api::JobDetail ApiHandlers::Detail(const Job& job) const {
   d.command = job.spec.command;
   d.workdir = job.workdir;
   d.source = job.source;
+  d.output_file = OutputFileOf(job, job.output_pattern);
+  d.error_file = job.error_pattern.empty() ? d.output_file : OutputFileOf(job, job.error_pattern);
   d.estimate = job.estimate;
   if (job.spec.expected_smact >= 0) d.smact = job.spec.expected_smact;
   for (const Attempt& a : job.attempts) {

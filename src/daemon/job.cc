@@ -1,7 +1,21 @@
 // Names of a job record's enums, as logs and the stored record write them.
 #include "daemon/job.h"
 
+#include <unistd.h>
+
+#include "api/output_pattern.h"
+
 namespace colo {
+namespace {
+
+std::string ShortHostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  std::string name(host);
+  return name.substr(0, name.find('.'));
+}
+
+}  // namespace
 
 std::string_view ToString(Attempt::Phase phase) {
   switch (phase) {
@@ -25,6 +39,23 @@ void CollectRuns(const Job& job, size_t limit, ModelRuns& runs) {
     if (a->solo_smact >= 0 && runs.solo_smact.size() < limit)
       runs.solo_smact.push_back(a->solo_smact);
   }
+}
+
+std::string OutputFileOf(const Job& job, std::string_view pattern) {
+  if (pattern.empty()) return "";
+  static const std::string host = ShortHostName();
+  api::OutputNames names;
+  names.job = job.id();
+  if (job.array) {
+    names.array_job = job.array->job;
+    names.array_task = job.array->task;
+  }
+  names.user = job.owner.user;
+  names.name = job.spec.name;
+  names.host = host;
+  std::string file = api::ExpandOutputPattern(pattern, names);
+  if (!file.starts_with('/')) file = job.workdir + (job.workdir.ends_with('/') ? "" : "/") + file;
+  return file;
 }
 
 }  // namespace colo

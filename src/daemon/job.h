@@ -87,12 +87,19 @@ struct Job {
   std::vector<api::Dependency> dependencies;  // still to be met (met ones are dropped)
   bool requeue_requested = false;             // stopped to be queued again
   std::optional<ArrayMembership> array;
+  // sbatch -o/-e: where the job's user's copies of its output go (api/output_pattern.h); empty:
+  // none. Only an output pattern: stderr goes there too.
+  std::string output_pattern, error_pattern;
 
   JobId id() const { return spec.id; }
   const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
   Attempt* current() { return attempts.empty() ? nullptr : &attempts.back(); }
   bool live() const { return !IsTerminal(state); }
 };
+
+// The file a -o/-e pattern of the job names, absolute (a relative pattern is taken from its
+// working directory); empty for an empty pattern.
+std::string OutputFileOf(const Job& job, std::string_view pattern);
 
 // What earlier runs of a model measured: the history estimator's evidence.
 struct ModelRuns {

@@ -380,6 +380,8 @@ void DecodeSlurmHabits(FieldReader& r, Job& job, FieldReader::Shared& shared) {
     // The first task is stored before its own id is known to it: 0 names itself.
     if (a.job == 0) a.job = job.spec.id;
   }
+  if (r.Optional("output_pattern")) r.String("output_pattern", job.output_pattern);
+  if (r.Optional("error_pattern")) r.String("error_pattern", job.error_pattern);
   if (const json* deps = r.Optional("dependencies")) {
     if (!deps->is_array()) return r.Fail("dependencies", "not a list");
     if (deps->size() > api::kMaxDependencies) return r.Fail("dependencies", "too many");
@@ -619,6 +621,8 @@ std::string EncodeJob(const Job& job) {
       deps.push_back({{"kind", std::string(ToString(d.kind))}, {"job", d.job}});
     record["dependencies"] = std::move(deps);
   }
+  if (!job.output_pattern.empty()) record["output_pattern"] = ValidUtf8(job.output_pattern);
+  if (!job.error_pattern.empty()) record["error_pattern"] = ValidUtf8(job.error_pattern);
   // Every string is valid UTF-8 already; `replace` is what keeps dump() from ever throwing.
   return record.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "api/output_pattern.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "estimate/estimator.h"
@@ -202,6 +203,11 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
         fmt::format("priority: must be between {} and {}", -api::kMaxPriority, api::kMaxPriority));
   job.spec.priority = r.priority;
   job.held = r.hold;
+  for (const std::string* pattern : {&r.output, &r.error}) {
+    if (!pattern->empty()) COLO_RETURN_IF_ERROR(api::CheckOutputPattern(*pattern));
+  }
+  job.output_pattern = std::move(r.output);
+  job.error_pattern = std::move(r.error);
   if (r.dependencies.size() > api::kMaxDependencies)
     return InvalidArgument(fmt::format("dependencies: at most {} jobs", api::kMaxDependencies));
   for (const api::Dependency& dep : r.dependencies) {
@@ -979,6 +985,10 @@ void JobController::Launch(const colo::Launch& launch) {
   spec.owner = job.owner;
   spec.argv = job.spec.command;
   spec.workdir = job.workdir;
+  spec.output_file = OutputFileOf(job, job.output_pattern);
+  spec.error_file = OutputFileOf(job, job.error_pattern);
+  // The first attempt starts the files afresh; a retry's output follows its predecessor's.
+  spec.append_output = attempt.number > 1;
   for (const std::string& e : job.env) {
     // colo decides which GPUs and which MPS server the job talks to.
     if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT=",

@@ -799,6 +799,8 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     return InvalidArgument("the command contains a NUL byte");
   if (std::any_of(spec.env.begin(), spec.env.end(), has_nul))
     return InvalidArgument("the environment contains a NUL byte");
+  if (has_nul(spec.output_file) || has_nul(spec.error_file))
+    return InvalidArgument("an output file name contains a NUL byte");
   if (geteuid() != 0 && spec.owner.uid != geteuid()) {
     return FailedPrecondition(fmt::format("colod runs as uid {} and cannot start jobs of uid {}",
                                           geteuid(), spec.owner.uid));
@@ -822,7 +824,12 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
       fmt::format(
           "--leftover-grace-ms={}",
           std::chrono::duration_cast<std::chrono::milliseconds>(options_.leftover_grace).count()),
-      exit_path, "--"};
+  };
+  if (!spec.output_file.empty()) args.push_back("--output=" + spec.output_file);
+  if (!spec.error_file.empty()) args.push_back("--error=" + spec.error_file);
+  if (spec.append_output) args.push_back("--append");
+  args.push_back(exit_path);
+  args.push_back("--");
   args.insert(args.end(), spec.argv.begin(), spec.argv.end());
   // The attempt's names first, so that they are always there and found at once.
   std::vector<std::string> env = {fmt::format("COLO_JOB_ID={}", spec.job),

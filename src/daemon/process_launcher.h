@@ -26,6 +26,10 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // the job's command
   std::vector<std::string> env;   // its whole environment, NAME=value
   std::string workdir;
+  // The user's copies of the output (sbatch -o/-e), absolute; empty: none. Written by the job's
+  // user, never by colod; only output_file: stderr goes there too.
+  std::string output_file, error_file;
+  bool append_output = false;  // add to the files rather than start them afresh
 };
 
 // The shim of a started attempt, as the job record keeps it.

@@ -17,6 +17,7 @@ constexpr std::string_view kDirectivePrefix = "#COLO";
 constexpr size_t kMaxDirectiveLineBytes = 4096;
 constexpr size_t kMaxNameBytes = 256;
 constexpr int kMaxGpus = 64;
+constexpr size_t kMaxTextValueBytes = 4096;
 constexpr Bytes kMaxMemory = Bytes(int64_t{1} << 50);  // 1 PiB
 // What Linux reads of a #! line (BINPRM_BUF_SIZE, less the newline).
 constexpr size_t kMaxShebangBytes = 255;
@@ -88,12 +89,14 @@ Status ApplyDirective(std::string_view word, ScriptDirectives* d) {
   const std::string_view key = word.substr(0, eq);
   if (!key.starts_with("--"))
     return InvalidArgument(fmt::format("{} is not a directive (--key=value)", Quote(word)));
-  static constexpr std::string_view kKnown[] = {"--gpus",    "--mem",  "--share",
-                                                "--threads", "--name", "--smact"};
+  static constexpr std::string_view kKnown[] = {"--gpus", "--mem",   "--share",     "--threads",
+                                                "--name", "--smact", "--output",    "--error",
+                                                "--time", "--array", "--dependency"};
   if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
-    return InvalidArgument(fmt::format(
-        "unknown directive {} (known: --gpus, --mem, --share, --threads, --name, --smact)",
-        Quote(key)));
+    return InvalidArgument(
+        fmt::format("unknown directive {} (known: --gpus, --mem, --share, --threads, --name, "
+                    "--smact, --output, --error, --time, --array, --dependency)",
+                    Quote(key)));
   }
   if (eq == std::string_view::npos || eq + 1 == word.size())
     return InvalidArgument(fmt::format("{} needs a value ({}=VALUE)", key, key));
@@ -131,6 +134,20 @@ Status ApplyDirective(std::string_view word, ScriptDirectives* d) {
     }
     if (Trim(value).empty()) return InvalidArgument("--name is blank");
     d->name = std::string(value);
+  } else if (key == "--output" || key == "--error" || key == "--time" || key == "--array" ||
+             key == "--dependency") {
+    // Kept as written: `colo submit` reads each as its option of the same name.
+    if (value.size() > kMaxTextValueBytes)
+      return InvalidArgument(fmt::format("{} is longer than {} bytes", key, kMaxTextValueBytes));
+    if (!IsPlainText(value))
+      return InvalidArgument(fmt::format(
+          "{} must be valid UTF-8 without control characters, got {}", key, Quote(value)));
+    std::optional<std::string>& field = key == "--output"  ? d->output
+                                        : key == "--error" ? d->error
+                                        : key == "--time"  ? d->time_limit
+                                        : key == "--array" ? d->array
+                                                           : d->dependency;
+    field = std::string(value);
   } else {  // --smact
     const auto x = ParseDouble(value);
     if (!x.ok() || *x < 0 || *x > 1)

@@ -23,7 +23,10 @@ struct ScriptDirectives {
   std::optional<std::string> name;    // ≤ 256 bytes of valid UTF-8, no control characters
   std::optional<int> threads;         // MPS active-thread percentage, 1..100
   std::optional<double> smact;        // SM activity when alone, 0..1 (as `colo submit --smact`)
-  bool any = false;                   // the script has at least one directive
+  // As written (≤ 4096 bytes of plain text); `colo submit` reads each as its option of the same
+  // name: output/error file patterns, time limit, array, dependencies.
+  std::optional<std::string> output, error, time_limit, array, dependency;
+  bool any = false;  // the script has at least one directive
 };
 
 // The directives of a job script: `#COLO` lines before its first command, each with one or more

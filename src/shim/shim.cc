@@ -3,7 +3,8 @@
 // how it ended to a file, so the outcome is known even when colod was not running at that moment
 // (colod re-adopts running jobs after a restart).
 //
-//   colo-shim [--leftover-grace-ms=N] EXIT_FILE -- COMMAND [ARGS...]
+//   colo-shim [--leftover-grace-ms=N] [--output=FILE] [--error=FILE] [--append]
+//             EXIT_FILE -- COMMAND [ARGS...]
 //
 // The shim is a child subreaper: a process the job starts stays below the shim even when it
 // leaves the job's session and its parent exits. When the job's command has ended, whatever it
@@ -15,6 +16,14 @@
 // termination signals colod sends to every process of the attempt on cancel, so it outlives the
 // job long enough to record the end; SIGKILL still ends it.
 //
+// --output and --error name the user's copies of the job's stdout and stderr (sbatch -o/-e): the
+// job writes to colod's logs (its stdout and stderr as the shim got them), and the shim, which
+// runs as the user, copies what they gain to these files every kCopyPollMs and once more before
+// it records the end, so a recorded end means complete copies. Only --output: stderr goes there
+// too. A file that cannot be opened (or is not a regular file, or is colod's log itself) ends the
+// attempt before the command runs, with the reason on stderr, as Slurm does. --append adds to the
+// files (a retry's output after its predecessor's) instead of starting them afresh.
+//
 // Kept free of every library but the C and C++ runtimes: it sits between colod and each job for
 // the job's whole life.
 #include <dirent.h>
@@ -25,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +51,9 @@ constexpr long kMaxGraceMs = 3600 * 1000;
 // not signal): colod, which may, ends those once the shim is gone.
 constexpr long kKillPassesMs = 5000;
 constexpr long kPollMs = 20;
+constexpr long kCopyPollMs = 200;
+// At most this much per stream and pass, so that a job that writes fast is still reaped.
+constexpr size_t kCopyPassBytes = 16 << 20;
 
 long NowMs() {
   timespec now{};
@@ -173,6 +186,73 @@ bool WriteExitFile(const char* path, const std::string& line) {
   return true;
 }
 
+// One of the job's outputs and the user's copy of it.
+struct Copy {
+  int from = -1;  // colod's log, read from where the last pass stopped
+  int to = -1;    // the user's file (shared by both copies when they name one file)
+  const char* path = "";
+  bool broken = false;  // a write failed: the copy stops, the log goes on
+};
+
+// Opens the user's FILE as the user (the shim is the user): created if missing, a regular file
+// (a FIFO without a reader fails at once rather than blocking), or "/dev/null" for no copy (-1
+// with an empty error). `logs` are colod's logs, which FILE must not be.
+int OpenCopyFile(const char* path, bool append, const struct stat logs[2], std::string* error) {
+  if (strcmp(path, "/dev/null") == 0) return -1;
+  const int fd = open(
+      path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (append ? O_APPEND : 0), 0666);
+  if (fd < 0) {
+    *error = strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    *error = "not a regular file";
+    return -1;
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (st.st_dev == logs[i].st_dev && st.st_ino == logs[i].st_ino) {
+      close(fd);
+      *error = "it is colo's own log of the job";
+      return -1;
+    }
+  }
+  if (!append && ftruncate(fd, 0) != 0) {
+    *error = strerror(errno);
+    close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// Copies what the log gained since the last pass; true if anything was copied.
+bool CopyNew(Copy& copy) {
+  if (copy.from < 0 || copy.to < 0 || copy.broken) return false;
+  char buffer[65536];
+  size_t copied = 0;
+  while (copied < kCopyPassBytes) {
+    const ssize_t n = read(copy.from, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (!WriteAll(copy.to, std::string(buffer, static_cast<size_t>(n)))) {
+      fprintf(stderr, "colo-shim: cannot write %s: %s; the copy stops here (colo logs has all)\n",
+              copy.path, strerror(errno));
+      copy.broken = true;
+      break;
+    }
+    copied += static_cast<size_t>(n);
+  }
+  return copied > 0;
+}
+
+bool CopyAll(Copy copies[2]) {
+  const bool out = CopyNew(copies[0]);
+  const bool err = CopyNew(copies[1]);
+  return out || err;
+}
+
 void RecordEnd(const char* path, const std::string& line) {
   if (!WriteExitFile(path, line)) {
     fprintf(stderr, "colo-shim: cannot write %s: %s\n", path, strerror(errno));
@@ -180,8 +260,54 @@ void RecordEnd(const char* path, const std::string& line) {
 }
 
 int Usage() {
-  fprintf(stderr, "usage: colo-shim [--leftover-grace-ms=N] EXIT_FILE -- COMMAND [ARGS...]\n");
+  fprintf(stderr,
+          "usage: colo-shim [--leftover-grace-ms=N] [--output=FILE] [--error=FILE] [--append] "
+          "EXIT_FILE -- COMMAND [ARGS...]\n");
   return 2;
+}
+
+// The value of `--flag=VALUE` in `arg`, or nullptr.
+const char* FlagValue(const char* arg, const char* flag) {
+  const size_t length = strlen(flag);
+  return strncmp(arg, flag, length) == 0 && arg[length] == '=' ? arg + length + 1 : nullptr;
+}
+
+// Opens the user's copies; false (the reason on stderr) if one cannot be opened.
+bool OpenCopies(const char* output, const char* error, bool append, Copy copies[2]) {
+  struct stat logs[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    if (fstat(i + 1, &logs[i]) != 0 || !S_ISREG(logs[i].st_mode)) logs[i] = {};
+  }
+  const char* paths[2] = {output, error != nullptr ? error : output};
+  for (int i = 0; i < 2; ++i) {
+    if (paths[i] == nullptr) continue;
+    copies[i].path = paths[i];
+    if (i == 1 && paths[1] == paths[0]) {
+      copies[1].to = copies[0].to;
+    } else {
+      std::string why;
+      copies[i].to = OpenCopyFile(paths[i], append, logs, &why);
+      if (copies[i].to < 0 && !why.empty()) {
+        fprintf(stderr, "colo: cannot open %s file %s: %s\n", i == 0 ? "output" : "error", paths[i],
+                why.c_str());
+        return false;
+      }
+      // -o and -e naming one file share one descriptor, or each would overwrite the other.
+      struct stat a {
+      }, b{};
+      if (i == 1 && copies[0].to >= 0 && copies[1].to >= 0 && fstat(copies[0].to, &a) == 0 &&
+          fstat(copies[1].to, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        close(copies[1].to);
+        copies[1].to = copies[0].to;
+      }
+    }
+    if (copies[i].to < 0) continue;
+    // colod's log, read from its start through a descriptor of the shim's own.
+    char self[32];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", i + 1);
+    copies[i].from = logs[i].st_ino != 0 ? open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+  }
+  return true;
 }
 
 }  // namespace
@@ -189,15 +315,27 @@ int Usage() {
 int main(int argc, char** argv) {
   int next = 1;
   long grace_ms = kDefaultGraceMs;
-  constexpr const char kGraceFlag[] = "--leftover-grace-ms=";
-  if (next < argc && strncmp(argv[next], kGraceFlag, sizeof kGraceFlag - 1) == 0) {
-    const char* value = argv[next] + sizeof kGraceFlag - 1;
-    char* end = nullptr;
-    errno = 0;
-    grace_ms = strtol(value, &end, 10);
-    if (errno != 0 || end == value || *end != '\0' || grace_ms < 0 || grace_ms > kMaxGraceMs)
+  const char* output = nullptr;
+  const char* error = nullptr;
+  bool append = false;
+  for (; next < argc && strncmp(argv[next], "--", 2) == 0 && argv[next][2] != '\0'; ++next) {
+    if (const char* value = FlagValue(argv[next], "--leftover-grace-ms")) {
+      char* end = nullptr;
+      errno = 0;
+      grace_ms = strtol(value, &end, 10);
+      if (errno != 0 || end == value || *end != '\0' || grace_ms < 0 || grace_ms > kMaxGraceMs)
+        return Usage();
+    } else if (const char* out_value = FlagValue(argv[next], "--output")) {
+      output = out_value;
+    } else if (const char* err_value = FlagValue(argv[next], "--error")) {
+      error = err_value;
+    } else if (strcmp(argv[next], "--append") == 0) {
+      append = true;
+    } else {
       return Usage();
-    ++next;
+    }
+    if ((output != nullptr && *output == '\0') || (error != nullptr && *error == '\0'))
+      return Usage();
   }
   if (argc - next < 3 || strcmp(argv[next + 1], "--") != 0) return Usage();
   const char* exit_file = argv[next];
@@ -208,8 +346,17 @@ int main(int argc, char** argv) {
   signal(SIGTERM, SIG_IGN);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  // A full disk or a file size limit fails a copy's write instead of ending the shim.
+  signal(SIGXFSZ, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
   // An ignored SIGCHLD would reap children unasked and lose the job's status.
   signal(SIGCHLD, SIG_DFL);
+  Copy copies[2];
+  if (!OpenCopies(output, error, append, copies)) {
+    RecordEnd(exit_file, "exited 1\n");
+    return 1;
+  }
+  const bool copying = copies[0].to >= 0 || copies[1].to >= 0;
   const pid_t child = fork();
   if (child < 0) {
     perror("colo-shim: fork");
@@ -221,6 +368,8 @@ int main(int argc, char** argv) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
+    signal(SIGXFSZ, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
     execvp(command[0], command);
     fprintf(stderr, "colo: cannot run %s: %s\n", command[0], strerror(errno));
     _exit(127);
@@ -228,7 +377,7 @@ int main(int argc, char** argv) {
   int status = 0;
   for (;;) {
     int reaped_status = 0;
-    const pid_t pid = waitpid(-1, &reaped_status, 0);
+    const pid_t pid = waitpid(-1, &reaped_status, copying ? WNOHANG : 0);
     if (pid == child) {
       status = reaped_status;
       break;
@@ -238,8 +387,14 @@ int main(int argc, char** argv) {
       perror("colo-shim: waitpid");
       return 127;
     }
+    if (pid == 0 && !CopyAll(copies)) SleepMs(kCopyPollMs);
   }
+  CopyAll(copies);
   EndLeftovers(grace_ms);
+  // What the leftovers wrote before they ended; bounded, should one that could not be ended
+  // write on.
+  for (int pass = 0; pass < 64 && CopyAll(copies); ++pass) {
+  }
   if (WIFSIGNALED(status)) {
     RecordEnd(exit_file, "signaled " + std::to_string(WTERMSIG(status)) + "\n");
     return 128 + WTERMSIG(status);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "api/output_pattern.h"
+
 namespace colo::api {
 namespace {
 
@@ -114,6 +116,50 @@ TEST(Codec, SlurmRequestsRoundTripAndAreChecked) {
   auto reply = DecodeReply<SlurmRunReply>(EncodeReply(SlurmRunReply{8, 2}));
   ASSERT_TRUE(reply.ok());
   EXPECT_EQ(reply->restarts, 2);
+}
+
+TEST(OutputPattern, SlurmCodesExpandAndBadOnesAreNamed) {
+  OutputNames names{42, std::nullopt, 0, "alice", "train", "gpu1"};
+  EXPECT_EQ(ExpandOutputPattern("slurm-%j.out", names), "slurm-42.out");
+  EXPECT_EQ(ExpandOutputPattern("%x_%u@%N-%%-%5j", names), "train_alice@gpu1-%-00042");
+  // Outside an array %A is the job's own id and %a Slurm's NO_VAL - 1.
+  EXPECT_EQ(ExpandOutputPattern("%A_%a", names), "42_4294967294");
+  names.array_job = 40;
+  names.array_task = 7;
+  EXPECT_EQ(ExpandOutputPattern("%A_%3a.log", names), "40_007.log");
+  for (const char* good : {"a", "%j", "%10a", "dir/%x/%%"}) {
+    EXPECT_TRUE(CheckOutputPattern(good).ok()) << good;
+  }
+  for (auto [bad, why] :
+       {std::pair{"", "empty"}, std::pair{"x-%", "ends inside"}, std::pair{"%11j", "at most 10"},
+        std::pair{"%q", "%q is not a code"}, std::pair{"%123", "ends inside"}}) {
+    const Status s = CheckOutputPattern(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+  }
+  EXPECT_FALSE(CheckOutputPattern(std::string("a\0b", 3)).ok());
+  EXPECT_FALSE(CheckOutputPattern(std::string(kMaxOutputPatternBytes + 1, 'a')).ok());
+  // A name cannot make a file name longer than a path may be.
+  names.name = std::string(10000, 'n');
+  EXPECT_LT(ExpandOutputPattern("%x", names).size(), 4096u);
+}
+
+TEST(Codec, SubmitOutputPatternsRoundTripAndAreChecked) {
+  SubmitRequest s;
+  s.command = {"true"};
+  s.workdir = "/tmp";
+  s.output = "out-%j.txt";
+  s.error = "err-%A_%a.txt";
+  auto back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<SubmitRequest>(*back).output, "out-%j.txt");
+  EXPECT_EQ(std::get<SubmitRequest>(*back).error, "err-%A_%a.txt");
+  EXPECT_NE(Error(R"({"api":1,"op":"submit","command":["true"],"workdir":"/","output":"%z"})")
+                .find("output"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(R"({"api":1,"op":"submit","command":["true"],"workdir":"/","error":7})").find("error"),
+      std::string::npos);
 }
 
 TEST(Codec, TheVersionIsANumberAndAnythingElseIsAnErrorNotACrash) {

@@ -81,14 +81,18 @@ class CliTest(harness.E2ETest):
         self.assertIn("has no attempt 3", missing.stderr)
 
     def test_logs_streams_and_the_jobs_status(self):
-        """stdout by default, --stderr, --both (each to its own stream); -f exits 1 for a job that
-        failed; --stderr with --both is a usage error."""
+        """stdout by default, --stderr, --both (each to its own stream); with or without -f colo
+        logs exits 1 for a job that failed, saying so last; --stderr with --both is a usage
+        error."""
         job = self.submit("--", "sh", "-c", "echo out; echo err >&2; exit 3")
         self.assertEqual(self.finished(job)["state"], "failed")
-        self.assertEqual(self.colo_ok("logs", job).stdout, "out\n")
-        self.assertEqual(self.colo_ok("logs", job, "--stderr").stdout, "err\n")
-        both = self.colo_ok("logs", job, "--both")
-        self.assertEqual((both.stdout, both.stderr), ("out\n", "err\n"))
+        failed = f"colo: job {job} failed\n"
+        out = self.colo("logs", job)
+        self.assertEqual((out.returncode, out.stdout, out.stderr), (1, "out\n", failed))
+        err = self.colo("logs", job, "--stderr")
+        self.assertEqual((err.returncode, err.stdout), (1, "err\n"))
+        both = self.colo("logs", job, "--both")
+        self.assertEqual((both.returncode, both.stdout, both.stderr), (1, "out\n", "err\n" + failed))
         follow = self.colo("logs", "-f", job)
         self.assertEqual((follow.returncode, follow.stdout), (1, "out\n"))
         self.assertIn(f"job {job} failed", follow.stderr)

@@ -451,7 +451,9 @@ class SubmitForms(DocumentedTest):
         detail = self.wait_state(job, TERMINAL)
         self.assertEqual(detail["state"], "failed")
         self.assertIn("127", detail["reason"])
-        self.assertIn("no-such-program-colo", self.logs(job, "--stderr"))
+        logs = self.colo("logs", job, "--stderr")
+        self.assertEqual(logs.returncode, 1, "colo logs exits like the job")
+        self.assertIn("no-such-program-colo", logs.stdout)
 
 
 class Commands(DocumentedTest):

@@ -355,6 +355,117 @@ class JobControlTest(Base):
         self.assert_succeeded(job)
         self.assertIn("FOO=mine", self.colo_ok("logs", job).stdout)
 
+    # --- Output files (-o/-e), array task ids, logs' exit code ---
+
+    def read_work(self, name):
+        with open(os.path.join(self.work, name)) as f:
+            return f.read()
+
+    def test_output_files_take_slurm_patterns(self):
+        """-o/-e with %j %x %u %a (padded) %%: stdout and stderr in the user's files, both in
+        -o's without -e; colo show names the files; colo logs keeps its own copy."""
+        both = self.submit("-o", "out-%j-%x-%%.txt", "--name", "nm", "--", "sh", "-c",
+                           "echo to-out; echo to-err >&2")
+        self.assert_succeeded(both)
+        path = os.path.join(self.work, f"out-{both}-nm-%.txt")
+        self.assertEqual(sorted(self.read_work(os.path.basename(path)).split()),
+                         ["to-err", "to-out"])
+        detail = self.show(both)
+        self.assertEqual(detail["output_file"], path)
+        self.assertEqual(detail["error_file"], path)
+        self.assertIn(f"StdOut={path} StdErr={path}", self.colo_ok("show", both).stdout)
+        self.assertEqual(self.colo_ok("logs", both).stdout, "to-out\n")
+
+        split = self.submit("--output", "o-%u-%6j.txt", "-e", "e-%a.txt", "--", "sh", "-c",
+                            "echo OUT; echo ERR >&2")
+        self.assert_succeeded(split)
+        owner = self.show(split)["user"]
+        self.assertEqual(self.read_work(f"o-{owner}-{split:06d}.txt"), "OUT\n")
+        # Outside an array %a is Slurm's 4294967294.
+        self.assertEqual(self.read_work("e-4294967294.txt"), "ERR\n")
+
+        # A job file's directives, and an array: one file per task.
+        script = os.path.join(self.work, "job.sh")
+        self.write(script, "#!/bin/sh\n#COLO --output=arr-%A_%a.out --array=0-2\n"
+                           "echo task $COLO_ARRAY_TASK_ID\n", 0o755)
+        r = self.colo_ok("submit", script)
+        array = int(r.stdout.split()[3])
+        for i in range(3):
+            self.assert_succeeded(array + i)
+            self.assertEqual(self.read_work(f"arr-{array}_{i}.out"), f"task {i}\n")
+
+        # A later attempt adds to what the earlier one wrote.
+        again = self.submit("-o", "again.txt", "--", "sh", "-c", "echo attempt $COLO_ATTEMPT")
+        self.assert_succeeded(again)
+        self.colo_ok("requeue", again)
+        wait_until(lambda: self.show(again)["attempts"] == 2 and
+                   self.show(again)["state"] == "succeeded", 20, "the second attempt")
+        self.assertEqual(self.read_work("again.txt"), "attempt 1\nattempt 2\n")
+
+    def test_output_files_that_cannot_be_written(self):
+        """A bad pattern or a missing directory is refused at submit; a file that cannot be
+        opened when the job starts fails the job with the reason (as Slurm does)."""
+        r = self.colo("submit", "-o", "x-%q.txt", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("%q is not a code colo knows", r.stderr)
+        r = self.colo("submit", "-e", "no-such-dir/x.txt", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no-such-dir does not exist", r.stderr)
+        r = self.colo("submit", "--json", "-o", "x-%", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "invalid_argument")
+        job = self.submit("-o", "missing-%j/out.txt", "--", "sh", "-c", "echo ran")
+        detail = self.wait_state(job, TERMINAL)
+        self.assertEqual(detail["state"], "failed")
+        logs = self.colo("logs", "--stderr", job)
+        self.assertEqual(logs.returncode, 1)
+        self.assertIn(f"cannot open output file {self.work}/missing-{job}/out.txt", logs.stdout)
+        self.assertNotIn("ran", self.colo("logs", job).stdout)
+        # /dev/null: no copy, colo's own log only.
+        job = self.submit("-o", "/dev/null", "--", "sh", "-c", "echo kept")
+        self.assert_succeeded(job)
+        self.assertEqual(self.colo_ok("logs", job).stdout, "kept\n")
+
+    def test_array_tasks_by_slurm_ids(self):
+        """ARRAY_TASK (12_3) names one task wherever a job id goes: live jobs and history."""
+        r = self.colo_ok("submit", "--hold", "--array", "0,4,7", "--", "true")
+        array = int(r.stdout.split()[3])
+        self.assertEqual(self.colo_json("show", f"{array}_4")["job"]["id"], array + 1)
+        r = self.colo_ok("cancel", f"{array}_7")
+        self.assertEqual(self.show(array + 2)["state"], "cancelled")
+        self.assertEqual(self.show(array)["state"], "queued")
+        self.colo_ok("release", f"{array}_0", f"{array}_4")
+        self.assert_succeeded(array)
+        self.assert_succeeded(array + 1)
+        # Ended tasks are found in the history.
+        self.assertIn(f"JobId={array + 1} ", self.colo_ok("show", f"{array}_4").stdout)
+        self.assertEqual(self.colo_ok("wait", f"{array}_0", f"{array}_4").returncode, 0)
+        r = self.colo("show", f"{array}_5")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"no task 5 of array {array}", r.stderr)
+        for bad in ("12_", "_3", "12_x", "0", "12-3"):
+            r = self.colo("show", bad)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("is not a job id", r.stderr)
+
+    def test_logs_exit_like_the_job(self):
+        ok = self.submit("--", "sh", "-c", "echo fine")
+        bad = self.submit("--", "sh", "-c", "echo broken; exit 3")
+        self.assert_succeeded(ok)
+        self.assertEqual(self.wait_state(bad, TERMINAL)["state"], "failed")
+        self.assertEqual(self.colo_ok("logs", ok).stdout, "fine\n")
+        r = self.colo("logs", bad)
+        self.assertEqual((r.returncode, r.stdout), (1, "broken\n"))
+        self.assertIn(f"job {bad} failed", r.stderr)
+        held = self.submit("--hold", "--", "true")
+        r = self.colo("logs", held)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("has not started yet", r.stderr)
+        self.colo_ok("cancel", held)
+        r = self.colo("logs", held)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(f"job {held} cancelled before it started", r.stderr)
+
 
 class OtherUsersTest(Base):
     """Priorities and filters where two users share the server (root: needs colo-alice)."""
@@ -382,6 +493,23 @@ class OtherUsersTest(Base):
             self.release(release)
         self.assert_succeeded(mine)
         self.assert_succeeded(hers)
+
+    def test_output_files_are_opened_as_the_job_s_user(self):
+        """-o naming root's file, directly or through a link in the user's directory: the file
+        is opened as the user, so the job fails and the file is untouched."""
+        victim = os.path.join(self.tmp, "roots-file")
+        self.write(victim, "root's\n", 0o644)
+        link = os.path.join(self.alice_work, "link")
+        os.symlink(victim, link)
+        for target in (victim, "link"):
+            r = self.as_alice("submit", "--json", "-o", target, "--", "sh", "-c", "echo pwned")
+            job = json.loads(r.stdout)["job"]
+            detail = self.wait_state(job, TERMINAL, user=self.alice)
+            self.assertEqual(detail["state"], "failed")
+            err = self.colo("logs", "--stderr", job, user=self.alice, cwd=self.alice_work).stdout
+            self.assertIn("Permission denied", err)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "root's\n")
 
     def test_filters_cancel_only_ones_own_jobs(self):
         mine = self.submit("--hold", "--name", "same", "--", "true")

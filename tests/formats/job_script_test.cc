@@ -41,6 +41,20 @@ TEST(JobScript, DirectivesReadLikeSbatchLines) {
   EXPECT_EQ(d.smact, 0.35);
 }
 
+TEST(JobScript, SlurmHabitsAreKeptAsWrittenForSubmitToRead) {
+  const ScriptDirectives d = Parse(
+      "#!/bin/sh\n#COLO --output=logs/%x-%j.out --error=\"err %j.txt\"\n"
+      "#COLO --time=1:00:00 --array=0-9%2 --dependency=afterok:12\nrun\n");
+  EXPECT_EQ(d.output, "logs/%x-%j.out");
+  EXPECT_EQ(d.error, "err %j.txt");
+  EXPECT_EQ(d.time_limit, "1:00:00");
+  EXPECT_EQ(d.array, "0-9%2");
+  EXPECT_EQ(d.dependency, "afterok:12");
+  EXPECT_NE(Error("#COLO --output=\n"), "");
+  EXPECT_NE(Error("#COLO --error=" + std::string(5000, 'x') + "\n").find("longer than"),
+            std::string::npos);
+}
+
 TEST(JobScript, WithoutDirectivesNothingIsSet) {
   for (const std::string text : {"", "#!/bin/sh\necho hi\n", "python x.py\n#COLO --gpus=2\n",
                                  "#COLOR --gpus=2\n#COLONEL\n", "#COLO\n"}) {
