@@ -331,52 +331,36 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
   const std::string pattern = base.spec.name;
   base.state = JobState::kQueued;
   base.submitted = clock_.WallNow();
+  // The ids first (a task's name holds its array's), then every task in one transaction: the
+  // array is stored whole or not at all, and a thousand tasks cost two writes, not a thousand.
+  auto first = store_.ReserveIds(static_cast<int>(array.tasks.size()));
+  Status failed = first.status();
   std::vector<Job> stored;
-  Status failed;
-  for (int task : array.tasks) {
-    Job job = base;
-    const JobId array_id = stored.empty() ? 0 : stored.front().id();
-    job.array = ArrayMembership{array_id, task, array.limit};
-    job.spec.name = ArrayTaskName(pattern, array_id, task);
-    std::vector<JobEvent> events = {Event(
-        0, "submitted",
-        fmt::format("by {}: task {} of an array of {}{}: {} GPU(s), memory {}", job.owner.user,
-                    task, array.tasks.size(),
-                    array.limit > 0 ? fmt::format(" (at most {} at once)", array.limit) : "",
-                    job.spec.gpus,
-                    job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown"))};
-    if (failed = store_.Insert(job, events); !failed.ok()) break;
-    if (stored.empty()) {
-      // The first task names the array: its own id, known once stored.
-      job.array->job = job.id();
-      job.spec.name = ArrayTaskName(pattern, job.id(), task);
-      if (failed = store_.Update(job, {}); !failed.ok()) {
-        stored.push_back(std::move(job));
-        break;
-      }
+  std::vector<JobEvent> events;
+  if (failed.ok()) {
+    stored.reserve(array.tasks.size());
+    for (size_t i = 0; i < array.tasks.size(); ++i) {
+      const int task = array.tasks[i];
+      Job& job = stored.emplace_back(base);
+      job.spec.id = *first + static_cast<JobId>(i);
+      job.array = ArrayMembership{*first, task, array.limit};
+      job.spec.name = ArrayTaskName(pattern, *first, task);
+      events.push_back(Event(
+          job.id(), "submitted",
+          fmt::format("by {}: task {} of an array of {}{}: {} GPU(s), memory {}", job.owner.user,
+                      task, array.tasks.size(),
+                      array.limit > 0 ? fmt::format(" (at most {} at once)", array.limit) : "",
+                      job.spec.gpus,
+                      job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown")));
     }
-    for (JobEvent& e : events) {
-      e.job = job.id();
-      Log(e);
-    }
-    stored.push_back(std::move(job));
+    failed = store_.InsertReserved(stored, events);
   }
   if (!failed.ok()) {
     counters_.store_failures++;
-    // All or none: what was stored ends now (stored again until it is, should the disk refuse).
-    for (Job& job : stored) {
-      job.state = JobState::kCancelled;
-      job.reason = "its array could not be stored whole, so none of it was submitted";
-      job.finished = clock_.WallNow();
-      job.env.clear();
-      const JobId id = job.id();
-      AddLive(std::move(job));
-      Persist(live_.at(id), {Event(id, "cancelled", live_.at(id).reason)});
-      ForgetIfDone(id);
-    }
     return Unavailable("the array could not be stored, so it was not submitted: " +
                        failed.message());
   }
+  for (const JobEvent& e : events) Log(e);
   const JobId array_id = stored.front().id();
   for (Job& job : stored) {
     const JobId id = job.id();

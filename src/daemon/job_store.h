@@ -33,6 +33,8 @@ struct HistoryPage {
 // measured nothing (failed early) or no SM activity alone do not make it read every job.
 constexpr size_t kJobsReadPerRun = 4;
 
+constexpr int kMaxReservedIds = 100000;
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
@@ -42,6 +44,15 @@ class JobStore {
   // failure nothing is stored and `job` is unchanged. Events whose `job` is 0 are the new job's
   // (the caller cannot know its id yet).
   virtual Status Insert(Job& job, const std::vector<JobEvent>& events) = 0;
+  // Jobs stored together (the tasks of an array), in two steps so that their ids are known before
+  // they are written (a task's name holds its array's id). ReserveIds hands out `count` (1 ..
+  // kMaxReservedIds) consecutive ids and returns the first, in one transaction: above every id
+  // ever handed out and every id in the store, and never handed out again. InsertReserved stores
+  // jobs whose ids were handed out and are not stored yet, with their events (ids set), in one
+  // transaction: all or none.
+  virtual Result<JobId> ReserveIds(int count) = 0;
+  virtual Status InsertReserved(const std::vector<Job>& jobs,
+                                const std::vector<JobEvent>& events) = 0;
   // Replaces the record of an existing job and appends events, in one transaction. NotFound if
   // the job was never inserted.
   virtual Status Update(const Job& job, const std::vector<JobEvent>& events) = 0;

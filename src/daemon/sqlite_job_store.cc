@@ -562,52 +562,101 @@ Status SqliteJobStore::InsertEvents(const std::vector<JobEvent>& events, JobId n
   return Status::Ok();
 }
 
+Result<JobId> SqliteJobStore::NextId(const std::string& what) {
+  Statement ids(*this, kIdState);
+  if (int rc = ids.Step(); rc != SQLITE_ROW) return WriteError(what, rc);
+  const JobId counter = ids.IsNull(0) ? 0 : ids.Int64(0);
+  const JobId max_id = ids.IsNull(1) ? 0 : ids.Int64(1);
+  // INT64_MAX is never handed out, so the counter after it always fits.
+  if (max_id >= INT64_MAX - 1 || counter >= INT64_MAX)
+    return FailedPrecondition(
+        fmt::format("cannot store {} in {}: job ids are used up", what, path_));
+  return std::max({counter, max_id + 1, JobId{1}});
+}
+
+Status SqliteJobStore::SetNextId(JobId next, const std::string& what) {
+  Statement counter(*this, kSetCounter);
+  counter.Bind(1, next);
+  if (int rc = counter.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  return Status::Ok();
+}
+
+Status SqliteJobStore::InsertRow(const Job& job, const std::string& what) {
+  const std::string record = EncodeJob(job);
+  if (record.size() > kMaxJobRecordBytes)
+    return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
+                                       what, record.size(), kMaxJobRecordBytes));
+  Statement insert(*this, kInsertJob);
+  insert.Bind(1, job.id());
+  insert.Bind(2, static_cast<int64_t>(job.owner.uid));
+  insert.Bind(3, ToString(job.state));
+  insert.Bind(4, ToEpochSeconds(job.submitted));
+  insert.Bind(5, ToEpochSeconds(job.finished));
+  insert.Bind(6, std::string_view(record));
+  insert.Bind(7, int64_t{job.live() ? 0 : 1});
+  if (const std::string_view signature = SignatureOf(job); signature.empty())
+    insert.BindNull(8);
+  else
+    insert.Bind(8, signature);
+  if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  return Status::Ok();
+}
+
 Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
   std::lock_guard lock(mutex_);
   const std::string what = "the new job";
   Transaction transaction(db_);
   if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
-  JobId id = 0;
-  {
-    Statement ids(*this, kIdState);
-    if (int rc = ids.Step(); rc != SQLITE_ROW) return WriteError(what, rc);
-    const JobId counter = ids.IsNull(0) ? 0 : ids.Int64(0);
-    const JobId max_id = ids.IsNull(1) ? 0 : ids.Int64(1);
-    // INT64_MAX is never handed out, so the counter after it always fits.
-    if (max_id >= INT64_MAX - 1 || counter >= INT64_MAX)
-      return FailedPrecondition(
-          fmt::format("cannot store {} in {}: job ids are used up", what, path_));
-    id = std::max({counter, max_id + 1, JobId{1}});
-  }
+  auto id = NextId(what);
+  if (!id.ok()) return id.status();
   Job stored = job;
-  stored.spec.id = id;
-  const std::string record = EncodeJob(stored);
-  if (record.size() > kMaxJobRecordBytes)
-    return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
-                                       what, record.size(), kMaxJobRecordBytes));
-  {
-    Statement insert(*this, kInsertJob);
-    insert.Bind(1, id);
-    insert.Bind(2, static_cast<int64_t>(stored.owner.uid));
-    insert.Bind(3, ToString(stored.state));
-    insert.Bind(4, ToEpochSeconds(stored.submitted));
-    insert.Bind(5, ToEpochSeconds(stored.finished));
-    insert.Bind(6, std::string_view(record));
-    insert.Bind(7, int64_t{stored.live() ? 0 : 1});
-    if (const std::string_view signature = SignatureOf(stored); signature.empty())
-      insert.BindNull(8);
-    else
-      insert.Bind(8, signature);
-    if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
-  }
-  {
-    Statement counter(*this, kSetCounter);
-    counter.Bind(1, id + 1);
-    if (int rc = counter.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
-  }
-  COLO_RETURN_IF_ERROR(InsertEvents(events, id));
+  stored.spec.id = *id;
+  COLO_RETURN_IF_ERROR(InsertRow(stored, what));
+  COLO_RETURN_IF_ERROR(SetNextId(*id + 1, what));
+  COLO_RETURN_IF_ERROR(InsertEvents(events, *id));
   if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
-  job.spec.id = id;
+  job.spec.id = *id;
+  return Status::Ok();
+}
+
+Result<JobId> SqliteJobStore::ReserveIds(int count) {
+  std::lock_guard lock(mutex_);
+  const std::string what = fmt::format("{} new job ids", count);
+  if (count < 1 || count > kMaxReservedIds)
+    return InvalidArgument(
+        fmt::format("cannot reserve {}: 1 to {} at once", what, kMaxReservedIds));
+  Transaction transaction(db_);
+  if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
+  auto first = NextId(what);
+  if (!first.ok()) return first.status();
+  if (*first > INT64_MAX - 1 - count)
+    return FailedPrecondition(
+        fmt::format("cannot store {} in {}: job ids are used up", what, path_));
+  COLO_RETURN_IF_ERROR(SetNextId(*first + count, what));
+  if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
+  return *first;
+}
+
+Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
+                                      const std::vector<JobEvent>& events) {
+  std::lock_guard lock(mutex_);
+  const std::string what = fmt::format("{} new jobs", jobs.size());
+  Transaction transaction(db_);
+  if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
+  JobId handed_out_below = 0;
+  {
+    Statement counter(*this, kIdState);
+    if (int rc = counter.Step(); rc != SQLITE_ROW) return WriteError(what, rc);
+    handed_out_below = counter.IsNull(0) ? 0 : counter.Int64(0);
+  }
+  for (const Job& job : jobs) {
+    if (job.id() < 1 || job.id() >= handed_out_below)
+      return InvalidArgument(fmt::format("cannot store job {}: its id was not reserved", job.id()));
+    // A stored id is refused by the table's key: nothing of the batch is kept.
+    COLO_RETURN_IF_ERROR(InsertRow(job, fmt::format("job {}", job.id())));
+  }
+  COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
+  if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
   return Status::Ok();
 }
 

@@ -41,6 +41,8 @@ class SqliteJobStore final : public JobStore {
   SqliteJobStore& operator=(const SqliteJobStore&) = delete;
 
   Status Insert(Job& job, const std::vector<JobEvent>& events) override;
+  Result<JobId> ReserveIds(int count) override;
+  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events) override;
   Status Update(const Job& job, const std::vector<JobEvent>& events) override;
   Status AddEvents(const std::vector<JobEvent>& events) override;
 
@@ -69,6 +71,10 @@ class SqliteJobStore final : public JobStore {
   Status CreateSchema();
   Status MigrateFromSchema1();
   Status InsertEvents(const std::vector<JobEvent>& events, JobId new_job);
+  // Inside a transaction: the counter's and the table's view of ids (the next one to hand out).
+  Result<JobId> NextId(const std::string& what);
+  Status SetNextId(JobId next, const std::string& what);
+  Status InsertRow(const Job& job, const std::string& what);
   Status Quarantine(JobId id, const std::string& reason);
   // "disk full", "database file is corrupted", else SQLite's message.
   std::string Reason(int rc) const;

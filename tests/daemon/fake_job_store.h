@@ -5,6 +5,8 @@
 // runs the same tests on both).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -103,6 +105,37 @@ class FakeJobStore final : public JobStore {
     next_id_ = id + 1;
     AppendEvents(events, id);
     job.spec.id = id;
+    return Status::Ok();
+  }
+
+  Result<JobId> ReserveIds(int count) override {
+    std::lock_guard lock(mutex_);
+    COLO_RETURN_IF_ERROR(TakeWriteFailure());
+    if (count < 1 || count > kMaxReservedIds) return InvalidArgument("cannot reserve the ids");
+    const JobId max_id = rows_.empty() ? 0 : rows_.rbegin()->first;
+    const JobId first = std::max({next_id_, max_id + 1, JobId{1}});
+    if (first > INT64_MAX - 1 - count)
+      return FailedPrecondition("cannot store the new jobs: job ids are used up");
+    next_id_ = first + count;
+    return first;
+  }
+
+  Status InsertReserved(const std::vector<Job>& jobs,
+                        const std::vector<JobEvent>& events) override {
+    std::lock_guard lock(mutex_);
+    COLO_RETURN_IF_ERROR(TakeWriteFailure());
+    std::map<JobId, Row> batch;
+    for (const Job& job : jobs) {
+      if (job.id() < 1 || job.id() >= next_id_ || rows_.count(job.id()) || batch.count(job.id()))
+        return InvalidArgument(
+            fmt::format("cannot store job {}: its id was not reserved", job.id()));
+      Row row = RowOf(job);
+      if (row.record.size() > kMaxJobRecordBytes)
+        return InvalidArgument("cannot store the new jobs: a record is too large");
+      batch[job.id()] = std::move(row);
+    }
+    rows_.merge(batch);
+    AppendEvents(events, 0);
     return Status::Ok();
   }
 

@@ -30,6 +30,18 @@ class CrashingStore final : public JobStore {
   Status Update(const Job& job, const std::vector<JobEvent>& events) override {
     return Write([&] { return inner_.Update(job, events); });
   }
+  Result<JobId> ReserveIds(int count) override {
+    Result<JobId> first = InvalidArgument("not reserved");
+    Status s = Write([&] {
+      first = inner_.ReserveIds(count);
+      return first.status();
+    });
+    return s.ok() ? first : Result<JobId>(s);
+  }
+  Status InsertReserved(const std::vector<Job>& jobs,
+                        const std::vector<JobEvent>& events) override {
+    return Write([&] { return inner_.InsertReserved(jobs, events); });
+  }
   Status AddEvents(const std::vector<JobEvent>& events) override {
     return inner_.AddEvents(events);
   }
@@ -851,17 +863,26 @@ TEST_F(JobControllerTest, AnArrayIsBoundedAndStoredWholeOrNotAtAll) {
   for (int t = 0; t < 1001; ++t) r.array->tasks.push_back(t);
   EXPECT_EQ(controller_->Submit(kAlice, r).status().code(), StatusCode::kInvalidArgument);
   r.array->tasks = {0, 1, 2};
-  // Task 0's insert and update succeed, task 1's insert fails, and so does the first try to
-  // cancel what was stored: it is stored at a later turn.
-  store_.FailWrites(2, Unavailable("disk full"), /*succeed_first=*/2);
+  // The ids are handed out, then storing the tasks fails: none of them is stored, and the ids
+  // are never handed out again.
+  store_.FailWrites(1, Unavailable("disk full"), /*succeed_first=*/1);
   auto failed = controller_->Submit(kAlice, r);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(StoredState(1), JobState::kQueued) << "the cancel could not be stored yet";
+  EXPECT_NE(failed.status().message().find("disk full"), std::string::npos);
+  for (JobId id : {1, 2, 3}) EXPECT_FALSE(store_.Find(id)->has_value()) << id;
+  // Handing out the ids fails: nothing is stored either.
+  store_.FailWrites(1, Unavailable("disk full"));
+  EXPECT_EQ(controller_->Submit(kAlice, r).status().code(), StatusCode::kUnavailable);
   controller_->Tick();
-  EXPECT_EQ(StoredState(1), JobState::kCancelled);
-  EXPECT_FALSE(launcher_.IsRunning(1, 1));
   EXPECT_TRUE(controller_->live_jobs().empty());
+  EXPECT_FALSE(launcher_.IsRunning(1, 1));
+  // Then it is stored whole, above the ids the failed try took.
+  auto array = controller_->Submit(kAlice, r);
+  ASSERT_TRUE(array.ok()) << array.status().message();
+  EXPECT_EQ(*array, 4);
+  for (JobId id : {4, 5, 6}) EXPECT_EQ(StoredState(id), JobState::kQueued) << id;
+  EXPECT_EQ(controller_->live_jobs().size(), 3u);
 }
 
 }  // namespace

@@ -354,6 +354,41 @@ TYPED_TEST(JobStoreTest, AFailedInsertStoresNothingAndUsesUpNoId) {
   EXPECT_EQ(this->Insert(QueuedJob("c")), 4);
 }
 
+TYPED_TEST(JobStoreTest, ReservedIdsAreNeverHandedOutAgainAndABatchIsStoredWholeOrNot) {
+  this->Insert(QueuedJob("a"));
+  auto first = this->store().ReserveIds(3);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(*first, 2);
+  EXPECT_EQ(this->Insert(QueuedJob("b")), 5) << "above the reserved ids";
+  std::vector<Job> batch;
+  std::vector<JobEvent> events;
+  for (JobId id = 2; id <= 4; ++id) {
+    Job& job = batch.emplace_back(LargeJob(fmt::format("task{}", id)));
+    job.spec.id = id;
+    events.push_back({id, {}, "submitted", fmt::format("task {}", id)});
+  }
+  // One id that was never handed out, or one that is stored already: nothing is stored.
+  for (JobId bad : {JobId{9}, JobId{5}}) {
+    std::vector<Job> wrong = batch;
+    wrong.back().spec.id = bad;
+    EXPECT_FALSE(this->store().InsertReserved(wrong, events).ok()) << bad;
+    EXPECT_FALSE(this->store().Find(2)->has_value()) << bad;
+  }
+  this->harness_.BreakWrites();
+  EXPECT_FALSE(this->store().InsertReserved(batch, events).ok());
+  EXPECT_FALSE(this->store().Find(3)->has_value());
+  this->harness_.HealWrites();
+  ASSERT_TRUE(this->store().InsertReserved(batch, events).ok());
+  for (const Job& job : batch) {
+    EXPECT_EQ(EncodeJob(this->Stored(job.id())), EncodeJob(job));
+    ASSERT_EQ(this->store().Events(job.id())->size(), 1u);
+  }
+  EXPECT_EQ(this->store().LoadLive()->jobs.size(), 5u);
+  EXPECT_EQ(this->Insert(QueuedJob("c")), 6);
+  EXPECT_FALSE(this->store().ReserveIds(0).ok());
+  EXPECT_FALSE(this->store().ReserveIds(kMaxReservedIds + 1).ok());
+}
+
 TYPED_TEST(JobStoreTest, AFailedUpdateChangesNothing) {
   const JobId id = this->Insert(QueuedJob("a"), {{0, {}, "submitted", ""}});
   const Job before = this->Stored(id);
