@@ -246,7 +246,9 @@ struct RequestEncoder {
     return j;
   }
   json operator()(const ControlRequest& c) const {
-    return json{{"op", "control"}, {"action", std::string(ToString(c.action))}, {"jobs", c.jobs}};
+    json j{{"op", "control"}, {"action", std::string(ToString(c.action))}, {"jobs", c.jobs}};
+    if (c.each_alone) j["each_alone"] = true;
+    return j;
   }
   json operator()(const QueueRequest& q) const { return json{{"op", "queue"}, {"user", q.user}}; }
   json operator()(const ShowRequest& q) const { return json{{"op", "show"}, {"job", q.job}}; }
@@ -417,6 +419,7 @@ Result<ControlRequest> ReadControl(const json& j) {
       c.jobs.push_back(id.get<int64_t>());
     }
   }
+  c.each_alone = r.Bool("each_alone", false);
   if (!status.ok()) return status;
   return c;
 }

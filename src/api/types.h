@@ -123,6 +123,10 @@ constexpr size_t kMaxControlJobs = 1000;
 struct ControlRequest {
   JobAction action = JobAction::kCancel;
   std::vector<JobId> jobs;
+  // An array's id names the array (scancel ARRAY_ID: cancel acts on every live task) unless
+  // this is set: then each id is one job, an array's first task alone (ids named as
+  // ARRAY_TASK, or chosen by filters).
+  bool each_alone = false;
 };
 struct QueueRequest {
   std::string user;  // only this user's jobs; empty: everyone's

@@ -31,6 +31,7 @@ struct ClientOptions {
   // typed (job_refs: ID or Slurm's ARRAY_TASK), then resolved to ids (jobs)
   std::vector<std::string> job_refs;
   std::vector<long long> jobs;
+  bool jobs_by_task = false;  // a job_ref was ARRAY_TASK: an array's id there is its first task
   std::string state_filter;
   // show, logs, explain: as typed (job_ref), then resolved (job)
   std::string job_ref;

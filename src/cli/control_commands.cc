@@ -65,11 +65,12 @@ std::optional<std::vector<JobState>> StatesNamed(std::string_view text) {
 
 // One request for many jobs, in batches the API accepts; prints each job's answer. 1 when any
 // failed.
-int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector<JobId>& jobs) {
+int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector<JobId>& jobs,
+                bool each_alone = false) {
   std::vector<api::ControlResult> results;
   for (size_t begin = 0; begin < jobs.size(); begin += api::kMaxControlJobs) {
     const size_t end = std::min(jobs.size(), begin + api::kMaxControlJobs);
-    api::ControlRequest request{action, {jobs.begin() + begin, jobs.begin() + end}};
+    api::ControlRequest request{action, {jobs.begin() + begin, jobs.begin() + end}, each_alone};
     auto reply = Call(o, request);
     if (!reply.ok()) return Fail(o, reply.status());
     results.insert(results.end(), reply->results.begin(), reply->results.end());
@@ -95,7 +96,7 @@ int Cancel(const ClientOptions& o) {
   if (jobs.empty() && !filtered)
     return Fail(o, InvalidArgument("cancel what? give job ids, or --user, --name or --state"),
                 kExitUsage);
-  if (jobs.size() == 1 && !filtered) {
+  if (jobs.size() == 1 && !filtered && !o.jobs_by_task) {
     // One job: the cancel request and reply of one job, as before there were several.
     auto reply = Call(o, api::CancelRequest{jobs.front()});
     if (!reply.ok()) return Fail(o, reply.status());
@@ -131,7 +132,10 @@ int Cancel(const ClientOptions& o) {
     }
     jobs = std::move(matching);
   }
-  return ControlJobs(o, api::JobAction::kCancel, jobs);
+  // Jobs chosen by filters or named as ARRAY_TASK are each one job: an array's id among them is
+  // its first task, not the whole array. (A mix of plain ids and ARRAY_TASK is taken the same
+  // way: name the array by its id alone to cancel all of it.)
+  return ControlJobs(o, api::JobAction::kCancel, jobs, filtered || o.jobs_by_task);
 }
 
 // The exit status `colo wait` gives for an ended job: 0 for success, else its exit code (a

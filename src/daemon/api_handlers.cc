@@ -236,7 +236,7 @@ Result<api::ControlReply> ApiHandlers::Handle(const Identity& caller,
   for (JobId id : request.jobs) {
     api::ControlResult result;
     result.job = id;
-    auto state = c_.controller.Control(caller, request.action, id);
+    auto state = c_.controller.Control(caller, request.action, id, !request.each_alone);
     if (state.ok()) {
       result.ok = true;
       result.state = *state;

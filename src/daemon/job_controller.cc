@@ -517,7 +517,8 @@ Result<Job> JobController::EndedJobFor(const Identity& who, JobId id, std::strin
   return std::move(**stored);
 }
 
-Result<std::string> JobController::Control(const Identity& who, api::JobAction action, JobId id) {
+Result<std::string> JobController::Control(const Identity& who, api::JobAction action, JobId id,
+                                           bool whole_array) {
   switch (action) {
     case api::JobAction::kHold:
       return SetHold(who, id, true);
@@ -528,7 +529,7 @@ Result<std::string> JobController::Control(const Identity& who, api::JobAction a
     case api::JobAction::kCancel:
       break;
   }
-  return Cancel(who, id);
+  return whole_array ? Cancel(who, id) : CancelOne(who, id);
 }
 
 std::string JobController::HeldReason(const Job& job) const {

@@ -129,7 +129,10 @@ class JobController {
   // job (and one whose dependencies are not met) waits outside the scheduler's queues; requeue
   // stops a running job and queues it again, and queues an ended one again. Returns what the
   // job is now.
-  Result<std::string> Control(const Identity& who, api::JobAction action, JobId id);
+  // `whole_array`: an array's id cancels every live task of it (scancel ARRAY_ID); otherwise the
+  // id is its first task alone.
+  Result<std::string> Control(const Identity& who, api::JobAction action, JobId id,
+                              bool whole_array = true);
   // Why a job waits that the scheduler does not know of (held, dependencies, its array's cap);
   // empty otherwise.
   std::string HeldReason(const Job& job) const;

@@ -309,6 +309,14 @@ TEST(Codec, SlurmHabitsRoundTripAndAreChecked) {
   ASSERT_TRUE(control.ok()) << control.status().message();
   EXPECT_EQ(std::get<ControlRequest>(*control).action, JobAction::kRequeue);
   EXPECT_EQ(std::get<ControlRequest>(*control).jobs, (std::vector<JobId>{1, 2, 3}));
+  EXPECT_FALSE(std::get<ControlRequest>(*control).each_alone);
+  c.each_alone = true;
+  auto alone = DecodeRequest(EncodeRequest(c));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE(std::get<ControlRequest>(*alone).each_alone);
+  EXPECT_NE(Error(R"({"api":1,"op":"control","action":"cancel","jobs":[1],"each_alone":1})")
+                .find("each_alone"),
+            std::string::npos);
   EXPECT_NE(Error(R"({"api":1,"op":"control","jobs":[1]})").find("action: is required"),
             std::string::npos);
   EXPECT_NE(Error(R"({"api":1,"op":"control","action":"explode","jobs":[1]})").find("action"),

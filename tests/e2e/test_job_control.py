@@ -448,6 +448,23 @@ class JobControlTest(Base):
             self.assertEqual(r.returncode, 2, bad)
             self.assertIn("is not a job id", r.stderr)
 
+    def test_an_arrays_first_task_alone_and_arrays_under_filters(self):
+        """ARRAY_ID cancels the whole array, ARRAY_0 its first task alone; cancel by filters
+        cancels each matching task once (the array's id among them is its first task)."""
+        array = int(self.colo_ok("submit", "--hold", "-a", "0-2", "--", "true").stdout.split()[3])
+        self.assertEqual(self.colo_ok("cancel", f"{array}_0").stdout, f"job {array}: cancelled\n")
+        self.assertEqual([self.show(array + i)["state"] for i in range(3)],
+                         ["cancelled", "queued", "queued"])
+        second = int(self.colo_ok("submit", "--hold", "-a", "0-3", "--", "true").stdout.split()[3])
+        r = self.colo("cancel", "--state", "PD")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertEqual(r.stdout.count("cancelled"), 6, r.stdout)
+        for job in list(range(array + 1, array + 3)) + list(range(second, second + 4)):
+            self.assertEqual(self.show(job)["state"], "cancelled", job)
+        whole = int(self.colo_ok("submit", "--hold", "-a", "0-2", "--", "true").stdout.split()[3])
+        self.assertEqual(self.colo_ok("cancel", whole).stdout, f"job {whole}: cancelled 3 task(s)\n")
+
     def test_logs_exit_like_the_job(self):
         ok = self.submit("--", "sh", "-c", "echo fine")
         bad = self.submit("--", "sh", "-c", "echo broken; exit 3")
