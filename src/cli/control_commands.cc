@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -148,9 +149,24 @@ int ExitStatusOf(const api::JobSummary& job) {
   return 1;
 }
 
+Result<std::vector<JobId>> ArrayTasks(const ClientOptions& o, JobId array);  // below
+
 int Wait(const ClientOptions& o) {
+  // An array's id waits for every task of it (sbatch --wait), unless named as ARRAY_TASK.
+  std::vector<JobId> jobs;
+  for (long long id : o.jobs) {
+    auto first = Call(o, api::ShowRequest{id});
+    if (!first.ok()) return Fail(o, first.status());
+    if (o.jobs_by_task || first->job.summary.array_job != id) {
+      jobs.push_back(id);
+      continue;
+    }
+    auto tasks = ArrayTasks(o, id);
+    if (!tasks.ok()) return Fail(o, tasks.status());
+    jobs.insert(jobs.end(), tasks->begin(), tasks->end());
+  }
   std::map<JobId, std::optional<api::JobSummary>> ended;
-  for (long long id : o.jobs) ended[id];
+  for (JobId id : jobs) ended[id];
   // Bounded polling: quick at first (short jobs), then every 2 s at most.
   auto interval = std::chrono::milliseconds(200);
   for (;;) {
@@ -173,13 +189,13 @@ int Wait(const ClientOptions& o) {
     interval = std::min(interval * 2, std::chrono::milliseconds(2000));
   }
   int status = 0;
-  for (long long id : o.jobs) {
+  for (JobId id : jobs) {
     const int s = ExitStatusOf(*ended[id]);
     if (status == 0) status = s;
   }
   if (o.json) {
     api::QueueReply reply;
-    for (long long id : o.jobs) reply.jobs.push_back(*ended[id]);
+    for (JobId id : jobs) reply.jobs.push_back(*ended[id]);
     fmt::print("{}\n", api::EncodeReply(reply));
   }
   return status;
@@ -357,19 +373,16 @@ CLI::Validator JobRefValidator() {
       "ID|ARRAY_TASK");
 }
 
-Result<JobId> ResolveJobRef(const ClientOptions& o, std::string_view text) {
-  const std::optional<JobRef> ref = ParseJobRef(text);
-  if (!ref) return InvalidArgument(fmt::format("'{}' is not a job id", Printable(text)));
-  if (!ref->task) return ref->id;
-  const auto is_task = [&](const api::JobSummary& j) {
-    return j.array_job == ref->id && j.array_task == *ref->task;
-  };
+namespace {
+// The live jobs, then the history (newest first) back to `lowest`, until `found` says stop.
+// A task's id is never below its array's, so an array's tasks are all found above it.
+Status ScanJobs(const ClientOptions& o, JobId lowest,
+                const std::function<bool(const api::JobSummary&)>& found) {
   auto live = Call(o, api::QueueRequest{});
   if (!live.ok()) return live.status();
   for (const api::JobSummary& j : live->jobs) {
-    if (is_task(j)) return j.id;
+    if (found(j)) return Status::Ok();
   }
-  // A task's id is never below its array's: the history is read back to there, a page at a time.
   api::HistoryRequest request;
   request.all = true;
   request.limit = api::kMaxHistoryPage;
@@ -377,12 +390,35 @@ Result<JobId> ResolveJobRef(const ClientOptions& o, std::string_view text) {
     auto page = Call(o, request);
     if (!page.ok()) return page.status();
     for (const api::JobSummary& j : page->jobs) {
-      if (is_task(j)) return j.id;
+      if (found(j)) return Status::Ok();
     }
-    if (!page->next || *page->next <= ref->id) break;
+    if (!page->next || *page->next <= lowest) return Status::Ok();
     request.before = page->next;
   }
-  return NotFound(fmt::format("no task {} of array {}", *ref->task, ref->id));
+}
+
+// Every task of the array `array` (its first task's id), live or ended, by id.
+Result<std::vector<JobId>> ArrayTasks(const ClientOptions& o, JobId array) {
+  std::set<JobId> tasks;
+  COLO_RETURN_IF_ERROR(ScanJobs(o, array, [&](const api::JobSummary& j) {
+    if (j.array_job == array) tasks.insert(j.id);
+    return false;
+  }));
+  return std::vector<JobId>(tasks.begin(), tasks.end());
+}
+}  // namespace
+
+Result<JobId> ResolveJobRef(const ClientOptions& o, std::string_view text) {
+  const std::optional<JobRef> ref = ParseJobRef(text);
+  if (!ref) return InvalidArgument(fmt::format("'{}' is not a job id", Printable(text)));
+  if (!ref->task) return ref->id;
+  std::optional<JobId> task;
+  COLO_RETURN_IF_ERROR(ScanJobs(o, ref->id, [&](const api::JobSummary& j) {
+    if (j.array_job == ref->id && j.array_task == *ref->task) task = j.id;
+    return task.has_value();
+  }));
+  if (!task) return NotFound(fmt::format("no task {} of array {}", *ref->task, ref->id));
+  return *task;
 }
 
 void AddControlCommands(CLI::App& app, ClientOptions& o) {

@@ -273,6 +273,24 @@ class JobControlTest(Base):
         self.assertEqual(self.colo("wait", a, failing).returncode, 3)
         r = self.colo("wait", 99999)
         self.assertEqual(r.returncode, 1)
+        # An array's id waits for every task (sbatch --wait); ARRAY_0 for the first alone.
+        release = os.path.join(self.tmp, "release-wait-array")
+        r = self.colo_ok("submit", "-a", "0-2", "--", "sh", "-c",
+                         'if [ "$COLO_ARRAY_TASK_ID" = 0 ]; then exit 0; fi; wait-for "$0"; '
+                         'exit "$COLO_ARRAY_TASK_ID"', release)
+        array = int(r.stdout.split()[3])
+        self.assertEqual(self.colo("wait", f"{array}_0").returncode, 0)
+        proc = subprocess.Popen(
+            harness.as_user(None, [harness.COLO, "wait", str(array)]),
+            env=self.client_env(None, self.d.socket, path_prefix=self.bin), cwd=self.work,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        self.assertIsNone(proc.poll(), "colo wait ARRAY returned while tasks run")
+        self.release(release)
+        out, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 1, out + err)  # task 1's exit code comes first
+        for i, state in enumerate(("succeeded", "failed (exit code 1)", "failed (exit code 2)")):
+            self.assertIn(f"job {array + i}: {state}", out)
 
     # --- Arrays ---
 
