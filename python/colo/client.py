@@ -282,11 +282,12 @@ class Client:
     # Jobs.
     def submit(self, command: Sequence[str], *, gpus=1, memory=None, share=None, threads=None,
                smact=None, name="", workdir=None, env: Mapping[str, str] | None = None,
-               estimate_from=None, batch=None, gpu_model=None) -> int:
+               estimate_from=None, batch=None, gpu_model=None, output=None, error=None) -> int:
         """Submits `command` (argv; the first word is found through PATH) and returns the job id.
         `memory`: the declared peak per GPU (bytes or "12GiB"); `estimate_from`: a profile
         (colo.profile's or colo-profile's JSON, or a torchsummary file) that colo's estimators turn
-        into the plan, as `colo submit --estimate-from` does; `env` defaults to this process's."""
+        into the plan, as `colo submit --estimate-from` does; `env` defaults to this process's;
+        `output`/`error`: files for the job's stdout/stderr as `colo submit -o/-e` takes them."""
         if isinstance(command, str) or not command or not all(isinstance(w, str) for w in command):
             raise InvalidArgument("command must be a non-empty list of strings (argv)")
         request = {"command": list(command), "gpus": int(gpus),
@@ -301,6 +302,10 @@ class Client:
             request["expected_smact"] = float(smact)
         if name:
             request["name"] = name
+        if output:
+            request["output"] = output
+        if error:
+            request["error"] = error
         if estimate_from is not None:
             request["estimate"] = self.estimate(estimate_from, batch=batch, gpu_model=gpu_model)
         return int(self.call("submit", **request)["job"])

@@ -52,6 +52,17 @@ class PythonClientTest(harness.E2ETest):
         self.assertEqual(len(gpus), 2)
         self.assertTrue(all(g.memory_total_bytes > 0 for g in gpus), gpus)
 
+    def test_output_files(self):
+        job = self.submit(["sh", "-c", "echo out; echo err >&2"], output="o-%j.txt",
+                          error="e-%j.txt")
+        self.assertTrue(self.client.wait(job, timeout=harness.JOB_DEADLINE).succeeded)
+        with open(os.path.join(self.work, f"o-{job}.txt")) as f:
+            self.assertEqual(f.read(), "out\n")
+        with open(os.path.join(self.work, f"e-{job}.txt")) as f:
+            self.assertEqual(f.read(), "err\n")
+        with self.assertRaises(colo.InvalidArgument):
+            self.submit(["true"], output="bad-%q")
+
     def test_queue_and_cancel(self):
         job = self.submit(["sleep", "60"], memory="1GiB")
         running = harness.wait_until(
