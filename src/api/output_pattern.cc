@@ -5,6 +5,8 @@
 
 #include <charconv>
 
+#include "common/text.h"
+
 namespace colo::api {
 namespace {
 
@@ -45,6 +47,10 @@ Status CheckOutputPattern(std::string_view pattern) {
         fmt::format("an output file name is longer than {} bytes", kMaxOutputPatternBytes));
   if (pattern.find('\0') != std::string_view::npos)
     return InvalidArgument("an output file name holds a NUL byte");
+  // Sent as JSON text and shown by colo show: a name must be itself there, not a replacement.
+  if (Printable(pattern) != pattern || pattern.find('\t') != std::string_view::npos)
+    return InvalidArgument(fmt::format(
+        "output file name {} must be valid UTF-8 without control characters", Printable(pattern)));
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] != '%') continue;
     const Code code = ReadCode(pattern, i);

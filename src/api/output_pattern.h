@@ -29,7 +29,8 @@ struct OutputNames {
 };
 
 // An error names the first thing wrong: an unknown or unfinished %-code, a width over 10, a NUL
-// byte, an empty pattern or one longer than kMaxOutputPatternBytes.
+// byte or another control character, bytes that are not UTF-8, an empty pattern or one longer
+// than kMaxOutputPatternBytes.
 Status CheckOutputPattern(std::string_view pattern);
 
 // The file name for `names`; `pattern` has passed CheckOutputPattern (anything else is copied as

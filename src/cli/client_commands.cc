@@ -791,7 +791,7 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
     auto id = ResolveJobRef(o, ref);
     if (!id.ok()) return Fail(o, id.status());
     o.jobs.push_back(*id);
-    o.jobs_by_task = o.jobs_by_task || ref.find('_') != std::string::npos;
+    if (ref.find('_') != std::string::npos) o.named_as_task.insert(*id);
   }
   if (app.got_subcommand("submit")) return Submit(o);
   if (app.got_subcommand("logs")) return Logs(o);

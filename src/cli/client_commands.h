@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ struct ClientOptions {
   // typed (job_refs: ID or Slurm's ARRAY_TASK), then resolved to ids (jobs)
   std::vector<std::string> job_refs;
   std::vector<long long> jobs;
-  bool jobs_by_task = false;  // a job_ref was ARRAY_TASK: an array's id there is its first task
+  // Of jobs, those named as ARRAY_TASK: an array's id named so is its first task alone.
+  std::set<long long> named_as_task;
   std::string state_filter;
   // show, logs, explain: as typed (job_ref), then resolved (job)
   std::string job_ref;

@@ -66,15 +66,23 @@ std::optional<std::vector<JobState>> StatesNamed(std::string_view text) {
 
 // One request for many jobs, in batches the API accepts; prints each job's answer. 1 when any
 // failed.
+// `alone`: the ids among `jobs` that are one job each (an array's id there is its first task),
+// sent in requests of their own.
 int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector<JobId>& jobs,
-                bool each_alone = false) {
+                const std::set<long long>& alone = {}) {
   std::vector<api::ControlResult> results;
-  for (size_t begin = 0; begin < jobs.size(); begin += api::kMaxControlJobs) {
-    const size_t end = std::min(jobs.size(), begin + api::kMaxControlJobs);
-    api::ControlRequest request{action, {jobs.begin() + begin, jobs.begin() + end}, each_alone};
-    auto reply = Call(o, request);
-    if (!reply.ok()) return Fail(o, reply.status());
-    results.insert(results.end(), reply->results.begin(), reply->results.end());
+  for (const bool each_alone : {false, true}) {
+    std::vector<JobId> group;
+    for (JobId id : jobs) {
+      if (alone.count(id) == (each_alone ? 1u : 0u)) group.push_back(id);
+    }
+    for (size_t begin = 0; begin < group.size(); begin += api::kMaxControlJobs) {
+      const size_t end = std::min(group.size(), begin + api::kMaxControlJobs);
+      api::ControlRequest request{action, {group.begin() + begin, group.begin() + end}, each_alone};
+      auto reply = Call(o, request);
+      if (!reply.ok()) return Fail(o, reply.status());
+      results.insert(results.end(), reply->results.begin(), reply->results.end());
+    }
   }
   bool failed = false;
   for (const api::ControlResult& r : results) failed = failed || !r.ok;
@@ -97,7 +105,7 @@ int Cancel(const ClientOptions& o) {
   if (jobs.empty() && !filtered)
     return Fail(o, InvalidArgument("cancel what? give job ids, or --user, --name or --state"),
                 kExitUsage);
-  if (jobs.size() == 1 && !filtered && !o.jobs_by_task) {
+  if (jobs.size() == 1 && !filtered && o.named_as_task.empty()) {
     // One job: the cancel request and reply of one job, as before there were several.
     auto reply = Call(o, api::CancelRequest{jobs.front()});
     if (!reply.ok()) return Fail(o, reply.status());
@@ -134,9 +142,9 @@ int Cancel(const ClientOptions& o) {
     jobs = std::move(matching);
   }
   // Jobs chosen by filters or named as ARRAY_TASK are each one job: an array's id among them is
-  // its first task, not the whole array. (A mix of plain ids and ARRAY_TASK is taken the same
-  // way: name the array by its id alone to cancel all of it.)
-  return ControlJobs(o, api::JobAction::kCancel, jobs, filtered || o.jobs_by_task);
+  // its first task, not the whole array.
+  return ControlJobs(o, api::JobAction::kCancel, jobs,
+                     filtered ? std::set<long long>(jobs.begin(), jobs.end()) : o.named_as_task);
 }
 
 // The exit status `colo wait` gives for an ended job: 0 for success, else its exit code (a
@@ -157,7 +165,7 @@ int Wait(const ClientOptions& o) {
   for (long long id : o.jobs) {
     auto first = Call(o, api::ShowRequest{id});
     if (!first.ok()) return Fail(o, first.status());
-    if (o.jobs_by_task || first->job.summary.array_job != id) {
+    if (o.named_as_task.count(id) || first->job.summary.array_job != id) {
       jobs.push_back(id);
       continue;
     }

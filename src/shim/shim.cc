@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -192,6 +193,9 @@ struct Copy {
   int to = -1;    // the user's file (shared by both copies when they name one file)
   const char* path = "";
   bool broken = false;  // a write failed: the copy stops, the log goes on
+  // The last bytes copied, to see whether the log still holds them where they were read.
+  char tail[64] = {};
+  size_t tail_size = 0;
 };
 
 // Opens the user's FILE as the user (the shim is the user): created if missing, a regular file
@@ -230,6 +234,23 @@ int OpenCopyFile(const char* path, bool append, const struct stat logs[2], std::
 // Copies what the log gained since the last pass; true if anything was copied.
 bool CopyNew(Copy& copy) {
   if (copy.from < 0 || copy.to < 0 || copy.broken) return false;
+  // The job emptied its log (`echo x > /dev/stderr` opens it with O_TRUNC) and may have written
+  // past the old length since: if the log no longer holds what was copied last where it was
+  // read, it is read from its start again, or what it wrote after emptying it would be skipped.
+  struct stat st {};
+  const off_t at = lseek(copy.from, 0, SEEK_CUR);
+  bool rewritten = fstat(copy.from, &st) == 0 && at > st.st_size;
+  if (!rewritten && copy.tail_size > 0) {
+    char now[sizeof copy.tail];
+    const off_t from = at - static_cast<off_t>(copy.tail_size);
+    rewritten =
+        pread(copy.from, now, copy.tail_size, from) != static_cast<ssize_t>(copy.tail_size) ||
+        memcmp(now, copy.tail, copy.tail_size) != 0;
+  }
+  if (rewritten) {
+    lseek(copy.from, 0, SEEK_SET);
+    copy.tail_size = 0;
+  }
   char buffer[65536];
   size_t copied = 0;
   while (copied < kCopyPassBytes) {
@@ -243,6 +264,17 @@ bool CopyNew(Copy& copy) {
       break;
     }
     copied += static_cast<size_t>(n);
+    // Keep the last sizeof tail bytes copied.
+    const size_t got = static_cast<size_t>(n);
+    if (got >= sizeof copy.tail) {
+      memcpy(copy.tail, buffer + got - sizeof copy.tail, sizeof copy.tail);
+      copy.tail_size = sizeof copy.tail;
+    } else {
+      const size_t keep = std::min(copy.tail_size, sizeof copy.tail - got);
+      memmove(copy.tail, copy.tail + copy.tail_size - keep, keep);
+      memcpy(copy.tail + keep, buffer, got);
+      copy.tail_size = keep + got;
+    }
   }
   return copied > 0;
 }
@@ -391,9 +423,16 @@ int main(int argc, char** argv) {
   }
   CopyAll(copies);
   EndLeftovers(grace_ms);
-  // What the leftovers wrote before they ended; bounded, should one that could not be ended
-  // write on.
-  for (int pass = 0; pass < 64 && CopyAll(copies); ++pass) {
+  // Everything the logs hold now, however much (the processes that wrote it have ended), and
+  // a little more should one that could not be ended write on.
+  off_t unread = 0;
+  for (const Copy& copy : copies) {
+    struct stat st {};
+    if (copy.from >= 0 && fstat(copy.from, &st) == 0)
+      unread = std::max(unread, st.st_size - lseek(copy.from, 0, SEEK_CUR));
+  }
+  const off_t passes = unread / static_cast<off_t>(kCopyPassBytes) + 64;
+  for (off_t pass = 0; pass < passes && CopyAll(copies); ++pass) {
   }
   if (WIFSIGNALED(status)) {
     RecordEnd(exit_file, "signaled " + std::to_string(WTERMSIG(status)) + "\n");

@@ -138,6 +138,10 @@ TEST(OutputPattern, SlurmCodesExpandAndBadOnesAreNamed) {
     EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
   }
   EXPECT_FALSE(CheckOutputPattern(std::string("a\0b", 3)).ok());
+  for (const char* unprintable : {"r\xe9s.out", "new\nline.out", "tab\t.out", "\x1b[2J"}) {
+    EXPECT_FALSE(CheckOutputPattern(unprintable).ok()) << unprintable;
+  }
+  EXPECT_TRUE(CheckOutputPattern("résumé-%j.out").ok());
   EXPECT_FALSE(CheckOutputPattern(std::string(kMaxOutputPatternBytes + 1, 'a')).ok());
   // A name cannot make a file name longer than a path may be.
   names.name = std::string(10000, 'n');

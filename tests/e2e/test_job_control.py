@@ -412,6 +412,13 @@ class JobControlTest(Base):
             self.assert_succeeded(array + i)
             self.assertEqual(self.read_work(f"arr-{array}_{i}.out"), f"task {i}\n")
 
+        # A job that empties its log (`> /dev/stderr` truncates it) loses nothing of the copy.
+        trunc = self.submit("-e", "trunc.err", "--", "sh", "-c",
+                            "echo one >&2; echo two >&2; sleep 0.6; echo three > /dev/stderr; "
+                            "echo four >&2")
+        self.assert_succeeded(trunc)
+        self.assertEqual(self.read_work("trunc.err"), "one\ntwo\nthree\nfour\n")
+
         # A later attempt adds to what the earlier one wrote.
         again = self.submit("-o", "again.txt", "--", "sh", "-c", "echo attempt $COLO_ATTEMPT")
         self.assert_succeeded(again)
@@ -482,6 +489,13 @@ class JobControlTest(Base):
             self.assertEqual(self.show(job)["state"], "cancelled", job)
         whole = int(self.colo_ok("submit", "--hold", "-a", "0-2", "--", "true").stdout.split()[3])
         self.assertEqual(self.colo_ok("cancel", whole).stdout, f"job {whole}: cancelled 3 task(s)\n")
+        # Each id as it is named: the first array whole, the second's first task alone.
+        a = int(self.colo_ok("submit", "--hold", "-a", "0-2", "--", "true").stdout.split()[3])
+        b = int(self.colo_ok("submit", "--hold", "-a", "0-1", "--", "true").stdout.split()[3])
+        r = self.colo_ok("cancel", a, f"{b}_0")
+        self.assertIn(f"job {a}: cancelled 3 task(s)", r.stdout)
+        self.assertEqual([self.show(j)["state"] for j in (a, a + 1, a + 2, b, b + 1)],
+                         ["cancelled"] * 4 + ["queued"])
 
     def test_logs_exit_like_the_job(self):
         ok = self.submit("--", "sh", "-c", "echo fine")
