@@ -587,19 +587,23 @@ Status SqliteJobStore::InsertRow(const Job& job, const std::string& what) {
     return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
                                        what, record.size(), kMaxJobRecordBytes));
   Statement insert(*this, kInsertJob);
-  insert.Bind(1, job.id());
-  insert.Bind(2, static_cast<int64_t>(job.owner.uid));
-  insert.Bind(3, ToString(job.state));
-  insert.Bind(4, ToEpochSeconds(job.submitted));
-  insert.Bind(5, ToEpochSeconds(job.finished));
-  insert.Bind(6, std::string_view(record));
-  insert.Bind(7, int64_t{job.live() ? 0 : 1});
-  if (const std::string_view signature = SignatureOf(job); signature.empty())
-    insert.BindNull(8);
-  else
-    insert.Bind(8, signature);
+  BindJobRow(insert, job, record);
   if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
   return Status::Ok();
+}
+
+void SqliteJobStore::BindJobRow(Statement& statement, const Job& job, std::string_view record) {
+  statement.Bind(1, job.id());
+  statement.Bind(2, static_cast<int64_t>(job.owner.uid));
+  statement.Bind(3, ToString(job.state));
+  statement.Bind(4, ToEpochSeconds(job.submitted));
+  statement.Bind(5, ToEpochSeconds(job.finished));
+  statement.Bind(6, record);
+  statement.Bind(7, int64_t{job.live() ? 0 : 1});
+  if (const std::string_view signature = SignatureOf(job); signature.empty())
+    statement.BindNull(8);
+  else
+    statement.Bind(8, signature);
 }
 
 Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
@@ -671,17 +675,7 @@ Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& event
   if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
   {
     Statement update(*this, kUpdateJob);
-    update.Bind(1, job.id());
-    update.Bind(2, static_cast<int64_t>(job.owner.uid));
-    update.Bind(3, ToString(job.state));
-    update.Bind(4, ToEpochSeconds(job.submitted));
-    update.Bind(5, ToEpochSeconds(job.finished));
-    update.Bind(6, std::string_view(record));
-    update.Bind(7, int64_t{job.live() ? 0 : 1});
-    if (const std::string_view signature = SignatureOf(job); signature.empty())
-      update.BindNull(8);
-    else
-      update.Bind(8, signature);
+    BindJobRow(update, job, record);
     if (int rc = update.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
   }
   if (sqlite3_changes(db_) == 0) {

@@ -75,6 +75,8 @@ class SqliteJobStore final : public JobStore {
   Result<JobId> NextId(const std::string& what);
   Status SetNextId(JobId next, const std::string& what);
   Status InsertRow(const Job& job, const std::string& what);
+  // The columns kInsertJob and kUpdateJob share: ?1..?8.
+  static void BindJobRow(Statement& statement, const Job& job, std::string_view record);
   Status Quarantine(JobId id, const std::string& reason);
   // "disk full", "database file is corrupted", else SQLite's message.
   std::string Reason(int rc) const;
