@@ -4,7 +4,16 @@ gaps scaled down, a light/medium/heavy mix like the 90-task trace (65/27/8%), ea
 count chosen for a solo duration drawn uniformly from [--min-s, --max-s].
 
     make_trace.py SOLO.json --jobs 30 --gap-scale 0.1 --min-s 20 --max-s 120 [--seed 1]
-                  [--gpus 2 --two-gpu-jobs 2] [--startup-s 9] [--mix 0.65,0.27,0.08] -o trace.json
+                  [--gpus 2 --two-gpu-jobs 2] [--startup-s 9] [--mix 0.65,0.27,0.08]
+                  [--catalogue RESULTS/sim/catalogue.json]
+                  [--class-seconds light=120:240,medium=480:840,heavy=480:1000] -o trace.json
+
+--catalogue sizes the iterations with another machine's iteration times (sim_compare.py's catalogue,
+taken from a run's exclusive mode) instead of SOLO.json's: the light jobs, bound by the CPU's kernel
+launches, iterate at different speeds on different hosts. SOLO.json still gives the workloads, their
+classes and SM activity.
+--class-seconds draws each class's solo duration from its own range (classes not named keep
+[--min-s, --max-s]), e.g. to give the classes the thesis' shares of the GPU time.
 
 --two-gpu-jobs K makes K of the medium and heavy jobs data-parallel on 2 GPUs (job.py --gpus 2, each
 replica with the workload's batch; --two-gpu-cost is their iteration time over the solo one's).
@@ -39,13 +48,32 @@ def main():
                         help="a job's start-up before its first step (interpreter, imports, model)")
     parser.add_argument("--mix", default="0.65,0.27,0.08",
                         help="the light, medium and heavy shares (default: the 90-task trace's)")
+    parser.add_argument("--catalogue", help="per-workload iteration times measured on the target "
+                                             "machine (sim_compare.py's catalogue.json)")
+    parser.add_argument("--class-seconds", default="",
+                        help="per-class solo duration ranges, e.g. light=120:240,medium=480:840")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
     shares = [float(x) for x in args.mix.split(",")]
     if len(shares) != 3 or min(shares) < 0 or abs(sum(shares) - 1) > 1e-6:
         parser.error("--mix takes three non-negative shares that add up to 1")
     mix = dict(zip(("light", "medium", "heavy"), shares))
+    seconds_of = {c: (args.min_s, args.max_s) for c in mix}
+    for item in filter(None, args.class_seconds.split(",")):
+        cls, _, span = item.partition("=")
+        low, _, high = span.partition(":")
+        try:
+            low, high = float(low), float(high)
+        except ValueError:
+            parser.error(f"--class-seconds: '{item}' is not CLASS=MIN:MAX")
+        if cls not in seconds_of or not 0 < low <= high:
+            parser.error(f"--class-seconds: '{item}' needs a class of {', '.join(mix)} and 0 < MIN <= MAX")
+        seconds_of[cls] = (low, high)
     solo = [w for w in json.load(open(args.solo))["workloads"] if "median_iter_ms" in w]
+    if args.catalogue:
+        measured = json.load(open(args.catalogue))
+        solo = [dict(w, median_iter_ms=measured[f"{w['name']}/1"]["iter_s"] * 1000) for w in solo
+                if f"{w['name']}/1" in measured]
     rng = random.Random(args.seed)
     # Exact class counts in the mix's proportions (largest remainders), in random order.
     want = {c: args.jobs * f for c, f in mix.items()}
@@ -58,7 +86,7 @@ def main():
     for i, cls in enumerate(classes):
         t += PHILLY_GAPS[i % len(PHILLY_GAPS)] * args.gap_scale
         w = rng.choice([w for w in solo if w["class"] == cls])
-        seconds = rng.uniform(args.min_s, args.max_s)
+        seconds = rng.uniform(*seconds_of[cls])
         iters = max(10, round(seconds * 1000 / w["median_iter_ms"]))
         jobs.append({"id": i + 1, "arrival_s": round(t, 2), "workload": w["name"], "class": cls,
                      "iters": iters, "solo_s": round(iters * w["median_iter_ms"] / 1000, 1),
