@@ -36,7 +36,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       COLO_CHECK(colo::fuzz::IsValidUtf8(*d->name) && PrintsAsItIs(*d->name));
       COLO_CHECK(d->name->find('\t') == std::string::npos);
     }
-    COLO_CHECK(d->any == (d->gpus || d->threads || d->smact || d->memory || d->share || d->name));
+    for (const auto* value : {&d->output, &d->error, &d->time_limit, &d->array, &d->dependency}) {
+      if (!*value) continue;
+      COLO_CHECK(!(*value)->empty() && (*value)->size() <= 4096);
+      COLO_CHECK(colo::fuzz::IsValidUtf8(**value) && PrintsAsItIs(**value));
+      COLO_CHECK((*value)->find('\t') == std::string::npos);
+    }
+    COLO_CHECK(d->any == (d->gpus || d->threads || d->smact || d->memory || d->share || d->name ||
+                          d->output || d->error || d->time_limit || d->array || d->dependency));
   } else {
     COLO_CHECK(d.status().message().starts_with("fuzz.sh:"));
     COLO_CHECK(PrintsAsItIs(d.status().message()));
