@@ -37,33 +37,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string SocketOf(const ClientOptions& o) {
-  return o.socket.empty() ? api::DefaultSocketPath() : o.socket;
-}
-
-template <typename Req>
-Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& o, const Req& request) {
-  auto client = api::Client::Connect(SocketOf(o));
-  if (!client.ok()) return client.status();
-  return client->Call(request);
-}
-
 int Fail(const ClientOptions& o, const Status& s) {
   return ReportError(s, o.json);
 }
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string FormatWallTime(double t) {
-  if (t <= 0) return "-";
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buffer;
 }
 
 // Escaped for the terminal and cut to `n` bytes on a character boundary.
@@ -512,8 +491,7 @@ void PrintShow(const api::JobDetail& j) {
     }
     fmt::print("   Smact={:.2f} ({})\n", *j.smact, source);
   }
-  fmt::print("   SubmitTime={} EndTime={}\n", FormatWallTime(s.submitted),
-             FormatWallTime(s.finished));
+  fmt::print("   SubmitTime={} EndTime={}\n", WallTimeText(s.submitted), WallTimeText(s.finished));
   if (!s.reason.empty()) fmt::print("   Reason={}\n", Printable(s.reason));
   for (const api::AttemptInfo& a : j.attempt_list) {
     std::vector<std::string> indices;
@@ -534,7 +512,7 @@ void PrintShow(const api::JobDetail& j) {
     break;
   }
   for (const api::EventInfo& e : j.events)
-    fmt::print("   {} {:<10} {}\n", FormatWallTime(e.time), Printable(e.kind), Printable(e.detail));
+    fmt::print("   {} {:<10} {}\n", WallTimeText(e.time), Printable(e.kind), Printable(e.detail));
 }
 
 void PrintGpus(const api::GpusReply& r) {

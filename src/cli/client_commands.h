@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/client.h"
 #include "api/types.h"
 #include "common/status.h"
 
@@ -57,6 +58,15 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options);
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;  // the job failed, or colod (or the system) refused or failed
 constexpr int kExitUsage = 2;  // the command line was wrong
+
+// One request to colod (the socket of --socket, else the default one) and its typed reply.
+template <typename Req>
+Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& options, const Req& request) {
+  auto client =
+      api::Client::Connect(options.socket.empty() ? api::DefaultSocketPath() : options.socket);
+  if (!client.ok()) return client.status();
+  return client->Call(request);
+}
 
 // Reports an error: with `json`, {"error": {"code": CODE, "message": ...}} on stdout (CODE as
 // api::ErrorCode names it), else "colo: MESSAGE" on stderr. Returns `exit_code`.

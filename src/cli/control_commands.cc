@@ -19,17 +19,6 @@
 namespace colo {
 namespace {
 
-std::string SocketOf(const ClientOptions& o) {
-  return o.socket.empty() ? api::DefaultSocketPath() : o.socket;
-}
-
-template <typename Req>
-Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& o, const Req& request) {
-  auto client = api::Client::Connect(SocketOf(o));
-  if (!client.ok()) return client.status();
-  return client->Call(request);
-}
-
 int Fail(const ClientOptions& o, const Status& s, int exit_code = kExitError) {
   return ReportError(s, o.json, exit_code);
 }

@@ -30,16 +30,6 @@ constexpr StateInfo kStates[] = {
     {JobState::kTimeout, "TO", "ended at its time limit (--time)"},
 };
 
-std::string WallTimeText(double t) {
-  if (t <= 0) return "-";
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buffer;
-}
-
 std::string ElapsedText(double seconds) {
   if (seconds < 0) seconds = 0;
   const auto s = static_cast<long long>(seconds);
@@ -144,6 +134,16 @@ std::string Fit(const std::string& raw, int width, bool right) {
 }
 
 }  // namespace
+
+std::string WallTimeText(double t) {
+  if (t <= 0) return "-";
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  localtime_r(&tt, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buffer;
+}
 
 std::string StateCode(JobState state) {
   for (const StateInfo& s : kStates)

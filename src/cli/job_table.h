@@ -15,6 +15,8 @@ namespace colo {
 std::string StateCode(JobState state);
 // One line per state: "  PD  queued      waiting for GPUs", for --help.
 std::string StateLegend();
+// A wall time (seconds since the epoch) as local ISO time; "-" for none.
+std::string WallTimeText(double t);
 // One line per format code with its header and meaning, for --help.
 std::string FormatCodesHelp();
 

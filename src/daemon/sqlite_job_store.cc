@@ -816,6 +816,15 @@ Result<std::vector<Job>> SqliteJobStore::EndedBetween(WallTime since, WallTime u
   return jobs;
 }
 
+JobEvent SqliteJobStore::EventOfRow(Statement& row) {
+  JobEvent event;
+  event.time = FromEpochSeconds(row.Double(0)).value_or(WallTime());
+  event.job = row.Int64(1);
+  event.kind = ValidUtf8(row.Text(2));
+  event.detail = ValidUtf8(row.Text(3));
+  return event;
+}
+
 Result<std::vector<JobEvent>> SqliteJobStore::Events(JobId id) {
   std::lock_guard lock(mutex_);
   Statement rows(*this, kEvents);
@@ -823,11 +832,7 @@ Result<std::vector<JobEvent>> SqliteJobStore::Events(JobId id) {
   std::vector<JobEvent> events;
   int rc;
   while ((rc = rows.Step()) == SQLITE_ROW) {
-    JobEvent& event = events.emplace_back();
-    event.time = FromEpochSeconds(rows.Double(0)).value_or(WallTime());
-    event.job = rows.Int64(1);
-    event.kind = ValidUtf8(rows.Text(2));
-    event.detail = ValidUtf8(rows.Text(3));
+    events.push_back(EventOfRow(rows));
   }
   if (rc != SQLITE_DONE) return ReadError(fmt::format("the events of job {}", id), rc);
   return events;
@@ -840,11 +845,7 @@ Result<std::vector<JobEvent>> SqliteJobStore::RecentEvents(int limit) {
   std::vector<JobEvent> events;
   int rc;
   while ((rc = rows.Step()) == SQLITE_ROW) {
-    JobEvent& event = events.emplace_back();
-    event.time = FromEpochSeconds(rows.Double(0)).value_or(WallTime());
-    event.job = rows.Int64(1);
-    event.kind = ValidUtf8(rows.Text(2));
-    event.detail = ValidUtf8(rows.Text(3));
+    events.push_back(EventOfRow(rows));
   }
   if (rc != SQLITE_DONE) return ReadError("the recent events", rc);
   return events;

@@ -77,6 +77,8 @@ class SqliteJobStore final : public JobStore {
   Status InsertRow(const Job& job, const std::string& what);
   // The columns kInsertJob and kUpdateJob share: ?1..?8.
   static void BindJobRow(Statement& statement, const Job& job, std::string_view record);
+  // A row of kEvents or kRecentEvents: time, job, kind, detail.
+  static JobEvent EventOfRow(Statement& row);
   Status Quarantine(JobId id, const std::string& reason);
   // "disk full", "database file is corrupted", else SQLite's message.
   std::string Reason(int rc) const;
