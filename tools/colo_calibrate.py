@@ -3,11 +3,13 @@
 holds outside PyTorch's caching allocator (CUDA context, kernels, cuBLAS/cuDNN libraries) and the
 cuBLAS workspaces the allocator keeps. colo adds both to a replayed trace's peak.
 
-    colo-calibrate [-o profile.json] [--mps] [--no-conv]
+    colo-calibrate [-o profile.json] [--mps] [--no-conv] [--conv-models torchvision:NAME,timm:NAME]
 
 It also measures the workspaces cuDNN takes for convolutions on this GPU (forward and backward, with
-and without cudnn.benchmark, fp32 and bf16), per byte of the convolution's largest tensor: colo's
-trace estimator adds them where a profile recorded a convolution. With --mps it starts an MPS
+and without cudnn.benchmark, fp32 and bf16): per byte of a convolution's tensors for 24 typical
+shapes, and, one by one, the exact workspaces of every convolution in widely used image models
+(torchvision's and timm's; more with --conv-models) at the batch sizes people train with (16 to 256). colo's trace estimator
+allocates them where a profile recorded a convolution. With --mps it starts an MPS
 control daemon of its own (own pipe and log folders; stopped before it exits), runs a client under
 it and records what moves into the MPS server (the client's context), what NVML reports for a
 client, and how much a client can allocate under CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: colod uses these
@@ -229,6 +231,186 @@ def conv_workspaces(batches=(32, 128)):
     return {"coefficients": coefficients, "samples": samples}
 
 
+# Image models whose convolutions colo-calibrate measures one by one (--conv-models adds more):
+# cuDNN's heuristics pick an algorithm, and with it a workspace, per geometry, and two nearby
+# geometries can differ by the whole workspace, so per-class coefficients alone miss by as much as
+# a fifth of a conv-heavy model's peak. Each at the image size it trains at (below), at the batch
+# sizes people train with; other batches are interpolated.
+CATALOGUE_MODELS = [
+    "torchvision:" + name for name in (
+        "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "wide_resnet50_2",
+        "resnext50_32x4d", "vgg11", "vgg13", "vgg16", "vgg19", "densenet121", "densenet169",
+        "densenet201", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
+        "efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3",
+        "efficientnet_b4", "convnext_tiny", "convnext_small", "convnext_base", "regnet_y_400mf",
+        "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "inception_v3", "googlenet",
+        "squeezenet1_1", "shufflenet_v2_x1_0", "alexnet", "mnasnet1_0")
+] + [
+    "timm:" + name for name in (
+        "resnet26d", "resnet50d", "efficientnet_b0", "efficientnet_b2", "efficientnet_b3",
+        "mobilenetv3_large_100", "regnety_016", "convnext_tiny", "vit_small_patch16_224",
+        "vit_base_patch16_224", "deit_small_patch16_224", "swin_tiny_patch4_window7_224")
+]
+CATALOGUE_BATCHES = (16, 32, 64, 128, 256)
+
+
+def model_convolutions(models):
+    """Every distinct conv2d call the models make on one image, found on the meta device (no GPU
+    memory, no kernels): (image shape without the batch, weight shape, stride, padding, dilation,
+    groups). A model that cannot be built here (timm missing, no meta kernel) is skipped, named on
+    stderr."""
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    found = {}
+
+    class Calls(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in (F.conv2d, torch.conv2d):
+                names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+                call = dict(zip(names, args), **kwargs)
+                x, w = call["input"], call["weight"]
+
+                def pair(v):
+                    return list(v) if isinstance(v, (tuple, list)) else [v, v]
+                padding = call.get("padding", 0)
+                key = (tuple(x.shape[1:]), tuple(w.shape), tuple(pair(call.get("stride", 1))),
+                       padding if isinstance(padding, str) else tuple(pair(padding)),
+                       tuple(pair(call.get("dilation", 1))), int(call.get("groups", 1)))
+                found.setdefault(key, None)
+            return func(*args, **kwargs)
+
+    def build(source, name):
+        if source == "timm":
+            import timm
+            return timm.create_model(name, pretrained=False)
+        import torchvision
+        options = {"aux_logits": False, "init_weights": False} if name in (
+            "inception_v3", "googlenet") else {}
+        return getattr(torchvision.models, name)(weights=None, **options)
+
+    def image_sizes(model, name):
+        # The sizes the model trains at: timm's own (EfficientNet-B3 at 288), else 224 (Inception
+        # v3: 299); 224 as well for a timm model that prefers another.
+        sizes = {299 if name == "inception_v3" else 224}
+        config = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", None)
+        if isinstance(config, dict) and len(config.get("input_size", ())) == 3:
+            sizes.add(int(config["input_size"][1]))
+        return sorted(sizes)
+
+    for spec in models:
+        source, _, name = spec.partition(":")
+        try:
+            try:  # on the meta device: no memory, no kernels
+                with torch.device("meta"):
+                    model = build(source, name)
+                device = "meta"
+                for size in image_sizes(model, name):
+                    with torch.no_grad(), Calls():
+                        model.eval()(torch.empty(1, 3, size, size, device=device))
+            except (NotImplementedError, RuntimeError):
+                # Some constructors and operators have no meta implementation: one image on the
+                # CPU instead.
+                model = build(source, name)
+                for size in image_sizes(model, name):
+                    with torch.no_grad(), Calls():
+                        model.eval()(torch.zeros(1, 3, size, size))
+        except Exception as error:  # a model this torch/torchvision/timm cannot build
+            print(f"colo-calibrate: skipping {spec}: {type(error).__name__}: {error}"[:300],
+                  file=sys.stderr)
+    return list(found)
+
+
+def workspaces_during(torch, run):
+    """The allocations `run` makes and frees before it returns, in order: the library workspaces
+    of the call (its outputs stay alive and are not counted). Read from the caching allocator's own
+    history of the call."""
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                             max_entries=100_000)
+    try:
+        before = len(torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()])
+        result = run()
+        torch.cuda.synchronize()
+        trace = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    sizes, order = {}, []
+    for entry in trace[before:]:
+        if entry["action"] == "alloc":
+            sizes[entry["addr"]] = entry["size"]
+            order.append(entry["addr"])
+        elif entry["action"] in ("free_requested", "free_completed") and entry["addr"] in sizes:
+            order[order.index(entry["addr"])] = (sizes.pop(entry["addr"]),)
+    return result, [item[0] for item in order if isinstance(item, tuple)]
+
+
+def conv_catalogue(models=CATALOGUE_MODELS, batches=CATALOGUE_BATCHES):
+    """cuDNN's workspaces for each convolution of `models`, measured one at a time with the
+    default heuristics (cudnn.benchmark off), fp32 and bf16, at each batch size: the sizes each
+    pass allocated and freed, in order. A backward computes the input's gradient (data
+    workspace) and then the weight's (filter workspace), except for a stem (an image of at most 4
+    channels), whose input needs none. Keyed as a profile records a call: bytes of the input and
+    output per sample, weight bytes, kernel, input channels and groups."""
+    import torch
+    import torch.nn.functional as F
+
+    device = torch.device("cuda")
+    saved = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = False
+    calls, failed = [], 0
+    try:
+        for image, weight, stride, padding, dilation, groups in model_convolutions(models):
+            for dtype in (torch.float32, torch.bfloat16):
+                rows = {}
+                for batch in batches:
+                    try:
+                        x = torch.randn((batch, *image), device=device, dtype=dtype,
+                                        requires_grad=image[0] > 4)
+                        w = torch.randn(weight, device=device, dtype=dtype, requires_grad=True)
+                        conv = functools.partial(F.conv2d, stride=stride, padding=padding,
+                                                 dilation=dilation, groups=groups)
+                        wanted = [t for t in (x, w) if t.requires_grad]
+                        # The first call of a geometry builds cuDNN's plans; training's later
+                        # steps, where the peak is, run the built ones.
+                        y = conv(x, w)
+                        torch.autograd.grad(y, wanted, torch.ones_like(y))
+                        del y
+                        y, forward = workspaces_during(torch, lambda: conv(x, w))
+                        g = torch.ones_like(y)
+                        _, backward = workspaces_during(
+                            torch, lambda: torch.autograd.grad(y, wanted, g))
+                        rows[batch] = (x.nbytes // batch, y.nbytes // batch, w.nbytes,
+                                       forward, backward)
+                        del x, w, y, g
+                    except RuntimeError as error:  # out of memory at the larger batch
+                        failed += 1
+                        print(f"colo-calibrate: conv {image} {weight} at batch {batch}: "
+                              f"{str(error).splitlines()[0]}"[:300], file=sys.stderr)
+                    torch.cuda.empty_cache()
+                if len(rows) != len(batches):
+                    continue
+                first = rows[batches[0]]
+                kernel = list(weight[2:])
+                for backward in (False, True):
+                    calls.append([int(backward), first[0], first[1], first[2], kernel[0],
+                                  kernel[1], image[0], groups] +
+                                 [rows[b][4 if backward else 3] for b in batches])
+    finally:
+        torch.backends.cudnn.benchmark = saved
+    # Geometries that two models share are measured once; equal keys keep the first measurement.
+    unique = {}
+    for call in calls:
+        unique.setdefault(tuple(call[:8]), call)
+    return {"batches": list(batches),
+            "columns": ["backward", "input_per_sample", "output_per_sample", "weight_bytes",
+                        "kernel_h", "kernel_w", "in_channels", "groups"] +
+                       [f"workspaces_at_{b}" for b in batches],
+            "models": list(models), "failed": failed, "calls": list(unique.values())}
+
+
 def conv_class(kernel_h, kernel_w, in_channels, groups):
     """The kinds of convolution cuDNN treats differently (the same rule as colo's estimator)."""
     if groups > 1 and groups == in_channels:
@@ -312,6 +494,9 @@ def main(argv=None):
     parser.add_argument("--mps", action="store_true",
                         help="also calibrate under MPS (starts and stops an MPS daemon of its own)")
     parser.add_argument("--no-conv", action="store_true", help="skip the convolution workspaces")
+    parser.add_argument("--conv-models", default="",
+                        help="more models whose convolutions to measure one by one "
+                             "(torchvision:NAME or timm:NAME, comma-separated)")
     parser.add_argument("--mps-client", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mps_client:
@@ -321,6 +506,8 @@ def main(argv=None):
         result = calibrate()
         if not args.no_conv:
             result["conv_workspace"] = conv_workspaces()
+            extra = [m for m in args.conv_models.split(",") if m]
+            result["conv_workspace"]["catalogue"] = conv_catalogue(CATALOGUE_MODELS + extra)
         if args.mps:
             mps = calibrate_mps()
             # Under MPS the client's context lives in the server: the client's NVML entry is

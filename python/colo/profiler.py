@@ -685,7 +685,9 @@ class AllocationRecorder:
         import torch
 
         def nbytes(t):
-            return t.untyped_storage().nbytes() if isinstance(t, torch.Tensor) else 0
+            # The tensor's own bytes: a gradient can be a slice of a larger storage, and cuDNN
+            # sizes its workspace by the tensor.
+            return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
 
         if self.closed:
             return

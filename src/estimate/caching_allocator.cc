@@ -481,9 +481,9 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
         }
         const ConvCall& conv = trace.convs[event.value];
         workspace = std::max(workspace, conv.largest());
-        if (options.workspace) {
-          if (const int64_t bytes = options.workspace(conv); bytes > 0) {
-            model.Free(model.Allocate(bytes));
+        if (options.workspaces) {
+          for (const int64_t bytes : options.workspaces(conv)) {
+            if (bytes > 0) model.Free(model.Allocate(bytes));
           }
         }
         break;

@@ -106,8 +106,9 @@ class CachingAllocatorModel {
 struct ReplayOptions {
   // Blocks that live for the whole run (cuBLAS workspaces), allocated where the steps begin.
   std::vector<int64_t> permanent;
-  // The workspace a convolution allocates (then frees) inside the call; none when empty.
-  std::function<int64_t(const ConvCall&)> workspace;
+  // The workspaces a convolution allocates and frees inside the call, one after another (a
+  // backward takes the input's gradient's, then the weight's); none when empty.
+  std::function<std::vector<int64_t>(const ConvCall&)> workspaces;
   bool expandable_segments = false;
 };
 

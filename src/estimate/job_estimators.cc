@@ -28,7 +28,118 @@ std::string UnknownLayersNote(const ModelSummary& s) {
                      Join(s.unknown_layer_types, ", "));
 }
 
+// colo-calibrate's "catalogue": {"batches": [B1, B2], "calls": [[BACKWARD, INPUT_PER_SAMPLE,
+// OUTPUT_PER_SAMPLE, WEIGHT_BYTES, KERNEL_H, KERNEL_W, IN_CHANNELS, GROUPS, [WORKSPACES AT B1],
+// [WORKSPACES AT B2]], ...]}.
+Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
+                                                 const std::string& origin) {
+  auto catalogue = ConvWorkspaceCatalogue::Make(doc.at("batches").get<std::vector<int>>());
+  if (!catalogue.ok())
+    return InvalidArgument(fmt::format("{}: {}", origin, catalogue.status().message()));
+  const size_t batches = doc.at("batches").size();
+  size_t index = 0;
+  for (const auto& call : doc.at("calls")) {
+    if (!call.is_array() || call.size() != 8 + batches) {
+      return InvalidArgument(
+          fmt::format("{}: catalogue call {}: needs {} fields", origin, index, 8 + batches));
+    }
+    ConvWorkspaceCatalogue::Key key{call[0].get<int>() != 0, call[1].get<int64_t>(),
+                                    call[2].get<int64_t>(),  call[3].get<int64_t>(),
+                                    call[4].get<int64_t>(),  call[5].get<int64_t>(),
+                                    call[6].get<int64_t>(),  call[7].get<int64_t>()};
+    std::vector<std::vector<int64_t>> at;
+    for (size_t b = 0; b < batches; ++b) at.push_back(call[8 + b].get<std::vector<int64_t>>());
+    if (auto added = catalogue->Add(key, std::move(at)); !added.ok()) {
+      return InvalidArgument(
+          fmt::format("{}: catalogue call {}: {}", origin, index, added.message()));
+    }
+    ++index;
+  }
+  return catalogue;
+}
+
 }  // namespace
+
+Result<ConvWorkspaceCatalogue> ConvWorkspaceCatalogue::Make(std::vector<int> batches) {
+  if (batches.empty() || !std::is_sorted(batches.begin(), batches.end()) ||
+      std::adjacent_find(batches.begin(), batches.end()) != batches.end() || batches.front() <= 0) {
+    return InvalidArgument("a convolution catalogue needs distinct positive batches, ascending");
+  }
+  ConvWorkspaceCatalogue catalogue;
+  catalogue.batches_ = std::move(batches);
+  return catalogue;
+}
+
+Status ConvWorkspaceCatalogue::Add(const Key& key, std::vector<std::vector<int64_t>> at_batches) {
+  if (at_batches.size() != batches_.size()) {
+    return InvalidArgument(fmt::format("{} batches of workspaces for a catalogue of {}",
+                                       at_batches.size(), batches_.size()));
+  }
+  if (key.input_per_sample <= 0 || key.output_per_sample <= 0 || key.weight_bytes <= 0 ||
+      key.kernel_h <= 0 || key.kernel_w <= 0 || key.in_channels <= 0 || key.groups <= 0) {
+    return InvalidArgument("a catalogued convolution needs positive sizes, kernel and channels");
+  }
+  for (const auto& sizes : at_batches) {
+    if (std::any_of(sizes.begin(), sizes.end(), [](int64_t b) { return b < 0; })) {
+      return InvalidArgument("a catalogued workspace is negative");
+    }
+  }
+  if (calls_.emplace(key, std::move(at_batches)).second) {
+    const Inputs inputs{key.backward, key.input_per_sample, key.weight_bytes, key.kernel_h,
+                        key.kernel_w, key.in_channels,      key.groups};
+    const auto [slot, first] = by_inputs_.emplace(inputs, key);
+    if (!first) slot->second.reset();
+  }
+  return Status::Ok();
+}
+
+std::optional<std::vector<int64_t>> ConvWorkspaceCatalogue::Lookup(const ConvCall& conv,
+                                                                   int batch) const {
+  if (!conv.geometry || batch <= 0 || calls_.empty()) return std::nullopt;
+  // Bytes per sample; a trace interpolated between two batches may be off by a byte per sample.
+  auto per_sample = [batch](int64_t bytes) -> std::optional<int64_t> {
+    const int64_t per = (bytes + batch / 2) / batch;
+    if (per <= 0 || std::llabs(per * batch - bytes) > batch) return std::nullopt;
+    return per;
+  };
+  const auto input = per_sample(conv.input_bytes);
+  const auto output = per_sample(conv.output_bytes);
+  if (!input || !output) return std::nullopt;
+  const Measured* measured = nullptr;
+  if (const auto it = calls_.find(Key{conv.backward, *input, *output, conv.weight_bytes,
+                                      conv.kernel_h, conv.kernel_w, conv.in_channels, conv.groups});
+      it != calls_.end()) {
+    measured = &it->second;
+  } else if (conv.backward) {
+    const auto one = by_inputs_.find(Inputs{true, *input, conv.weight_bytes, conv.kernel_h,
+                                            conv.kernel_w, conv.in_channels, conv.groups});
+    if (one != by_inputs_.end() && one->second) measured = &calls_.at(*one->second);
+  }
+  if (!measured) return std::nullopt;
+  const auto& at = *measured;
+  // The two measured batches around `batch` (the nearest two outside them).
+  size_t hi = std::upper_bound(batches_.begin(), batches_.end(), batch) - batches_.begin();
+  hi = std::clamp<size_t>(hi, 1, batches_.size() - 1);
+  const size_t lo = batches_.size() == 1 ? 0 : hi - 1;
+  if (batches_.size() == 1) hi = 0;
+  std::vector<int64_t> sizes;
+  if (lo != hi && at[lo].size() == at[hi].size()) {
+    const double t = static_cast<double>(batch - batches_[lo]) / (batches_[hi] - batches_[lo]);
+    for (size_t k = 0; k < at[lo].size(); ++k) {
+      const double bytes =
+          static_cast<double>(at[lo][k]) + t * static_cast<double>(at[hi][k] - at[lo][k]);
+      sizes.push_back(std::max<int64_t>(0, std::llround(bytes)));
+    }
+    return sizes;
+  }
+  // cuDNN chose differently at the two batches: the nearer one's choice, scaled.
+  const size_t near = std::abs(batch - batches_[lo]) <= std::abs(batches_[hi] - batch) ? lo : hi;
+  const double scale = static_cast<double>(batch) / batches_[near];
+  for (const int64_t bytes : at[near]) {
+    sizes.push_back(std::llround(static_cast<double>(bytes) * scale));
+  }
+  return sizes;
+}
 
 Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
                                                 const std::string& origin) {
@@ -70,6 +181,11 @@ Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
           }
         }
       }
+    }
+    if (const auto w = doc.find("conv_workspace"); w != doc.end() && w->contains("catalogue")) {
+      auto catalogue = CatalogueFromJson(w->at("catalogue"), origin);
+      if (!catalogue.ok()) return catalogue.status();
+      c.conv_catalogue = std::move(*catalogue);
     }
     if (const auto mps = doc.find("mps"); mps != doc.end()) {
       c.mps_context_bytes = mps->value("context_bytes", int64_t{0});
@@ -241,28 +357,38 @@ class TraceEstimator final : public MemoryEstimator {
     const int64_t half = calibration_.cublas_workspace_bytes / 2;
     std::vector<int64_t> permanent;
     if (half > 0) permanent = {half, calibration_.cublas_workspace_bytes - half};
-    // cuDNN's workspaces: sized per convolution with the GPU's calibration (the median of what
-    // it measured for such a pass and shape); what the largest measured coefficient would add
-    // at the worst call goes into the upper bound. A profile without the geometry, or a GPU
-    // calibrated without convolutions, gets the older bound of a multiple of the largest tensor.
+    // cuDNN's workspaces: a call colo-calibrate ran on this GPU allocates what it measured
+    // there; any other is sized with the calibration's median for such a pass and shape, and
+    // what the largest measured coefficient would add at the worst such call goes into the upper
+    // bound. A profile without the geometry, or a GPU calibrated without convolutions, gets the
+    // older bound of a multiple of the largest tensor.
     const bool benchmark = s.cudnn_benchmark;
     const GpuCalibration& cal = calibration_;
     int64_t uncertainty = 0;
-    auto workspace = [&](const ConvCall& conv) -> int64_t {
+    int64_t calls = 0, measured_calls = 0;
+    auto workspaces = [&](const ConvCall& conv) -> std::vector<int64_t> {
+      ++calls;
+      // The catalogue holds the default heuristics' choices; cudnn.benchmark times its own.
+      if (cal.conv_catalogue && !benchmark) {
+        if (auto measured = cal.conv_catalogue->Lookup(conv, batch)) {
+          ++measured_calls;
+          return *std::move(measured);
+        }
+      }
       const auto& k =
           cal.conv_workspace[ConvWorkspaceIndex(benchmark, conv.backward, conv.shape())];
       if (!conv.geometry || !k.measured) {
         uncertainty = std::max(
             uncertainty,
             static_cast<int64_t>(cal.conv_workspace_ratio * static_cast<double>(conv.largest())));
-        return 0;
+        return {};
       }
       const auto operands = static_cast<double>(conv.operand_bytes());
       uncertainty = std::max(uncertainty, static_cast<int64_t>(cal.conv_uncertainty_scale *
                                                                (k.max - k.median) * operands));
-      return static_cast<int64_t>(k.median * operands);
+      return {static_cast<int64_t>(k.median * operands)};
     };
-    auto stats = Replay(**trace, {permanent, workspace, expandable_});
+    auto stats = Replay(**trace, {permanent, workspaces, expandable_});
     if (!stats.ok()) return stats.status();
     const Bytes peak(stats->peak_reserved + cal.context_bytes);
     const Bytes upper =
@@ -275,9 +401,9 @@ class TraceEstimator final : public MemoryEstimator {
                     FormatBytes(Bytes(cal.context_bytes)), cal.gpu,
                     (*trace)->convs.empty()
                         ? ""
-                        : fmt::format("; {} convolutions' cuDNN workspaces modelled{}, up to {} "
-                                      "more in the upper bound",
-                                      (*trace)->convs.size(), benchmark ? " (cudnn.benchmark)" : "",
+                        : fmt::format("; cuDNN workspaces of {} convolution calls, {} as "
+                                      "measured on this GPU{}, up to {} more in the upper bound",
+                                      calls, measured_calls, benchmark ? " (cudnn.benchmark)" : "",
                                       FormatBytes(Bytes(uncertainty))),
                     UnknownLayersNote(s))};
   }

@@ -1,17 +1,17 @@
 // The estimators for real jobs, behind MemoryEstimator: each reads what it needs from the job's
 // description (its model summary, batch, history, declared number) and says kUnavailable when
 // that is missing.
-//   horus      CARMA's formula, the baseline
-//   gpumemnet  colo's variant of the thesis' bucket classifier (weights in
-//   share/colo/gpumemnet.json) gpumemnet-paper  GPUMemNet's published method and data
-//   (share/colo/gpumemnet-paper.json) trace      colo-profile's allocation trace replayed through
-//   the caching-allocator model, plus
-//              the calibrated context and cuBLAS workspaces of the target GPU
-//   history    the peaks earlier runs of the same job reached
-//   declared   the user's number
+// - horus: CARMA's formula, the baseline.
+// - gpumemnet: colo's variant of the thesis' bucket classifier (share/colo/gpumemnet.json).
+// - gpumemnet-paper: GPUMemNet's published method and data (share/colo/gpumemnet-paper.json).
+// - trace: colo-profile's allocation trace replayed through the caching-allocator model, plus the
+//   calibrated context, cuBLAS and cuDNN workspaces of the target GPU.
+// - history: the peaks earlier runs of the same job reached.
+// - declared: the user's number.
 #pragma once
 
 #include <array>
+#include <compare>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +27,46 @@
 #include "estimate/smact_model.h"
 
 namespace colo {
+
+// The workspaces cuDNN allocated inside convolutions that colo-calibrate ran one at a time on a
+// GPU (default heuristics, cudnn.benchmark off), keyed as a profile records a call. cuDNN picks an
+// algorithm, and with it a workspace, per geometry; where a call was measured, its own workspaces
+// replace the per-shape coefficients, which can miss a conv-heavy model's peak by a fifth.
+class ConvWorkspaceCatalogue {
+ public:
+  struct Key {
+    bool backward = false;
+    int64_t input_per_sample = 0, output_per_sample = 0, weight_bytes = 0;
+    int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
+    auto operator<=>(const Key&) const = default;
+  };
+  // The batch sizes every call was measured at (at least one, ascending).
+  static Result<ConvWorkspaceCatalogue> Make(std::vector<int> batches);
+  // The workspaces of one call at each of the catalogue's batches, in the order it made them.
+  Status Add(const Key& key, std::vector<std::vector<int64_t>> at_batches);
+  size_t size() const { return calls_.size(); }
+
+  // The workspaces `conv` makes at `batch`; nullopt when that call was not measured (or the
+  // profile did not record its geometry). Between two measured batches each workspace is
+  // interpolated linearly when both made as many; otherwise those of the nearer batch, scaled to
+  // `batch`.
+  std::optional<std::vector<int64_t>> Lookup(const ConvCall& conv, int batch) const;
+
+ private:
+  using Measured = std::vector<std::vector<int64_t>>;
+  // Everything but the output. Profiles made before they recorded tensor bytes gave a gradient's
+  // storage, which can be a slice of a larger one (a concatenation's, a class token's); such a
+  // backward is still known when only one measured call matches the rest (nullopt: several do).
+  struct Inputs {
+    bool backward = false;
+    int64_t input_per_sample = 0, weight_bytes = 0, kernel_h = 0, kernel_w = 0, in_channels = 0,
+            groups = 1;
+    auto operator<=>(const Inputs&) const = default;
+  };
+  std::vector<int> batches_;
+  std::map<Key, Measured> calls_;
+  std::map<Inputs, std::optional<Key>> by_inputs_;
+};
 
 // What a training process holds on a GPU outside the caching allocator, measured by
 // colo-calibrate for one GPU model, driver and torch version.
@@ -52,6 +92,8 @@ struct GpuCalibration {
     bool measured = false;
   };
   std::array<ConvWorkspace, 4 * ConvCall::kShapes> conv_workspace{};
+  // Measured call by call; absent for GPUs calibrated before it was (the coefficients serve).
+  std::optional<ConvWorkspaceCatalogue> conv_catalogue;
   // How many times the spread (max - median) at the worst convolution the upper bound adds:
   // cuDNN's backward takes its data and filter workspaces separately, and large first layers
   // take more than the measured shapes did. Fitted with the margins in bench/estimate.

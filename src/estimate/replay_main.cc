@@ -19,11 +19,11 @@ int main(int argc, char** argv) {
   CLI::App app{"Replay allocation traces through colo's model of PyTorch's caching allocator"};
   std::string path, prefix;
   bool expandable = false;
-  std::vector<int64_t> workspaces;
+  std::vector<int64_t> permanent_blocks;
   app.add_option("trace", path, "allocation trace")->required();
   app.add_option("--prefix", prefix, "a trace whose allocations before 'm steps' come first");
   app.add_flag("--expandable", expandable, "model expandable segments");
-  app.add_option("--workspace", workspaces, "a permanent allocation made before the steps");
+  app.add_option("--workspace", permanent_blocks, "a permanent allocation made before the steps");
   double ratio = 0;
   app.add_option("--workspace-ratio", ratio,
                  "size of a library workspace per byte of its largest tensor");
@@ -65,13 +65,14 @@ int main(int argc, char** argv) {
     joined.allocations = shift + trace->allocations;
     *trace = std::move(joined);
   }
-  std::function<int64_t(const colo::ConvCall&)> workspace;
+  std::function<std::vector<int64_t>(const colo::ConvCall&)> workspaces;
   if (ratio > 0) {
-    workspace = [ratio](const colo::ConvCall& conv) {
-      return static_cast<int64_t>(ratio * static_cast<double>(conv.largest()));
+    workspaces = [ratio](const colo::ConvCall& conv) {
+      return std::vector<int64_t>{
+          static_cast<int64_t>(ratio * static_cast<double>(conv.largest()))};
     };
   }
-  auto stats = colo::Replay(*trace, {workspaces, workspace, expandable});
+  auto stats = colo::Replay(*trace, {permanent_blocks, workspaces, expandable});
   if (!stats.ok()) {
     std::cerr << "colo-replay: " << stats.status().message() << "\n";
     return 1;

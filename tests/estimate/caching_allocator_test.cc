@@ -304,12 +304,22 @@ TEST(Replay, ConvolutionWorkspacesAreAllocatedInsideTheCall) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->peak_reserved, 40 * mib);
   ReplayOptions options;
-  options.workspace = [](const ConvCall& c) { return 2 * c.operand_bytes(); };
+  options.workspaces = [](const ConvCall& c) {
+    return std::vector<int64_t>{2 * c.operand_bytes()};
+  };
   auto with = Replay(*t, options);
   ASSERT_TRUE(with.ok());
   // A second segment for the workspace; the later 30 MiB reuses the freed 40 MiB one.
   EXPECT_EQ(with->peak_reserved, 100 * mib);
   EXPECT_EQ(with->largest_workspace_tensor, 20 * mib);
+  // A backward's two workspaces one after the other: the second, 2 MiB larger than the first,
+  // does not fit in the first's freed segment and takes one of its own, as cuDNN's do.
+  options.workspaces = [](const ConvCall&) { return std::vector<int64_t>{60 * mib, 62 * mib}; };
+  auto two = Replay(*t, options);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->peak_reserved, 162 * mib) << "40 live + 60 freed + 62";
+  options.workspaces = [](const ConvCall&) { return std::vector<int64_t>{62 * mib, 60 * mib}; };
+  EXPECT_EQ(Replay(*t, options)->peak_reserved, 102 * mib) << "the smaller one reuses the larger";
 }
 
 TEST(AllocationTrace, RejectsMalformedInputWithTheLine) {

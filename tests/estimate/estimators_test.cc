@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "common/rng.h"
@@ -196,6 +197,130 @@ TEST(Estimators, TraceModelsConvolutionWorkspacesWithTheGpusCalibration) {
   auto between = MakeTraceEstimator(cal)->Estimate(job);
   ASSERT_FALSE(between.ok());
   EXPECT_NE(between.status().message().find("differ in structure"), std::string::npos);
+}
+
+ConvCall Conv(bool backward, int64_t input, int64_t output, int64_t weight) {
+  ConvCall c;
+  c.backward = backward;
+  c.geometry = true;
+  c.input_bytes = input;
+  c.output_bytes = output;
+  c.weight_bytes = weight;
+  c.kernel_h = c.kernel_w = 3;
+  c.in_channels = 64;
+  return c;
+}
+
+TEST(ConvWorkspaceCatalogue, InterpolatesBetweenMeasuredBatchesAndKnowsOnlyWhatItMeasured) {
+  auto made = ConvWorkspaceCatalogue::Make({32, 128});
+  ASSERT_TRUE(made.ok());
+  ConvWorkspaceCatalogue& catalogue = *made;
+  // A backward measured at 32 and 128: data then filter workspace, both growing with the batch.
+  const ConvWorkspaceCatalogue::Key key{true, 1000, 2000, 4096, 3, 3, 64, 1};
+  ASSERT_TRUE(catalogue.Add(key, {{3000 * 32, 100}, {3000 * 128, 900}}).ok());
+  // A forward whose algorithm changed between the batches (one workspace, then none).
+  ASSERT_TRUE(catalogue.Add({false, 1000, 2000, 4096, 3, 3, 64, 1}, {{64000}, {}}).ok());
+  EXPECT_EQ(catalogue.size(), 2u);
+
+  using Sizes = std::vector<int64_t>;
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 64, 2000 * 64, 4096), 64), (Sizes{3000 * 64, 367}))
+      << "100 + 800 / 3, rounded";
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 2000 * 32, 4096), 32), (Sizes{96000, 100}));
+  // Beyond the measured batches: the line through the nearest two, never below zero.
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 256, 2000 * 256, 4096), 256),
+            (Sizes{3000 * 256, 1967}))
+      << "100 + 800 x 224 / 96, rounded";
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 8, 2000 * 8, 4096), 8), (Sizes{24000, 0}));
+  // Different choices at the two batches: the nearer one's, scaled.
+  EXPECT_EQ(catalogue.Lookup(Conv(false, 1000 * 48, 2000 * 48, 4096), 48), (Sizes{96000}));
+  EXPECT_EQ(catalogue.Lookup(Conv(false, 1000 * 100, 2000 * 100, 4096), 100), Sizes{});
+  // Another geometry, another weight, or a call whose bytes are not per-sample at this batch.
+  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 64, 2000 * 64, 8192), 64));
+  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1001 * 64, 2000 * 64, 4096), 64));
+  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 64 + 500, 2000 * 64, 4096), 64));
+  // A backward whose gradient is a slice of a larger storage (older profiles recorded the
+  // storage): the one measured call with the same input, weight and kernel. Not for a forward,
+  // and not when two measured calls share them.
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 2500 * 32, 4096), 32), (Sizes{96000, 100}));
+  EXPECT_FALSE(catalogue.Lookup(Conv(false, 1000 * 32, 2500 * 32, 4096), 32));
+  ASSERT_TRUE(catalogue.Add({true, 1000, 1000, 4096, 3, 3, 64, 1}, {{1}, {1}}).ok());
+  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 32, 2500 * 32, 4096), 32));
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 1000 * 32, 4096), 32), (Sizes{1}));
+  ConvCall old_profile = Conv(true, 1000 * 64, 2000 * 64, 4096);
+  old_profile.geometry = false;
+  EXPECT_FALSE(catalogue.Lookup(old_profile, 64));
+
+  EXPECT_FALSE(ConvWorkspaceCatalogue::Make({}).ok());
+  EXPECT_FALSE(ConvWorkspaceCatalogue::Make({128, 32}).ok());
+  EXPECT_FALSE(ConvWorkspaceCatalogue::Make({0, 32}).ok());
+  EXPECT_FALSE(catalogue.Add(key, {{1}}).ok()) << "one batch of two";
+  EXPECT_FALSE(catalogue.Add(key, {{-1}, {1}}).ok());
+  EXPECT_FALSE(catalogue.Add({true, 0, 2000, 4096, 3, 3, 64, 1}, {{1}, {1}}).ok());
+}
+
+// A convolution colo-calibrate measured allocates what it measured (both of a backward's
+// workspaces, one after the other), with nothing for it in the upper bound; another is sized by
+// the coefficients. cudnn.benchmark profiles keep the coefficients.
+TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+  };
+  // Batch 2: 100 MiB live, then the backward of a 3x3 convolution over 20 + 20 MiB tensors.
+  write("k.b2.trace",
+        fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv_bwd {} {} 4096 3 3 64 1\n",
+                    100 * kMiB, 20 * kMiB, 20 * kMiB));
+  const std::string summary = R"({"format": "colo-model-summary", "version": 1, "batch": 2,
+    "totals": {"parameters": 1}, "layers": [{"type": "Conv2d", "parameters": 1}],
+    "traces": [{"batch": 2, "file": "k.b2.trace"}]BENCHMARK})";
+  write("k.json", std::regex_replace(summary, std::regex("BENCHMARK"), ""));
+  write("kb.json",
+        std::regex_replace(summary, std::regex("BENCHMARK"), R"(, "cudnn_benchmark": true)"));
+  const std::string calibration = fmt::format(
+      R"({{"format": "colo-gpu-calibration", "gpu": "test", "context_bytes": 0,
+      "margin_ratio": 0, "margin_bytes": 0, "conv_uncertainty_scale": 1,
+      "conv_workspace": {{"coefficients": {{
+        "heuristic": {{"backward": {{"general": {{"median": 1.0, "max": 1.5}}}}}},
+        "benchmark": {{"backward": {{"general": {{"median": 1.0, "max": 1.5}}}}}}}},
+       "catalogue": {{"batches": [1, 4], "calls": [
+         [1, {}, {}, 4096, 3, 3, 64, 1, [{}, {}], [{}, {}]]]}}}}}})",
+      10 * kMiB, 10 * kMiB, 30 * kMiB, 40 * kMiB, 30 * kMiB, 46 * kMiB);
+  auto cal = GpuCalibration::FromJson(calibration, "cal.json");
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  ASSERT_TRUE(cal->conv_catalogue);
+  JobDescription job;
+  job.batch = 2;
+  auto s = LoadModelSummary(dir + "/k.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  job.summary = &*s;
+  auto e = MakeTraceEstimator(*cal)->Estimate(job);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  // At batch 2, a third of the way from 1 to 4: 30 MiB, then 42 MiB in a segment of its own.
+  EXPECT_EQ(e->peak.count(), (100 + 30 + 42) * kMiB);
+  EXPECT_EQ(e->upper, e->peak) << "a measured call adds no uncertainty";
+  EXPECT_NE(e->detail.find("1 as measured on this GPU"), std::string::npos) << e->detail;
+
+  auto b = LoadModelSummary(dir + "/kb.json");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  job.summary = &*b;
+  auto timed = MakeTraceEstimator(*cal)->Estimate(job);
+  ASSERT_TRUE(timed.ok()) << timed.status().message();
+  // One workspace of 1.0 x (40 MiB + 4 KiB), in a 42 MiB segment; half of that more in the bound.
+  EXPECT_EQ(timed->peak.count(), 142 * kMiB) << "one workspace at the median coefficient";
+  EXPECT_EQ(timed->upper.count(), 142 * kMiB + (40 * kMiB + 4096) / 2);
+
+  for (const char* bad :
+       {R"("batches": [], "calls": [])", R"("batches": [1, 4], "calls": [[1, 2, 3]])",
+        R"("batches": [1, 4], "calls": [[1, 2, 3, 4, 3, 3, 64, 1, [-5], [1]]])"}) {
+    auto broken = GpuCalibration::FromJson(
+        R"({"format": "colo-gpu-calibration", "gpu": "t", "context_bytes": 0,
+        "conv_workspace": {"catalogue": {)" +
+            std::string(bad) + "}}}",
+        "bad.json");
+    ASSERT_FALSE(broken.ok()) << bad;
+    EXPECT_NE(broken.status().message().find("bad.json"), std::string::npos)
+        << broken.status().message();
+  }
 }
 
 TEST(Estimators, HistoryShrinksItsMarginWithEvidence) {
