@@ -33,7 +33,15 @@ std::string UnknownLayersNote(const ModelSummary& s) {
 // [WORKSPACES AT B2]], ...]}.
 Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
                                                  const std::string& origin) {
-  auto catalogue = ConvWorkspaceCatalogue::Make(doc.at("batches").get<std::vector<int>>());
+  std::vector<int> batch_sizes;
+  for (const auto& b : doc.at("batches")) {
+    if (!b.is_number_integer() || b.get<int64_t>() <= 0 || b.get<int64_t>() > (1 << 24)) {
+      return InvalidArgument(
+          fmt::format("{}: catalogue batches must be whole numbers from 1 to {}", origin, 1 << 24));
+    }
+    batch_sizes.push_back(b.get<int>());
+  }
+  auto catalogue = ConvWorkspaceCatalogue::Make(std::move(batch_sizes));
   if (!catalogue.ok())
     return InvalidArgument(fmt::format("{}: {}", origin, catalogue.status().message()));
   const size_t batches = doc.at("batches").size();
@@ -93,13 +101,16 @@ Status ConvWorkspaceCatalogue::Add(const Key& key, std::vector<std::vector<int64
   return Status::Ok();
 }
 
-std::optional<std::vector<int64_t>> ConvWorkspaceCatalogue::Lookup(const ConvCall& conv,
-                                                                   int batch) const {
+std::optional<ConvWorkspaceCatalogue::Workspaces> ConvWorkspaceCatalogue::Lookup(
+    const ConvCall& conv, int batch) const {
   if (!conv.geometry || batch <= 0 || calls_.empty()) return std::nullopt;
-  // Bytes per sample; a trace interpolated between two batches may be off by a byte per sample.
+  // Bytes per sample: a whole multiple of the batch, but for the few bytes a trace interpolated
+  // between two batches may be off by.
+  constexpr int64_t kSlack = 16;
   auto per_sample = [batch](int64_t bytes) -> std::optional<int64_t> {
+    if (bytes <= 0 || bytes > (int64_t{1} << 50)) return std::nullopt;
     const int64_t per = (bytes + batch / 2) / batch;
-    if (per <= 0 || std::llabs(per * batch - bytes) > batch) return std::nullopt;
+    if (per <= 0 || std::llabs(per * batch - bytes) > kSlack) return std::nullopt;
     return per;
   };
   const auto input = per_sample(conv.input_bytes);
@@ -113,32 +124,53 @@ std::optional<std::vector<int64_t>> ConvWorkspaceCatalogue::Lookup(const ConvCal
   } else if (conv.backward) {
     const auto one = by_inputs_.find(Inputs{true, *input, conv.weight_bytes, conv.kernel_h,
                                             conv.kernel_w, conv.in_channels, conv.groups});
-    if (one != by_inputs_.end() && one->second) measured = &calls_.at(*one->second);
+    if (one != by_inputs_.end() && one->second && one->second->output_per_sample < *output) {
+      measured = &calls_.at(*one->second);
+    }
   }
   if (!measured) return std::nullopt;
   const auto& at = *measured;
+  Workspaces found;
+  if (const auto exact = std::find(batches_.begin(), batches_.end(), batch);
+      exact != batches_.end()) {
+    found.bytes = at[exact - batches_.begin()];
+    return found;
+  }
+  auto largest = [](const std::vector<int64_t>& v) {
+    return v.empty() ? int64_t{0} : *std::max_element(v.begin(), v.end());
+  };
+  auto scaled = [batch](const std::vector<int64_t>& v, int from) {
+    std::vector<int64_t> out;
+    for (const int64_t bytes : v) {
+      out.push_back(static_cast<int64_t>(static_cast<double>(bytes) * batch / from));
+    }
+    return out;
+  };
+  if (batches_.size() == 1) {
+    found.bytes = scaled(at[0], batches_[0]);
+    return found;
+  }
   // The two measured batches around `batch` (the nearest two outside them).
-  size_t hi = std::upper_bound(batches_.begin(), batches_.end(), batch) - batches_.begin();
-  hi = std::clamp<size_t>(hi, 1, batches_.size() - 1);
-  const size_t lo = batches_.size() == 1 ? 0 : hi - 1;
-  if (batches_.size() == 1) hi = 0;
-  std::vector<int64_t> sizes;
-  if (lo != hi && at[lo].size() == at[hi].size()) {
+  const size_t hi = std::clamp<size_t>(
+      std::upper_bound(batches_.begin(), batches_.end(), batch) - batches_.begin(), 1,
+      batches_.size() - 1);
+  const size_t lo = hi - 1;
+  if (at[lo].size() == at[hi].size()) {
     const double t = static_cast<double>(batch - batches_[lo]) / (batches_[hi] - batches_[lo]);
     for (size_t k = 0; k < at[lo].size(); ++k) {
       const double bytes =
           static_cast<double>(at[lo][k]) + t * static_cast<double>(at[hi][k] - at[lo][k]);
-      sizes.push_back(std::max<int64_t>(0, std::llround(bytes)));
+      found.bytes.push_back(std::max<int64_t>(0, std::llround(bytes)));
     }
-    return sizes;
+  } else {
+    // cuDNN chose differently at the two batches: the nearer one's choice, scaled.
+    const size_t near = std::abs(batch - batches_[lo]) <= std::abs(batches_[hi] - batch) ? lo : hi;
+    found.bytes = scaled(at[near], batches_[near]);
   }
-  // cuDNN chose differently at the two batches: the nearer one's choice, scaled.
-  const size_t near = std::abs(batch - batches_[lo]) <= std::abs(batches_[hi] - batch) ? lo : hi;
-  const double scale = static_cast<double>(batch) / batches_[near];
-  for (const int64_t bytes : at[near]) {
-    sizes.push_back(std::llround(static_cast<double>(bytes) * scale));
-  }
-  return sizes;
+  found.spread = std::max<int64_t>(
+      0, std::max(largest(scaled(at[lo], batches_[lo])), largest(scaled(at[hi], batches_[hi]))) -
+             largest(found.bytes));
+  return found;
 }
 
 Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
@@ -372,7 +404,8 @@ class TraceEstimator final : public MemoryEstimator {
       if (cal.conv_catalogue && !benchmark) {
         if (auto measured = cal.conv_catalogue->Lookup(conv, batch)) {
           ++measured_calls;
-          return *std::move(measured);
+          uncertainty = std::max(uncertainty, measured->spread);
+          return std::move(measured->bytes);
         }
       }
       const auto& k =

@@ -46,17 +46,25 @@ class ConvWorkspaceCatalogue {
   Status Add(const Key& key, std::vector<std::vector<int64_t>> at_batches);
   size_t size() const { return calls_.size(); }
 
+  struct Workspaces {
+    std::vector<int64_t> bytes;  // allocated and freed one after another
+    // How much more the largest could be: 0 at a measured batch; between two, what the other
+    // batch's choice would add (cuDNN may switch algorithms in between).
+    int64_t spread = 0;
+    bool operator==(const Workspaces&) const = default;
+  };
   // The workspaces `conv` makes at `batch`; nullopt when that call was not measured (or the
   // profile did not record its geometry). Between two measured batches each workspace is
   // interpolated linearly when both made as many; otherwise those of the nearer batch, scaled to
   // `batch`.
-  std::optional<std::vector<int64_t>> Lookup(const ConvCall& conv, int batch) const;
+  std::optional<Workspaces> Lookup(const ConvCall& conv, int batch) const;
 
  private:
   using Measured = std::vector<std::vector<int64_t>>;
   // Everything but the output. Profiles made before they recorded tensor bytes gave a gradient's
   // storage, which can be a slice of a larger one (a concatenation's, a class token's); such a
-  // backward is still known when only one measured call matches the rest (nullopt: several do).
+  // backward is still known when only one measured call matches the rest and its output is smaller
+  // than the recorded storage (nullopt: several match).
   struct Inputs {
     bool backward = false;
     int64_t input_per_sample = 0, weight_bytes = 0, kernel_h = 0, kernel_w = 0, in_channels = 0,

@@ -223,33 +223,47 @@ TEST(ConvWorkspaceCatalogue, InterpolatesBetweenMeasuredBatchesAndKnowsOnlyWhatI
   EXPECT_EQ(catalogue.size(), 2u);
 
   using Sizes = std::vector<int64_t>;
-  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 64, 2000 * 64, 4096), 64), (Sizes{3000 * 64, 367}))
+  auto sizes = [&](const ConvCall& c, int batch) -> std::optional<Sizes> {
+    auto found = catalogue.Lookup(c, batch);
+    if (!found) return std::nullopt;
+    return found->bytes;
+  };
+  EXPECT_EQ(sizes(Conv(true, 1000 * 64, 2000 * 64, 4096), 64), (Sizes{3000 * 64, 367}))
       << "100 + 800 / 3, rounded";
-  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 2000 * 32, 4096), 32), (Sizes{96000, 100}));
+  EXPECT_EQ(sizes(Conv(true, 1000 * 32, 2000 * 32, 4096), 32), (Sizes{96000, 100}));
   // Beyond the measured batches: the line through the nearest two, never below zero.
-  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 256, 2000 * 256, 4096), 256),
-            (Sizes{3000 * 256, 1967}))
+  EXPECT_EQ(sizes(Conv(true, 1000 * 256, 2000 * 256, 4096), 256), (Sizes{3000 * 256, 1967}))
       << "100 + 800 x 224 / 96, rounded";
-  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 8, 2000 * 8, 4096), 8), (Sizes{24000, 0}));
+  EXPECT_EQ(sizes(Conv(true, 1000 * 8, 2000 * 8, 4096), 8), (Sizes{24000, 0}));
   // Different choices at the two batches: the nearer one's, scaled.
-  EXPECT_EQ(catalogue.Lookup(Conv(false, 1000 * 48, 2000 * 48, 4096), 48), (Sizes{96000}));
-  EXPECT_EQ(catalogue.Lookup(Conv(false, 1000 * 100, 2000 * 100, 4096), 100), Sizes{});
+  EXPECT_EQ(sizes(Conv(false, 1000 * 48, 2000 * 48, 4096), 48), (Sizes{96000}));
+  EXPECT_EQ(sizes(Conv(false, 1000 * 100, 2000 * 100, 4096), 100), Sizes{});
   // Another geometry, another weight, or a call whose bytes are not per-sample at this batch.
   EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 64, 2000 * 64, 8192), 64));
   EXPECT_FALSE(catalogue.Lookup(Conv(true, 1001 * 64, 2000 * 64, 4096), 64));
-  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 64 + 500, 2000 * 64, 4096), 64));
+  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 64 + 20, 2000 * 64, 4096), 64));
+  // At a measured batch nothing is uncertain; between two, what the other choice would add.
+  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 2000 * 32, 4096), 32)->spread, 0);
+  EXPECT_EQ(catalogue.Lookup(Conv(false, 1000 * 100, 2000 * 100, 4096), 100)->spread,
+            64000 * 100 / 32);
   // A backward whose gradient is a slice of a larger storage (older profiles recorded the
   // storage): the one measured call with the same input, weight and kernel. Not for a forward,
   // and not when two measured calls share them.
-  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 2500 * 32, 4096), 32), (Sizes{96000, 100}));
+  EXPECT_EQ(sizes(Conv(true, 1000 * 32, 2500 * 32, 4096), 32), (Sizes{96000, 100}));
   EXPECT_FALSE(catalogue.Lookup(Conv(false, 1000 * 32, 2500 * 32, 4096), 32));
+  EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 32, 1500 * 32, 4096), 32)) << "a smaller output";
   ASSERT_TRUE(catalogue.Add({true, 1000, 1000, 4096, 3, 3, 64, 1}, {{1}, {1}}).ok());
   EXPECT_FALSE(catalogue.Lookup(Conv(true, 1000 * 32, 2500 * 32, 4096), 32));
-  EXPECT_EQ(catalogue.Lookup(Conv(true, 1000 * 32, 1000 * 32, 4096), 32), (Sizes{1}));
+  EXPECT_EQ(sizes(Conv(true, 1000 * 32, 1000 * 32, 4096), 32), (Sizes{1}));
   ConvCall old_profile = Conv(true, 1000 * 64, 2000 * 64, 4096);
   old_profile.geometry = false;
   EXPECT_FALSE(catalogue.Lookup(old_profile, 64));
 
+  auto one = ConvWorkspaceCatalogue::Make({32});
+  ASSERT_TRUE(one.ok());
+  ASSERT_TRUE(one->Add(key, {{3200, 64}}).ok());
+  EXPECT_EQ(one->Lookup(Conv(true, 1000 * 64, 2000 * 64, 4096), 64)->bytes, (Sizes{6400, 128}))
+      << "one measured batch: scaled";
   EXPECT_FALSE(ConvWorkspaceCatalogue::Make({}).ok());
   EXPECT_FALSE(ConvWorkspaceCatalogue::Make({128, 32}).ok());
   EXPECT_FALSE(ConvWorkspaceCatalogue::Make({0, 32}).ok());
@@ -297,7 +311,8 @@ TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
   ASSERT_TRUE(e.ok()) << e.status().message();
   // At batch 2, a third of the way from 1 to 4: 30 MiB, then 42 MiB in a segment of its own.
   EXPECT_EQ(e->peak.count(), (100 + 30 + 42) * kMiB);
-  EXPECT_EQ(e->upper, e->peak) << "a measured call adds no uncertainty";
+  // Between measured batches: what batch 1's choice, scaled to 2 (80 MiB), would add to 42 MiB.
+  EXPECT_EQ(e->upper.count() - e->peak.count(), 38 * kMiB);
   EXPECT_NE(e->detail.find("1 as measured on this GPU"), std::string::npos) << e->detail;
 
   auto b = LoadModelSummary(dir + "/kb.json");
