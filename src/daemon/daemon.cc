@@ -41,8 +41,8 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(250);
 // A process's CUDA context on this GPU, and the part of it NVML does not count for an MPS client
 // (all of it where the calibration did not measure MPS).
 std::pair<Bytes, Bytes> CalibratedContext(const std::string& gpu_name) {
-  auto calibration = LoadCalibration(gpu_name);
-  if (!calibration.ok()) calibration = LoadCalibration("");
+  auto calibration = LoadCalibration(gpu_name, /*with_catalogue=*/false);
+  if (!calibration.ok()) calibration = LoadCalibration("", /*with_catalogue=*/false);
   if (!calibration.ok()) {
     fmt::print(stderr, "colod: no GPU calibration ({}); CUDA contexts are taken as 0\n",
                calibration.status().message());

@@ -173,11 +173,17 @@ std::optional<ConvWorkspaceCatalogue::Workspaces> ConvWorkspaceCatalogue::Lookup
   return found;
 }
 
-Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text,
-                                                const std::string& origin) {
+Result<GpuCalibration> GpuCalibration::FromJson(const std::string& text, const std::string& origin,
+                                                bool with_catalogue) {
   GpuCalibration c;
   try {
-    const auto doc = nlohmann::json::parse(text);
+    // Without the catalogue its value is dropped as it is parsed, never built.
+    const auto skip_catalogue = [with_catalogue](int depth, nlohmann::json::parse_event_t event,
+                                                 nlohmann::json& parsed) {
+      return with_catalogue || depth != 2 || event != nlohmann::json::parse_event_t::key ||
+             parsed != "catalogue";
+    };
+    const auto doc = nlohmann::json::parse(text, skip_catalogue);
     if (doc.value("format", "") != "colo-gpu-calibration") {
       return InvalidArgument(fmt::format("{}: not a colo-calibrate profile", origin));
     }
@@ -251,7 +257,7 @@ std::string FindDataFile(const std::string& name) {
   return "";
 }
 
-Result<GpuCalibration> LoadCalibration(const std::string& gpu_name) {
+Result<GpuCalibration> LoadCalibration(const std::string& gpu_name, bool with_catalogue) {
   const std::string dir = FindDataFile("gpu-calibration");
   if (dir.empty()) return NotFound("no gpu-calibration folder in colo's data (set COLO_DATA_DIR)");
   std::vector<fs::path> files;
@@ -264,7 +270,7 @@ Result<GpuCalibration> LoadCalibration(const std::string& gpu_name) {
   for (const auto& file : files) {
     auto text = ReadTextFile(file.string(), "calibration");
     if (!text.ok()) return text.status();
-    auto c = GpuCalibration::FromJson(*text, file.string());
+    auto c = GpuCalibration::FromJson(*text, file.string(), with_catalogue);
     if (!c.ok()) return c.status();
     if (wanted.empty() || ToLower(c->gpu).find(wanted) != std::string::npos) return c;
     known.push_back(c->gpu);

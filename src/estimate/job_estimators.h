@@ -111,7 +111,10 @@ struct GpuCalibration {
   int64_t mps_context_bytes = 0;
   // Solo SM activity from a profile's FLOPs and bytes on this GPU (absent: not fitted for it).
   std::optional<SmactModel> smact;
-  static Result<GpuCalibration> FromJson(const std::string& text, const std::string& origin);
+  // `with_catalogue` false skips the convolution catalogue (hundreds of KB), for readers that
+  // need only the context and margins (colod's plans).
+  static Result<GpuCalibration> FromJson(const std::string& text, const std::string& origin,
+                                         bool with_catalogue = true);
 };
 
 constexpr size_t ConvWorkspaceIndex(bool benchmark, bool backward, ConvCall::Shape shape) {
@@ -124,8 +127,8 @@ constexpr size_t ConvWorkspaceIndex(bool benchmark, bool backward, ConvCall::Sha
 std::string FindDataFile(const std::string& name);
 
 // Loads every calibration in the data folder's gpu-calibration/ and picks one by GPU name
-// (case-insensitive substring); an empty name picks the first.
-Result<GpuCalibration> LoadCalibration(const std::string& gpu_name);
+// (case-insensitive substring); an empty name picks the first. See FromJson for `with_catalogue`.
+Result<GpuCalibration> LoadCalibration(const std::string& gpu_name, bool with_catalogue = true);
 
 std::unique_ptr<MemoryEstimator> MakeHorusEstimator();
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const GpuMemNetModel> model,

@@ -302,6 +302,12 @@ TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
   auto cal = GpuCalibration::FromJson(calibration, "cal.json");
   ASSERT_TRUE(cal.ok()) << cal.status().message();
   ASSERT_TRUE(cal->conv_catalogue);
+  auto without = GpuCalibration::FromJson(calibration, "cal.json", /*with_catalogue=*/false);
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_FALSE(without->conv_catalogue);
+  EXPECT_TRUE(
+      without->conv_workspace[ConvWorkspaceIndex(false, true, ConvCall::Shape::kGeneral)].measured)
+      << "the rest of conv_workspace is kept";
   JobDescription job;
   job.batch = 2;
   auto s = LoadModelSummary(dir + "/k.json");
