@@ -253,15 +253,19 @@ class JobControlTest(Base):
         self.assertEqual(self.wait_state(running, TERMINAL)["state"], "cancelled")
         self.assertEqual(self.colo("cancel", "--state", "bogus").returncode, 1)
 
+    def start_wait(self, *ids):
+        """`colo wait IDS` in the background, as the test's user."""
+        return subprocess.Popen(
+            harness.as_user(None, [harness.COLO, "wait", *map(str, ids)]),
+            env=self.client_env(None, self.d.socket, path_prefix=self.bin), cwd=self.work,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     def test_wait(self):
         """colo wait blocks until every job ends; its exit status is the first failing job's
         exit code, 0 when all succeeded."""
         a, release_a = self.wait_job()
         failing = self.submit("--", "sh", "-c", "exit 3")
-        proc = subprocess.Popen(
-            harness.as_user(None, [harness.COLO, "wait", str(a), str(failing)]),
-            env=self.client_env(None, self.d.socket, path_prefix=self.bin), cwd=self.work,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = self.start_wait(a, failing)
         time.sleep(1.5)
         self.assertIsNone(proc.poll(), "colo wait returned while a job runs")
         self.release(release_a)
@@ -280,10 +284,7 @@ class JobControlTest(Base):
                          'exit "$COLO_ARRAY_TASK_ID"', release)
         array = int(r.stdout.split()[3])
         self.assertEqual(self.colo("wait", f"{array}_0").returncode, 0)
-        proc = subprocess.Popen(
-            harness.as_user(None, [harness.COLO, "wait", str(array)]),
-            env=self.client_env(None, self.d.socket, path_prefix=self.bin), cwd=self.work,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = self.start_wait(array)
         time.sleep(1.5)
         self.assertIsNone(proc.poll(), "colo wait ARRAY returned while tasks run")
         self.release(release)
