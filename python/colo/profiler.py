@@ -373,7 +373,10 @@ class ModelSpec:
         if not self.tokens:
             return torch.randn((batch,) + tuple(self.input_shape), device=device)
         ids = torch.randint(0, self.vocab, (batch, self.seq_len), device=device)
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        # No attention mask: ours would be all ones, which transformers drops on real tensors after
+        # reading it (so attention runs unmasked) but must keep on fake ones, whose values it cannot
+        # read; a kept mask changes the attention kernels and what they save for the backward pass.
+        inputs = {"input_ids": ids}
         if self.task == "sequence-classification":
             inputs["labels"] = torch.randint(0, self.labels, (batch,), device=device)
         elif self.task == "token-classification":
@@ -454,6 +457,8 @@ def train(workload, model, batch_size, steps, device, fake=False, replaced=None,
     """`steps` training steps of `workload` on `model`, as the profile and a real run both do."""
     model.train()
     optimizer = workload.make_optimizer(model, replaced)
+    if fake:
+        use_gpu_kernel_choice(optimizer, device)
     kept = None
     for step in range(steps):
         batch = workload.batch(batch_size, device, fake)
@@ -463,6 +468,27 @@ def train(workload, model, batch_size, steps, device, fake=False, replaced=None,
             on_step(step)
     del kept
     return optimizer
+
+
+def use_gpu_kernel_choice(optimizer, device):
+    """Makes `optimizer` step with the implementation torch picks for real tensors on `device`.
+
+    Left to choose (`foreach` and `fused` unset), torch steps real CUDA parameters with its
+    multi-tensor ("foreach") kernels, but it only recognises plain tensors, so on fake ones it falls
+    back to one parameter at a time. The two allocate differently: Adam's multi-tensor step holds a
+    temporary as large as all the parameters at once, which splits the blocks the next forward pass
+    would reuse, where the per-parameter step frees each small temporary at once. A profile that
+    stepped one parameter at a time under-estimated BERT-base at batch 16 by 6%."""
+    import torch
+
+    if torch.device(device).type != "cuda":
+        return
+    for group in optimizer.param_groups:
+        if "foreach" not in group or group["foreach"] is not None:
+            continue  # the optimizer has no multi-tensor step, or the user chose
+        if group.get("fused") or group.get("differentiable"):
+            continue
+        group["foreach"] = True
 
 
 # ----------------------------------------------------------------------------------------------

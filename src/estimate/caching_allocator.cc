@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "common/strings.h"
 
@@ -420,7 +421,13 @@ Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std:
           {AllocationTrace::Event::kWorkspace, 0, static_cast<int64_t>(trace.convs.size())});
       trace.convs.push_back(conv);
     } else if (kind == "m") {
-      if (fields.Word() == "steps") trace.steps_begin = trace.events.size();
+      const std::string_view label = fields.Word();
+      if (label == "steps") trace.steps_begin = trace.events.size();
+      if (label == "steps" || (label.starts_with("step") && label.size() > 4 &&
+                               std::all_of(label.begin() + 4, label.end(),
+                                           [](char c) { return c >= '0' && c <= '9'; }))) {
+        trace.step_begins.push_back(trace.events.size());
+      }
     } else {
       return bad("expected 'a BYTES [STREAM]', 'f INDEX', 'w KIND IN OUT' or 'm LABEL'");
     }
@@ -462,8 +469,12 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
   auto permanent = [&] {
     for (int64_t bytes : options.permanent) model.Allocate(bytes);
   };
+  const auto& held = options.held;
   size_t index = 0;
   for (const auto& event : trace.events) {
+    if (held.count > 0 && index == held.at) {
+      for (int i = 0; i < held.count; ++i) model.Allocate(held.bytes);
+    }
     if (index++ == trace.steps_begin) permanent();
     switch (event.kind) {
       case AllocationTrace::Event::kAlloc:
@@ -494,6 +505,38 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
   AllocatorStats stats = model.stats();
   stats.largest_workspace_tensor = workspace;
   return stats;
+}
+
+Result<int64_t> FragmentationRisk(const AllocationTrace& trace, const ReplayOptions& options,
+                                  int64_t peak_reserved) {
+  // The steps' most common block of 1 MiB or more (the larger on a tie): an activation, usually.
+  std::map<int64_t, int64_t> counts;
+  for (size_t i = trace.steps_begin; i < trace.events.size(); ++i) {
+    const auto& event = trace.events[i];
+    if (event.kind == AllocationTrace::Event::kAlloc && event.value >= int64_t{1} << 20) {
+      ++counts[event.value];
+    }
+  }
+  if (counts.empty()) return int64_t{0};
+  const auto common = std::max_element(counts.begin(), counts.end(), [](auto& a, auto& b) {
+    return std::tie(a.second, a.first) < std::tie(b.second, b.first);
+  });
+  const int64_t bytes = common->first;
+  std::vector<size_t> starts = trace.step_begins;
+  if (starts.empty()) starts.push_back(trace.steps_begin);
+  if (starts.size() > 3) starts.resize(3);
+  int64_t risk = 0;
+  ReplayOptions probe = options;
+  for (const size_t at : starts) {
+    for (int count = 1; count <= 3; ++count) {
+      probe.held = {at, bytes, count};
+      auto stats = Replay(trace, probe);
+      if (!stats.ok()) return stats.status();
+      const int64_t own = count * CachingAllocatorModel::RoundSize(bytes);
+      risk = std::max(risk, stats->peak_reserved - own - peak_reserved);
+    }
+  }
+  return risk;
 }
 
 }  // namespace colo

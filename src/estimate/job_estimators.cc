@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/strings.h"
 
@@ -404,7 +405,7 @@ class TraceEstimator final : public MemoryEstimator {
     const GpuCalibration& cal = calibration_;
     int64_t uncertainty = 0;
     int64_t calls = 0, measured_calls = 0;
-    auto workspaces = [&](const ConvCall& conv) -> std::vector<int64_t> {
+    auto choose = [&](const ConvCall& conv) -> std::vector<int64_t> {
       ++calls;
       // The catalogue holds the default heuristics' choices; cudnn.benchmark times its own.
       if (cal.conv_catalogue && !benchmark) {
@@ -427,14 +428,24 @@ class TraceEstimator final : public MemoryEstimator {
                                                                (k.max - k.median) * operands));
       return {static_cast<int64_t>(k.median * operands)};
     };
-    auto stats = Replay(**trace, {permanent, workspaces, expandable_});
+    // Chosen once per call: the fragmentation probe replays the trace again.
+    std::unordered_map<const ConvCall*, std::vector<int64_t>> chosen;
+    auto workspaces = [&](const ConvCall& conv) {
+      auto [it, fresh] = chosen.try_emplace(&conv);
+      if (fresh) it->second = choose(conv);
+      return it->second;
+    };
+    ReplayOptions replay{permanent, workspaces, expandable_, {}};
+    auto stats = Replay(**trace, replay);
     if (!stats.ok()) return stats.status();
+    auto risk = FragmentationRisk(**trace, replay, stats->peak_reserved);
+    if (!risk.ok()) return risk.status();
     const Bytes peak(stats->peak_reserved + cal.context_bytes);
-    const Bytes upper =
-        peak.Scaled(1 + cal.margin_ratio) + Bytes(cal.margin_bytes) + Bytes(uncertainty);
+    const Bytes upper = (peak + Bytes(*risk)).Scaled(1 + cal.margin_ratio) +
+                        Bytes(cal.margin_bytes) + Bytes(uncertainty);
     return MemoryEstimate{
         peak, peak, upper, "trace",
-        fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}",
+        fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}{}",
                     (*trace)->events.size(), FormatBytes(Bytes(stats->peak_reserved)),
                     FormatBytes(Bytes(stats->peak_allocated)),
                     FormatBytes(Bytes(cal.context_bytes)), cal.gpu,
@@ -444,6 +455,9 @@ class TraceEstimator final : public MemoryEstimator {
                                       "measured on this GPU{}, up to {} more in the upper bound",
                                       calls, measured_calls, benchmark ? " (cudnn.benchmark)" : "",
                                       FormatBytes(Bytes(uncertainty))),
+                    *risk > 0 ? fmt::format("; fragmentation could add {} (in the upper bound)",
+                                            FormatBytes(Bytes(*risk)))
+                              : "",
                     UnknownLayersNote(s))};
   }
 

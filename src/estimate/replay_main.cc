@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
         joined.events.push_back(head->events[i]);
     }
     joined.steps_begin = joined.events.size();
+    for (const size_t begin : trace->step_begins) {
+      joined.step_begins.push_back(joined.steps_begin + begin);
+    }
     joined.convs = trace->convs;
     for (auto e : trace->events) {
       if (e.kind == colo::AllocationTrace::Event::kFree) e.value += shift;
@@ -72,7 +75,7 @@ int main(int argc, char** argv) {
           static_cast<int64_t>(ratio * static_cast<double>(conv.largest()))};
     };
   }
-  auto stats = colo::Replay(*trace, {permanent_blocks, workspaces, expandable});
+  auto stats = colo::Replay(*trace, {permanent_blocks, workspaces, expandable, {}});
   if (!stats.ok()) {
     std::cerr << "colo-replay: " << stats.status().message() << "\n";
     return 1;

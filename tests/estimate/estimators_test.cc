@@ -161,6 +161,32 @@ TEST(Estimators, TraceInterpolatesBetweenTwoRecordedBatches) {
                                  30 * kMiB - (30 * kMiB - 30000000) / (2 * kMiB) * (2 * kMiB));
 }
 
+// Where the peak hinges on one block the profile cannot pin down, the upper bound holds what the
+// allocator would need if that block went the other way; the estimate itself does not.
+TEST(Estimators, TraceUpperBoundHoldsTheFragmentationRisk) {
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/f.b2.trace") << fmt::format(
+      "colo-alloc-trace 1\nm steps\na {0}\na {1}\na {1}\nf 1\nf 2\nf 0\nm step1\na {1}\n"
+      "a {1}\na {0}\n",
+      100 * kMiB, 24 * kMiB);
+  std::ofstream(dir + "/f.json") << R"({"format": "colo-model-summary", "version": 1, "batch": 2,
+    "totals": {"parameters": 1}, "layers": [{"type": "Linear", "parameters": 1}],
+    "traces": [{"batch": 2, "file": "f.b2.trace"}]})";
+  auto s = LoadModelSummary(dir + "/f.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  JobDescription job;
+  job.summary = &*s;
+  GpuCalibration cal;
+  cal.gpu = "test";
+  cal.margin_ratio = 0.5;
+  cal.margin_bytes = 4 * kMiB;
+  auto e = MakeTraceEstimator(cal)->Estimate(job);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->peak.count(), 148 * kMiB);
+  EXPECT_EQ(e->upper.count(), (148 + 76) * kMiB * 3 / 2 + 4 * kMiB);
+  EXPECT_NE(e->detail.find("fragmentation could add 76 MiB"), std::string::npos) << e->detail;
+}
+
 // cuDNN's workspace is allocated inside each convolution at the calibrated median coefficient;
 // the spread to the largest measured one goes into the upper bound only.
 TEST(Estimators, TraceModelsConvolutionWorkspacesWithTheGpusCalibration) {

@@ -164,6 +164,52 @@ class ProfileTest(unittest.TestCase):
         # The masked-LM head's 30k-word logits cost memory a classifier never has.
         self.assertLess(cls, mlm)
 
+    def test_the_optimizer_steps_as_it_would_on_the_gpu(self):
+        # On a real GPU, torch steps Adam with its multi-tensor kernels unless told otherwise: one
+        # temporary per parameter, all alive at once beside the gradients. A user's explicit
+        # choice of the per-parameter loop is kept.
+        script = self.write("opt.py", """
+            import torch, colo
+
+            def net():
+                return torch.nn.Sequential(*[torch.nn.Linear(512, 512, bias=False) for _ in range(4)])
+
+            def default():
+                return colo.Workload(net(), torch.randn(4, 512), optimizer="adam")
+
+            def loop():
+                model = net()
+                return colo.Workload(model, torch.randn(4, 512),
+                                     optimizer=torch.optim.Adam(model.parameters(), foreach=False))
+            """)
+        weight = 512 * 512 * 4
+
+        def most_weights_alive(name):
+            self.profile("--step", f"{script}:{name}", "--steps", "3", "-o", f"{name}.json")
+            with open(os.path.join(self.dir, f"{name}.json")) as f:
+                summary = json.load(f)
+            sizes, alive, most, inside = [], set(), 0, False
+            with open(os.path.join(self.dir, summary["traces"][0]["file"])) as f:
+                for line in f:
+                    kind, *rest = line.split()
+                    if kind == "m":
+                        inside = rest[0] == "step2"
+                    elif kind == "a":
+                        sizes.append(int(rest[0]))
+                        if inside and sizes[-1] == weight:
+                            alive.add(len(sizes) - 1)
+                    elif kind == "f":
+                        alive.discard(int(rest[0]))
+                    most = max(most, len(alive))
+            return summary["traced_device"], most
+
+        device, default = most_weights_alive("default")
+        if device != "cuda":
+            self.skipTest("traced on " + device)
+        self.assertEqual(default, 8, "4 gradients and 4 temporaries")
+        # The loop holds one parameter's temporaries at a time (torch 2.11: 3).
+        self.assertLess(most_weights_alive("loop")[1], default)
+
     # Errors the user can act on.
 
     def test_a_step_that_reads_tensor_values_is_explained(self):
