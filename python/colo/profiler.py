@@ -458,7 +458,7 @@ def train(workload, model, batch_size, steps, device, fake=False, replaced=None,
     model.train()
     optimizer = workload.make_optimizer(model, replaced)
     if fake:
-        use_gpu_kernel_choice(optimizer, device)
+        use_gpu_kernel_choice(optimizer)
     kept = None
     for step in range(steps):
         batch = workload.batch(batch_size, device, fake)
@@ -470,24 +470,26 @@ def train(workload, model, batch_size, steps, device, fake=False, replaced=None,
     return optimizer
 
 
-def use_gpu_kernel_choice(optimizer, device):
-    """Makes `optimizer` step with the implementation torch picks for real tensors on `device`.
+def use_gpu_kernel_choice(optimizer):
+    """Makes `optimizer` step with the implementation torch picks for the job's real CUDA tensors.
 
-    Left to choose (`foreach` and `fused` unset), torch steps real CUDA parameters with its
-    multi-tensor ("foreach") kernels, but it only recognises plain tensors, so on fake ones it falls
-    back to one parameter at a time. The two allocate differently: Adam's multi-tensor step holds a
-    temporary as large as all the parameters at once, which splits the blocks the next forward pass
-    would reuse, where the per-parameter step frees each small temporary at once; and where the
-    optimizer step is the peak (a large model at a small batch), Adam's temporary is a fifth of it
-    (parameters, gradients, two moments and the temporary)."""
+    Left to choose (`foreach` and `fused` unset), torch steps CUDA parameters with its multi-tensor
+    ("foreach") kernels, but it only recognises plain tensors, so on fake ones (and on the CPU, where
+    a profile without a visible GPU traces) it falls back to one parameter at a time. The two
+    allocate differently: Adam's multi-tensor step holds a temporary as large as all the parameters
+    at once, which splits the blocks the next forward pass would reuse, where the per-parameter step
+    frees each small temporary at once; and where the optimizer step is the peak (a large model at a
+    small batch), Adam's temporary is a fifth of it (parameters, gradients, two moments and the
+    temporary). Torch's own exceptions are kept: an explicit choice, a differentiable optimizer, and
+    a tensor learning rate without `capturable`."""
     import torch
 
-    if torch.device(device).type != "cuda":
-        return
     for group in optimizer.param_groups:
         if "foreach" not in group or group["foreach"] is not None:
             continue  # the optimizer has no multi-tensor step, or the user chose
-        if group.get("fused") or group.get("differentiable"):
+        if group.get("fused") is not None or group.get("differentiable"):
+            continue
+        if isinstance(group.get("lr"), torch.Tensor) and not group.get("capturable"):
             continue
         group["foreach"] = True
 

@@ -462,6 +462,16 @@ std::string_view ShapeName(ConvCall::Shape shape) {
 }
 
 Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options) {
+  int64_t total = 0;
+  for (const auto& event : trace.events) {
+    if (event.kind != AllocationTrace::Event::kAlloc) continue;
+    if (event.value > kMaxTraceBytes - total) {
+      return InvalidArgument(
+          fmt::format("allocation trace allocates more than {} bytes in all: no GPU holds that",
+                      kMaxTraceBytes));
+    }
+    total += event.value;
+  }
   CachingAllocatorModel model(options.expandable_segments);
   int64_t workspace = 0;
   std::vector<int64_t> handles;
@@ -472,10 +482,11 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
   const auto& held = options.held;
   size_t index = 0;
   for (const auto& event : trace.events) {
+    if (index == trace.steps_begin) permanent();
     if (held.count > 0 && index == held.at) {
       for (int i = 0; i < held.count; ++i) model.Allocate(held.bytes);
     }
-    if (index++ == trace.steps_begin) permanent();
+    ++index;
     switch (event.kind) {
       case AllocationTrace::Event::kAlloc:
         handles.push_back(model.Allocate(event.value, event.stream));
@@ -494,7 +505,8 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
         workspace = std::max(workspace, conv.largest());
         if (options.workspaces) {
           for (const int64_t bytes : options.workspaces(conv)) {
-            if (bytes > 0) model.Free(model.Allocate(bytes));
+            // Capped like the trace itself: a profile's convolution can name any size.
+            if (bytes > 0) model.Free(model.Allocate(std::min(bytes, kMaxTraceBytes)));
           }
         }
         break;
@@ -522,18 +534,28 @@ Result<int64_t> FragmentationRisk(const AllocationTrace& trace, const ReplayOpti
     return std::tie(a.second, a.first) < std::tie(b.second, b.first);
   });
   const int64_t bytes = common->first;
-  std::vector<size_t> starts = trace.step_begins;
-  if (starts.empty()) starts.push_back(trace.steps_begin);
-  if (starts.size() > 3) starts.resize(3);
+  // The first three distinct steps that begin at an event (markers can repeat or come last).
+  std::vector<size_t> starts;
+  for (const size_t at : trace.step_begins) {
+    if (at >= trace.steps_begin && at < trace.events.size() &&
+        std::find(starts.begin(), starts.end(), at) == starts.end() && starts.size() < 3) {
+      starts.push_back(at);
+    }
+  }
+  if (starts.empty() && trace.steps_begin < trace.events.size()) {
+    starts.push_back(trace.steps_begin);
+  }
   int64_t risk = 0;
   ReplayOptions probe = options;
-  for (const size_t at : starts) {
-    for (int count = 1; count <= 3; ++count) {
+  for (int count = 1; count <= 3; ++count) {
+    // What the held blocks reserve by themselves (a 1-10 MiB block takes a 20 MiB segment).
+    CachingAllocatorModel alone;
+    for (int i = 0; i < count; ++i) alone.Allocate(bytes);
+    for (const size_t at : starts) {
       probe.held = {at, bytes, count};
       auto stats = Replay(trace, probe);
       if (!stats.ok()) return stats.status();
-      const int64_t own = count * CachingAllocatorModel::RoundSize(bytes);
-      risk = std::max(risk, stats->peak_reserved - own - peak_reserved);
+      risk = std::max(risk, stats->peak_reserved - alone.reserved() - peak_reserved);
     }
   }
   return risk;

@@ -122,6 +122,9 @@ struct ReplayOptions {
   } held;
 };
 
+// Refuses a trace whose allocations add up to more than kMaxTraceBytes (no GPU holds an exabyte,
+// and the sums a replay keeps must stay far from overflowing, probes and workspaces included).
+inline constexpr int64_t kMaxTraceBytes = int64_t{1} << 60;
 Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options);
 
 // How much more the peak reserved memory could be because of fragmentation the trace cannot pin

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -441,8 +442,14 @@ class TraceEstimator final : public MemoryEstimator {
     auto risk = FragmentationRisk(**trace, replay, stats->peak_reserved);
     if (!risk.ok()) return risk.status();
     const Bytes peak(stats->peak_reserved + cal.context_bytes);
-    const Bytes upper = (peak + Bytes(*risk)).Scaled(1 + cal.margin_ratio) +
-                        Bytes(cal.margin_bytes) + Bytes(uncertainty);
+    // Saturating: a profile's convolutions can name any size, and the bound must not wrap around.
+    auto plus = [](Bytes a, int64_t b) {
+      return Bytes(a.count() > std::numeric_limits<int64_t>::max() - b
+                       ? std::numeric_limits<int64_t>::max()
+                       : a.count() + b);
+    };
+    const Bytes upper =
+        plus(plus(plus(peak, *risk).Scaled(1 + cal.margin_ratio), cal.margin_bytes), uncertainty);
     return MemoryEstimate{
         peak, peak, upper, "trace",
         fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}{}",

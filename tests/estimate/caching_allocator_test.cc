@@ -343,6 +343,23 @@ TEST(Replay, HeldBlocksAreAllocatedBeforeTheirEventAndKept) {
   EXPECT_EQ(Replay(*t, options)->peak_reserved, 60 * mib);
   options.held = {0, 30 * mib, 2};
   EXPECT_EQ(Replay(*t, options)->peak_reserved, 90 * mib);
+  // Still held at the end: a later block of their size cannot reuse theirs.
+  options.held = {0, 30 * mib, 1};
+  auto later = ParseAllocationTrace(
+      fmt::format("colo-alloc-trace 1\na {}\nf 0\na 1024\nf 1\na {}\n", mib, 30 * mib), "t");
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(Replay(*later, {})->peak_reserved, 2 * mib + 30 * mib);
+  EXPECT_EQ(Replay(*later, options)->peak_reserved, 30 * mib + 2 * mib + 30 * mib);
+}
+
+TEST(Replay, RefusesATraceBeyondAnyGpu) {
+  // Each size is within the format's 18 digits; together they are beyond 2^60 bytes.
+  auto t =
+      ParseAllocationTrace("colo-alloc-trace 1\na 900000000000000000\na 900000000000000000\n", "t");
+  ASSERT_TRUE(t.ok());
+  auto stats = Replay(*t, {});
+  ASSERT_FALSE(stats.ok());
+  EXPECT_NE(stats.status().message().find("no GPU holds that"), std::string::npos);
 }
 
 // A large block freed in one step and needed again in the next, with exactly as many 24 MiB
@@ -370,6 +387,18 @@ TEST(FragmentationRisk, FindsAPeakThatHingesOnOneBlock) {
       fmt::format("colo-alloc-trace 1\nm steps\na {0}\nf 0\nm step1\na {0}\n", 24 * mib), "sturdy");
   ASSERT_TRUE(sturdy.ok());
   EXPECT_EQ(*FragmentationRisk(*sturdy, {}, Replay(*sturdy, {})->peak_reserved), 0);
+  // Repeated markers, and markers before any event or after the last one, are one start each.
+  auto repeated = ParseAllocationTrace("colo-alloc-trace 1\nm steps\nm step1\nm step2\n" + step0 +
+                                           "m step3\nm step3\n" + step1 + "m step4\n",
+                                       "repeated");
+  ASSERT_TRUE(repeated.ok());
+  EXPECT_EQ(*FragmentationRisk(*repeated, {}, 148 * mib), 76 * mib);
+  // Blocks of 1-10 MiB take 20 MiB segments by themselves; that is no fragmentation.
+  auto small_blocks = ParseAllocationTrace(
+      fmt::format("colo-alloc-trace 1\nm steps\na {0}\nf 0\nm step1\na {0}\n", 6 * mib),
+      "small blocks");
+  ASSERT_TRUE(small_blocks.ok());
+  EXPECT_EQ(*FragmentationRisk(*small_blocks, {}, Replay(*small_blocks, {})->peak_reserved), 0);
   // Nothing of 1 MiB or more: no probe.
   auto small = ParseAllocationTrace("colo-alloc-trace 1\na 4096\nf 0\n", "small");
   ASSERT_TRUE(small.ok());

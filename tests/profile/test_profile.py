@@ -201,14 +201,13 @@ class ProfileTest(unittest.TestCase):
                     elif kind == "f":
                         alive.discard(int(rest[0]))
                     most = max(most, len(alive))
-            return summary["traced_device"], most
+            return most
 
-        device, default = most_weights_alive("default")
-        if device != "cuda":
-            self.skipTest("traced on " + device)
+        # Traced on the GPU's code paths or, without a visible GPU, the CPU's: the same either way.
+        default = most_weights_alive("default")
         self.assertEqual(default, 8, "4 gradients and 4 temporaries")
         # The loop holds one parameter's temporaries at a time (torch 2.11: 3).
-        self.assertLess(most_weights_alive("loop")[1], default)
+        self.assertLess(most_weights_alive("loop"), default)
 
     # Errors the user can act on.
 
