@@ -17,6 +17,13 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 const std::string kData = std::string(COLO_TEST_DATA) + "/estimate/";
 
+// Writes `text` to `name` in the test's temporary folder; returns its path.
+std::string WriteTestFile(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
 GpuCalibration H200() {
   GpuCalibration c;
   c.gpu = "NVIDIA H200";
@@ -138,17 +145,14 @@ TEST(Estimators, TraceNeedsATraceForTheBatch) {
 }
 
 TEST(Estimators, TraceInterpolatesBetweenTwoRecordedBatches) {
-  const std::string dir = ::testing::TempDir();
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-  };
   // Sizes grow with the batch (activations), parameters do not.
-  write("m.b2.trace", "colo-alloc-trace 1\na 40000000\nm steps\na 20000000\nf 1\n");
-  write("m.b4.trace", "colo-alloc-trace 1\na 40000000\nm steps\na 40000000\nf 1\n");
-  write("m.json", R"({"format": "colo-model-summary", "version": 1, "batch": 2,
+  WriteTestFile("m.b2.trace", "colo-alloc-trace 1\na 40000000\nm steps\na 20000000\nf 1\n");
+  WriteTestFile("m.b4.trace", "colo-alloc-trace 1\na 40000000\nm steps\na 40000000\nf 1\n");
+  const std::string summary =
+      WriteTestFile("m.json", R"({"format": "colo-model-summary", "version": 1, "batch": 2,
     "totals": {"parameters": 10000000}, "layers": [{"type": "Linear", "parameters": 10000000}],
     "traces": [{"batch": 2, "file": "m.b2.trace"}, {"batch": 4, "file": "m.b4.trace"}]})");
-  auto s = LoadModelSummary(dir + "/m.json");
+  auto s = LoadModelSummary(summary);
   ASSERT_TRUE(s.ok()) << s.status().message();
   JobDescription job;
   job.summary = &*s;
@@ -164,15 +168,17 @@ TEST(Estimators, TraceInterpolatesBetweenTwoRecordedBatches) {
 // Where the peak hinges on one block the profile cannot pin down, the upper bound holds what the
 // allocator would need if that block went the other way; the estimate itself does not.
 TEST(Estimators, TraceUpperBoundHoldsTheFragmentationRisk) {
-  const std::string dir = ::testing::TempDir();
-  std::ofstream(dir + "/f.b2.trace") << fmt::format(
-      "colo-alloc-trace 1\nm steps\na {0}\na {1}\na {1}\nf 1\nf 2\nf 0\nm step1\na {1}\n"
-      "a {1}\na {0}\n",
-      100 * kMiB, 24 * kMiB);
-  std::ofstream(dir + "/f.json") << R"({"format": "colo-model-summary", "version": 1, "batch": 2,
+  WriteTestFile(
+      "f.b2.trace",
+      fmt::format(
+          "colo-alloc-trace 1\nm steps\na {0}\na {1}\na {1}\nf 1\nf 2\nf 0\nm step1\na {1}\n"
+          "a {1}\na {0}\n",
+          100 * kMiB, 24 * kMiB));
+  const std::string summary =
+      WriteTestFile("f.json", R"({"format": "colo-model-summary", "version": 1, "batch": 2,
     "totals": {"parameters": 1}, "layers": [{"type": "Linear", "parameters": 1}],
-    "traces": [{"batch": 2, "file": "f.b2.trace"}]})";
-  auto s = LoadModelSummary(dir + "/f.json");
+    "traces": [{"batch": 2, "file": "f.b2.trace"}]})");
+  auto s = LoadModelSummary(summary);
   ASSERT_TRUE(s.ok()) << s.status().message();
   JobDescription job;
   job.summary = &*s;
@@ -190,19 +196,18 @@ TEST(Estimators, TraceUpperBoundHoldsTheFragmentationRisk) {
 // cuDNN's workspace is allocated inside each convolution at the calibrated median coefficient;
 // the spread to the largest measured one goes into the upper bound only.
 TEST(Estimators, TraceModelsConvolutionWorkspacesWithTheGpusCalibration) {
-  const std::string dir = ::testing::TempDir();
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-  };
   // 100 MiB live, then a 3x3 convolution over 20 + 20 MiB tensors (weight 0).
-  write("c.b2.trace", fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 3 3 64 1\n",
-                                  100 * kMiB, 20 * kMiB, 20 * kMiB));
-  write("c.b4.trace", fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 1 1 64 1\n",
-                                  100 * kMiB, 40 * kMiB, 40 * kMiB));
-  write("c.json", R"({"format": "colo-model-summary", "version": 1, "batch": 2,
+  WriteTestFile("c.b2.trace",
+                fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 3 3 64 1\n",
+                            100 * kMiB, 20 * kMiB, 20 * kMiB));
+  WriteTestFile("c.b4.trace",
+                fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 1 1 64 1\n",
+                            100 * kMiB, 40 * kMiB, 40 * kMiB));
+  const std::string summary =
+      WriteTestFile("c.json", R"({"format": "colo-model-summary", "version": 1, "batch": 2,
     "totals": {"parameters": 1}, "layers": [{"type": "Conv2d", "parameters": 1}],
     "traces": [{"batch": 2, "file": "c.b2.trace"}, {"batch": 4, "file": "c.b4.trace"}]})");
-  auto s = LoadModelSummary(dir + "/c.json");
+  auto s = LoadModelSummary(summary);
   ASSERT_TRUE(s.ok()) << s.status().message();
   JobDescription job;
   job.summary = &*s;
@@ -302,20 +307,18 @@ TEST(ConvWorkspaceCatalogue, InterpolatesBetweenMeasuredBatchesAndKnowsOnlyWhatI
 // workspaces, one after the other), with nothing for it in the upper bound; another is sized by
 // the coefficients. cudnn.benchmark profiles keep the coefficients.
 TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
-  const std::string dir = ::testing::TempDir();
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream(dir + "/" + name) << text;
-  };
   // Batch 2: 100 MiB live, then the backward of a 3x3 convolution over 20 + 20 MiB tensors.
-  write("k.b2.trace",
-        fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv_bwd {} {} 4096 3 3 64 1\n",
-                    100 * kMiB, 20 * kMiB, 20 * kMiB));
+  WriteTestFile("k.b2.trace",
+                fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv_bwd {} {} 4096 3 3 64 1\n",
+                            100 * kMiB, 20 * kMiB, 20 * kMiB));
   const std::string summary = R"({"format": "colo-model-summary", "version": 1, "batch": 2,
     "totals": {"parameters": 1}, "layers": [{"type": "Conv2d", "parameters": 1}],
     "traces": [{"batch": 2, "file": "k.b2.trace"}]BENCHMARK})";
-  write("k.json", std::regex_replace(summary, std::regex("BENCHMARK"), ""));
-  write("kb.json",
-        std::regex_replace(summary, std::regex("BENCHMARK"), R"(, "cudnn_benchmark": true)"));
+  const std::string heuristic =
+      WriteTestFile("k.json", std::regex_replace(summary, std::regex("BENCHMARK"), ""));
+  const std::string benchmarked = WriteTestFile(
+      "kb.json",
+      std::regex_replace(summary, std::regex("BENCHMARK"), R"(, "cudnn_benchmark": true)"));
   const std::string calibration = fmt::format(
       R"({{"format": "colo-gpu-calibration", "gpu": "test", "context_bytes": 0,
       "margin_ratio": 0, "margin_bytes": 0, "conv_uncertainty_scale": 1,
@@ -336,7 +339,7 @@ TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
       << "the rest of conv_workspace is kept";
   JobDescription job;
   job.batch = 2;
-  auto s = LoadModelSummary(dir + "/k.json");
+  auto s = LoadModelSummary(heuristic);
   ASSERT_TRUE(s.ok()) << s.status().message();
   job.summary = &*s;
   auto e = MakeTraceEstimator(*cal)->Estimate(job);
@@ -347,7 +350,7 @@ TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
   EXPECT_EQ(e->upper.count() - e->peak.count(), 38 * kMiB);
   EXPECT_NE(e->detail.find("1 as measured on this GPU"), std::string::npos) << e->detail;
 
-  auto b = LoadModelSummary(dir + "/kb.json");
+  auto b = LoadModelSummary(benchmarked);
   ASSERT_TRUE(b.ok()) << b.status().message();
   job.summary = &*b;
   auto timed = MakeTraceEstimator(*cal)->Estimate(job);
