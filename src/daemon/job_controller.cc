@@ -125,6 +125,9 @@ void JobController::ForgetIfDone(JobId id) {
     counters_.completion.Observe(
         std::chrono::duration<double>(it->second.finished - it->second.submitted).count());
   }
+  // Whatever ended it, it no longer waits for GPUs (a queued record left behind would hold the
+  // head of the queue for a job nobody runs).
+  (void)scheduler_.Cancel(id);
   scheduler_.Forget(id);
   running_.erase(id);
   tenant_deadline_.erase(id);
@@ -872,8 +875,7 @@ void JobController::Tick() {
     tenant_deadline_.erase(id);
     if (it == live_.end() || it->second.state == JobState::kRunning || !it->second.live()) continue;
     Job& job = it->second;
-    const JobRecord* r = scheduler_.job(id);
-    const std::string why = r && r->last_wait ? r->last_wait->Reason() : "no GPU was free";
+    const std::string why = WaitReason(job);
     HandBack(job,
              TenantHandback{job.slurm->job, id,
                             job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
@@ -915,7 +917,10 @@ std::optional<TimePoint> JobController::NextWakeup() const {
 void JobController::Launch(const colo::Launch& launch) {
   auto it = live_.find(launch.job);
   if (it == live_.end()) {
+    // No job of colod's is behind it: dropped, never put back at the head of the queue.
     (void)scheduler_.AbortLaunch(launch.job);
+    (void)scheduler_.Cancel(launch.job);
+    scheduler_.Forget(launch.job);
     return;
   }
   Job& job = it->second;
@@ -1146,7 +1151,6 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   events.front().detail = TruncateUtf8(detail, kMaxEventDetailBytes);
   if (job.slurm && action == ExitAction::kRequeuedForRecovery) {
     // Its next run is Slurm's to start, on whichever node Slurm picks, with the raised need.
-    (void)scheduler_.Cancel(id);
     HandBack(job,
              TenantHandback{job.slurm->job, id, job.spec.memory.peak,
                             job.slurm->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
@@ -1512,6 +1516,16 @@ std::vector<std::string> JobController::TenantEnv(const Job& job) const {
   return env;
 }
 
+std::string JobController::WaitReason(const Job& job) const {
+  const JobRecord* r = scheduler_.job(job.id());
+  if (r && r->last_wait) return r->last_wait->Reason();
+  const auto& queue =
+      job.state == JobState::kRecovering ? scheduler_.recovery_queue() : scheduler_.main_queue();
+  if (!queue.empty() && queue.front() != job.id())
+    return fmt::format("waiting behind job {} in the queue", queue.front());
+  return "waiting for its turn";
+}
+
 api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
   api::SlurmAttachReply reply;
   reply.job = job.id();
@@ -1525,8 +1539,7 @@ api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
     case JobState::kQueued:
     case JobState::kRecovering: {
       reply.state = api::SlurmPlacement::kWaiting;
-      const JobRecord* r = scheduler_.job(job.id());
-      reply.reason = r && r->last_wait ? r->last_wait->Reason() : "waiting for its turn";
+      reply.reason = WaitReason(job);
       break;
     }
     case JobState::kRequeued:
@@ -1543,6 +1556,9 @@ api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
 
 void JobController::HandBack(Job& job, TenantHandback handback, std::vector<JobEvent> events) {
   const JobId id = job.id();
+  // It leaves this node's queue: left there, it would stay at the head, never launched (it is
+  // no longer live), keeping a GPU for itself behind a launch grace renewed at every pass.
+  (void)scheduler_.Cancel(id);
   job.state = JobState::kRequeued;
   job.reason = TruncateUtf8("given back to Slurm: " + handback.reason, kMaxDetailBytes);
   job.finished = clock_.WallNow();

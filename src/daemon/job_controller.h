@@ -189,6 +189,8 @@ class JobController {
   // A tenant's placement needs no process: it is recorded, and its steps ask for it.
   void LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent> events);
   api::SlurmAttachReply TenantReply(const Job& job) const;
+  // Why a queued job is not running: the gates that stopped it, else who is ahead of it.
+  std::string WaitReason(const Job& job) const;
   std::vector<std::string> TenantEnv(const Job& job) const;
   void HandBack(Job& job, TenantHandback handback, std::vector<JobEvent> events);
   void AddLive(Job job);

@@ -624,6 +624,8 @@ TEST_F(JobControllerTest, TheRetryCapCountsOutOfMemoryCrashesOfEveryRun) {
 }
 
 TEST_F(JobControllerTest, ASlurmJobThatCannotBePlacedInTimeGoesToAnotherNode) {
+  config_.launch_grace = Seconds(30);  // as colod's: a placement blocks its GPU a while
+  Start();
   // Two whole-GPU jobs from Slurm take both GPUs.
   ASSERT_EQ(controller_->AttachTenant(Tenant(510, std::nullopt))->state,
             api::SlurmPlacement::kPlaced);
@@ -647,6 +649,20 @@ TEST_F(JobControllerTest, ASlurmJobThatCannotBePlacedInTimeGoesToAnotherNode) {
   ASSERT_TRUE(asked.ok());
   EXPECT_EQ(asked->state, api::SlurmPlacement::kRequeue);
   EXPECT_NE(asked->reason.find("given back to Slurm"), std::string::npos) << asked->reason;
+  // What was given back left this node's queue too: once the whole-GPU jobs end, nothing
+  // keeps a GPU for it, and the next jobs take both GPUs at once.
+  const JobRecord* record = scheduler_->job(waiting->job);
+  EXPECT_TRUE(!record || IsTerminal(record->state))
+      << "still " << (record ? ToString(record->state) : "") << " in the scheduler";
+  clock_.Advance(Seconds(31));
+  controller_->EndTenant(510, AttemptEnd{ProcessEnd{true, 0, true}, "", ""});
+  controller_->EndTenant(511, AttemptEnd{ProcessEnd{true, 0, true}, "", ""});
+  Turn();
+  for (uint32_t slurm_job : {513u, 514u}) {
+    auto next = controller_->AttachTenant(Tenant(slurm_job, GiB(70)));
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    EXPECT_EQ(next->state, api::SlurmPlacement::kPlaced) << slurm_job << ": " << next->reason;
+  }
 }
 
 TEST_F(JobControllerTest, ASlurmJobThatCanNeverFitThisNodeIsRefusedWithTheReason) {

@@ -315,6 +315,19 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
         self.assertIn("goes back to Slurm's queue", self.output_of(job))
         self.assertIn(f"Slurm job {job} requeued: no GPU of this node could take it",
                       self.colod_log("n1"))
+        # What n1 gave back left its queue: once the blockers are gone, n1's two GPUs each take
+        # a job at once (nothing keeps one for a job that is no longer there).
+        for blocker in blockers:
+            self.wait_finished(blocker)
+        pair = [self.sbatch("colo-alice", job_text(70 * GIB, 3),
+                            ["--colo-mem=70GiB", "--colo-share=plain", "-w", "n1"])
+                for _ in range(2)]
+        for each in pair:
+            self.assert_completed(each)
+        (first,), (second,) = (self.runs_of(each) for each in pair)
+        self.assertNotEqual(first[1], second[1], "each on a GPU of its own")
+        self.assertLess(max(first[3], second[3]), min(first[4], second[4]),
+                        f"they ran one after the other: {first} {second}")
 
     def test_killing_a_nodes_colod_loses_no_job(self):
         jobs = [self.sbatch("colo-alice", job_text(8 * GIB, 6),
