@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -333,11 +334,42 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
   };
 }
 
+namespace {
+
+// The settings a reload takes, each with how it is taken: the connection pools read their limits
+// at every new connection and request.
+struct LiveSetting {
+  std::string_view key;
+  void (*take)(DaemonConfig& running, const DaemonConfig& next);
+};
+constexpr LiveSetting kLiveSettings[] = {
+    {"limits.max_clients",
+     [](DaemonConfig& to, const DaemonConfig& from) { to.max_clients = from.max_clients; }},
+    {"limits.max_clients_per_user",
+     [](DaemonConfig& to, const DaemonConfig& from) {
+       to.max_clients_per_user = from.max_clients_per_user;
+     }},
+    {"limits.idle_timeout",
+     [](DaemonConfig& to, const DaemonConfig& from) { to.idle_timeout = from.idle_timeout; }},
+    {"limits.max_request_bytes",
+     [](DaemonConfig& to, const DaemonConfig& from) {
+       to.max_request_bytes = from.max_request_bytes;
+     }},
+    {"metrics.max_clients",
+     [](DaemonConfig& to, const DaemonConfig& from) {
+       to.metrics_max_clients = from.metrics_max_clients;
+     }},
+};
+
+}  // namespace
+
 bool AppliesLive(const std::string& key) {
-  // The connection pools read their limits at every new connection and request.
-  return key == "limits.max_request_bytes" || key == "limits.max_clients" ||
-         key == "limits.max_clients_per_user" || key == "limits.idle_timeout" ||
-         key == "metrics.max_clients";
+  return std::any_of(std::begin(kLiveSettings), std::end(kLiveSettings),
+                     [&](const LiveSetting& s) { return s.key == key; });
+}
+
+void TakeLiveSettings(DaemonConfig& running, const DaemonConfig& next) {
+  for (const LiveSetting& s : kLiveSettings) s.take(running, next);
 }
 
 std::string DaemonSocketPath() {

@@ -78,6 +78,8 @@ struct DaemonConfig {
 std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonConfig& config);
 // Whether a changed setting takes effect at a reload (SIGHUP); the others need a restart.
 bool AppliesLive(const std::string& key);
+// Copies into `running` the settings of `next` that apply live, and no other.
+void TakeLiveSettings(DaemonConfig& running, const DaemonConfig& next);
 
 // Reads a TOML file; unknown keys and wrong types are errors naming the key.
 Result<DaemonConfig> LoadConfig(const std::string& path);

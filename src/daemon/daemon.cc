@@ -242,13 +242,8 @@ void Daemon::Reload() {
         fmt::format("{} {} -> {}", before[i].first, before[i].second, after[i].second);
     (AppliesLive(before[i].first) ? applied : restart).push_back(change);
   }
-  // Only what applies live (AppliesLive) is taken; the rest keeps its running value until a
-  // restart.
-  config_.max_clients = next->max_clients;
-  config_.max_clients_per_user = next->max_clients_per_user;
-  config_.idle_timeout = next->idle_timeout;
-  config_.max_request_bytes = next->max_request_bytes;
-  config_.metrics_max_clients = next->metrics_max_clients;
+  // The rest keeps its running value until a restart.
+  TakeLiveSettings(config_, *next);
   if (api_clients_) api_clients_->SetLimits(ApiLimits(config_));
   if (metrics_clients_) metrics_clients_->SetLimits(MetricsLimits(config_));
   auto list = [](const std::vector<std::string>& v) {

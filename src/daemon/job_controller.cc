@@ -126,12 +126,21 @@ void JobController::ForgetIfDone(JobId id) {
         std::chrono::duration<double>(it->second.finished - it->second.submitted).count());
   }
   // Whatever ended it, it no longer waits for GPUs (a queued record left behind would hold the
-  // head of the queue for a job nobody runs).
+  // head of the queue for a job nobody runs) nor holds any.
+  if (const JobRecord* r = scheduler_.job(id); r && r->state == JobState::kRunning) {
+    Log(Event(id, "lost",
+              "ended while the scheduler still counted it as running; its GPUs "
+              "are free again"));
+    (void)scheduler_.OnJobExit(id, JobExit{ExitKind::kLost, {}});
+  }
   (void)scheduler_.Cancel(id);
   scheduler_.Forget(id);
   running_.erase(id);
   tenant_deadline_.erase(id);
-  if (const auto& slurm = it->second.slurm) {
+  if (const auto& slurm = it->second.slurm;
+      slurm && tenants_.count(slurm->job) && tenants_.at(slurm->job) == id) {
+    // (A later run of the same Slurm job may have taken the entry while this one's record
+    // waited to be stored: that one stays.)
     tenants_.erase(slurm->job);
     // A bounded memory: the oldest Slurm ids go first.
     constexpr size_t kEndedTenantsKept = 4096;
@@ -862,6 +871,8 @@ void JobController::Tick() {
     }
     if (Persist(it->second, {})) {
       Log(Event(id, "stored", "the job's record is stored again"));
+      if (auto handback = unsent_handbacks_.extract(id); !handback.empty() && options_.hand_back)
+        options_.hand_back(handback.mapped());
       ForgetIfDone(id);
     }
   }
@@ -916,8 +927,11 @@ std::optional<TimePoint> JobController::NextWakeup() const {
 
 void JobController::Launch(const colo::Launch& launch) {
   auto it = live_.find(launch.job);
-  if (it == live_.end()) {
-    // No job of colod's is behind it: dropped, never put back at the head of the queue.
+  if (it == live_.end() ||
+      (it->second.state != JobState::kQueued && it->second.state != JobState::kRecovering)) {
+    // No waiting job of colod's is behind it: dropped, never put back at the head of the queue.
+    Log(Event(launch.job, "dropped",
+              "the scheduler placed a job that no longer waits; it leaves the queue"));
     (void)scheduler_.AbortLaunch(launch.job);
     (void)scheduler_.Cancel(launch.job);
     scheduler_.Forget(launch.job);
@@ -1519,10 +1533,14 @@ std::vector<std::string> JobController::TenantEnv(const Job& job) const {
 std::string JobController::WaitReason(const Job& job) const {
   const JobRecord* r = scheduler_.job(job.id());
   if (r && r->last_wait) return r->last_wait->Reason();
-  const auto& queue =
-      job.state == JobState::kRecovering ? scheduler_.recovery_queue() : scheduler_.main_queue();
+  // Not looked at by a placement pass yet: the jobs ahead of it go first.
+  const bool recovering = job.state == JobState::kRecovering;
+  const auto& queue = recovering ? scheduler_.recovery_queue() : scheduler_.main_queue();
   if (!queue.empty() && queue.front() != job.id())
     return fmt::format("waiting behind job {} in the queue", queue.front());
+  if (!recovering && !scheduler_.recovery_queue().empty())
+    return fmt::format("the recovery queue goes first (job {} waits there)",
+                       scheduler_.recovery_queue().front());
   return "waiting for its turn";
 }
 
@@ -1564,7 +1582,10 @@ void JobController::HandBack(Job& job, TenantHandback handback, std::vector<JobE
   job.finished = clock_.WallNow();
   job.env.clear();
   events.push_back(Event(id, "requeued", job.reason));
-  Persist(job, std::move(events));
+  if (!Persist(job, std::move(events))) {
+    unsent_handbacks_[id] = std::move(handback);  // sent once stored (Tick)
+    return;
+  }
   if (options_.hand_back) options_.hand_back(handback);
   ForgetIfDone(id);
 }

@@ -144,6 +144,8 @@ class JobController {
   // Returns colo's id of it, or nullopt when no run of it is live here.
   std::optional<JobId> EndTenant(uint32_t slurm_job, const AttemptEnd& end);
   const Job* FindTenant(uint32_t slurm_job) const;
+  // Whether a tenant's give-back to Slurm waits for its record to be stored.
+  bool HandBackUnsent(JobId id) const { return unsent_handbacks_.count(id) > 0; }
 
   // A sample of every GPU, in the scheduler's order, with the processes on each.
   void OnSample(TimePoint time, const std::vector<DeviceSample>& devices);
@@ -251,6 +253,9 @@ class JobController {
   };
   std::map<uint32_t, EndedTenant> ended_tenants_;
   std::set<JobId> unsaved_;
+  // Give-backs whose record could not be stored yet: Slurm hears of one only once it is stored
+  // (a restart before then would queue the job here again while Slurm runs it elsewhere).
+  std::map<JobId, TenantHandback> unsent_handbacks_;
   // A job ended, was released or submitted with dependencies: waiting jobs' dependencies are
   // looked at again at the next turn.
   bool dependencies_changed_ = false;

@@ -671,7 +671,8 @@ Result<api::SlurmEndReply> SlurmBridge::End(const api::SlurmEndRequest& request)
   const JobId id = tenant ? tenant->id() : 0;
   if (!tenant || !tenant->live()) {
     // This run is over here already (a repeated ask while its requeue goes on, or a late one).
-    if (requeuing_.count(request.job)) return api::SlurmEndReply{id, "ending"};
+    if (requeuing_.count(request.job) || (tenant && controller_.HandBackUnsent(id)))
+      return api::SlurmEndReply{id, "ending"};
     if ((tenant && tenant->state == JobState::kRequeued) ||
         std::find(requeued_.begin(), requeued_.end(), request.job) != requeued_.end())
       return api::SlurmEndReply{id, "requeued"};

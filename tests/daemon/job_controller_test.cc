@@ -665,6 +665,52 @@ TEST_F(JobControllerTest, ASlurmJobThatCannotBePlacedInTimeGoesToAnotherNode) {
   }
 }
 
+TEST_F(JobControllerTest, SlurmHearsOfAGiveBackOnlyOnceItIsStored) {
+  // Else a restart before the store heals would queue the job here again while Slurm runs it
+  // elsewhere.
+  auto placed = controller_->AttachTenant(Tenant(530, GiB(10)));
+  ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
+  store_.FailAllWrites(Unavailable("disk full"));
+  controller_->EndTenant(530, AttemptEnd{ProcessEnd{true, 1, true},
+                                         "torch.OutOfMemoryError: CUDA out of memory.", ""});
+  EXPECT_TRUE(handbacks_.empty());
+  EXPECT_TRUE(controller_->HandBackUnsent(placed->job));
+  Turn();
+  EXPECT_TRUE(handbacks_.empty()) << "still not stored";
+  store_.HealWrites();
+  clock_.Advance(Seconds(2));
+  Turn();
+  ASSERT_EQ(handbacks_.size(), 1u);
+  EXPECT_EQ(handbacks_[0].slurm_job, 530u);
+  EXPECT_FALSE(controller_->HandBackUnsent(placed->job));
+  EXPECT_EQ(StoredState(placed->job), JobState::kRequeued);
+  EXPECT_EQ(controller_->FindTenant(530), nullptr);
+}
+
+TEST_F(JobControllerTest, AnEarlierRunStoredLateLeavesTheNextRunOfTheSameSlurmJobAlone) {
+  auto first = controller_->AttachTenant(Tenant(531, GiB(10)));
+  ASSERT_TRUE(first.ok() && first->state == api::SlurmPlacement::kPlaced);
+  store_.FailWrites(1, Unavailable("disk full"));
+  controller_->EndTenant(531, AttemptEnd{ProcessEnd{true, 1, true}, "", ""});
+  ASSERT_TRUE(controller_->has_unsaved());
+  // Slurm runs the job again (an administrator's requeue) before the first run's end is stored.
+  auto second = controller_->AttachTenant(Tenant(531, GiB(10), 1));
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  ASSERT_EQ(second->state, api::SlurmPlacement::kPlaced) << second->reason;
+  clock_.Advance(Seconds(2));
+  Turn();  // the first run's end is stored now, and that run forgotten
+  EXPECT_FALSE(controller_->has_unsaved());
+  EXPECT_EQ(StoredState(first->job), JobState::kFailed);
+  const Job* tenant = controller_->FindTenant(531);
+  ASSERT_NE(tenant, nullptr) << "the second run is still Slurm job 531's";
+  EXPECT_EQ(tenant->id(), second->job);
+  EXPECT_EQ(controller_->EndTenant(531, AttemptEnd{ProcessEnd{true, 0, true}, "", ""}),
+            second->job);
+  EXPECT_EQ(StoredState(second->job), JobState::kSucceeded);
+  const JobRecord* record = scheduler_->job(second->job);
+  EXPECT_TRUE(!record || IsTerminal(record->state)) << "its GPUs are free again";
+}
+
 TEST_F(JobControllerTest, ASlurmJobThatCanNeverFitThisNodeIsRefusedWithTheReason) {
   auto refused = controller_->AttachTenant(Tenant(520, GiB(200)));
   ASSERT_TRUE(refused.ok());

@@ -319,7 +319,7 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
         # a job at once (nothing keeps one for a job that is no longer there).
         for blocker in blockers:
             self.wait_finished(blocker)
-        pair = [self.sbatch("colo-alice", job_text(70 * GIB, 3),
+        pair = [self.sbatch("colo-alice", job_text(70 * GIB, 6),
                             ["--colo-mem=70GiB", "--colo-share=plain", "-w", "n1"])
                 for _ in range(2)]
         for each in pair:
