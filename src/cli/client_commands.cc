@@ -47,8 +47,7 @@ double Now() {
 
 // Escaped for the terminal and cut to `n` bytes on a character boundary.
 std::string Cell(const std::string& s, size_t n) {
-  const std::string printable = Printable(s);
-  return printable.size() <= n ? printable : TruncateUtf8(printable, n - 1) + "+";
+  return FitColumns(s, n);
 }
 
 std::string Gib(Bytes bytes) {

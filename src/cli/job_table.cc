@@ -126,10 +126,9 @@ const Field* FindField(char code) {
 
 // Padded or cut to `width` (a cut value ends in "+"), after escaping for the terminal.
 std::string Fit(const std::string& raw, int width, bool right) {
-  std::string text = Printable(raw);
-  if (width <= 0) return text;
+  if (width <= 0) return Printable(raw);
   const auto w = static_cast<size_t>(width);
-  if (text.size() > w) text = w == 1 ? "+" : TruncateUtf8(text, w - 1) + "+";
+  const std::string text = FitColumns(raw, w);
   return right ? fmt::format("{:>{}}", text, w) : fmt::format("{:<{}}", text, w);
 }
 

@@ -18,15 +18,12 @@ namespace {
 
 // Escaped for the terminal and cut to `n` bytes on a character boundary ('+' marks the cut).
 std::string Cell(std::string_view s, size_t n) {
-  const std::string printable = Printable(s);
-  if (printable.size() <= n) return printable;
-  if (n == 0) return "";
-  return TruncateUtf8(printable, n - 1) + "+";
+  return FitColumns(s, n);
 }
 
-// A whole line of at most `width` bytes.
+// A whole line of at most `width` columns.
 std::string Fit(const std::string& line, int width) {
-  return width <= 0 ? "" : TruncateUtf8(line, static_cast<size_t>(width));
+  return width <= 0 ? "" : FitColumns(line, static_cast<size_t>(width));
 }
 
 std::string Gib(Bytes bytes) {

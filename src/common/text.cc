@@ -42,6 +42,24 @@ size_t ValidSequenceAt(std::string_view text, size_t i, char32_t* code_point) {
   return length;
 }
 
+// Code points a terminal draws two columns wide (the ranges fmt pads by).
+struct Range {
+  char32_t first, last;
+};
+constexpr Range kWide[] = {
+    {0x1100, 0x115F},   {0x2329, 0x232A},   {0x2E80, 0x303E},   {0x3040, 0xA4CF},
+    {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},   {0xFE10, 0xFE19},   {0xFE30, 0xFE6F},
+    {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},   {0x1F300, 0x1F64F}, {0x1F900, 0x1F9FF},
+    {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD},
+};
+
+size_t ColumnsOf(char32_t cp) {
+  for (const Range& r : kWide) {
+    if (cp >= r.first && cp <= r.last) return 2;
+  }
+  return 1;
+}
+
 }  // namespace
 
 std::string ValidUtf8(std::string_view text) {
@@ -102,6 +120,35 @@ std::string Printable(std::string_view text) {
     i += n;
   }
   return out;
+}
+
+size_t DisplayWidth(std::string_view text) {
+  const std::string valid = ValidUtf8(text);
+  size_t width = 0;
+  size_t i = 0;
+  while (i < valid.size()) {
+    char32_t cp = 0;
+    i += ValidSequenceAt(valid, i, &cp);  // always > 0: `valid` is valid
+    width += ColumnsOf(cp);
+  }
+  return width;
+}
+
+std::string FitColumns(std::string_view text, size_t columns) {
+  std::string printable = Printable(text);
+  if (DisplayWidth(printable) <= columns) return printable;
+  if (columns == 0) return "";
+  // Whole code points while they leave the last column for the '+'.
+  size_t used = 0, end = 0;
+  char32_t cp = 0;
+  while (end < printable.size()) {
+    const size_t n = ValidSequenceAt(printable, end, &cp);
+    if (used + ColumnsOf(cp) > columns - 1) break;
+    used += ColumnsOf(cp);
+    end += n;
+  }
+  printable.resize(end);
+  return printable + "+";
 }
 
 }  // namespace colo

@@ -23,4 +23,12 @@ std::string TailUtf8(std::string_view text, size_t max_bytes);
 // change colours or reorder what follows it.
 std::string Printable(std::string_view text);
 
+// The terminal columns `text` takes, counted as fmt counts them when it pads a field: two for
+// each East Asian wide or fullwidth character and pictograph, one for any other code point.
+size_t DisplayWidth(std::string_view text);
+
+// A table cell of at most `columns` columns: `text` made printable, and when wider, cut on a
+// code point with a '+' in its last column.
+std::string FitColumns(std::string_view text, size_t columns);
+
 }  // namespace colo

@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace colo {
@@ -40,6 +41,24 @@ TEST(Text, PrintableEscapesWhatATerminalWouldObey) {
             "\\u{009b}31m");                                              // the C1 CSI
   EXPECT_EQ(Printable("abc\xE2\x80\xAEgpj.exe"), "abc\\u{202e}gpj.exe");  // right-to-left override
   EXPECT_EQ(Printable("bad\xFF"), "bad\xEF\xBF\xBD");
+}
+
+TEST(Text, CellsAreFittedByTheColumnsTheyTakeNotByTheirBytes) {
+  EXPECT_EQ(DisplayWidth("resnet"), 6u);
+  EXPECT_EQ(DisplayWidth("réseau"), 6u);    // é: 2 bytes, 1 column
+  EXPECT_EQ(DisplayWidth("训练任务"), 8u);  // wide: 3 bytes, 2 columns each
+  EXPECT_EQ(DisplayWidth("🙂x"), 3u);     // a pictograph: 2 columns
+  EXPECT_EQ(DisplayWidth("\xFF"), 1u);      // U+FFFD once made valid
+  EXPECT_EQ(FitColumns("réseau-de-neurones", 8), "réseau-+");
+  EXPECT_EQ(FitColumns("réseau", 6), "réseau");
+  EXPECT_EQ(FitColumns("训练任务", 8), "训练任务");
+  EXPECT_EQ(FitColumns("训练任务", 7), "训练任+");
+  EXPECT_EQ(FitColumns("训练任务", 6), "训练+");  // a wide character never straddles the cut
+  EXPECT_EQ(FitColumns("abc", 1), "+");
+  EXPECT_EQ(FitColumns("abc", 0), "");
+  EXPECT_EQ(FitColumns("\x1b[2J", 4), "\\x1+");  // made printable before it is measured
+  // fmt pads by the same count, so a fitted cell fills its field exactly.
+  EXPECT_EQ(DisplayWidth(fmt::format("{:<10}|", FitColumns("训练任务-resnet", 10))), 11u);
 }
 
 }  // namespace
