@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import unicodedata
 
 import harness
 from harness import wait_until
@@ -146,6 +147,36 @@ class CliTest(harness.E2ETest):
         self.assertIn("GPU-", self.colo_ok("show", job).stdout)  # UUIDs in show
         self.write(release, "")
         self.finished(job)
+
+    def test_wide_and_accented_names_keep_the_columns_aligned(self):
+        # A cell is cut by the columns a terminal draws, not by bytes: every row's USER column
+        # starts where the header's does.
+        release = os.path.join(self.work, "release")
+        names = ("训练任务-长名字-resnet50", "réseau-de-neurones-profond", "plain")
+        jobs = [self.submit("--mem", "1GiB", "--name", name, "--", "wait-for", release)
+                for name in names]
+        for job in jobs:
+            self.wait_state(job, "running")
+
+        def columns(text):
+            return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+        for command in ("queue", "history"):
+            if command == "history":
+                self.write(release, "")
+                for job in jobs:
+                    self.finished(job)
+            lines = self.colo_ok(command).stdout.splitlines()
+            rows = [l for l in lines[1:] if l.split() and l.split()[0] in map(str, jobs)]
+            self.assertEqual(len(rows), 3, lines)
+            header_at = columns(lines[0][:lines[0].index("USER")])
+            user = self.show(jobs[0])["user"]
+            for row in rows:
+                self.assertEqual(columns(row[:row.index(" " + user + " ") + 1]), header_at,
+                                 f"{command}: {lines[0]!r}\n{row!r}")
+            # NAME is 18 columns: 17 of the name and a '+'.
+            for fitted in ("训练任务-长名字-r+", "réseau-de-neurone+"):
+                self.assertTrue(any(fitted in row for row in rows), f"{fitted}: {rows}")
 
     def test_history_exit_code_peak_and_attempts(self):
         failed = self.submit("--name", "fails", "--", "sh", "-c", "exit 3")
