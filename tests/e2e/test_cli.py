@@ -70,8 +70,10 @@ class CliTest(harness.E2ETest):
         self.assertEqual(follow.returncode, 0, err)
         self.assertEqual(out, "attempt 1 out\nattempt 2 out\nattempt 2 done\n")
         self.assertIn("has not started yet; waiting", err)
-        self.assertIn(f"==> job {job} attempt 1 <==", err)
+        # The retry's output comes after its header. (The first attempt has one too only when
+        # the retry had begun by the time colo looked: the first attempt fails at once.)
         self.assertIn(f"==> job {job} attempt 2 <==", err)
+        self.assertNotIn(f"==> job {job} attempt 3 <==", err)
         # Each attempt on its own; the latest by default.
         self.assertEqual(self.colo_ok("logs", job, "--attempt", 1).stdout, "attempt 1 out\n")
         self.assertIn("CUDA out of memory", self.colo_ok("logs", job, "--attempt", 1,
