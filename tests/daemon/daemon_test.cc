@@ -238,7 +238,12 @@ TEST_F(DaemonTest, CancelEndsEveryProcessOfTheJobEvenOnesThatLeftItsSession) {
 
 TEST_F(DaemonTest, RestartLosesNoJobAndReadoptsRunningOnes) {
   Start();
-  const JobId running = Submit({"sh", "-c", "sleep 1.5; echo survived"}, GiB(70));
+  // It runs until the test lets it end, so that it still runs after the restart however slow
+  // the build.
+  const std::string release = dir_ + "/release";
+  const JobId running = Submit(
+      {"sh", "-c", fmt::format("while [ ! -e {} ]; do sleep 0.05; done; echo survived", release)},
+      GiB(70));
   const JobId ends_while_down = Submit({"sh", "-c", "sleep 0.3; exit 4"}, GiB(70));
   const JobId queued = Submit({"true"}, GiB(70));  // both GPUs are full: it waits
   WaitFor(running, JobState::kRunning);
@@ -253,6 +258,7 @@ TEST_F(DaemonTest, RestartLosesNoJobAndReadoptsRunningOnes) {
   EXPECT_TRUE(saw_adoption);
   const api::JobDetail ended = WaitFor(ends_while_down, JobState::kFailed);
   EXPECT_NE(ended.summary.reason.find("exit code 4"), std::string::npos);
+  std::ofstream(release).put('\n');
   WaitFor(running, JobState::kSucceeded);
   WaitFor(queued, JobState::kSucceeded);
 }
