@@ -192,21 +192,32 @@ TEST_F(DaemonTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
     EXPECT_TRUE(reply.ok()) << reply.status().message();
     return reply.ok() ? reply->job : 0;
   };
-  const JobId blocker = Submit({"sh", "-c", "sleep 2"}, GiB(70));  // one GPU is full
+  // Each runs until the test lets it end, however slow the build.
+  auto until = [&](const std::string& file) -> std::vector<std::string> {
+    return {"sh", "-c", fmt::format("while [ ! -e {} ]; do sleep 0.05; done", file)};
+  };
+  const std::string release_blocker = dir_ + "/release-blocker";
+  const std::string release_first = dir_ + "/release-first";
+  const JobId blocker = Submit(until(release_blocker), GiB(70));  // one GPU is full
   WaitFor(blocker, JobState::kRunning);
-  const JobId first = submit_estimated({"sh", "-c", "sleep 0.8"});
+  const JobId first = submit_estimated(until(release_first));
   const api::JobDetail running = WaitFor(first, JobState::kRunning);
   EXPECT_EQ(running.need_source, "estimated");
   const int pid = running.attempt_list.at(0).pid;
   gpus_.SetProcessMemory(running.attempt_list[0].gpus.at(0), pid, GiB(20));
   const JobId second = submit_estimated({"true"});
   EXPECT_EQ(Show(second).summary.state, JobState::kQueued);
+  // It ends once colod has seen its peak.
+  for (int i = 0; i < 500 && Show(first).attempt_list.at(0).peak < GiB(20); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(release_first).put('\n');
   WaitFor(first, JobState::kSucceeded);
   gpus_.RemoveProcess(pid);
   const api::JobDetail done = WaitFor(second, JobState::kSucceeded);
   ASSERT_TRUE(done.estimate && done.estimate->learned);
   EXPECT_EQ(done.estimate->learned->runs, 1);
   EXPECT_EQ(done.attempt_list.at(0).memory_limit, GiB(22));  // the peak seen plus 10%
+  std::ofstream(release_blocker).put('\n');
   WaitFor(blocker, JobState::kSucceeded);
 }
 
