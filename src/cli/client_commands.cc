@@ -45,7 +45,7 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Escaped for the terminal and cut to `n` bytes on a character boundary.
+// Escaped for the terminal and cut to `n` columns on a character boundary ('+' marks the cut).
 std::string Cell(const std::string& s, size_t n) {
   return FitColumns(s, n);
 }

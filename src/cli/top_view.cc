@@ -16,7 +16,7 @@ namespace colo {
 
 namespace {
 
-// Escaped for the terminal and cut to `n` bytes on a character boundary ('+' marks the cut).
+// Escaped for the terminal and cut to `n` columns on a character boundary ('+' marks the cut).
 std::string Cell(std::string_view s, size_t n) {
   return FitColumns(s, n);
 }

@@ -136,18 +136,20 @@ size_t DisplayWidth(std::string_view text) {
 
 std::string FitColumns(std::string_view text, size_t columns) {
   std::string printable = Printable(text);
-  if (DisplayWidth(printable) <= columns) return printable;
-  if (columns == 0) return "";
-  // Whole code points while they leave the last column for the '+'.
-  size_t used = 0, end = 0;
-  char32_t cp = 0;
-  while (end < printable.size()) {
-    const size_t n = ValidSequenceAt(printable, end, &cp);
-    if (used + ColumnsOf(cp) > columns - 1) break;
-    used += ColumnsOf(cp);
-    end += n;
+  // One pass: where a cut would fall (whole code points leaving the last column for the '+'),
+  // and whether the whole text fits.
+  size_t width = 0, cut = 0;
+  size_t i = 0;
+  while (i < printable.size()) {
+    char32_t cp = 0;
+    i += ValidSequenceAt(printable, i, &cp);  // always > 0: `printable` is valid
+    width += ColumnsOf(cp);
+    if (width > columns) break;
+    if (width < columns) cut = i;
   }
-  printable.resize(end);
+  if (width <= columns) return printable;
+  if (columns == 0) return "";
+  printable.resize(cut);
   return printable + "+";
 }
 

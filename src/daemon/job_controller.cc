@@ -137,8 +137,7 @@ void JobController::ForgetIfDone(JobId id) {
   scheduler_.Forget(id);
   running_.erase(id);
   tenant_deadline_.erase(id);
-  if (const auto& slurm = it->second.slurm;
-      slurm && tenants_.count(slurm->job) && tenants_.at(slurm->job) == id) {
+  if (const auto& slurm = it->second.slurm; slurm && FindTenant(slurm->job) == &it->second) {
     // (A later run of the same Slurm job may have taken the entry while this one's record
     // waited to be stored: that one stays.)
     tenants_.erase(slurm->job);
