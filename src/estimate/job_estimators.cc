@@ -429,19 +429,14 @@ class TraceEstimator final : public MemoryEstimator {
                                                                (k.max - k.median) * operands));
       return {static_cast<int64_t>(k.median * operands)};
     };
-    // Chosen once per call: the fragmentation probe replays the trace again.
-    std::unordered_map<const ConvCall*, std::vector<int64_t>> chosen;
-    auto workspaces = [&](const ConvCall& conv) {
-      auto [it, fresh] = chosen.try_emplace(&conv);
-      if (fresh) it->second = choose(conv);
-      return it->second;
-    };
-    ReplayOptions replay{permanent, workspaces, expandable_, {}};
-    auto stats = Replay(**trace, replay);
-    if (!stats.ok()) return stats.status();
-    auto risk = FragmentationRisk(**trace, replay, stats->peak_reserved);
-    if (!risk.ok()) return risk.status();
-    const Bytes peak(stats->peak_reserved + cal.context_bytes);
+    ReplayOptions replay{permanent, {}, expandable_};
+    replay.workspaces.reserve((*trace)->convs.size());
+    for (const ConvCall& conv : (*trace)->convs) replay.workspaces.push_back(choose(conv));
+    auto probed = ReplayWithFragmentationProbe(**trace, replay);
+    if (!probed.ok()) return probed.status();
+    const AllocatorStats& stats = probed->stats;
+    const int64_t risk = probed->fragmentation_risk;
+    const Bytes peak(stats.peak_reserved + cal.context_bytes);
     // Saturating: a profile's convolutions can name any size, and the bound must not wrap around.
     auto plus = [](Bytes a, int64_t b) {
       return Bytes(a.count() > std::numeric_limits<int64_t>::max() - b
@@ -449,22 +444,22 @@ class TraceEstimator final : public MemoryEstimator {
                        : a.count() + b);
     };
     const Bytes upper =
-        plus(plus(plus(peak, *risk).Scaled(1 + cal.margin_ratio), cal.margin_bytes), uncertainty);
+        plus(plus(plus(peak, risk).Scaled(1 + cal.margin_ratio), cal.margin_bytes), uncertainty);
     return MemoryEstimate{
         peak, peak, upper, "trace",
         fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}{}",
-                    (*trace)->events.size(), FormatBytes(Bytes(stats->peak_reserved)),
-                    FormatBytes(Bytes(stats->peak_allocated)),
-                    FormatBytes(Bytes(cal.context_bytes)), cal.gpu,
+                    (*trace)->events.size(), FormatBytes(Bytes(stats.peak_reserved)),
+                    FormatBytes(Bytes(stats.peak_allocated)), FormatBytes(Bytes(cal.context_bytes)),
+                    cal.gpu,
                     (*trace)->convs.empty()
                         ? ""
                         : fmt::format("; cuDNN workspaces of {} convolution calls, {} as "
                                       "measured on this GPU{}, up to {} more in the upper bound",
                                       calls, measured_calls, benchmark ? " (cudnn.benchmark)" : "",
                                       FormatBytes(Bytes(uncertainty))),
-                    *risk > 0 ? fmt::format("; fragmentation could add {} (in the upper bound)",
-                                            FormatBytes(Bytes(*risk)))
-                              : "",
+                    risk > 0 ? fmt::format("; fragmentation could add {} (in the upper bound)",
+                                           FormatBytes(Bytes(risk)))
+                             : "",
                     UnknownLayersNote(s))};
   }
 
