@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -259,6 +260,24 @@ std::string FindDataFile(const std::string& name) {
   return "";
 }
 
+std::string GpuMemNetPaperWeightsPath() {
+  // What colo-gpumemnet-import writes by default: the user's own, with GPUMemNet's published
+  // estimators in it.
+  const char* data_home = std::getenv("XDG_DATA_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path user;
+  if (data_home && *data_home == '/') {
+    user = fs::path(data_home) / "colo";
+  } else if (home && *home == '/') {
+    user = fs::path(home) / ".local" / "share" / "colo";
+  }
+  std::error_code ec;
+  if (!user.empty() && fs::is_regular_file(user / "gpumemnet-paper.json", ec)) {
+    return (user / "gpumemnet-paper.json").string();
+  }
+  return FindDataFile("gpumemnet-paper.json");
+}
+
 Result<GpuCalibration> LoadCalibration(const std::string& gpu_name, bool with_catalogue) {
   const std::string dir = FindDataFile("gpu-calibration");
   if (dir.empty()) return NotFound("no gpu-calibration folder in colo's data (set COLO_DATA_DIR)");
@@ -340,30 +359,51 @@ class GpuMemNetEstimator final : public MemoryEstimator {
 
 class GpuMemNetPaperEstimator final : public MemoryEstimator {
  public:
-  explicit GpuMemNetPaperEstimator(std::shared_ptr<const GpuMemNetPaperModel> model)
-      : model_(std::move(model)) {}
+  GpuMemNetPaperEstimator(std::shared_ptr<const GpuMemNetPaperModel> model, std::string name)
+      : model_(std::move(model)), name_(std::move(name)) {}
   std::string_view name() const override { return "gpumemnet-paper"; }
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
     if (!job.summary) return Unavailable("GPUMemNet needs a model summary");
     const int batch = BatchOf(job);
     if (batch <= 0) return Unavailable("GPUMemNet needs the batch size");
     const PaperFamily family = PaperFamilyOf(*job.summary);
-    const PaperEnsemble* e = model_->Find(family);
+    const PaperEnsemble* e = name_.empty() ? model_->Find(family) : model_->Find(family, name_);
+    if (!e && !name_.empty()) {
+      std::vector<std::string> have;
+      for (const auto& other : model_->ensembles()) {
+        if (other.family == family) have.push_back(other.name);
+      }
+      return Unavailable(fmt::format("these weights have no {} classifier named {} (have: {})",
+                                     PaperFamilyName(family), name_,
+                                     have.empty() ? "none" : Join(have, ", ")));
+    }
     if (!e) {
       return Unavailable(fmt::format(
-          "these weights have no {} classifier (train one with colo-gpumemnet-train --published "
-          "on GPUMemNet's {} CSV)",
+          "these weights have no {} classifier (import GPUMemNet's published one with "
+          "colo-gpumemnet-import, or train one with colo-gpumemnet-train --published on its {} "
+          "CSV)",
           PaperFamilyName(family), PaperFamilyName(family)));
     }
-    const int cls = e->Classify(PaperFeatures(*job.summary, family, batch));
+    const auto input = MakePaperInput(*job.summary, family, e->recipe, batch);
+    if (!input) {
+      return Unavailable(
+          fmt::format("GPUMemNet's {} has no {} input", e->name, PaperFamilyName(family)));
+    }
+    const int cls = e->Classify(*input);
     const auto& edges = PaperBucketsFor(family).edges_mib;
     const Bytes lower = MiB(static_cast<int64_t>(edges[cls]));
     // The MLP family's top bucket has no upper edge: its lower edge is all it says.
     const bool open = !std::isfinite(edges[cls + 1]);
     const Bytes upper = open ? lower : MiB(static_cast<int64_t>(edges[cls + 1]));
-    std::string detail = fmt::format(
-        "{} classifier (published features and data), bucket {} to {} MiB", PaperFamilyName(family),
-        edges[cls], open ? std::string("more") : fmt::format("{}", edges[cls + 1]));
+    const std::string what =
+        e->source.empty()
+            ? fmt::format("{} classifier retrained on the published features and data",
+                          PaperFamilyName(family))
+            : fmt::format("GPUMemNet's published {} estimator {} (inputs as its {})",
+                          PaperFamilyName(family), e->name, PaperRecipeName(family, e->recipe));
+    std::string detail =
+        fmt::format("{}, bucket {} to {} MiB", what, edges[cls],
+                    open ? std::string("more") : fmt::format("{}", edges[cls + 1]));
     if (cls + 1 == e->classes) {
       detail += family == PaperFamily::kMlp
                     ? " (the top bucket: may be more)"
@@ -376,6 +416,7 @@ class GpuMemNetPaperEstimator final : public MemoryEstimator {
 
  private:
   std::shared_ptr<const GpuMemNetPaperModel> model_;
+  std::string name_;  // empty: the family's first
 };
 
 class TraceEstimator final : public MemoryEstimator {
@@ -579,8 +620,8 @@ std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const Gp
   return std::make_unique<GpuMemNetEstimator>(std::move(model), bucket_bytes);
 }
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
-    std::shared_ptr<const GpuMemNetPaperModel> model) {
-  return std::make_unique<GpuMemNetPaperEstimator>(std::move(model));
+    std::shared_ptr<const GpuMemNetPaperModel> model, std::string name) {
+  return std::make_unique<GpuMemNetPaperEstimator>(std::move(model), std::move(name));
 }
 std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable) {
   return std::make_unique<TraceEstimator>(std::move(calibration), expandable);
@@ -642,9 +683,9 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
       } else {
         made = model.status();
       }
-    } else if (parts[0] == "gpumemnet-paper" && parts.size() == 1) {
+    } else if (parts[0] == "gpumemnet-paper" && parts.size() <= 2) {
       const std::string path = options.gpumemnet_paper_weights.empty()
-                                   ? FindDataFile("gpumemnet-paper.json")
+                                   ? GpuMemNetPaperWeightsPath()
                                    : options.gpumemnet_paper_weights;
       if (path.empty()) {
         made = NotFound(
@@ -652,7 +693,8 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
             "COLO_DATA_DIR");
       } else if (auto model = GpuMemNetPaperModel::Load(path); model.ok()) {
         made = MakeGpuMemNetPaperEstimator(
-            std::make_shared<const GpuMemNetPaperModel>(std::move(*model)));
+            std::make_shared<const GpuMemNetPaperModel>(std::move(*model)),
+            parts.size() == 2 ? parts[1] : "");
       } else {
         made = model.status();
       }
@@ -664,8 +706,8 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
       made = std::move(*declared);
     } else {
       return InvalidArgument(fmt::format(
-          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, "
-          "declared)",
+          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], gpumemnet-paper[:NAME], trace, "
+          "history, declared)",
           name));
     }
     out.push_back(NamedEstimator{name, std::move(made)});
