@@ -30,6 +30,7 @@ import inspect
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -913,17 +914,41 @@ def _counted_flops(run):
     return int(counter.get_total_flops())
 
 
+# What a target kind needs beside torch.
+TARGET_LIBRARIES = {"torchvision": "torchvision", "timm": "timm", "hf": "transformers"}
+
+
+def require_torch(kind=None):
+    """Raises ProfileError saying exactly what is missing and how to get it when this Python has no
+    PyTorch 2.1+ (or no library the target kind builds its model with)."""
+    here = f"{sys.executable} (Python {platform.python_version()})"
+    how = ("Install it in the environment the job trains in (pip install torch; "
+           "https://pytorch.org/get-started/locally/) and run colo-profile with that environment's "
+           "Python: /path/to/env/bin/python \"$(command -v colo-profile)\" ARGS")
+    try:
+        import torch
+    except ImportError:
+        raise ProfileError(f"PyTorch is not installed for {here}: colo-profile runs the training step "
+                           f"on PyTorch's fake tensors and needs torch 2.1 or newer. {how}") from None
+    version = tuple(int(part) for part in re.findall(r"\d+", torch.__version__)[:2])
+    if version < (2, 1):
+        raise ProfileError(f"colo's profiler needs torch 2.1 or newer; {here} has torch "
+                           f"{torch.__version__} (Debian 12's python3-torch is 1.13). {how}")
+    library = TARGET_LIBRARIES.get(kind)
+    if library and importlib.util.find_spec(library) is None:
+        raise ProfileError(f"{kind}: targets need the {library} package, which {here} does not have "
+                           f"(pip install {library} in the job's environment)")
+
+
 def profile_workload(workload_for, batches, steps, output_path, device="auto", target=None,
                      extra=None):
     """Profiles the workload `workload_for(batch)` returns (one per batch size, or the same one)
     and writes the summary to `output_path` and a trace per batch beside it."""
+    require_torch()
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     started = time.monotonic()
-    version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-    if version < (2, 1):
-        raise ProfileError(f"colo's profiler needs torch 2.1 or newer (this is {torch.__version__})")
     device = trace_device(device)
     if steps < 2:
         raise ProfileError("steps must be at least 2 (the optimizer's state appears in step 1)")
@@ -1142,6 +1167,7 @@ def main(argv=None):
         kind, name, _ = parse_target(target) if ":" in target else (None, None, None)
         if kind is None:
             raise ProfileError(f"'{target}' must look like KIND:NAME or FILE.py:FUNCTION")
+        require_torch(None if args.step else kind)
         if args.step or kind not in ("torchvision", "timm", "hf"):
             if args.task:
                 raise ProfileError("--task chooses a Hugging Face head: it needs an hf: target")

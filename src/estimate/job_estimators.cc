@@ -421,8 +421,8 @@ class GpuMemNetPaperEstimator final : public MemoryEstimator {
 
 class TraceEstimator final : public MemoryEstimator {
  public:
-  TraceEstimator(GpuCalibration calibration, bool expandable)
-      : calibration_(std::move(calibration)), expandable_(expandable) {}
+  TraceEstimator(GpuCalibration calibration, bool expandable, std::string caveat)
+      : calibration_(std::move(calibration)), expandable_(expandable), caveat_(std::move(caveat)) {}
   std::string_view name() const override { return "trace"; }
 
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
@@ -486,7 +486,7 @@ class TraceEstimator final : public MemoryEstimator {
     };
     const Bytes upper =
         plus(plus(plus(peak, risk).Scaled(1 + cal.margin_ratio), cal.margin_bytes), uncertainty);
-    return MemoryEstimate{
+    MemoryEstimate estimate{
         peak, peak, upper, "trace",
         fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}{}",
                     (*trace)->events.size(), FormatBytes(Bytes(stats.peak_reserved)),
@@ -502,6 +502,8 @@ class TraceEstimator final : public MemoryEstimator {
                                            FormatBytes(Bytes(risk)))
                              : "",
                     UnknownLayersNote(s))};
+    estimate.caveat = caveat_;
+    return estimate;
   }
 
  private:
@@ -586,6 +588,7 @@ class TraceEstimator final : public MemoryEstimator {
 
   GpuCalibration calibration_;
   bool expandable_;
+  std::string caveat_;
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const AllocationTrace>> cache_;
 };
@@ -623,8 +626,9 @@ std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
     std::shared_ptr<const GpuMemNetPaperModel> model, std::string name) {
   return std::make_unique<GpuMemNetPaperEstimator>(std::move(model), std::move(name));
 }
-std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable) {
-  return std::make_unique<TraceEstimator>(std::move(calibration), expandable);
+std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable,
+                                                    std::string caveat) {
+  return std::make_unique<TraceEstimator>(std::move(calibration), expandable, std::move(caveat));
 }
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator() {
   return std::make_unique<HistoryEstimator>();
@@ -649,6 +653,34 @@ const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
   return nullptr;
 }
 
+std::vector<std::string> EstimateWarnings(const std::vector<NamedEstimate>& all) {
+  std::vector<std::string> warnings;
+  const NamedEstimate* best = BestEstimate(all);
+  const auto trace = std::find_if(all.begin(), all.end(),
+                                  [](const NamedEstimate& e) { return e.estimator == "trace"; });
+  if (best && trace != all.end() && !trace->estimate.ok() && best->estimator != "history") {
+    const std::string_view name =
+        std::string_view(best->estimator).substr(0, best->estimator.find(':'));
+    const std::string what =
+        name == "horus"
+            ? "Horus's formula (CARMA's; off by tens of percent on real models, often over)"
+            : fmt::format(
+                  "{}, a bucket classifier (the bucket's upper edge; off by tens "
+                  "of percent on real models)",
+                  best->estimator);
+    warnings.push_back(fmt::format(
+        "the estimate falls back to {}: the trace estimator could not answer ({}){}", what,
+        trace->estimate.status().message(),
+        trace->estimate.status().message().find("no allocation trace") != std::string::npos
+            ? "; profile the job with colo-profile for an estimate within a few percent"
+            : ""));
+  }
+  if (best && best->estimate.ok() && !best->estimate->caveat.empty()) {
+    warnings.push_back(fmt::format("the {} estimate: {}", best->estimator, best->estimate->caveat));
+  }
+  return warnings;
+}
+
 Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& options) {
   std::vector<std::string> names = options.names;
   if (names.empty()) {
@@ -661,9 +693,26 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
     if (parts[0] == "horus" && parts.size() == 1) {
       made = MakeHorusEstimator();
     } else if (parts[0] == "trace" && parts.size() == 1) {
+      // A GPU without a calibration of its own gets another's, said so: the replay is the same
+      // on every GPU, and a wrong context or cuDNN workspace is hundreds of MiB, where the
+      // estimators that need no trace are off by gigabytes.
       auto calibration = LoadCalibration(options.gpu);
+      std::string caveat;
+      if (!calibration.ok() && calibration.status().code() == StatusCode::kNotFound &&
+          !options.gpu.empty()) {
+        if (auto other = LoadCalibration(""); other.ok()) {
+          caveat = fmt::format("{}: made with the {}'s calibration instead",
+                               calibration.status().message(), other->gpu);
+          calibration = std::move(other);
+        }
+      } else if (calibration.ok() && options.gpu.empty()) {
+        caveat = fmt::format(
+            "no GPU named: made with the {}'s calibration (name the job's GPU model to use "
+            "its own)",
+            calibration->gpu);
+      }
       if (calibration.ok())
-        made = MakeTraceEstimator(*calibration);
+        made = MakeTraceEstimator(*calibration, false, std::move(caveat));
       else
         made = calibration.status();
     } else if (parts[0] == "gpumemnet" && parts.size() <= 2) {

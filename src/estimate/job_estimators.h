@@ -142,8 +142,10 @@ std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const Gp
 // `name` picks a classifier of the weights by name ("" = the job's family's first).
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
     std::shared_ptr<const GpuMemNetPaperModel> model, std::string name = "");
+// `caveat`: why the calibration may not be the job's GPU's (MemoryEstimate::caveat).
 std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration,
-                                                    bool expandable_segments = false);
+                                                    bool expandable_segments = false,
+                                                    std::string caveat = "");
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator();
 // The history estimator's answer for the peaks of earlier runs of a job (kUnavailable: none).
 Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks);
@@ -174,5 +176,10 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
 // gpumemnet-paper, horus.
 // Declared is a limit the job runs under, never a better estimate than a measurement.
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all);
+
+// What the user should hear about the estimate colo plans with: that it falls back to a bucket
+// classifier or a formula because the trace estimator could not answer (and why, and what would
+// let it), or that it was made with another GPU's calibration. Empty when nothing.
+std::vector<std::string> EstimateWarnings(const std::vector<NamedEstimate>& all);
 
 }  // namespace colo
