@@ -728,8 +728,11 @@ class AllocationRecorder:
         if not all(isinstance(t, torch.Tensor) and t.device.type == self.device for t in (x, weight, y)):
             return
         kernel = list(weight.shape[2:]) + [1, 1]
+        # ATen runs a convolution whose input (or weight) is channels-last through cuDNN's NHWC
+        # kernels, depthwise ones included, whose workspaces differ: said by a last field of 1.
+        layout = " 1" if channels_last(x) or channels_last(weight) else ""
         self.events.append(("w", f"{kind} {nbytes(x)} {nbytes(y)} {nbytes(weight)} {kernel[0]} "
-                                 f"{kernel[1]} {weight.shape[1] * groups} {groups}"))
+                                 f"{kernel[1]} {weight.shape[1] * groups} {groups}{layout}"))
 
     def mark(self, label):
         self.events.append(("m", label))
@@ -744,6 +747,14 @@ class AllocationRecorder:
                 out.write(f"# {key} {value}\n")
             for kind, value in self.events:
                 out.write(f"{kind} {value}\n")
+
+
+def channels_last(t):
+    """Whether a 4-d tensor is laid out channels-last (NHWC) and not also contiguous."""
+    import torch
+
+    return (isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last))
 
 
 def trace_device(requested):

@@ -433,12 +433,16 @@ Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std:
         conv.kernel_w = fields.Count();
         conv.in_channels = fields.Count();
         conv.groups = fields.Count();
+        const int64_t layout = fields.AtEnd() ? 0 : fields.Count();
         if (conv.weight_bytes < 0 || conv.kernel_h <= 0 || conv.kernel_w <= 0 ||
-            conv.in_channels <= 0 || conv.groups <= 0 || !fields.AtEnd()) {
+            conv.in_channels <= 0 || conv.groups <= 0 || layout < 0 || layout > 1 ||
+            !fields.AtEnd()) {
           return bad(
-              "expected 'w KIND INPUT OUTPUT WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS' "
-              "(sizes non-negative, the rest positive integers)");
+              "expected 'w KIND INPUT OUTPUT WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS "
+              "[CHANNELS_LAST]' (sizes non-negative, the rest positive integers, CHANNELS_LAST 0 "
+              "or 1)");
         }
+        conv.channels_last = layout == 1;
       }
       trace.events.push_back(
           {AllocationTrace::Event::kWorkspace, 0, static_cast<int64_t>(trace.convs.size())});

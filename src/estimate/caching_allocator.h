@@ -37,6 +37,10 @@ struct ConvCall {
   bool geometry = false;
   int64_t input_bytes = 0, output_bytes = 0, weight_bytes = 0;
   int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
+  // Whether its input is laid out channels-last (NHWC): ATen then runs depthwise convolutions
+  // through cuDNN's NHWC kernels, whose workspaces differ (ConvNeXt's blocks, whose permuted
+  // output feeds the next block's depthwise convolution).
+  bool channels_last = false;
 
   Shape shape() const;
   int64_t largest() const { return std::max({input_bytes, output_bytes, weight_bytes}); }
@@ -67,8 +71,9 @@ struct AllocationTrace {
 };
 
 // Parses the text format: "colo-alloc-trace 1", then lines "a BYTES [STREAM]", "f INDEX",
-// "w KIND INPUT OUTPUT [WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS]" (a convolution's workspace:
-// KIND conv or conv_bwd, sizes in bytes), "m LABEL" (a marker) and "# ..." (comments).
+// "w KIND INPUT OUTPUT [WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS [CHANNELS_LAST]]" (a
+// convolution's workspace: KIND conv or conv_bwd, sizes in bytes, CHANNELS_LAST 1 for an NHWC
+// input, else 0 or left out), "m LABEL" (a marker) and "# ..." (comments).
 // Errors name the origin and line.
 Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin);
 

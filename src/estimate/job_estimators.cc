@@ -33,7 +33,7 @@ std::string UnknownLayersNote(const ModelSummary& s) {
 
 // colo-calibrate's "catalogue": {"batches": [B1, B2], "calls": [[BACKWARD, INPUT_PER_SAMPLE,
 // OUTPUT_PER_SAMPLE, WEIGHT_BYTES, KERNEL_H, KERNEL_W, IN_CHANNELS, GROUPS, [WORKSPACES AT B1],
-// [WORKSPACES AT B2]], ...]}.
+// [WORKSPACES AT B2]], ...], "calls_channels_last": [the same, measured with NHWC inputs]}.
 Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
                                                  const std::string& origin) {
   std::vector<int> batch_sizes;
@@ -48,23 +48,28 @@ Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
   if (!catalogue.ok())
     return InvalidArgument(fmt::format("{}: {}", origin, catalogue.status().message()));
   const size_t batches = doc.at("batches").size();
-  size_t index = 0;
-  for (const auto& call : doc.at("calls")) {
-    if (!call.is_array() || call.size() != 8 + batches) {
-      return InvalidArgument(
-          fmt::format("{}: catalogue call {}: needs {} fields", origin, index, 8 + batches));
+  // "calls": measured with contiguous (NCHW) tensors; "calls_channels_last": with NHWC ones.
+  for (const bool channels_last : {false, true}) {
+    const char* const list = channels_last ? "calls_channels_last" : "calls";
+    if (!doc.contains(list)) continue;
+    size_t index = 0;
+    for (const auto& call : doc.at(list)) {
+      if (!call.is_array() || call.size() != 8 + batches) {
+        return InvalidArgument(
+            fmt::format("{}: catalogue {} {}: needs {} fields", origin, list, index, 8 + batches));
+      }
+      ConvWorkspaceCatalogue::Key key{
+          call[0].get<int>() != 0, call[1].get<int64_t>(), call[2].get<int64_t>(),
+          call[3].get<int64_t>(),  call[4].get<int64_t>(), call[5].get<int64_t>(),
+          call[6].get<int64_t>(),  call[7].get<int64_t>(), channels_last};
+      std::vector<std::vector<int64_t>> at;
+      for (size_t b = 0; b < batches; ++b) at.push_back(call[8 + b].get<std::vector<int64_t>>());
+      if (auto added = catalogue->Add(key, std::move(at)); !added.ok()) {
+        return InvalidArgument(
+            fmt::format("{}: catalogue {} {}: {}", origin, list, index, added.message()));
+      }
+      ++index;
     }
-    ConvWorkspaceCatalogue::Key key{call[0].get<int>() != 0, call[1].get<int64_t>(),
-                                    call[2].get<int64_t>(),  call[3].get<int64_t>(),
-                                    call[4].get<int64_t>(),  call[5].get<int64_t>(),
-                                    call[6].get<int64_t>(),  call[7].get<int64_t>()};
-    std::vector<std::vector<int64_t>> at;
-    for (size_t b = 0; b < batches; ++b) at.push_back(call[8 + b].get<std::vector<int64_t>>());
-    if (auto added = catalogue->Add(key, std::move(at)); !added.ok()) {
-      return InvalidArgument(
-          fmt::format("{}: catalogue call {}: {}", origin, index, added.message()));
-    }
-    ++index;
   }
   return catalogue;
 }
@@ -97,7 +102,7 @@ Status ConvWorkspaceCatalogue::Add(const Key& key, std::vector<std::vector<int64
   }
   if (calls_.emplace(key, std::move(at_batches)).second) {
     const Inputs inputs{key.backward, key.input_per_sample, key.weight_bytes, key.kernel_h,
-                        key.kernel_w, key.in_channels,      key.groups};
+                        key.kernel_w, key.in_channels,      key.groups,       key.channels_last};
     const auto [slot, first] = by_inputs_.emplace(inputs, key);
     if (!first) slot->second.reset();
   }
@@ -120,13 +125,15 @@ std::optional<ConvWorkspaceCatalogue::Workspaces> ConvWorkspaceCatalogue::Lookup
   const auto output = per_sample(conv.output_bytes);
   if (!input || !output) return std::nullopt;
   const Measured* measured = nullptr;
-  if (const auto it = calls_.find(Key{conv.backward, *input, *output, conv.weight_bytes,
-                                      conv.kernel_h, conv.kernel_w, conv.in_channels, conv.groups});
+  if (const auto it =
+          calls_.find(Key{conv.backward, *input, *output, conv.weight_bytes, conv.kernel_h,
+                          conv.kernel_w, conv.in_channels, conv.groups, conv.channels_last});
       it != calls_.end()) {
     measured = &it->second;
   } else if (conv.backward) {
-    const auto one = by_inputs_.find(Inputs{true, *input, conv.weight_bytes, conv.kernel_h,
-                                            conv.kernel_w, conv.in_channels, conv.groups});
+    const auto one =
+        by_inputs_.find(Inputs{true, *input, conv.weight_bytes, conv.kernel_h, conv.kernel_w,
+                               conv.in_channels, conv.groups, conv.channels_last});
     if (one != by_inputs_.end() && one->second && one->second->output_per_sample < *output) {
       measured = &calls_.at(*one->second);
     }

@@ -39,6 +39,7 @@ class ConvWorkspaceCatalogue {
     bool backward = false;
     int64_t input_per_sample = 0, output_per_sample = 0, weight_bytes = 0;
     int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
+    bool channels_last = false;  // measured with an NHWC input (ConvCall::channels_last)
     auto operator<=>(const Key&) const = default;
   };
   // The batch sizes every call was measured at (at least one, ascending).
@@ -70,6 +71,7 @@ class ConvWorkspaceCatalogue {
     bool backward = false;
     int64_t input_per_sample = 0, weight_bytes = 0, kernel_h = 0, kernel_w = 0, in_channels = 0,
             groups = 1;
+    bool channels_last = false;
     auto operator<=>(const Inputs&) const = default;
   };
   std::vector<int> batches_;
