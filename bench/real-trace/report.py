@@ -14,9 +14,11 @@ import json
 import os
 import statistics
 
-MODES = ["exclusive", "round-robin", "worst-fit", "least-utilized", "worst-fit-recovery",
-         "worst-fit-oracle"]
+MODES = ["exclusive", "round-robin", "round-robin-mps", "worst-fit", "least-utilized",
+         "consolidate", "worst-fit-recovery", "worst-fit-oracle"]
 LABEL = {"exclusive": "exclusive (whole GPUs)", "round-robin": "round-robin, plain sharing",
+         "round-robin-mps": "round-robin, MPS, no estimate",
+         "consolidate": "consolidate (MUG), MPS, colo's estimator",
          "worst-fit": "worst-fit (MAGM), MPS, colo's estimator",
          "least-utilized": "least-utilized (LUG), MPS, colo's estimator",
          "worst-fit-recovery": "worst-fit (MAGM), MPS, no estimate (OOM recovery only)",
@@ -146,7 +148,10 @@ def main():
             v = [x["finished"] - x["submitted"] for x in r["records"] if pick(x) and x["finished"]]
             cells.append(f"{statistics.mean(v):.0f}" if v else "-")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    for name, title in (("sim", "The simulator's prediction (start-up phases, this GPU's power fit)"),
+    for name, title in (("prediction-before/h200-ballast40",
+                         "Predicted before the run (`sim_predict.py`, the prior catalogue: earlier "
+                         "runs' iteration times, overheads and power fit)"),
+                        ("sim", "The simulator's prediction (start-up phases, this GPU's power fit)"),
                         ("sim-before", "The simulator before this benchmark (whole run computing, "
                                        "the H100 power fit)")):
         path = os.path.join(args.results, name, "comparison.json")
@@ -176,6 +181,10 @@ def main():
     # Single extra runs of worst-fit kept in folders of their own: what they show, and how the
     # simulator was asked about them.
     extras = [
+        ("no-ballast", "Without the ballast (all of each GPU's memory left to the jobs; the "
+         "ratio is to the exclusive run with the ballast, as exclusive without it was not run):",
+         "worst-fit (MAGM), MPS, colo's estimator, no ballast", "Predicted before the run",
+         "worst-fit, no ballast"),
         ("grace-5s", "Where the colo modes' waiting comes from: colod's launch grace (a GPU that just got "
          "a job takes no other for 10 s, so each GPU starts at most one job per 10 s, fewer than "
          "arrive). The simulator, asked first, predicted most of the wait would go with a 5 s "
@@ -214,6 +223,22 @@ def main():
                 + "."]
         timeline_svg(r, os.path.join(args.results, folder, "timeline-worst-fit.svg"))
         images.append(f"![{caption}]({folder}/timeline-worst-fit.svg)")
+    cpu = []
+    for folder in ("", "no-ballast"):
+        for m in ["idle"] + MODES:
+            path = os.path.join(args.results, folder, f"colod-cpu-{m}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    cpu.append((folder, json.load(f)))
+    if cpu:
+        lines += ["", "colod's own CPU time (user + system, /proc/PID/stat) from its start to the end "
+                      "of each mode's last job:", "",
+                  "| mode | wall | CPU time | share of one core | per GPU |", "|---|---|---|---|---|"]
+        for folder, c in cpu:
+            seconds = c["cpu_ticks"] / c["clk_tck"]
+            share = seconds / c["wall_s"]
+            lines.append(f"| {c['mode']}{', no ballast' if folder else ''} | {c['wall_s']:.0f} s | "
+                         f"{seconds:.2f} s | {100 * share:.2f}% | {100 * share / c['gpus']:.2f}% |")
     lines += ["", "Timelines:", ""]
     for m, r in runs.items():
         timeline_svg(r, os.path.join(args.results, f"timeline-{m}.svg"))
