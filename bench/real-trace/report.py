@@ -81,16 +81,19 @@ def timeline_svg(result, path):
                            f'height="{lane_h - 2}" fill="url(#h)"/>')
         base = lanes_top + lanes_per_gpu[g] * lane_h + 6 + chart_h
         samples = [(s["t"] - t0, s["gpus"][g]) for s in result["timeline"] if 0 <= s["t"] - t0 <= t1]
+        # Memory in use beside what a ballast held, if one did.
+        held = result["ballast"]["gpus"][g]["held_bytes"] if result.get("ballast") else 0
         if samples:
             pts = " ".join(f"{x(t):.1f},{base - chart_h * v['smact']:.1f}" for t, v in samples)
             out.append(f'<polygon points="{x(samples[0][0]):.1f},{base} {pts} '
                        f'{x(samples[-1][0]):.1f},{base}" fill="#9cc3e6" stroke="#3b78b5" stroke-width="0.6"/>')
-            top_mem = max(v["used_bytes"] for _, v in samples) or 1
+            used = [(t, max(0, v["used_bytes"] - held)) for t, v in samples]
+            top_mem = max(u for _, u in used) or 1
             scale = max(8, 8 * (1 + int(top_mem / 2**30 / 8)))
-            mem = " ".join(f"{x(t):.1f},{base - chart_h * v['used_bytes'] / 2**30 / scale:.1f}"
-                           for t, v in samples)
+            mem = " ".join(f"{x(t):.1f},{base - chart_h * u / 2**30 / scale:.1f}" for t, u in used)
             out.append(f'<polyline points="{mem}" fill="none" stroke="#000" stroke-width="0.8"/>')
-            out.append(f'<text x="{width - 60}" y="{base - chart_h + 8}">memory {scale} GiB</text>')
+            out.append(f'<text x="{width - 200}" y="{base - chart_h + 8}">memory {scale} GiB'
+                       f'{" beside the ballast" if held else ""}</text>')
         out.append(f'<line x1="{left}" y1="{base}" x2="{width - 20}" y2="{base}" stroke="#888"/>')
         out.append(f'<text x="4" y="{base - chart_h + 8}">SMACT 1</text>')
         for tick in range(0, int(t1) + 1, 60):
