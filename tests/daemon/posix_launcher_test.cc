@@ -125,7 +125,7 @@ class LauncherTest : public ::testing::TestWithParam<Cgroups> {
     spec.owner = owner_;
     spec.argv = std::move(argv);
     spec.env = BaseEnv();
-    spec.workdir = work_;
+    spec.context.workdir = work_;
     return spec;
   }
 
@@ -383,7 +383,7 @@ TEST_P(LauncherTest, StartFailuresNameTheStepAndNeverHang) {
     return end->stderr_tail;
   };
   LaunchSpec missing = Spec({"true"});
-  missing.workdir = work_ + "/missing";
+  missing.context.workdir = work_ + "/missing";
   EXPECT_EQ(failure(missing),
             fmt::format("colo: cannot start the job: chdir {}/missing failed: No such file or "
                         "directory\n",
@@ -567,7 +567,7 @@ TEST_P(LauncherAsUserTest, StartChecksTheWorkdirAsTheUser) {
   const std::string hidden = dir_ + "/hidden";
   ASSERT_EQ(mkdir(hidden.c_str(), 0700), 0);  // root's
   LaunchSpec spec = Spec({"true"});
-  spec.workdir = hidden;
+  spec.context.workdir = hidden;
   const AttemptRef ref = Started(spec);
   const auto end = WaitEnd(ref);
   ASSERT_TRUE(end);
