@@ -165,12 +165,16 @@ void CheckFields(ArraySpec& array, field_json::Reader& fields);
 struct JobContext {
   std::string workdir;         // absolute
   std::string source = "cli";  // "cli", "script PATH", "rad PATH", "slurm ID"
+  // The submitter's file mode creation mask, which the job's processes start with (absent: 022,
+  // as a login shell's).
+  std::optional<int> umask;
   bool operator==(const JobContext&) const = default;
 };
 constexpr size_t kMaxSourceBytes = 4096;
 constexpr auto Fields(Of<JobContext>) {
   return std::tuple{Field("workdir", &JobContext::workdir).MaxBytes(4096),
-                    Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes)};
+                    Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes),
+                    Field("umask", &JobContext::umask).Range(0, 0777)};
 }
 
 // Requests

@@ -460,8 +460,9 @@ void PrintShow(const api::JobDetail& j) {
              Printable(s.user), ToString(s.state), s.attempts);
   std::vector<std::string> words;
   for (const std::string& w : j.command) words.push_back(Printable(w));
-  fmt::print("   Command={}\n   WorkDir={} Source={}\n", Join(words, " "),
-             Printable(j.context.workdir), Printable(j.context.source));
+  fmt::print("   Command={}\n   WorkDir={} Source={}{}\n", Join(words, " "),
+             Printable(j.context.workdir), Printable(j.context.source),
+             j.context.umask ? fmt::format(" Umask={:04o}", *j.context.umask) : "");
   if (!j.output_file.empty() || !j.error_file.empty()) {
     fmt::print("   StdOut={} StdErr={}\n", j.output_file.empty() ? "-" : Printable(j.output_file),
                j.error_file.empty() ? "-" : Printable(j.error_file));
@@ -581,6 +582,10 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
     return InvalidArgument(
         fmt::format("working directory {} is not a directory you can reach", workdir.string()));
   r.context.workdir = workdir.lexically_normal().string();
+  // The job's files are made as the submitter's own would be (sbatch passes its umask too).
+  const mode_t mask = umask(0);
+  umask(mask);
+  r.context.umask = static_cast<int>(mask);
   r.env = environment;
   if (!o.export_env.empty()) {
     auto env = ApplyExport(o.export_env, environment);

@@ -417,13 +417,13 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   probe.share = SharingPreference::kPlain;
   probe.after = {DependencyKind::kAfterOk, 4};
   probe.afters = {{DependencyKind::kAfterNotOk, 5}};
-  probe.context = {"/w", "cli"};
+  probe.context = {"/w", "cli", 027};
   nlohmann::json j = nlohmann::json::object();
   WriteFields(probe, j);
   // Keys as described; the embedded struct's beside the others; a default left off when asked.
   EXPECT_EQ(j.dump(),
             R"({"after":{"job":4,"kind":"afterok"},"afters":[{"job":5,"kind":"afternotok"}],)"
-            R"("count":7,"share":"plain","size":2147483648,"source":"cli",)"
+            R"("count":7,"share":"plain","size":2147483648,"source":"cli","umask":23,)"
             R"("words":["a","bc"],"workdir":"/w"})");
   Probe back;
   Status status;
@@ -453,12 +453,34 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   EXPECT_EQ(problem(R"({"count": 2, "afters": [{"kind": "afterok"}]})"),
             "probe.afters[0].job: is required (a job id)");
   EXPECT_EQ(problem(R"({"count": 2, "after": 3})"), "probe.after: must be an object");
+  EXPECT_EQ(problem(R"({"count": 2, "umask": -1})"), "probe.umask: must be between 0 and 511");
   // A struct's member count is what its description is held to: a member added without a
   // description line does not compile.
   static_assert(field_json::MemberCount<Probe>() == 8);
-  static_assert(field_json::MemberCount<JobContext>() == 2);
+  static_assert(field_json::MemberCount<JobContext>() == 3);
 }
 
+TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
+  SubmitRequest s;
+  s.command = {"true"};
+  s.context.workdir = "/w";
+  s.context.umask = 077;
+  auto back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<SubmitRequest>(*back).context.umask, 077);
+  s.context.umask.reset();
+  back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(std::get<SubmitRequest>(*back).context.umask);
+  EXPECT_NE(Error(R"({"api":1,"op":"submit","command":["true"],"workdir":"/","umask":512})")
+                .find("umask"),
+            std::string::npos);
+  ShowReply show;
+  show.job.context = {"/w", "script /w/job.sh", 022};
+  auto shown = DecodeReply<ShowReply>(EncodeReply(show));
+  ASSERT_TRUE(shown.ok()) << shown.status().message();
+  EXPECT_EQ(shown->job.context, show.job.context);
+}
 
 }  // namespace
 }  // namespace colo::api

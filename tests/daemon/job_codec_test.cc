@@ -57,6 +57,7 @@ Job FullJob() {
   second.mode = SharingMode::kMps;
   job.attempts = {first, second};
   job.context.source = "script job.sh";
+  job.context.umask = 027;
   job.threads = 40;
   api::JobEstimate estimate;
   estimate.estimator = "trace";
@@ -121,6 +122,7 @@ TEST(JobCodec, EveryFieldSurvivesARoundTrip) {
   ExpectSameAttempt(back.attempts[1], job.attempts[1]);
   EXPECT_FALSE(back.attempts[1].exit.has_value());
   EXPECT_EQ(back.context.source, job.context.source);
+  EXPECT_EQ(back.context.umask, 027);
   EXPECT_EQ(back.context, job.context);
   EXPECT_EQ(back.threads, 40);
   ASSERT_TRUE(back.estimate.has_value());
@@ -329,8 +331,16 @@ TEST(JobCodec, AMalformedFieldIsAnErrorNamingIt) {
       {[](json& r) { r.erase("format"); }, "format: missing"},
       // The job's context, as the API describes it.
       {[](json& r) { r["workdir"] = 7; }, "workdir: must be a string"},
+      {[](json& r) { r["umask"] = 01000; }, "umask: must be between 0 and 511"},
   };
   for (const auto& [change, message] : cases) EXPECT_EQ(DecodeError(Mutated(change)), message);
+}
+
+TEST(JobCodec, ARecordFromBeforeTheUmaskHasNone) {
+  const Result<Job> job = DecodeJob(Mutated([](json& r) { r.erase("umask"); }));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_FALSE(job->context.umask.has_value());
+  EXPECT_EQ(job->context.workdir, "/home/alice/run");
 }
 
 TEST(JobCodec, AnEnumValueInAMessageIsQuotedSafely) {

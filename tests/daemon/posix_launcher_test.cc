@@ -289,6 +289,18 @@ TEST_P(LauncherTest, EnvironmentAndWorkdirReachTheJobAndNothingOfColodDoes) {
             fmt::format("{} 1 bar baz\n{}\nclean\nstdin:1\n", job_, fs::canonical(work_).string()));
 }
 
+TEST_P(LauncherTest, TheJobStartsWithItsSubmittersUmaskAndOtherwiseALoginShells) {
+  LaunchSpec spec = Spec({"sh", "-c", "umask"});
+  spec.context.umask = 027;
+  const auto given = WaitEnd(Started(spec));
+  ASSERT_TRUE(given);
+  EXPECT_EQ(given->stdout_tail, "0027\n");
+  // An older client's job (no umask stored) starts with 022, never with colod's own.
+  const auto unset = WaitEnd(Run({"sh", "-c", "umask"}, 2));
+  ASSERT_TRUE(unset);
+  EXPECT_EQ(unset->stdout_tail, "0022\n");
+}
+
 TEST_P(LauncherTest, SignalKillsAChildThatLeftTheSessionAndCheckWaitsForIt) {
   const AttemptRef ref = Run({"sh", "-c", "setsid sleep 300 & echo $!; exec sleep 300"});
   const pid_t leftover = std::stoi(WaitForLine(AttemptFile(1, "out")));
