@@ -9,7 +9,6 @@
 #include "common/strings.h"
 #include "common/text.h"
 #include "estimate/estimator.h"
-#include "estimate/job_estimators.h"
 
 namespace colo {
 namespace {
@@ -21,8 +20,6 @@ constexpr Duration kStoreRetry = Seconds(1);
 constexpr double kComputingSmact = 0.02;
 // Samples alone and computing an attempt needs before its solo SM activity is recorded.
 constexpr int kMinSoloSamples = 5;
-// The margin a need raised by a run over its plan gets: the history estimator's after one run.
-constexpr double kOverPlanMargin = 0.10;
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -169,6 +166,13 @@ Bytes JobController::CurrentPeak(const Job& job) const {
   return r ? std::max(a->peak, r->attempt_peak) : a->peak;
 }
 
+JobSpec JobController::Planned(const Job& job) const {
+  JobSpec spec = job.spec;
+  if (options_.plan_without_estimates && spec.memory.source != MemorySource::kLearned)
+    spec.memory = MemoryNeed{};
+  return spec;
+}
+
 AttemptRef JobController::RefOf(const Job& job) const {
   AttemptRef ref;
   ref.job = job.id();
@@ -196,7 +200,7 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   job.spec.gpus = r.gpus;
   job.spec.sharing = r.share;
   job.spec.expected_smact = r.expected_smact.value_or(-1.0);
-  job.threads = r.threads.value_or(0);
+  job.spec.threads = r.threads.value_or(0);
   job.spec.name =
       TruncateUtf8(r.name.empty() ? BaseName(job.spec.command.front()) : r.name, kMaxNameBytes);
   job.context = std::move(r.context);
@@ -234,27 +238,20 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
     job.estimate = std::move(r.estimate);
     job.estimate->learned.reset();  // what colod learned is colod's to say
     job.estimate->detail = TruncateUtf8(job.estimate->detail, kMaxDetailBytes);
-    // Runs teach only their own user's later runs: a signature is easy to reproduce, and another
-    // user's cheap runs must not re-plan (and so crash or starve) someone else's jobs.
-    if (!job.estimate->signature.empty()) job.estimate->signature += fmt::format("@uid{}", who.uid);
+    // Runs teach only the same user's later runs of the model (core/run_learning.h).
+    job.estimate->signature = ModelSignature::OfUid(job.estimate->signature, who.uid).text();
     // The user's --smact stands; the prediction only fills its place.
     if (job.spec.expected_smact >= 0) job.estimate->predicted_smact = -1;
     // A declared need is the limit the job runs under; otherwise earlier runs of the same model
     // are the best evidence there is, then the client's estimate. The same order for SM activity:
     // the user's, then what earlier runs measured, then the client's prediction.
-    const ModelRuns runs = RunsOf(job.estimate->signature);
-    if (auto smact = LearnedSmact(job, runs)) {
-      job.spec.expected_smact = *smact;
-    } else if (job.spec.expected_smact < 0 && job.estimate->predicted_smact >= 0) {
+    TakeLesson(job, Learn(RunsOf(job.estimate->signature), job.spec.memory, job.spec.expected_smact,
+                          SmactSourceOf(job)));
+    if (job.spec.expected_smact < 0 && job.estimate->predicted_smact >= 0)
       job.spec.expected_smact = job.estimate->predicted_smact;
-    }
     if (!job.spec.memory.known()) {
-      if (auto learned = LearnedNeed(job, runs)) {
-        job.spec.memory = *learned;
-      } else {
-        const api::JobEstimate& e = *job.estimate;
-        job.spec.memory = MemoryEstimate{e.peak, e.lower, e.upper, "client"}.AsNeed();
-      }
+      const api::JobEstimate& e = *job.estimate;
+      job.spec.memory = MemoryEstimate{e.peak, e.lower, e.upper, "client"}.AsNeed();
     }
   }
   return job;
@@ -271,7 +268,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
   auto made = NewJob(who, std::move(request));
   if (!made.ok()) return made.status();
   Job& job = *made;
-  COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(job.spec));
+  COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(Planned(job)));
   if (array) {
     if (array->tasks.empty() || static_cast<int>(array->tasks.size()) > options_.max_array_size)
       return InvalidArgument(fmt::format("array: 1 to {} tasks (limits.max_array_size), not {}",
@@ -307,7 +304,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
     AddLive(std::move(job));
     return id;
   }
-  if (Status queued = scheduler_.Submit(job.spec); !queued.ok()) {
+  if (Status queued = scheduler_.Submit(Planned(job)); !queued.ok()) {
     // Checked above; should it still refuse, the stored job must not look queued.
     job.state = JobState::kFailed;
     job.reason = queued.message();
@@ -797,13 +794,7 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
       if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
         used += scheduler_.gpu_info(gpu).mps_uncounted_context;
-      scheduler_.OnJobMemory(id, gpu, used);
-      // Without an MPS memory limit nothing stops a job at its plan: one above it takes memory
-      // that placement gave to others.
-      const Bytes plan = attempt.memory_limit;
-      // (An exclusive job has its GPUs to itself: its use takes nothing from anyone.)
-      if (attempt.mode == SharingMode::kPlain && plan > Bytes(0) && used > plan)
-        OverPlan(job, gpu, used, plan);
+      if (const auto raised = scheduler_.OnJobMemory(id, gpu, used)) OverPlan(job, *raised);
       if (here.size() == 1 && s.smact > kComputingSmact) {
         running_[id].solo_smact_sum += s.smact;
         running_[id].solo_samples++;
@@ -812,27 +803,19 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
   }
 }
 
-void JobController::OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan) {
-  const JobRecord* r = scheduler_.job(job.id());
-  if (!r || used <= r->need.Upper()) return;  // raised already past this use
-  if (!scheduler_
-           .RaiseRunningNeed(job.id(),
-                             {used.Scaled(1 + kOverPlanMargin), MemorySource::kLearned, 0.0})
-           .ok())
-    return;
-  const MemoryNeed raised = r->need;  // as the scheduler took it (at most the largest GPU)
-  job.spec.memory = raised;
+void JobController::OverPlan(Job& job, const NeedRaised& raised) {
+  job.spec.memory = raised.need;
   Attempt& attempt = *job.current();
   if (attempt.over_plan) return;  // told once per attempt; the need follows its use silently
   attempt.over_plan = true;
-  counters_.over_plan[gpu]++;
-  Persist(job,
-          {Event(job.id(), "over-plan",
-                 fmt::format("attempt {} uses {} on GPU {} ({}), above its plan of {}, "
-                             "sharing without an MPS memory limit; plans with {} for the "
-                             "rest of its run",
-                             attempt.number, FormatBytes(used), gpu, scheduler_.gpu_info(gpu).uuid,
-                             FormatBytes(plan), FormatBytes(raised.Upper())))});
+  counters_.over_plan[raised.gpu]++;
+  Persist(job, {Event(job.id(), "over-plan",
+                      fmt::format("attempt {} uses {} on GPU {} ({}), above its plan of {}, "
+                                  "sharing without an MPS memory limit; plans with {} for the "
+                                  "rest of its run",
+                                  attempt.number, FormatBytes(raised.used), raised.gpu,
+                                  scheduler_.gpu_info(raised.gpu).uuid, FormatBytes(raised.plan),
+                                  FormatBytes(raised.need.Upper())))});
 }
 
 // --- The turn ---
@@ -942,7 +925,7 @@ void JobController::Launch(const colo::Launch& launch) {
   attempt.phase = Attempt::Phase::kLaunching;
   for (GpuIndex g : launch.gpus) attempt.gpu_uuids.push_back(scheduler_.gpu_info(g).uuid);
   attempt.mode = launch.mode;
-  attempt.thread_percent = job.threads > 0 ? job.threads : launch.thread_percent;
+  attempt.thread_percent = launch.thread_percent;  // the user's --threads, where given
   attempt.memory_limit = launch.memory_limit;
   attempt.started = clock_.WallNow();
   std::vector<std::string> mps_env;
@@ -965,6 +948,7 @@ void JobController::Launch(const colo::Launch& launch) {
       mps_env = std::move(*env);
     } else {
       attempt.mode = SharingMode::kPlain;
+      scheduler_.SharesPlainly(launch.job);
       launch_events.push_back(Event(
           launch.job, "mps", "MPS unavailable, sharing without it: " + env.status().message()));
     }
@@ -1183,10 +1167,8 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const bool stored = Persist(job, std::move(events));
   if (!job.slurm) launcher_.Release(RefOf(job));
   // Only a stored run may teach other jobs (the store answers the history's questions), and
-  // only one that measured something: a success, a use above its plan, SM activity alone.
-  if (stored && !job.live() &&
-      (exit.kind == ExitKind::kSuccess || attempt.over_plan || attempt.solo_smact >= 0))
-    RefineQueuedJobs(job);
+  // only one that measured something (core's Teaches).
+  if (stored && !job.live() && Teaches(EvidenceOf(attempt))) RefineQueuedJobs(job);
   ForgetIfDone(id);
 }
 
@@ -1202,28 +1184,27 @@ ModelRuns JobController::RunsOf(const std::string& signature) const {
   return *std::move(runs);
 }
 
-std::optional<MemoryNeed> JobController::LearnedNeed(Job& job, const ModelRuns& runs) const {
-  auto learned = EstimateFromHistory(runs.peaks);
-  if (!learned.ok() || !job.estimate) return std::nullopt;
-  const double smact = job.estimate->learned ? job.estimate->learned->solo_smact : -1;
-  job.estimate->learned = api::JobEstimate::Learned{static_cast<int>(runs.peaks.size()),
-                                                    learned->peak, learned->upper, smact};
-  return learned->AsNeed();
+SmactSource JobController::SmactSourceOf(const Job& job) {
+  if (job.estimate && job.estimate->learned && job.estimate->learned->solo_smact >= 0)
+    return SmactSource::kLearned;
+  if (job.estimate && job.estimate->predicted_smact >= 0) return SmactSource::kPredicted;
+  return job.spec.expected_smact >= 0 ? SmactSource::kUser : SmactSource::kUnknown;
 }
 
-std::optional<double> JobController::LearnedSmact(Job& job, const ModelRuns& runs) const {
-  if (!job.estimate || runs.solo_smact.empty()) return std::nullopt;
-  const bool learned_before = job.estimate->learned && job.estimate->learned->solo_smact >= 0;
-  const bool predicted = job.estimate->predicted_smact >= 0;
-  if (job.spec.expected_smact >= 0 && !learned_before && !predicted)
-    return std::nullopt;  // the user's
-  double sum = 0;
-  for (double v : runs.solo_smact) sum += v;
-  const double smact = std::clamp(sum / static_cast<double>(runs.solo_smact.size()), 0.0, 1.0);
-  if (learned_before && std::abs(smact - job.spec.expected_smact) < 0.005) return std::nullopt;
-  if (!job.estimate->learned) job.estimate->learned = api::JobEstimate::Learned{};
-  job.estimate->learned->solo_smact = smact;
-  return smact;
+void JobController::TakeLesson(Job& job, const Lesson& lesson) {
+  if (!job.estimate || (!lesson.memory && !lesson.smact)) return;
+  std::optional<api::JobEstimate::Learned>& learned = job.estimate->learned;
+  if (!learned) learned = api::JobEstimate::Learned{};
+  if (lesson.memory) {
+    job.spec.memory = lesson.memory->need();
+    learned->runs = lesson.memory->runs;
+    learned->peak = lesson.memory->highest;
+    learned->upper = lesson.memory->upper;
+  }
+  if (lesson.smact) {
+    job.spec.expected_smact = *lesson.smact;
+    learned->solo_smact = *lesson.smact;
+  }
 }
 
 // A run ended that measured something: queued jobs of the same model were planned before it was
@@ -1242,24 +1223,24 @@ void JobController::RefineQueuedJobs(const Job& finished) {
   const ModelRuns runs = RunsOf(signature);
   for (JobId id : waiting) {
     Job& job = live_.at(id);
-    std::vector<JobEvent> events;
     const MemoryNeed before = job.spec.memory;
-    if (before.source != MemorySource::kDeclared) {
-      auto learned = LearnedNeed(job, runs);
-      if (learned && scheduler_.UpdateNeed(id, *learned).ok()) {
-        job.spec.memory = *learned;
-        events.push_back(Event(
-            id, "estimate",
-            fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
-                        runs.peaks.size(), FormatBytes(learned->Upper()),
-                        before.known() ? FormatBytes(before.Upper()) : "nothing")));
-      }
+    const Lesson lesson = Learn(runs, before, job.spec.expected_smact, SmactSourceOf(job));
+    // What the scheduler takes is what the job plans with.
+    Lesson taken;
+    std::vector<JobEvent> events;
+    if (lesson.memory && scheduler_.UpdateNeed(id, lesson.memory->need()).ok()) {
+      taken.memory = lesson.memory;
+      events.push_back(Event(
+          id, "estimate",
+          fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
+                      lesson.memory->runs, FormatBytes(lesson.memory->need().Upper()),
+                      before.known() ? FormatBytes(before.Upper()) : "nothing")));
     }
-    if (auto smact = LearnedSmact(job, runs);
-        smact && scheduler_.UpdateExpectedSmact(id, *smact).ok()) {
-      job.spec.expected_smact = *smact;
-      events.push_back(SmactEvent(id, *smact));
+    if (lesson.smact && scheduler_.UpdateExpectedSmact(id, *lesson.smact).ok()) {
+      taken.smact = lesson.smact;
+      events.push_back(SmactEvent(id, *lesson.smact));
     }
+    TakeLesson(job, taken);
     if (!events.empty()) Persist(job, std::move(events));
   }
 }
@@ -1309,7 +1290,7 @@ void JobController::Requeue(Job& job, std::string_view when) {
   const int ooms = OutOfMemoryAttempts(job);
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
   const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
-  if (Status s = scheduler_.Submit(job.spec, prior); !s.ok()) {
+  if (Status s = scheduler_.Submit(Planned(job), prior); !s.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(fmt::format("cannot be queued again {}: {}", when, s.message()),
                               kMaxDetailBytes);
@@ -1355,7 +1336,7 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
   const int ooms = OutOfMemoryAttempts(job);
   if (static_cast<int>(gpus.size()) != job.spec.gpus ||
       !scheduler_
-           .Adopt(job.spec, gpus, attempt.mode, attempt.thread_percent, attempt.number,
+           .Adopt(Planned(job), gpus, attempt.mode, attempt.thread_percent, attempt.number,
                   MonotonicStart(clock_, attempt.started), ooms)
            .ok()) {
     // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted
@@ -1432,7 +1413,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
     // Whole GPUs from Slurm: nobody shares them.
     job.spec.sharing = SharingPreference::kExclusive;
   }
-  if (Status placeable = scheduler_.CheckPlaceable(job.spec); !placeable.ok()) {
+  if (Status placeable = scheduler_.CheckPlaceable(Planned(job)); !placeable.ok()) {
     return api::SlurmAttachReply{
         api::SlurmPlacement::kFailed, 0, {}, {}, "cannot run on this node: " + placeable.message()};
   }
@@ -1452,7 +1433,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   const JobId id = job.id();
   const int ooms = request.earlier_ooms;
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  if (Status queued = scheduler_.Submit(job.spec, PriorAttempts{0, ooms}); !queued.ok()) {
+  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms}); !queued.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
     job.finished = clock_.WallNow();

@@ -61,8 +61,11 @@ struct ControllerOptions {
   Duration cancel_grace = Seconds(10);
   // A job past its time limit likewise (Slurm's KillWait).
   Duration timeout_grace = Seconds(30);
-  // How many earlier successful runs of a model the history estimator looks at.
-  int history_runs = 20;
+  // How many earlier runs of a model its later jobs learn from (0: none; a policy's learn=off).
+  int history_runs = static_cast<int>(kRunsLearnedFrom);
+  // The policy plans without a memory number of its own for each job (est=none, as CARMA's OR-
+  // names): only a need learned from the job's runs or an out-of-memory crash counts.
+  bool plan_without_estimates = false;
   // Jobs one user may have waiting or running at once (root: no limit): one user's flood of
   // submissions cannot fill colod's memory and disk or bury everyone else's jobs.
   int max_live_jobs_per_user = 10000;
@@ -215,19 +218,23 @@ class JobController {
   void CheckDependencies();
   void CheckTimeLimits(TimePoint now);
   void RefineQueuedJobs(const Job& finished);
-  std::optional<MemoryNeed> LearnedNeed(Job& job, const ModelRuns& runs) const;
-  // The solo SM activity earlier runs showed, for a job submitted without one (the user's
-  // --smact always wins); nullopt when there is none to learn or it would change nothing.
-  std::optional<double> LearnedSmact(Job& job, const ModelRuns& runs) const;
+  // Where the SM activity the job plans with came from (its estimate records what was learned).
+  static SmactSource SmactSourceOf(const Job& job);
+  // What the job plans with after a lesson of its model's runs, and what `colo show` says was
+  // learned.
+  static void TakeLesson(Job& job, const Lesson& lesson);
   ModelRuns RunsOf(const std::string& signature) const;
   JobEvent SmactEvent(JobId id, double smact) const;
-  // A running job uses `used` on GPU `gpu`, more than it planned: its need is raised.
-  void OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan);
+  // A running job used more than it planned, and the scheduler raised its need: said once per
+  // attempt, counted per GPU.
+  void OverPlan(Job& job, const NeedRaised& raised);
   // What colod adds to an attempt's environment for the frameworks (and what the job keeps).
   FrameworkEnv FrameworkSettings(const Job& job, const Attempt& attempt) const;
   // Takes the job's state, need and reason from the scheduler after it decided.
   void TakeSchedulerState(Job& job);
   AttemptRef RefOf(const Job& job) const;
+  // The job as the scheduler plans it (ControllerOptions::plan_without_estimates).
+  JobSpec Planned(const Job& job) const;
   // Stores the job with these events; on failure keeps both to store again at the next turn.
   bool Persist(Job& job, std::vector<JobEvent> events);
   // A live job that ended and is stored leaves memory.

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "common/strings.h"
+#include "core/run_learning.h"
 
 #ifndef COLO_SOURCE_DATA_DIR
 #define COLO_SOURCE_DATA_DIR ""
@@ -604,19 +605,12 @@ class HistoryEstimator final : public MemoryEstimator {
  public:
   std::string_view name() const override { return "history"; }
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
-    if (job.history.empty()) return Unavailable("no earlier run of this job");
-    Bytes lo = job.history[0], hi = job.history[0];
-    for (Bytes b : job.history) {
-      lo = std::min(lo, b);
-      hi = std::max(hi, b);
-    }
-    // The margin shrinks with evidence: 10% after one run, ~10%/sqrt(n) after n, never below
-    // the spread the runs showed.
-    const double n = static_cast<double>(job.history.size());
-    const Bytes margin = std::max(hi.Scaled(0.10 / std::sqrt(n)), hi - lo);
-    return MemoryEstimate{hi, lo, hi + margin, "history",
-                          fmt::format("{} earlier run(s), peaks {} to {}", job.history.size(),
-                                      FormatBytes(lo), FormatBytes(hi))};
+    // The rule colod and the simulator learn by (core/run_learning.h).
+    const std::optional<NeedFromRuns> learned = LearnNeed(job.history);
+    if (!learned) return Unavailable("no earlier run of this job");
+    return MemoryEstimate{learned->highest, learned->lowest, learned->upper, "history",
+                          fmt::format("{} earlier run(s), peaks {} to {}", learned->runs,
+                                      FormatBytes(learned->lowest), FormatBytes(learned->highest))};
   }
 };
 
@@ -639,12 +633,6 @@ std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, 
 }
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator() {
   return std::make_unique<HistoryEstimator>();
-}
-
-Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks) {
-  JobDescription job;
-  job.history = std::move(peaks);
-  return HistoryEstimator().Estimate(job);
 }
 
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {

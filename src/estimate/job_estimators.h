@@ -149,8 +149,6 @@ std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration,
                                                     bool expandable_segments = false,
                                                     std::string caveat = "");
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator();
-// The history estimator's answer for the peaks of earlier runs of a job (kUnavailable: none).
-Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks);
 
 // An answer from one estimator, or why it has none.
 struct NamedEstimate {

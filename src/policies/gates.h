@@ -38,6 +38,7 @@ struct GateConfig {
   bool idle_only = false;
   // CARMA's exclusive-first: use idle GPUs alone while there are enough of them.
   bool exclusive_first = false;
+  bool operator==(const GateConfig&) const = default;
 };
 
 // The mode a job would run in on this GPU.
