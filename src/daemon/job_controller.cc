@@ -931,6 +931,14 @@ void JobController::Launch(const colo::Launch& launch) {
   std::vector<std::string> mps_env;
   // Stored with the attempt's start, so that `colo show` tells why a job ran without MPS.
   std::vector<JobEvent> launch_events;
+  if (launch.memory_limit > launch.reservation && launch.reservation > Bytes(0)) {
+    launch_events.push_back(
+        Event(launch.job, "limit",
+              fmt::format("attempt {} may use the {} its GPU has free, above its plan of {}: an "
+                          "earlier attempt failed at its own limit",
+                          attempt.number, FormatBytes(launch.memory_limit),
+                          FormatBytes(launch.reservation))));
+  }
   if (launch.mode == SharingMode::kMps) {
     auto env = options_.mps_env
                    ? options_.mps_env(attempt.thread_percent, launch.memory_limit,

@@ -164,7 +164,7 @@ void ClusterQueue::AccountLaunch(int server_index, const Launch& launch) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   if (server.free.empty()) return;  // never read: its first read counts everything
   for (GpuIndex g : launch.gpus) {
-    server.free[static_cast<size_t>(g)] -= launch.memory_limit.count();
+    server.free[static_cast<size_t>(g)] -= launch.reservation.count();
     ++server.jobs_on[static_cast<size_t>(g)];
     if (launch.mode == SharingMode::kExclusive) ++server.exclusive_on[static_cast<size_t>(g)];
   }

@@ -425,7 +425,7 @@ void Engine::Start(int server_index, const Launch& launch) {
   job.running = true;
   ++job.attempt;
   job.mode = launch.mode;
-  job.planned = launch.memory_limit;
+  job.planned = launch.reservation;
   job.thread_percent = launch.mode == SharingMode::kMps ? launch.thread_percent : 100;
   job.remaining_s = ToSeconds(job.trace->profile.duration);  // a restart loses all progress
   job.rate = 0;  // no rate yet: Refresh sets one and schedules the completion

@@ -6,6 +6,7 @@ out-of-memory crash with PyTorch's figures that recovers in one step; and a job'
 activity, predicted from its profile and then learned from a run alone on a GPU.
 """
 
+import json
 import os
 import re
 import shutil
@@ -31,11 +32,11 @@ while [ ! -e "$3" ]; do
 done
 """
 
-# Needs 7.1 GiB: below that plan it fills its plan (less 128 MiB) and fails as PyTorch reports
-# it, with the figures PyTorch prints; with enough it succeeds.
-NEEDS_7_1_GIB = """#!/bin/sh
+# Needs $2 bytes: under a smaller limit it fills its limit (less 128 MiB) and fails as PyTorch
+# reports it, with the figures PyTorch prints; with enough it succeeds.
+NEEDS = """#!/bin/sh
 gpu=$(expr "${CUDA_VISIBLE_DEVICES##*-}" + 0)
-need=$((71 * 1073741824 / 10))
+need=$2
 plan=${COLO_GPU_MEMORY:-0}
 if [ "$plan" -lt "$need" ]; then
   used=$((plan - 134217728))
@@ -73,7 +74,7 @@ class MemoryTest(harness.E2ETest):
         self.work = self.mkdir("work")
         self.gpu_dir = self.mkdir("fake-gpus", mode=0o777)
         for name, text in (("print-env", PRINT_ENV), ("use-memory", USE_MEMORY),
-                           ("needs-7.1", NEEDS_7_1_GIB), ("compute", COMPUTE)):
+                           ("needs", NEEDS), ("compute", COMPUTE)):
             self.write(os.path.join(self.bin, name), text, 0o755)
         self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
@@ -140,6 +141,41 @@ class MemoryTest(harness.E2ETest):
         self.assertRegex(self.colo_ok("show", second).stdout,
                          r"Smact=0\.35 \(learned from earlier runs alone on a GPU\)")
 
+    def test_submit_and_estimate_say_which_estimate_they_plan_with_and_why(self):
+        """`colo submit --estimate-from` and `colo estimate` warn when the estimate is not the trace
+        replay with the job's own GPU's calibration: another GPU's calibration (none named, or the
+        named one not calibrated), or a fallback to GPUMemNet when the trace cannot answer, with
+        the reason and what would let it; nothing with the GPU's own calibration."""
+        src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")
+        shutil.copy(src + ".json", os.path.join(self.work, "model.json"))
+        shutil.copy(src + ".b32.trace", os.path.join(self.work, "tv-resnet18-b32-adam.b32.trace"))
+        own = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "H100", "--", "true")
+        self.assertNotIn("warning", own.stderr)
+        self.assertRegex(own.stderr, r"colo: trace estimates [\d.]+ GiB")
+        unnamed = self.colo_ok("submit", "--estimate-from", "model.json", "--", "true")
+        self.assertIn("colo: warning: the trace estimate: no GPU named: made with the NVIDIA H100 80GB "
+                      "HBM3's calibration", unnamed.stderr)
+        other = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "A100", "--", "true")
+        self.assertIn("colo: warning: the trace estimate: no calibration for GPU 'A100'", other.stderr)
+        self.assertIn("run colo-calibrate on it: made with the NVIDIA H100 80GB HBM3's calibration instead",
+                      other.stderr)
+        job = int(other.stdout.split()[-1])
+        self.assertEqual(self.assert_succeeded(job)["estimate"]["estimator"], "trace")
+        fallback = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "H100",
+                                "--batch", "48", "--", "true")
+        self.assertIn("colo: warning: the estimate falls back to gpumemnet", fallback.stderr)
+        self.assertIn("no trace for batch 48 (recorded: 32); profile with --batch 48", fallback.stderr)
+        # The same from `colo estimate`, in its JSON too; without a trace at all it says to profile.
+        estimate = self.colo_ok("estimate", "model.json", "--gpu", "A100", "--json")
+        self.assertIn("colo estimate: warning: the trace estimate: no calibration for GPU 'A100'", estimate.stderr)
+        self.assertEqual(len(json.loads(estimate.stdout)["warnings"]), 1)
+        self.assertEqual(json.loads(self.colo_ok("estimate", "model.json", "--gpu", "H200", "--json").stdout)
+                         ["warnings"], [])
+        summary = os.path.join(harness.DATA_DIR, "estimate", "resnet18.torchsummary.txt")
+        plain = self.colo_ok("estimate", summary, "--batch", "32")
+        self.assertIn("the trace estimator could not answer (the summary has no allocation trace", plain.stderr)
+        self.assertIn("profile the job with colo-profile", plain.stderr)
+
     def test_a_job_above_its_plan_under_plain_sharing(self):
         """Declared at 1 GiB, it uses 3 GiB sharing plainly: an over-plan event, an OverPlan
         line in `colo show`, the metric for its GPU, and a need raised above its use."""
@@ -169,7 +205,8 @@ class MemoryTest(harness.E2ETest):
     def test_out_of_memory_with_pytorchs_figures_recovers_in_one_step(self):
         """Declared at 3 GiB, it needs 7.1 GiB: its first attempt fails at its limit with
         PyTorch's figures, and its second has enough."""
-        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs-7.1", self.gpu_dir)
+        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs", self.gpu_dir,
+                          71 * GIB // 10)
         detail = self.assert_succeeded(job, deadline=60)
         self.assertEqual([a["exit_kind"] for a in detail["attempt_list"]],
                          ["out-of-memory", "success"])
@@ -178,6 +215,37 @@ class MemoryTest(harness.E2ETest):
         self.assertRegex(need[0], r"^3\.0 GiB -> 7\.\d GiB: PyTorch in use 2\.\d GiB \+ tried "
                                   r"20 MiB at the 3\.0 GiB limit: limit-bound")
         self.assertIn("attempt 2 ok", self.colo_ok("logs", job).stdout)
+
+    def test_a_job_far_above_its_limit_recovers_in_two_attempts(self):
+        """Declared at 3 GiB, it needs 13.9 GiB, more than the need its crash's figures give
+        (x2.4): its retry is placed with that need but runs under the room its GPU has beside a
+        10 GiB job on both GPUs, and succeeds; attempt 2 sees that room in COLO_GPU_MEMORY."""
+        release = os.path.join(self.work, "release")
+        neighbour = self.submit("--mem", "10GiB", "--gpus", "2", "--share", "plain", "--",
+                                "use-memory", self.gpu_dir, 10 * GIB, release)
+        wait_until(lambda: self.show(neighbour)["state"] == "running", 20, "the 10 GiB job")
+        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs", self.gpu_dir,
+                          139 * GIB // 10)
+        detail = self.assert_succeeded(job, deadline=90)
+        self.write(release, "")
+        self.assert_succeeded(neighbour)
+        attempts = detail["attempt_list"]
+        self.assertEqual([a["exit_kind"] for a in attempts], ["out-of-memory", "success"])
+        self.assertEqual(attempts[0]["memory_limit"], 3 * GIB)
+        need = self.events(detail, "need")
+        self.assertEqual(len(need), 1, detail["events"])
+        planned = re.match(r"^3\.0 GiB -> (\d+\.\d) GiB: PyTorch in use 2\.\d GiB \+ tried "
+                           r"20 MiB at the 3\.0 GiB limit: limit-bound", need[0])
+        self.assertIsNotNone(planned, need[0])
+        self.assertLess(float(planned.group(1)), 13.9, "the figures alone fall short")
+        room = attempts[1]["memory_limit"]
+        self.assertGreaterEqual(room, 139 * GIB // 10)
+        self.assertLessEqual(room, 70 * GIB, "the 10 GiB job's reservation is not in the room")
+        limit = self.events(detail, "limit")
+        self.assertEqual(len(limit), 1, detail["events"])
+        self.assertRegex(limit[0], rf"^attempt 2 may use the \d+\.\d GiB its GPU has free, "
+                                   rf"above its plan of {planned.group(1)} GiB")
+        self.assertIn(f"attempt 2 ok with {room}", self.colo_ok("logs", job).stdout)
 
 
 if __name__ == "__main__":
