@@ -140,8 +140,8 @@ Status Daemon::Init() {
   ControllerOptions controller_options;
   controller_options.cancel_grace = config_.cancel_grace;
   controller_options.timeout_grace = config_.timeout_grace;
-  controller_options.max_live_jobs_per_user = config_.max_jobs_per_user;
-  controller_options.max_array_size = config_.max_array_size;
+  controller_options.admission.max_live_jobs_per_user = config_.max_jobs_per_user;
+  controller_options.admission.max_array_size = config_.max_array_size;
   if (!policy->learn.value_or(true)) controller_options.history_runs = 0;
   controller_options.plan_without_estimates = policy->estimator == "none";
   if (config_.mps_enabled) {

@@ -74,7 +74,8 @@ JobController::JobController(const Clock& clock, Scheduler& scheduler, JobStore&
       scheduler_(scheduler),
       store_(store),
       launcher_(launcher),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      admission_(store, options_.admission) {}
 
 JobEvent JobController::Event(JobId job, std::string kind, std::string detail) const {
   return JobEvent{job, clock_.WallNow(), std::move(kind),
@@ -142,10 +143,8 @@ void JobController::ForgetIfDone(JobId id) {
     if (ended_tenants_.size() >= kEndedTenantsKept) ended_tenants_.erase(ended_tenants_.begin());
     ended_tenants_[slurm->job] = EndedTenant{slurm->restarts, TenantReply(it->second)};
   }
-  if (--live_per_user_[it->second.owner.uid] <= 0) live_per_user_.erase(it->second.owner.uid);
-  if (it->second.array) arrays_changed_ = true;
+  admission_.Uncount(it->second);
   live_.erase(it);
-  dependencies_changed_ = true;
 }
 
 const Job* JobController::FindLive(JobId id) const {
@@ -222,18 +221,9 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   }
   job.output_pattern = std::move(r.output);
   job.error_pattern = std::move(r.error);
-  if (r.dependencies.size() > api::kMaxDependencies)
-    return InvalidArgument(fmt::format("dependencies: at most {} jobs", api::kMaxDependencies));
-  for (const api::Dependency& dep : r.dependencies) {
-    // A dependency on a job that never existed could only ever cancel this one.
-    if (!FindLive(dep.job)) {
-      auto stored = store_.Find(dep.job);
-      if (!stored.ok()) return Unavailable("dependencies: " + stored.status().message());
-      if (!*stored) return InvalidArgument(fmt::format("dependencies: no job {}", dep.job));
-    }
-    if (std::find(job.dependencies.begin(), job.dependencies.end(), dep) == job.dependencies.end())
-      job.dependencies.push_back(dep);
-  }
+  auto dependencies = admission_.DependenciesOf(r.dependencies, live_);
+  if (!dependencies.ok()) return dependencies.status();
+  job.dependencies = *std::move(dependencies);
   if (r.estimate) {
     job.estimate = std::move(r.estimate);
     job.estimate->learned.reset();  // what colod learned is colod's to say
@@ -258,26 +248,14 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
 }
 
 Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest request) {
-  if (who.uid != 0 && live_per_user_[who.uid] >= options_.max_live_jobs_per_user) {
-    return ResourceExhausted(fmt::format(
-        "{} has {} jobs waiting or running, the most one user may have; submit more when some "
-        "have ended",
-        who.user, live_per_user_[who.uid]));
-  }
+  COLO_RETURN_IF_ERROR(admission_.MayAdd(who, 1));
   std::optional<api::ArraySpec> array = std::move(request.array);
   auto made = NewJob(who, std::move(request));
   if (!made.ok()) return made.status();
   Job& job = *made;
   COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(Planned(job)));
   if (array) {
-    if (array->tasks.empty() || static_cast<int>(array->tasks.size()) > options_.max_array_size)
-      return InvalidArgument(fmt::format("array: 1 to {} tasks (limits.max_array_size), not {}",
-                                         options_.max_array_size, array->tasks.size()));
-    if (who.uid != 0 && live_per_user_[who.uid] + static_cast<int>(array->tasks.size()) >
-                            options_.max_live_jobs_per_user)
-      return ResourceExhausted(fmt::format(
-          "{} has {} jobs waiting or running; {} more would pass the most one user may have ({})",
-          who.user, live_per_user_[who.uid], array->tasks.size(), options_.max_live_jobs_per_user));
+    COLO_RETURN_IF_ERROR(admission_.CheckArray(who, *array));
     return SubmitArray(std::move(job), *array);
   }
   job.state = JobState::kQueued;
@@ -298,8 +276,8 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
     e.job = job.id();
     Log(e);
   }
-  if (WaitsOutsideScheduler(job)) {
-    dependencies_changed_ = dependencies_changed_ || !job.dependencies.empty();
+  if (Admission::WaitsOutside(job)) {
+    if (!job.dependencies.empty()) admission_.DependenciesChanged();
     const JobId id = job.id();
     AddLive(std::move(job));
     return id;
@@ -373,8 +351,8 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
     const JobId id = job.id();
     AddLive(std::move(job));
     Job& live = live_.at(id);
-    if (WaitsOutsideScheduler(live)) {
-      dependencies_changed_ = dependencies_changed_ || !live.dependencies.empty();
+    if (Admission::WaitsOutside(live)) {
+      if (!live.dependencies.empty()) admission_.DependenciesChanged();
     } else {
       Enqueue(live, "at submit");
       if (!live.live()) ForgetIfDone(id);
@@ -384,38 +362,25 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
 }
 
 void JobController::Enqueue(Job& job, std::string_view when) {
-  if (job.array && job.array->limit > 0) {
+  if (Admission::Throttled(job)) {
     job.state = JobState::kQueued;
-    arrays_changed_ = true;  // AdmitArrayTasks queues it when its array's turn comes
+    admission_.ArraysChanged();  // AdmitArrayTasks queues it when its array's turn comes
     return;
   }
   Requeue(job, when);
 }
 
 void JobController::AdmitArrayTasks() {
-  arrays_changed_ = false;
-  std::map<JobId, int> admitted;  // by array: tasks queued in the scheduler or running
-  std::vector<JobId> waiting;
-  for (const auto& [id, job] : live_) {
-    if (!job.array || job.array->limit <= 0 || !job.live()) continue;
-    if (job.state == JobState::kRunning || scheduler_.job(id)) {
-      admitted[job.array->job]++;
-    } else if (!WaitsOutsideScheduler(job)) {
-      waiting.push_back(id);
-    }
-  }
-  for (JobId id : waiting) {  // in id order: the array's tasks in order
+  const auto in_scheduler = [this](JobId id) { return scheduler_.job(id) != nullptr; };
+  for (JobId id : admission_.ArrayTurns(live_, in_scheduler)) {
     Job& job = live_.at(id);
-    int& running = admitted[job.array->job];
-    if (running >= job.array->limit) continue;
-    running++;
     Requeue(job, "when its array's turn came");
     if (!job.live()) ForgetIfDone(id);
   }
 }
 
 void JobController::AddLive(Job job) {
-  live_per_user_[job.owner.uid]++;
+  admission_.Count(job);
   if (job.slurm) tenants_[job.slurm->job] = job.id();
   live_.emplace(job.id(), std::move(job));
 }
@@ -539,21 +504,6 @@ Result<std::string> JobController::Control(const Identity& who, api::JobAction a
   return whole_array ? Cancel(who, id) : CancelOne(who, id);
 }
 
-std::string JobController::HeldReason(const Job& job) const {
-  if (!job.live() || job.state == JobState::kRunning) return "";
-  if (job.held) return "held: colo release " + std::to_string(job.id());
-  if (job.dependencies.empty()) {
-    if (job.array && job.array->limit > 0 && !scheduler_.job(job.id()))
-      return fmt::format("array {}: at most {} of its tasks at once", job.array->job,
-                         job.array->limit);
-    return "";
-  }
-  std::string deps;
-  for (const api::Dependency& d : job.dependencies)
-    deps += fmt::format("{}{}:{}", deps.empty() ? "" : ",", ToString(d.kind), d.job);
-  return "dependency " + deps;
-}
-
 Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool hold) {
   const std::string_view verb = hold ? "hold" : "release";
   auto it = live_.find(id);
@@ -582,7 +532,7 @@ Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool h
         (void)scheduler_.Cancel(id);
         scheduler_.Forget(id);
       }
-      if (job.array) arrays_changed_ = true;
+      if (job.array) admission_.ArraysChanged();
     } else if (job.dependencies.empty()) {
       Enqueue(job, "when released");
       if (!job.live()) {
@@ -591,7 +541,7 @@ Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool h
         return FailedPrecondition(reason);
       }
     } else {
-      dependencies_changed_ = true;
+      admission_.DependenciesChanged();
     }
   }
   if (job.held) return std::string("held");
@@ -628,11 +578,7 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
   if (!ended.ok()) return ended.status();
   Job job = *std::move(ended);
   if (job.live()) return Unavailable(fmt::format("job {} is being read back; try again", id));
-  if (who.uid != 0 && live_per_user_[job.owner.uid] >= options_.max_live_jobs_per_user)
-    return ResourceExhausted(
-        fmt::format("{} has {} jobs waiting or running, the most one user "
-                    "may have",
-                    job.owner.user, live_per_user_[job.owner.uid]));
+  if (who.uid != 0) COLO_RETURN_IF_ERROR(admission_.MayAdd(job.owner, 1));
   const JobState was = job.state;
   job.state = JobState::kQueued;
   job.reason.clear();
@@ -664,66 +610,24 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
 
 // --- Dependencies ---
 
-std::optional<bool> JobController::DependencyMet(const api::Dependency& dep,
-                                                 std::string& why) const {
-  JobState state;
-  if (const Job* live = FindLive(dep.job)) {
-    if (live->live()) return std::nullopt;
-    state = live->state;
-  } else {
-    auto stored = store_.Find(dep.job);
-    if (!stored.ok()) return std::nullopt;  // looked at again at a later turn
-    if (!*stored) {
-      why = fmt::format("job {} is gone", dep.job);
-      return false;
-    }
-    if ((*stored)->live()) return std::nullopt;
-    state = (*stored)->state;
-  }
-  const bool succeeded = state == JobState::kSucceeded;
-  bool met = true;
-  if (dep.kind == api::DependencyKind::kAfterOk) met = succeeded;
-  if (dep.kind == api::DependencyKind::kAfterNotOk) met = !succeeded;
-  if (!met)
-    why = fmt::format("{}:{} but job {} ended {}", ToString(dep.kind), dep.job, dep.job,
-                      ToString(state));
-  return met;
-}
-
 // Slurm's kill_invalid_depend: a job whose dependency can never be met is cancelled (reason
 // DependencyNeverSatisfied) rather than left waiting forever.
 void JobController::CheckDependencies() {
-  dependencies_changed_ = false;
-  std::vector<JobId> waiting;
-  for (const auto& [id, job] : live_) {
-    if (job.state != JobState::kRunning && job.live() && !job.dependencies.empty())
-      waiting.push_back(id);
-  }
-  for (JobId id : waiting) {
-    auto it = live_.find(id);
+  for (Admission::DependencyChange& change : admission_.ReviewDependencies(live_)) {
+    auto it = live_.find(change.job);
     if (it == live_.end()) continue;
     Job& job = it->second;
-    std::vector<api::Dependency> left;
-    std::string never;
-    for (const api::Dependency& dep : job.dependencies) {
-      const std::optional<bool> met = DependencyMet(dep, never);
-      if (!met) {
-        left.push_back(dep);
-      } else if (!*met) {
-        break;
-      }
-    }
-    if (!never.empty()) {
+    const JobId id = change.job;
+    if (!change.never.empty()) {
       job.state = JobState::kCancelled;
-      job.reason = TruncateUtf8("DependencyNeverSatisfied: " + never, kMaxDetailBytes);
+      job.reason = TruncateUtf8("DependencyNeverSatisfied: " + change.never, kMaxDetailBytes);
       job.finished = clock_.WallNow();
       job.env.clear();
       Persist(job, {Event(id, "cancelled", job.reason)});
       ForgetIfDone(id);
       continue;
     }
-    if (left.size() == job.dependencies.size()) continue;
-    job.dependencies = std::move(left);
+    job.dependencies = std::move(change.left);
     std::vector<JobEvent> events;
     if (job.dependencies.empty()) {
       events.push_back(Event(id, "dependency", "every dependency is met"));
@@ -877,8 +781,8 @@ void JobController::Tick() {
                             /*avoid_this_node=*/true},
              {});
   }
-  if (dependencies_changed_) CheckDependencies();
-  if (arrays_changed_) AdmitArrayTasks();
+  if (admission_.dependencies_changed()) CheckDependencies();
+  if (admission_.arrays_changed()) AdmitArrayTasks();
   PlacementPass();
 }
 
@@ -898,7 +802,7 @@ std::optional<TimePoint> JobController::NextWakeup() const {
     if (r.kill_at) earlier(*r.kill_at);
     if (r.timeout_at) earlier(*r.timeout_at);
   }
-  if (dependencies_changed_) earlier(clock_.Now() + kStoreRetry);
+  if (admission_.dependencies_changed()) earlier(clock_.Now() + kStoreRetry);
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
   for (const auto& [id, deadline] : tenant_deadline_) earlier(deadline);
   return wake;
@@ -1272,9 +1176,9 @@ Status JobController::Recover() {
     Job& job = live_.at(id);
     if (job.state == JobState::kRunning && job.current()) {
       RecoverRunning(job, by_uuid);
-    } else if (WaitsOutsideScheduler(job)) {
+    } else if (Admission::WaitsOutside(job)) {
       job.state = JobState::kQueued;
-      dependencies_changed_ = true;
+      admission_.DependenciesChanged();
     } else {
       Enqueue(job, "after a restart");
       if (job.slurm && job.live()) tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
