@@ -115,7 +115,7 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
     s.mode = std::string(ToString(a->mode));
   }
   s.peak = c_.controller.CurrentPeak(job);
-  if (job.slurm) s.slurm_job = job.slurm->job;
+  if (job.external && job.external->engine == "slurm") s.slurm_job = job.external->id;
   s.time_limit_s = job.time_limit_s;
   if (job.array) {
     s.array_job = job.array->job;

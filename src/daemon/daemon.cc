@@ -154,9 +154,6 @@ Status Daemon::Init() {
     };
   }
   controller_options.tenant_wait_limit = config_.slurm_wait_limit;
-  controller_options.hand_back = [this](const TenantHandback& handback) {
-    if (slurm_) slurm_->HandBack(handback);
-  };
   controller_options.log = [](const JobEvent& e) {
     fmt::print(stderr, "colod: {}{}: {}\n", e.job ? fmt::format("job {} ", e.job) : "", e.kind,
                Printable(e.detail));
@@ -463,6 +460,10 @@ Status Daemon::Run() {
     }
     if (slurm_) slurm_->Tick();
     controller_->Tick();
+    // The runs the controller gave back to Slurm this turn: the bridge requeues them there.
+    for (const TenantHandback& handback : controller_->TakeHandbacks()) {
+      if (slurm_) slurm_->HandBack(handback);
+    }
     CheckMps();
   }
   return Status::Ok();
