@@ -12,7 +12,9 @@
 #include "cli/report_command.h"
 #include "cli/sim_command.h"
 #include "cli/top.h"
+#include "common/text.h"
 #include "docgen/program_docs.h"
+#include "formats/slurm_options.h"
 
 namespace colo {
 namespace {
@@ -25,6 +27,60 @@ constexpr std::string_view kManDescription =
     "traces against the same scheduler on simulated GPUs; colo estimate predicts a job's GPU "
     "memory.\n\nEvery command that talks to colod takes --json and prints the API's reply, or "
     "{\"error\": {\"code\": CODE, \"message\": TEXT}} when it fails.";
+// sbatch's rule: colo's options end at the job's script or command, and what follows is the
+// job's own. A `--` goes before the first word after `submit` that is neither an option nor an
+// option's value, so that `colo submit job.sh --epochs 3` and `colo submit python train.py -b 64`
+// give those words to the job.
+std::vector<std::string> SeparateJobCommand(const CLI::App& app, std::vector<std::string> args) {
+  size_t i = 0;
+  while (i < args.size() && args[i] != "submit") {
+    if (!args[i].starts_with("-")) return args;  // another command
+    i += args[i] == "--socket" ? 2 : 1;
+  }
+  const CLI::App* submit = app.get_subcommand("submit");
+  for (++i; i < args.size() && submit; ++i) {
+    const std::string& word = args[i];
+    if (word == "--") break;
+    if (!word.starts_with("-") || word == "-") {
+      args.insert(args.begin() + static_cast<std::ptrdiff_t>(i), "--");
+      break;
+    }
+    if (word.find('=') != std::string::npos) continue;
+    const bool attached = !word.starts_with("--") && word.size() > 2;  // -t10
+    const CLI::Option* option = submit->get_option_no_throw(attached ? word.substr(0, 2) : word);
+    if (!option) break;  // unknown: the parse says so
+    if (!attached && option->get_expected_max() > 0) ++i;
+  }
+  return args;
+}
+
+// CLI11's "The following argument was not expected: --partition", as colo says it: the option,
+// what Slurm users mean by it, and where a job's own options go.
+std::string UnexpectedArguments(const CLI::App& app, const std::vector<std::string>& extras) {
+  const CLI::App* command = nullptr;
+  for (const CLI::App* sub : app.get_subcommands()) command = sub;
+  const std::string where = command ? "colo " + command->get_name() : "colo";
+  // The first option among them (the words after it may be its value), else the first word.
+  const auto option = std::find_if(extras.begin(), extras.end(), [](const std::string& extra) {
+    return extra.starts_with("-") && extra != "-";
+  });
+  std::string out;
+  if (option == extras.end()) {
+    out = fmt::format("{}: unexpected argument '{}'", where,
+                      Printable(extras.empty() ? "" : extras.front()));
+  } else {
+    const std::string name = option->substr(0, option->find('='));
+    out = fmt::format("{}: unknown option {}", where, Printable(name));
+    if (const std::string_view hint = SlurmOptionHint(name); !hint.empty())
+      out += fmt::format(" (Slurm's {}: {})", Printable(name), hint);
+  }
+  if (command && command->get_name() == "submit")
+    out +=
+        "\n  a job's own options go after its command or script; -- marks where it starts: "
+        "colo submit [options] -- CMD ARGS";
+  return out + fmt::format("\n  {} --help lists its options", where);
+}
+
 }  // namespace
 
 int RunColo(int argc, char** argv) {
@@ -50,15 +106,24 @@ int RunColo(int argc, char** argv) {
   ReportCommandOptions report;
   AddReportCommand(app, report);
   app.require_subcommand(0, 1);
+  std::vector<std::string> args = SeparateJobCommand(app, {argv + 1, argv + argc});
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // as CLI11 takes them
+    app.parse(reversed);
     if (generate.empty() && app.get_subcommands().empty()) throw CLI::RequiredError("A subcommand");
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // With --json a script gets the usage error as JSON too.
-    const bool json = std::any_of(argv + 1, argv + argc,
-                                  [](const char* a) { return std::string_view(a) == "--json"; });
-    if (json) return ReportError(InvalidArgument(e.what()), true, kExitUsage);
+    // With --json (colo's, before the job's command) a script gets the usage error as JSON too.
+    const auto job_command = std::find(args.begin(), args.end(), "--");
+    const bool json = std::find(args.begin(), job_command, "--json") != job_command;
+    std::string message = e.what();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e))
+      message = UnexpectedArguments(app, app.remaining(true));
+    if (json) return ReportError(InvalidArgument(message), true, kExitUsage);
+    if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      fmt::print(stderr, "{}\n", message);
+      return kExitUsage;
+    }
     app.exit(e);
     return kExitUsage;
   }

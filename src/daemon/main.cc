@@ -28,7 +28,11 @@ int main(int argc, char** argv) {
   bool check_only = false;
   int metrics_port = 0;
   std::string slurm_node;
-  app.add_option("-c,--config", config_path, "TOML config (see docs/colod.toml)");
+  app.add_option(
+      "-c,--config", config_path,
+      "TOML config file; every key is optional (the sample with every key and its "
+      "default: PREFIX/etc/colo/colod.toml as installed, packaging/colod.toml in the source; "
+      "colod --check-config prints them all)");
   app.add_flag("--check-config", check_only,
                "validate the config, print the effective settings, exit");
   app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)");

@@ -30,7 +30,7 @@ std::vector<std::string> Names(const CLI::Option* o) {
 }
 
 bool TakesValue(const CLI::Option* o) {
-  return o->get_type_size() > 0;
+  return o->get_expected_max() > 0 && o->get_type_size() > 0;
 }
 
 std::string Upper(std::string s) {
