@@ -141,9 +141,10 @@ void TopSession::Cancel(JobId job) {
     return;
   }
   auto reply = client->Call(api::CancelRequest{job});
+  const std::string name = JobIdOf(snapshot_, job);
   state_.message = reply.ok()
-                       ? fmt::format("job {}: {}", reply->job, reply->state)
-                       : fmt::format("cannot cancel job {}: {}", job, reply.status().message());
+                       ? fmt::format("job {}: {}", name, reply->state)
+                       : fmt::format("cannot cancel job {}: {}", name, reply.status().message());
 }
 
 void TopSession::OnFilterKey(int key) {
