@@ -14,6 +14,8 @@
 
 #include "api/client.h"
 #include "cli/client_commands.h"
+#include "cli/run_report_html.h"
+#include "cli/run_summary.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -302,10 +304,7 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
                "left out\n");
 
   // Time 0 of the report: its start, or the first thing recorded when it asked for everything.
-  double origin = run->until;
-  for (const api::RunGpuPoint& p : run->gpu_points) origin = std::min(origin, p.time);
-  for (const api::RunJob& j : run->jobs) origin = std::min(origin, j.summary.submitted);
-  origin = std::max(origin, run->since);
+  const double origin = ReportStart(*run);
   SimResult result = RunToSimResult(*run, origin);
   ReportContext context;
   context.trace = "recorded";
@@ -337,16 +336,14 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
     else if (ext == ".csv")
       text = GpuCsv(*run);
     else
-      text = ToHtml(context, results, "");
+      text = RunReportHtml(*run, Summarize(*run), context.description);
     if (Status s = WriteFile(path, text); !s.ok()) return fail(s);
     fmt::print(stderr, "report: {}\n", std::filesystem::absolute(path).string());
   }
   if (o.json) {
     fmt::print("{}", json);
   } else if (o.output.empty() && o.csv_dir.empty()) {
-    fmt::print("{} to {}: {} jobs, {} GPU samples\n", LocalTime(origin), LocalTime(run->until),
-               run->jobs.size(), run->gpu_points.size());
-    fmt::print("{}", FormatTable(results, ""));
+    fmt::print("{}\n{}", context.description, FormatRunSummary(Summarize(*run)));
   }
   if (run->history_points > 0)
     fmt::print(stderr, "history: colod wrote {} points in {} transactions, {:.1f} us per point\n",

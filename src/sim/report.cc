@@ -8,10 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-namespace colo {
+#include "common/strings.h"
 
-// Chart.js, minified (chartjs_embed.cc, generated at build time from libjs-chart.js).
-std::string ChartJsSource();
+namespace colo {
 
 namespace {
 
@@ -447,7 +446,7 @@ constexpr const char kReportScript[] = R"js(
     const lines = [];
     for (const part of label.split(',')) {
       const last = lines.length - 1;
-      if (last >= 0 && lines[last].length + part.length < 30) lines[last] += ',' + part;
+      if (last >= 0 && lines[last].length + part.length < 40) lines[last] += ',' + part;
       else lines.push(lines.length ? ',' + part : part);
     }
     return lines;
@@ -462,17 +461,20 @@ constexpr const char kReportScript[] = R"js(
       options: {indexAxis: 'y', plugins: {legend: {display: false},
                                           title: {display: true, text: bar.title}},
                 scales: {x: {beginAtZero: true, title: {display: true, text: bar.unit}},
-                         y: {ticks: {autoSkip: false}}}}});
+                         y: {ticks: {autoSkip: false, font: {size: 11}}}}}});
   }
   for (const [key, title] of [['wait_min', 'Wait before the first start'],
                               ['jct_min', 'Job completion time (succeeded jobs)']]) {
+    // The runs' legend is the page's, above both charts: long policy names would fill the plot.
     chart('cdf-' + key, {type: 'line',
       data: {datasets: data.runs.map(r => ({
         label: r.label, borderColor: r.colour, backgroundColor: r.colour, pointRadius: 0,
         borderDash: r.dash,
         stepped: true, borderWidth: 1.5,
         data: r[key].map((v, i) => ({x: v, y: (i + 1) / r[key].length}))}))},
-      options: {parsing: false, plugins: {title: {display: true, text: title + ' (share of jobs at or below)'}},
+      options: {parsing: false,
+                plugins: {legend: {display: false},
+                          title: {display: true, text: title + ' (share of jobs at or below)'}},
                 scales: {x: {type: 'linear', beginAtZero: true, title: {display: true, text: 'minutes'}},
                          y: {min: 0, max: 1, title: {display: true, text: 'share of jobs'}}}}});
   }
@@ -520,10 +522,14 @@ constexpr const char kReportScript[] = R"js(
     for (let i = 3; i < pixels.length; i += 4) if (pixels[i] !== 0) { any = true; break; }
     if (any) ++drawn; else errors.push('chart ' + canvas.id + ' is empty');
   }
+  // The smallest plot area of any chart, in pixels, for a check that none is crowded out.
+  const side = c => Math.min(c.chartArea.height, c.chartArea.width);
+  const plot = Math.min(...charts.map(side));
+  document.body.dataset.smallest = charts.filter(c => side(c) === plot).map(c => c.canvas.id).join(' ');
   document.body.dataset.charts = charts.length;
   document.body.dataset.drawn = drawn;
   document.title = errors.length ? 'colo-report:error:' + errors[0]
-                                 : `colo-report:ok:${drawn}/${charts.length}`;
+                                 : `colo-report:ok:${drawn}/${charts.length}:${Math.floor(plot)}`;
 })();
 )js";
 
@@ -579,6 +585,9 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
 .grid{{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}}
 .box{{position:relative;height:var(--h,260px);min-width:0}}
 .legend span{{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}}
+.runs{{font-size:12px;line-height:1.8}}
+.runs>span{{display:inline-block;margin-right:14px;white-space:nowrap}}
+.swatch{{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}}
 </style></head><body>)",
       Escape(title));
   html += fmt::format("<h1>{}</h1>", Escape(title));
@@ -609,14 +618,33 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
   html +=
       "<p>The estimator column names the memory estimate each run planned with; a policy's "
       "settings are in its name (colo sim --list-policies).</p>";
-  const int bar_height = std::max(160, 60 + 34 * static_cast<int>(results.size()));
+  // Every bar's row holds the longest label, wrapped at commas as the script wraps it.
+  int label_lines = 1;
+  for (const std::string& label : labels) {
+    size_t line = 0;
+    int lines = 1;
+    for (const std::string& part : Split(label, ',')) {
+      if (line > 0 && line + part.size() >= 40) {
+        ++lines;
+        line = 0;
+      }
+      line += part.size() + 1;
+    }
+    label_lines = std::max(label_lines, lines);
+  }
+  const int bar_height =
+      std::max(160, 70 + (13 * label_lines + 12) * static_cast<int>(results.size()));
   html += "<h2>Per policy</h2><div class=\"grid\">";
   for (const Bar& b : bars)
     html += fmt::format("<div class=\"box\" style=\"--h:{}px\"><canvas id=\"{}\"></canvas></div>",
                         bar_height, b.id);
-  html += "</div><h2>Distributions</h2><div class=\"grid\">";
-  html += "<div class=\"box\"><canvas id=\"cdf-wait_min\"></canvas></div>";
-  html += "<div class=\"box\"><canvas id=\"cdf-jct_min\"></canvas></div></div>";
+  html += "</div><h2>Distributions</h2><p class=\"runs\">";
+  for (size_t i = 0; i < results.size(); ++i)
+    html += fmt::format("<span><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
+                        kRunPalette[i % std::size(kRunPalette)], Escape(labels[i]));
+  html += "</p><div class=\"grid\">";
+  html += "<div class=\"box\" style=\"--h:360px\"><canvas id=\"cdf-wait_min\"></canvas></div>";
+  html += "<div class=\"box\" style=\"--h:360px\"><canvas id=\"cdf-jct_min\"></canvas></div></div>";
   html += "<h2>Over time</h2><p>Every chart of every run shares one time axis. Job bars: ";
   for (const auto& [outcome, colour] : kOutcomeColours)
     html += fmt::format("<span class=\"legend\"><span style=\"background:{}\"></span>{}</span>",
@@ -634,7 +662,7 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
                         Escape(r.metrics.estimator));
     html +=
         fmt::format("<div class=\"box\" style=\"--h:{}px\"><canvas id=\"gantt-{}\"></canvas></div>",
-                    std::max(160, 110 + 24 * rows), i);
+                    std::max(220, 130 + 26 * rows), i);
     html += "<div class=\"grid\">";
     for (const char* chart : {"memory", "smact", "power", "queue"})
       html += fmt::format("<div class=\"box\"><canvas id=\"{}-{}\"></canvas></div>", chart, i);

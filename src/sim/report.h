@@ -34,6 +34,9 @@ struct ReportContext {
   std::string gates;
 };
 
+// Chart.js 3, minified, as every HTML report embeds it (from libjs-chart.js at build time).
+std::string ChartJsSource();
+
 // Ratios are to the run labelled `baseline` when present (normally "exclusive").
 std::string FormatTable(const std::vector<SimResult>& results, const std::string& baseline);
 std::string ToJson(const ReportContext& context, const std::vector<SimResult>& results,
