@@ -870,10 +870,10 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                      "GPU model whose calibration the estimate uses (default: the first shipped)");
   submit->add_option("command", o.command, "the command, or a job file")->expected(-1);
   submit->add_flag("--parsable", o.parsable, "print only the job's id (an array's: its id)");
-  submit->add_flag("--json", o.json);
+  submit->add_flag("--json", o.json, kJsonHelp);
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
   queue->add_option("--user", o.user, "only this user's jobs");
-  queue->add_flag("--json", o.json);
+  queue->add_flag("--json", o.json, kJsonHelp);
   queue->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (auto [name, help] :
        {std::pair{"show", "everything about one of your jobs"},
@@ -882,7 +882,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
     sub->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
         ->required()
         ->check(JobRefValidator());
-    sub->add_flag("--json", o.json);
+    sub->add_flag("--json", o.json, kJsonHelp);
   }
   auto* logs = app.add_subcommand("logs", "a job's output (your own jobs)");
   logs->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
@@ -901,7 +901,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "(an out-of-memory retry's after a line '==> job N attempt K <==' on stderr) and exits "
       "like the job: 0 when it succeeded, 1 when it failed or was cancelled.");
   auto* gpus = app.add_subcommand("gpus", "live per-GPU memory, SMACT, power and jobs");
-  gpus->add_flag("--json", o.json);
+  gpus->add_flag("--json", o.json, kJsonHelp);
   auto* history = app.add_subcommand("history", "jobs that ended (like sacct)");
   history->add_option("--limit", o.limit, "how many")
       ->capture_default_str()
@@ -919,7 +919,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                       "only these jobs, comma-separated (ID, ARRAY_TASK, or an array's id: all "
                       "its tasks)");
   history->add_option("--name", o.name, "only jobs with these names, comma-separated");
-  history->add_flag("--json", o.json);
+  history->add_flag("--json", o.json, kJsonHelp);
   history->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (CLI::App* table : {queue, history}) {
     table

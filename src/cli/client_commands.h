@@ -58,6 +58,11 @@ void AddClientCommands(CLI::App& app, ClientOptions& options);
 // or -1 if none of ours was given.
 int RunClientCommand(CLI::App& app, const ClientOptions& options);
 
+// What --json does for every command that asks colod.
+constexpr const char* kJsonHelp =
+    "print the API's reply as JSON (sizes in bytes, times in seconds since the epoch), and an "
+    "error as {\"error\": {\"code\", \"message\"}}";
+
 // colo's exit codes, the same for every command.
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;  // the job failed, or colod (or the system) refused or failed

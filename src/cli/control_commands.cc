@@ -456,7 +456,7 @@ void AddControlCommands(CLI::App& app, ClientOptions& o) {
   cancel->add_option("-n,--name", o.name, "only jobs with this name");
   cancel->add_option("-t,--state", o.state_filter,
                      "only jobs in this state: PD (pending), R (running) or RO (recovering)");
-  cancel->add_flag("--json", o.json);
+  cancel->add_flag("--json", o.json, kJsonHelp);
   for (auto [name, help] :
        {std::pair{"hold", "keep waiting jobs from starting (like scontrol hold)"},
         std::pair{"release", "let held jobs start (like scontrol release)"},
@@ -470,7 +470,7 @@ void AddControlCommands(CLI::App& app, ClientOptions& o) {
     sub->add_option("jobs", o.job_refs, "job ids (ARRAY_TASK for one task of an array)")
         ->required()
         ->check(JobRefValidator());
-    sub->add_flag("--json", o.json);
+    sub->add_flag("--json", o.json, kJsonHelp);
   }
 }
 

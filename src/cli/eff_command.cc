@@ -200,7 +200,7 @@ void AddEffCommand(CLI::App& app, ClientOptions& o) {
   eff->add_option("job", o.job_ref, "job id (ARRAY_TASK for one task; an array's id: all tasks)")
       ->required()
       ->check(JobRefValidator());
-  eff->add_flag("--json", o.json);
+  eff->add_flag("--json", o.json, kJsonHelp);
   eff->footer(
       "GPU memory: the plan each attempt ran under and the peak seen, per GPU. SM activity and "
       "energy: its GPUs' samples while it ran, as colod recorded them (colo report); where "
