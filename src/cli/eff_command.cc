@@ -11,6 +11,7 @@
 
 #include "cli/control_commands.h"
 #include "cli/job_table.h"
+#include "common/stats.h"
 #include "common/text.h"
 
 namespace colo {
@@ -55,12 +56,6 @@ std::string Verdict(const Efficiency& e) {
                      100 * e.peak.gib() / e.planned.gib());
 }
 
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
 // Its GPUs' samples while its attempts ran: SM activity, the energy counters' rise, and whether
 // another job's attempt ran on one of them meanwhile.
 void AddRecorded(const std::vector<api::JobDetail>& jobs, const api::RunReportReply& recorded,
@@ -97,10 +92,8 @@ void AddRecorded(const std::vector<api::JobDetail>& jobs, const api::RunReportRe
     }
   }
   if (!smact.empty()) {
-    double sum = 0;
-    for (double x : smact) sum += x;
-    e.smact_mean = sum / static_cast<double>(smact.size());
-    e.smact_p95 = Percentile(smact, 0.95);
+    e.smact_mean = Mean(smact);
+    e.smact_p95 = NearestRank(smact, 0.95);
   }
   if (any_energy) e.energy_wh = joules / 3600;
   for (const api::RunJob& other : recorded.jobs) {

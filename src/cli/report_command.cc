@@ -16,6 +16,7 @@
 #include "cli/client_commands.h"
 #include "cli/run_report_html.h"
 #include "cli/run_summary.h"
+#include "common/stats.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -47,19 +48,6 @@ std::string Outcome(const std::string& exit_kind) {
   if (exit_kind == "success") return "done";
   if (exit_kind == "failure") return "failed";
   return exit_kind;  // cancelled, lost
-}
-
-double Nearest(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-double Mean(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  double sum = 0;
-  for (double x : v) sum += x;
-  return sum / static_cast<double>(v.size());
 }
 
 std::string Cell(const std::optional<double>& v) {
@@ -241,12 +229,13 @@ SimResult RunToSimResult(const api::RunReportReply& run, double origin) {
   }
   if (std::isfinite(first_submit) && last_end > first_submit)
     m.total_time_s = last_end - first_submit;
-  m.wait_avg_s = Mean(waits), m.wait_p50_s = Nearest(waits, 0.5);
-  m.wait_p95_s = Nearest(waits, 0.95), m.wait_p99_s = Nearest(waits, 0.99);
-  m.exec_avg_s = Mean(execs), m.exec_p50_s = Nearest(execs, 0.5);
-  m.exec_p95_s = Nearest(execs, 0.95);
-  m.jct_avg_s = Mean(jcts), m.jct_p50_s = Nearest(jcts, 0.5), m.jct_p95_s = Nearest(jcts, 0.95);
-  m.jct_p99_s = Nearest(jcts, 0.99);
+  m.wait_avg_s = Mean(waits), m.wait_p50_s = NearestRank(waits, 0.5);
+  m.wait_p95_s = NearestRank(waits, 0.95), m.wait_p99_s = NearestRank(waits, 0.99);
+  m.exec_avg_s = Mean(execs), m.exec_p50_s = NearestRank(execs, 0.5);
+  m.exec_p95_s = NearestRank(execs, 0.95);
+  m.jct_avg_s = Mean(jcts), m.jct_p50_s = NearestRank(jcts, 0.5),
+  m.jct_p95_s = NearestRank(jcts, 0.95);
+  m.jct_p99_s = NearestRank(jcts, 0.99);
   return result;
 }
 

@@ -245,23 +245,7 @@ constexpr const char kScript[] = R"js(
     options: {parsing: false, plugins: {title: {display: true, text: 'Jobs waiting and running'}},
               scales: {x: timeAxis, y: {beginAtZero: true, title: {display: true, text: 'jobs'}}}}});
 
-  // Every chart must have drawn something: a canvas with no opaque pixel is an error.
-  let drawn = 0;
-  for (const c of charts) {
-    const canvas = c.canvas;
-    const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-    let any = false;
-    for (let i = 3; i < pixels.length; i += 4) if (pixels[i] !== 0) { any = true; break; }
-    if (any) ++drawn; else errors.push('chart ' + canvas.id + ' is empty');
-  }
-  // The smallest plot area of any chart, in pixels, for a check that none is crowded out.
-  const side = c => Math.min(c.chartArea.height, c.chartArea.width);
-  const plot = Math.min(...charts.map(side));
-  document.body.dataset.smallest = charts.filter(c => side(c) === plot).map(c => c.canvas.id).join(' ');
-  document.body.dataset.charts = charts.length;
-  document.body.dataset.drawn = drawn;
-  document.title = errors.length ? 'colo-report:error:' + errors[0]
-                                 : `colo-report:ok:${drawn}/${charts.length}:${Math.floor(plot)}`;
+  coloCheckCharts(charts, errors);
 })();
 )js";
 
@@ -495,7 +479,7 @@ std::string RunReportHtml(const api::RunReportReply& run, const RunSummary& s,
         j.redacted ? "(another user's)" : Escape(j.reason));
   }
   html += "</table></div>";
-  html += "<script>" + ChartJsSource() + "</script>";
+  html += "<script>" + ChartJsSource() + ChartCheckScript() + "</script>";
   html += "<script id=\"report-data\" type=\"application/json\">" + json + "</script>";
   html += std::string("<script>") + kScript + "</script></body></html>\n";
   return html;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "cli/job_table.h"
+#include "common/stats.h"
 #include "common/text.h"
 
 namespace colo {
@@ -18,18 +19,6 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 double Gib(Bytes b) {
   return static_cast<double>(b.count()) / kGiB;
-}
-
-double Mean(const std::vector<double>& v) {
-  double sum = 0;
-  for (double x : v) sum += x;
-  return sum / static_cast<double>(v.size());
-}
-
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 std::string Clock(double t) {
@@ -193,7 +182,7 @@ RunSummary Summarize(const api::RunReportReply& run) {
   for (auto& [user, row] : users) {
     if (!waits[user].empty()) {
       row.wait_mean_s = Mean(waits[user]);
-      row.wait_p95_s = Percentile(waits[user], 0.95);
+      row.wait_p95_s = NearestRank(waits[user], 0.95);
     }
     if (memory[user].second > 0)
       row.memory_used_of_planned = memory[user].first / memory[user].second;

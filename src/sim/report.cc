@@ -513,6 +513,14 @@ constexpr const char kReportScript[] = R"js(
       options: {parsing: false, plugins: {title: {display: true, text: run.queue_recorded ? 'Jobs waiting and running (as colod counted them)' : 'Jobs waiting and running (from the jobs\' submit and start times)'}},
                 scales: {x: timeAxis, y: {beginAtZero: true, title: {display: true, text: 'jobs'}}}}});
   });
+  coloCheckCharts(charts, errors);
+})();
+)js";
+
+// Run last by every report's script: the result goes into the title, which a browser test reads
+// ("colo-report:ok:DRAWN/CHARTS:SMALLEST-PLOT-PX", or the first error).
+constexpr const char kChartCheck[] = R"js(
+function coloCheckCharts(charts, errors) {
   // Every chart must have drawn something: a canvas with no opaque pixel is an error.
   let drawn = 0;
   for (const c of charts) {
@@ -530,10 +538,14 @@ constexpr const char kReportScript[] = R"js(
   document.body.dataset.drawn = drawn;
   document.title = errors.length ? 'colo-report:error:' + errors[0]
                                  : `colo-report:ok:${drawn}/${charts.length}:${Math.floor(plot)}`;
-})();
+}
 )js";
 
 }  // namespace
+
+std::string ChartCheckScript() {
+  return kChartCheck;
+}
 
 std::string ToHtml(const ReportContext& context, const std::vector<SimResult>& results,
                    const std::string& baseline) {
@@ -672,7 +684,7 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     html +=
         "<p>Arrival times of the thesis traces come from the Microsoft Philly trace (Jeon et al., "
         "ATC'19; CC-BY-4.0).</p>";
-  html += "<script>" + ChartJsSource() + "</script>";
+  html += "<script>" + ChartJsSource() + ChartCheckScript() + "</script>";
   html += "<script id=\"report-data\" type=\"application/json\">" + json + "</script>";
   html += std::string("<script>") + kReportScript + "</script></body></html>\n";
   return html;

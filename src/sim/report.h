@@ -36,6 +36,9 @@ struct ReportContext {
 
 // Chart.js 3, minified, as every HTML report embeds it (from libjs-chart.js at build time).
 std::string ChartJsSource();
+// The check every report's script ends with, coloCheckCharts(charts, errors): that each chart
+// drew something and how small the smallest plot is, stated in the page's title.
+std::string ChartCheckScript();
 
 // Ratios are to the run labelled `baseline` when present (normally "exclusive").
 std::string FormatTable(const std::vector<SimResult>& results, const std::string& baseline);
