@@ -163,14 +163,16 @@ std::string JobIdText(const api::JobSummary& job) {
                        : std::to_string(job.id);
 }
 
-std::string WallTimeText(double t) {
-  if (t <= 0) return "-";
+std::string LocalTimeText(double t, const char* format) {
   const std::time_t tt = static_cast<std::time_t>(t);
   std::tm tm{};
   localtime_r(&tt, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  return buffer;
+  char buffer[64];
+  return std::strftime(buffer, sizeof buffer, format, &tm) > 0 ? buffer : "";
+}
+
+std::string WallTimeText(double t) {
+  return t <= 0 ? "-" : LocalTimeText(t, "%Y-%m-%dT%H:%M:%S");
 }
 
 std::string StateCode(JobState state) {

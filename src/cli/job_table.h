@@ -26,6 +26,8 @@ std::string StateLegend();
 std::string JobIdText(const api::JobSummary& job);
 // A time limit as squeue shows it: [D-]H:MM:SS, or UNLIMITED for none (0).
 std::string TimeLimitText(int64_t seconds);
+// A wall time (seconds since the epoch) in local time, as strftime's `format` writes it.
+std::string LocalTimeText(double t, const char* format);
 // A wall time (seconds since the epoch) as local ISO time; "-" for none.
 std::string WallTimeText(double t);
 // One line per format code with its header and meaning, for --help.

@@ -14,6 +14,7 @@
 
 #include "api/client.h"
 #include "cli/client_commands.h"
+#include "cli/job_table.h"
 #include "cli/run_report_html.h"
 #include "cli/run_summary.h"
 #include "common/stats.h"
@@ -30,15 +31,6 @@ constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
 
 double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string LocalTime(double epoch) {
-  const std::time_t t = static_cast<std::time_t>(epoch);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char text[64];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %Z", &tm);
-  return text;
 }
 
 // The attempt's end as the report draws it: how it ended, or "running".
@@ -301,7 +293,8 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
   context.title = "colo report";
   context.description = fmt::format(
       "Recorded by colod ({} GPUs, {}) from {} to {}; policy {}{}.", run->gpus.size(), run->backend,
-      LocalTime(origin), LocalTime(run->until), run->policy,
+      LocalTimeText(origin, "%Y-%m-%d %H:%M:%S %Z"),
+      LocalTimeText(run->until, "%Y-%m-%d %H:%M:%S %Z"), run->policy,
       run->bucket_seconds > 0 ? fmt::format("; samples averaged over {:.0f} s", run->bucket_seconds)
                               : "");
   const std::vector<SimResult> results{result};

@@ -26,27 +26,9 @@ constexpr size_t kJobsDrawnPerGpu = 12;
 constexpr size_t kMemoryBuckets = 600;
 constexpr size_t kMaxJobRows = 1000;
 
+// What came from a user or a job, for the page: escaped for HTML and printable.
 std::string Escape(std::string_view text) {
-  std::string out;
-  for (char c : Printable(text)) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return HtmlEscape(Printable(text));
 }
 
 Json Round(double v, int digits = 3) {
@@ -142,10 +124,6 @@ constexpr const char kScript[] = R"js(
   const errors = [];
   window.addEventListener('error', e => errors.push(String(e.message)));
   const data = JSON.parse(document.getElementById('report-data').textContent);
-  Chart.defaults.animation = false;
-  Chart.defaults.responsive = true;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.font.size = 12;
   const pad = n => String(n).padStart(2, '0');
   const span = data.until_ms - data.since_ms;
   function wall(ms) {  // local wall-clock time: seconds over short ranges, the date over long ones
@@ -379,8 +357,8 @@ std::string RunReportHtml(const api::RunReportReply& run, const RunSummary& s,
   html +=
       "<h2 id=\"users\">Per user</h2><div class=\"scroll\"><table><tr><th class=\"text\">user"
       "</th><th>jobs</th><th>completed</th><th>failed</th><th>cancelled</th><th>timeout</th>"
-      "<th>waiting</th><th>running</th><th>GPU-hours</th><th>wait, mean min</th>"
-      "<th>wait, p95 min</th><th>GPU memory used of planned</th>"
+      "<th>waiting</th><th>running</th><th>GPU-hours</th><th>wait, mean</th>"
+      "<th>wait, p95</th><th>GPU memory used of planned</th>"
       "<th>planned, unused GiB·h</th><th>out of memory</th></tr>";
   for (const UserRow& u : s.users) {
     html += fmt::format(

@@ -21,15 +21,6 @@ double Gib(Bytes b) {
   return static_cast<double>(b.count()) / kGiB;
 }
 
-std::string Clock(double t) {
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char text[16];
-  std::strftime(text, sizeof text, "%H:%M:%S", &tm);
-  return text;
-}
-
 std::string Size(double gib) {
   return fmt::format("{:.1f} GiB", gib);
 }
@@ -46,10 +37,10 @@ void AddEvents(const api::RunJob& job, const std::string& name, std::vector<Nota
     std::string gpus;
     for (int g : a.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
     if (a.exit_kind == "out-of-memory") {
-      std::string then =
-          next ? fmt::format("; attempt {} started at {}", next->number, Clock(next->started))
-          : s.state == JobState::kRecovering ? "; waits to run again"
-                                             : "; it ran no more";
+      std::string then = next ? fmt::format("; attempt {} started at {}", next->number,
+                                            LocalTimeText(next->started, "%H:%M:%S"))
+                         : s.state == JobState::kRecovering ? "; waits to run again"
+                                                            : "; it ran no more";
       add(a.ended, "out-of-memory",
           fmt::format("attempt {} ran out of GPU memory on GPU {} (planned {}, peak {}){}",
                       a.number, gpus, Size(Gib(a.memory_limit)), Size(Gib(a.peak)), then));

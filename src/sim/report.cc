@@ -26,29 +26,6 @@ std::string Ratio(double value, const Metrics* base, double base_value) {
   return fmt::format("{:.2f}", value / base_value);
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 struct Column {
   const char* header;
   std::function<std::string(const Metrics&, const Metrics*)> cell;
@@ -88,6 +65,29 @@ std::vector<Column> Columns() {
 }
 
 }  // namespace
+
+std::string HtmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 std::string FormatTable(const std::vector<SimResult>& results, const std::string& baseline) {
   const Metrics* base = FindBaseline(results, baseline);
@@ -417,8 +417,9 @@ std::string JobTable(const SimResult& r) {
     html += fmt::format(
         "<tr><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td>{:.2f}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td></tr>",
-        j.id, Escape(j.name), ToString(j.state), j.submit_s / 3600, minutes(j.submit_s, j.start_s),
-        minutes(j.start_s, j.end_s), j.attempts, j.ooms, Escape(j.reason));
+        j.id, HtmlEscape(j.name), ToString(j.state), j.submit_s / 3600,
+        minutes(j.submit_s, j.start_s), minutes(j.start_s, j.end_s), j.attempts, j.ooms,
+        HtmlEscape(j.reason));
   }
   return html + "</table></div></details>";
 }
@@ -430,10 +431,6 @@ constexpr const char kReportScript[] = R"js(
   const errors = [];
   window.addEventListener('error', e => errors.push(String(e.message)));
   const data = JSON.parse(document.getElementById('report-data').textContent);
-  Chart.defaults.animation = false;
-  Chart.defaults.responsive = true;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.font.size = 12;
   const horizon = Math.max(1e-3, ...data.runs.map(r => r.horizon_h));
   const timeAxis = {type: 'linear', min: 0, max: horizon,
                     title: {display: true, text: 'hours since ' + data.time_origin}};
@@ -517,9 +514,14 @@ constexpr const char kReportScript[] = R"js(
 })();
 )js";
 
-// Run last by every report's script: the result goes into the title, which a browser test reads
+// Every report's charts: drawn at once, filling the boxes the page gives them. Each report's
+// script ends with coloCheckCharts: the result goes into the title, which a browser test reads
 // ("colo-report:ok:DRAWN/CHARTS:SMALLEST-PLOT-PX", or the first error).
 constexpr const char kChartCheck[] = R"js(
+Chart.defaults.animation = false;
+Chart.defaults.responsive = true;
+Chart.defaults.maintainAspectRatio = false;
+Chart.defaults.font.size = 12;
 function coloCheckCharts(charts, errors) {
   // Every chart must have drawn something: a canvas with no opaque pixel is an error.
   let drawn = 0;
@@ -601,17 +603,18 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
 .runs>span{{display:inline-block;margin-right:14px;white-space:nowrap}}
 .swatch{{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}}
 </style></head><body>)",
-      Escape(title));
-  html += fmt::format("<h1>{}</h1>", Escape(title));
+      HtmlEscape(title));
+  html += fmt::format("<h1>{}</h1>", HtmlEscape(title));
   if (!context.description.empty()) {
-    html += fmt::format("<p>{}</p>", Escape(context.description));
+    html += fmt::format("<p>{}</p>", HtmlEscape(context.description));
   } else {
-    html += fmt::format("<p>Trace <b>{}</b> on {} × {} (seed {}).", Escape(context.trace),
-                        context.servers, Escape(context.server), context.seed);
+    html += fmt::format("<p>Trace <b>{}</b> on {} × {} (seed {}).", HtmlEscape(context.trace),
+                        context.servers, HtmlEscape(context.server), context.seed);
   }
-  if (!context.gates.empty()) html += fmt::format(" Gates: {}.", Escape(context.gates));
+  if (!context.gates.empty()) html += fmt::format(" Gates: {}.", HtmlEscape(context.gates));
   const Metrics* base = FindBaseline(results, baseline);
-  if (base) html += fmt::format(" Ratios (x) are to <b>{}</b>; lower is better.", Escape(baseline));
+  if (base)
+    html += fmt::format(" Ratios (x) are to <b>{}</b>; lower is better.", HtmlEscape(baseline));
   html += "</p><div class=\"scroll\"><table><tr>";
   const auto columns = Columns();
   for (const auto& c : columns) html += fmt::format("<th>{}</th>", c.header);
@@ -621,8 +624,8 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     for (size_t c = 0; c < columns.size(); ++c) {
       const std::string cell = c == 0 ? labels[i] : columns[c].cell(results[i].metrics, base);
       html += c == 0 ? fmt::format("<td><span style=\"color:{}\">■</span> {}</td>",
-                                   kRunPalette[i % std::size(kRunPalette)], Escape(cell))
-                     : fmt::format("<td>{}</td>", Escape(cell));
+                                   kRunPalette[i % std::size(kRunPalette)], HtmlEscape(cell))
+                     : fmt::format("<td>{}</td>", HtmlEscape(cell));
     }
     html += "</tr>";
   }
@@ -653,7 +656,7 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
   html += "</div><h2>Distributions</h2><p class=\"runs\">";
   for (size_t i = 0; i < results.size(); ++i)
     html += fmt::format("<span><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
-                        kRunPalette[i % std::size(kRunPalette)], Escape(labels[i]));
+                        kRunPalette[i % std::size(kRunPalette)], HtmlEscape(labels[i]));
   html += "</p><div class=\"grid\">";
   html += "<div class=\"box\" style=\"--h:360px\"><canvas id=\"cdf-wait_min\"></canvas></div>";
   html += "<div class=\"box\" style=\"--h:360px\"><canvas id=\"cdf-jct_min\"></canvas></div></div>";
@@ -670,8 +673,8 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     for (const auto& lanes : data["runs"][i]["lanes"]) rows += lanes.get<int>();
     // Not collapsed: a chart in a closed section has no size to draw in.
     html += fmt::format("<section><h3><span style=\"color:{}\">■</span> {} (estimator {})</h3>",
-                        kRunPalette[i % std::size(kRunPalette)], Escape(labels[i]),
-                        Escape(r.metrics.estimator));
+                        kRunPalette[i % std::size(kRunPalette)], HtmlEscape(labels[i]),
+                        HtmlEscape(r.metrics.estimator));
     html +=
         fmt::format("<div class=\"box\" style=\"--h:{}px\"><canvas id=\"gantt-{}\"></canvas></div>",
                     std::max(220, 130 + 26 * rows), i);
