@@ -23,6 +23,8 @@ constexpr size_t kMaxTextValueBytes = 4096;
 constexpr Bytes kMaxMemory = Bytes(int64_t{1} << 50);  // 1 PiB
 // What Linux reads of a #! line (BINPRM_BUF_SIZE, less the newline).
 constexpr size_t kMaxShebangBytes = 255;
+// Warnings about #SBATCH options colo does not read, at most: the rest are counted.
+constexpr size_t kMaxWarnings = 16;
 // Of a value quoted back in an error message.
 constexpr size_t kMaxQuotedBytes = 64;
 
@@ -39,6 +41,12 @@ std::string Quote(std::string_view text) {
   std::string shown = TruncateUtf8(text, kMaxQuotedBytes);
   const bool cut = shown.size() < ValidUtf8(text).size();
   return "'" + Printable(shown) + (cut ? "...'" : "'");
+}
+
+// An option's name for a message: as it is when it prints so, else quoted like a value.
+std::string QuoteName(std::string_view name) {
+  return name.size() <= kMaxQuotedBytes && Printable(name) == name ? std::string(name)
+                                                                   : Quote(name);
 }
 
 // Prints as itself: valid UTF-8 without control characters (tab included) or bidirectional
@@ -217,12 +225,12 @@ Status ApplySbatchWords(const std::vector<std::string>& words, std::string_view 
     }
     if (!known) {
       const std::string_view hint = SlurmOptionHint(name);
-      warnings->push_back(fmt::format("{}: #SBATCH {} ignored: {}", where, Printable(name),
+      warnings->push_back(fmt::format("{}: #SBATCH {} ignored: {}", where, QuoteName(name),
                                       hint.empty() ? "colo has no such option" : hint));
       continue;
     }
     if (!attached || value.empty())
-      return InvalidArgument(fmt::format("#SBATCH {} needs a value", name));
+      return InvalidArgument(fmt::format("#SBATCH {} needs a value", QuoteName(name)));
     if (!known->directive.empty()) {
       if (Status s = ApplyDirective(fmt::format("{}={}", known->directive, value), d); !s.ok())
         return InvalidArgument(fmt::format("#SBATCH {}: {}", name, s.message()));
@@ -235,7 +243,7 @@ Status ApplySbatchWords(const std::vector<std::string>& words, std::string_view 
       warnings->push_back(fmt::format(
           "{}: #SBATCH {}: the GPU type {} is not chosen here: colod places the job on any GPU "
           "with room",
-          where, Printable(name), Quote(type)));
+          where, QuoteName(name), Quote(type)));
     d->gpus = *gpus;
     d->any = true;
   }
@@ -283,6 +291,12 @@ Result<ScriptDirectives> ParseJobScript(std::string_view text, std::string_view 
     for (const std::string& word : *words) {
       if (const Status s = ApplyDirective(word, &d); !s.ok()) return fail(s.message());
     }
+  }
+  if (d.warnings.size() > kMaxWarnings) {
+    const size_t more = d.warnings.size() - kMaxWarnings;
+    d.warnings.resize(kMaxWarnings);
+    d.warnings.push_back(
+        fmt::format("{}: and {} more #SBATCH options ignored", Printable(origin), more));
   }
   // What only #SBATCH lines said.
   const auto fill = [](auto& field, const auto& from) {
