@@ -102,6 +102,9 @@ class BrowserTest(harness.E2ETest):
         jobs.append(self.submit("--mem", "1GiB", "--share", "plain", "--name", "retried", "--",
                                 "oom-once", user=other, **run))
         timeout = self.submit("-t", "0:1", "--name", "too-long", "--", "sleep", "30", **run)
+        array = self.submit("--array", "0-1", "--mem", "1GiB", "--name", "sweep", "--", "true",
+                            **run)
+        jobs += [array, array + 1]
         for job in jobs:
             self.assert_succeeded(job, daemon=daemon)
         self.wait_state(timeout, "timeout", daemon=daemon)
@@ -110,6 +113,7 @@ class BrowserTest(harness.E2ETest):
         self.colo_ok("report", "-o", html, daemon=daemon)
         dom = self.check_in_browser(html, "real", 3 + 1 + 2 * 2 + 1)
         for needle in ('id="users"', 'id="gpus"', 'id="events"', 'id="jobs"',
+                       f'<td class="text">{array}_1</td>',
                        ">out-of-memory<", ">timeout<", "stopped at its time limit"):
             self.assertIn(needle, dom)
         with open(html) as f:

@@ -229,6 +229,20 @@ class TopTest(harness.E2ETest):
         os.kill(self.top_pid("term"), signal.SIGTERM)
         self.assert_restored("term", stty)
 
+    def test_array_tasks_are_named_as_tasks(self):
+        """A task of an array is ARRAY_TASK in colo top's GPU legend, job list and events."""
+        array = self.submit("--array", "0-1", "--name", "sweep", "--mem", "4GiB", "--share",
+                            "exclusive", "--", "use-memory", self.gpu_dir, str(GIB), self.release)
+        for job in (array, array + 1):
+            self.wait_state(job, "running")
+        stty = self.start_top("array")
+        screen = self.wait_text("array", f"{array}_1 ")
+        self.assertRegex(screen, rf"[AB]={array}_1 ")  # a GPU's legend
+        self.assertRegex(screen, rf"\n>? *{array}_0 +\S+ +sweep ")  # the job list
+        self.keys("array", "q")
+        self.assert_restored("array", stty)
+        self.write(self.release, "")
+
     def test_a_terminal_that_hangs_up_ends_it(self):
         """The terminal goes away (its pty closed) under a session leader that ignores SIGHUP
         and so never passes it on: colo top sees the hangup and ends."""
