@@ -3,7 +3,8 @@
 on a terminal (colo top needs one), in a directory whose build/bin is the binaries under test,
 as an ordinary user with a home and runtime directory of their own; what the commands print must
 be the README's expected output (the user's name, the job-control pid and the job's run time
-aside), and colo top must draw job 1 on a GPU before q ends it."""
+aside), and colo top must draw job 1 on a GPU before q ends it. And every link of the README and
+docs/ resolves."""
 
 import fcntl
 import os
@@ -141,6 +142,30 @@ class QuickStart(harness.E2ETest):
                 return "colod: stopping" in f.read()
 
         wait_until(stopped, 20, "colod to stop")
+
+
+class DocsLinks(harness.E2ETest):
+    def test_every_link_and_named_file_of_the_docs_exists(self):
+        """The README and docs/*.md: each relative link resolves, and each file of the source
+        they name in backquotes (docs/..., packaging/..., tests/..., bench/...) exists."""
+        docs = os.path.join(harness.SOURCE_DIR, "docs")
+        pages = [README] + [os.path.join(docs, f) for f in sorted(os.listdir(docs))
+                            if f.endswith(".md")]
+        missing = []
+        for page in pages:
+            with open(page) as f:
+                text = f.read()
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+                if not target.startswith(("http://", "https://")) and not os.path.exists(
+                        os.path.join(os.path.dirname(page), target)):
+                    missing.append(f"{os.path.basename(page)}: link {target}")
+            for path in re.findall(r"`((?:docs|packaging|tests|bench|examples|scripts|src|tools|"
+                                   r"data)/[\w./-]*\w)`", text):
+                if not os.path.exists(os.path.join(harness.SOURCE_DIR, path)):
+                    missing.append(f"{os.path.basename(page)}: {path}")
+        self.assertEqual(missing, [])
+        with open(README) as f:
+            self.assertLessEqual(len(f.read().splitlines()), 250, "the README is an entry page")
 
 
 if __name__ == "__main__":
