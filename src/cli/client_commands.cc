@@ -870,6 +870,13 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                      "GPU model whose calibration the estimate uses (default: the first shipped)");
   submit->add_option("command", o.command, "the command, or a job file")->expected(-1);
   submit->add_flag("--parsable", o.parsable, "print only the job's id (an array's: its id)");
+  submit->footer(
+      "Words after the job's command or script are its own, as with sbatch; -- marks where a "
+      "command starts. A job script's #SBATCH lines are read for -J, -G/--gpus, --gres, -t, -o, "
+      "-e, -a and -d (every other option is named in a warning), its #COLO lines for colo's "
+      "options (--mem, --share, ...); the command line wins over both, #COLO over #SBATCH. The "
+      "command's first word must be a file you may run (a path from the working directory) or a "
+      "command on the PATH the job gets.");
   submit->add_flag("--json", o.json, kJsonHelp);
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
   queue->add_option("--user", o.user, "only this user's jobs");

@@ -240,6 +240,7 @@ Result<JobFormat> JobFormat::ParseNames(const std::string& format) {
     if (!out.pieces_.empty()) out.pieces_.push_back(Piece{" ", 0, 0, false, ""});
     out.pieces_.push_back(piece);
   }
+  out.trim_end_ = true;
   return out;
 }
 
@@ -293,14 +294,14 @@ std::string JobFormat::Header() const {
   for (const Piece& p : pieces_)
     line += p.code ? Fit(p.header.empty() ? FindField(p.code)->header : p.header, p.width, p.right)
                    : p.literal;
-  return line;
+  return trim_end_ ? std::string(line.substr(0, line.find_last_not_of(' ') + 1)) : line;
 }
 
 std::string JobFormat::Row(const api::JobSummary& job, double now) const {
   std::string line;
   for (const Piece& p : pieces_)
     line += p.code ? Fit(FindField(p.code)->value(job, now), p.width, p.right) : p.literal;
-  return line;
+  return trim_end_ ? std::string(line.substr(0, line.find_last_not_of(' ') + 1)) : line;
 }
 
 std::string DefaultQueueFormat(bool slurm) {

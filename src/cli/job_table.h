@@ -53,6 +53,7 @@ class JobFormat {
   };
   static Result<JobFormat> ParseNames(const std::string& format);
   std::vector<Piece> pieces_;
+  bool trim_end_ = false;  // a list of names pads every column but the line ends at its text
 };
 
 // The default columns (a Slurm column is added when a job came from Slurm).
