@@ -363,6 +363,15 @@ Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::Gp
                           slot < rec->current_use.size() ? rec->current_use[slot] : Bytes(0),
                           scheduler.Reservation(*rec)});
     }
+    // The mode the GPU serves its jobs in now, as they run (a job placed for MPS runs plainly
+    // where MPS could not start); an idle GPU's is what it offers the next job.
+    if (!r.jobs.empty()) {
+      const auto runs = [&](std::string_view mode) {
+        return std::any_of(r.jobs.begin(), r.jobs.end(),
+                           [&](const api::GpuJobInfo& j) { return j.mode == mode; });
+      };
+      r.mode = runs("exclusive") ? "exclusive" : runs("mps") ? "mps" : "plain";
+    }
     (void)caller;
     reply.gpus.push_back(std::move(r));
   }

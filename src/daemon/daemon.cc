@@ -152,6 +152,14 @@ Status Daemon::Init() {
       COLO_RETURN_IF_ERROR(mps_->EnsureRunning());
       return mps_->ClientEnv(threads, limit, gpus);
     };
+  } else {
+    // Why a job that asked for MPS shares plainly, in its events: fake GPUs have no MPS at all.
+    const std::string why = gpus_.name() == "fake"
+                                ? "fake GPUs (--fake-gpus) have no MPS"
+                                : "MPS is off in colod's config ([mps] enabled = false)";
+    controller_options.mps_env = [why](int, Bytes, int) -> Result<std::vector<std::string>> {
+      return Unavailable(why);
+    };
   }
   controller_options.tenant_wait_limit = config_.slurm_wait_limit;
   controller_options.log = [](const JobEvent& e) {
