@@ -184,6 +184,19 @@ void Scheduler::Forget(JobId id) {
   if (it != jobs_.end() && IsTerminal(it->second.state)) jobs_.erase(it);
 }
 
+std::optional<JobState> Scheduler::Drop(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  JobRecord& job = it->second;
+  const JobState was = job.state;
+  if (was == JobState::kRunning) Detach(job);
+  for (auto* queue : {&main_queue_, &recovery_queue_})
+    queue->erase(std::remove(queue->begin(), queue->end(), id), queue->end());
+  jobs_.erase(it);
+  changed_ = true;
+  return was;
+}
+
 Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
@@ -322,6 +335,32 @@ std::optional<NeedRaised> Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes u
   return raised;
 }
 
+std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, double measured_smact,
+                                                  std::span<const JobUse> job_use) {
+  OnGpuSample(sample);
+  std::vector<NeedRaised> raised;
+  if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return raised;
+  const GpuRecord& gpu = gpus_[sample.gpu];
+  const std::vector<const JobRecord*> here = gpu.jobs;
+  for (const JobRecord* record : here) {
+    const JobId id = record->spec.id;
+    const auto seen = std::find_if(job_use.begin(), job_use.end(),
+                                   [id](const JobUse& use) { return use.job == id; });
+    if (seen != job_use.end()) OnJobProcessSeen(id, sample.gpu);
+    Bytes used = seen == job_use.end() ? Bytes(0) : seen->used;
+    // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
+    if (used > Bytes(0) && record->mode == SharingMode::kMps)
+      used += gpu.info.mps_uncounted_context;
+    if (auto need = OnJobMemory(id, sample.gpu, used)) raised.push_back(*need);
+    if (here.size() == 1 && measured_smact > kComputingSmact) {
+      JobRecord& alone = Get(id);
+      alone.solo_smact_sum += measured_smact;
+      alone.solo_samples++;
+    }
+  }
+  return raised;
+}
+
 void Scheduler::SharesPlainly(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
@@ -358,10 +397,47 @@ void Scheduler::Detach(JobRecord& job) {
   }
 }
 
-ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
+JobEnded Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.state != JobState::kRunning) return ExitAction::kIgnored;
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) {
+    JobEnded ignored;
+    ignored.job = id;
+    return ignored;  // ExitAction::kIgnored
+  }
   JobRecord& job = it->second;
+  // What the attempt measured (its next placement starts them again).
+  const Bytes peak = job.attempt_peak;
+  const bool over_plan = job.over_plan;
+  const double solo_smact =
+      job.solo_samples >= kMinSoloSamples ? job.solo_smact_sum / job.solo_samples : -1;
+  const ExitAction action = EndAttempt(job, exit);
+  JobEnded ended = EndedOf(job, action);
+  ended.peak = peak;
+  ended.over_plan = over_plan;
+  ended.solo_smact = solo_smact;
+  return ended;
+}
+
+JobEnded Scheduler::EndedOf(const JobRecord& job, ExitAction action) const {
+  JobEnded ended;
+  ended.job = job.spec.id;
+  ended.action = action;
+  ended.state = job.state;
+  // A job that succeeded after out-of-memory retries keeps its story in its attempts.
+  if (IsTerminal(job.state) && job.state != JobState::kSucceeded) ended.reason = job.end_reason;
+  ended.need = job.need;
+  ended.need_basis = job.need_basis;
+  return ended;
+}
+
+std::vector<JobEnded> Scheduler::TakeFailed() {
+  std::vector<JobEnded> taken;
+  taken.swap(failed_);
+  return taken;
+}
+
+ExitAction Scheduler::EndAttempt(JobRecord& job, const JobExit& exit) {
+  const JobId id = job.spec.id;
   Detach(job);
   changed_ = true;
   const TimePoint now = clock_.Now();
@@ -533,6 +609,8 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   job.ever_started = true;
   job.attempt_peak = Bytes(0);
   job.over_plan = false;
+  job.solo_smact_sum = 0;
+  job.solo_samples = 0;
   job.last_growth = now;
   job.last_wait.reset();
   for (GpuIndex g : placed.gpus) {
@@ -581,6 +659,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
     job.state = JobState::kFailed;
     job.finished = clock_.Now();
     job.end_reason = "cannot be placed: " + infeasible->reason;
+    failed_.push_back(EndedOf(job, ExitAction::kFinished));
     return Outcome::kInfeasible;
   }
   job.last_wait = std::get<Wait>(std::move(decision));

@@ -15,11 +15,6 @@ namespace {
 
 // How soon a record that could not be stored is tried again.
 constexpr Duration kStoreRetry = Seconds(1);
-// A GPU counts as computing for a job alone on it above this SM activity: its start-up (imports,
-// building the model, loading data) shows none, and would pull its solo mean down.
-constexpr double kComputingSmact = 0.02;
-// Samples alone and computing an attempt needs before its solo SM activity is recorded.
-constexpr int kMinSoloSamples = 5;
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -113,14 +108,10 @@ void JobController::ForgetIfDone(JobId id) {
   }
   // Whatever ended it, it no longer waits for GPUs (a queued record left behind would hold the
   // head of the queue for a job nobody runs) nor holds any.
-  if (const JobRecord* r = scheduler_.job(id); r && r->state == JobState::kRunning) {
+  if (scheduler_.Drop(id) == JobState::kRunning) {
     Log(Event(id, "lost",
-              "ended while the scheduler still counted it as running; its GPUs "
-              "are free again"));
-    (void)scheduler_.OnJobExit(id, JobExit{ExitKind::kLost, {}});
+              "ended while the scheduler still counted it as running; its GPUs are free again"));
   }
-  (void)scheduler_.Cancel(id);
-  scheduler_.Forget(id);
   running_.erase(id);
   if (it->second.external) tenants_.Forget(it->second, TenantReply(it->second));
   admission_.Uncount(it->second);
@@ -141,8 +132,9 @@ Bytes JobController::CurrentPeak(const Job& job) const {
   const Attempt* a = job.current();
   if (!a) return Bytes(0);
   if (a->phase == Attempt::Phase::kEnded) return a->peak;
+  // A running attempt's peak is the scheduler's to keep (OnJobExit gives it to the record).
   const JobRecord* r = scheduler_.job(job.id());
-  return r ? std::max(a->peak, r->attempt_peak) : a->peak;
+  return r ? r->attempt_peak : Bytes(0);
 }
 
 JobSpec JobController::Planned(const Job& job) const {
@@ -490,10 +482,7 @@ Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool h
     Log(event);
     job.held = hold;
     if (hold) {
-      if (scheduler_.job(id)) {
-        (void)scheduler_.Cancel(id);
-        scheduler_.Forget(id);
-      }
+      scheduler_.Drop(id);  // it waits outside the scheduler's queues until released
       if (job.array) admission_.ArraysChanged();
     } else if (job.dependencies.empty()) {
       Enqueue(job, "when released");
@@ -630,9 +619,6 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
   const size_t gpus = std::min(devices.size(), scheduler_.gpu_count());
   for (size_t g = 0; g < gpus; ++g) {
     const DeviceSample& s = devices[g];
-    scheduler_.OnGpuSample(GpuSample{static_cast<GpuIndex>(g), time, s.memory_used,
-                                     s.smact >= 0 ? s.smact : s.utilization, s.smocc, s.drama,
-                                     true});
     // A process belongs to the job whose attempt it is part of (its cgroup or its session and
     // descendants), not merely to whoever started it.
     std::map<JobId, Bytes> per_job;
@@ -643,30 +629,14 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       if (job && job->current() && job->current()->number == owner->second)
         per_job[owner->first] += p.used;
     }
-    const GpuIndex gpu = static_cast<GpuIndex>(g);
-    std::vector<JobId> here;
-    for (const auto& [id, running] : running_) {
-      const JobRecord* r = scheduler_.job(id);
-      if (!r || r->state != JobState::kRunning) continue;
-      if (std::find(r->gpus.begin(), r->gpus.end(), gpu) == r->gpus.end()) continue;
-      here.push_back(id);
-    }
-    for (JobId id : here) {
-      auto it = live_.find(id);
-      if (it == live_.end() || !it->second.current()) continue;
-      Job& job = it->second;
-      const Attempt& attempt = *job.current();
-      const auto seen = per_job.find(id);
-      if (seen != per_job.end()) scheduler_.OnJobProcessSeen(id, gpu);
-      Bytes used = seen == per_job.end() ? Bytes(0) : seen->second;
-      // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
-      if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
-        used += scheduler_.gpu_info(gpu).mps_uncounted_context;
-      if (const auto raised = scheduler_.OnJobMemory(id, gpu, used)) OverPlan(job, *raised);
-      if (here.size() == 1 && s.smact > kComputingSmact) {
-        running_[id].solo_smact_sum += s.smact;
-        running_[id].solo_samples++;
-      }
+    std::vector<JobUse> use;
+    for (const auto& [id, used] : per_job) use.push_back(JobUse{id, used});
+    for (const NeedRaised& raised : scheduler_.OnDeviceSample(
+             GpuSample{static_cast<GpuIndex>(g), time, s.memory_used,
+                       s.smact >= 0 ? s.smact : s.utilization, s.smocc, s.drama, true},
+             s.smact, use)) {
+      if (auto it = live_.find(raised.job); it != live_.end() && it->second.current())
+        OverPlan(it->second, raised);
     }
   }
 }
@@ -749,6 +719,14 @@ void JobController::PlacementPass() {
   const std::vector<colo::Launch> launches = scheduler_.Schedule();
   counters_.pass.Observe(ToSeconds(clock_.Now() - pass_began));
   for (const colo::Launch& launch : launches) Launch(launch);
+  // Jobs the policy found it could never place: they end here.
+  for (const JobEnded& failed : scheduler_.TakeFailed()) {
+    auto it = live_.find(failed.job);
+    if (it == live_.end()) continue;
+    Record(it->second, failed);
+    Persist(it->second, {Event(failed.job, "failed", it->second.reason)});
+    ForgetIfDone(failed.job);
+  }
 }
 
 std::optional<TimePoint> JobController::NextWakeup() const {
@@ -775,9 +753,7 @@ void JobController::Launch(const colo::Launch& launch) {
     // No waiting job of colod's is behind it: dropped, never put back at the head of the queue.
     Log(Event(launch.job, "dropped",
               "the scheduler placed a job that no longer waits; it leaves the queue"));
-    (void)scheduler_.AbortLaunch(launch.job);
-    (void)scheduler_.Cancel(launch.job);
-    scheduler_.Forget(launch.job);
+    scheduler_.Drop(launch.job);
     return;
   }
   Job& job = it->second;
@@ -823,7 +799,8 @@ void JobController::Launch(const colo::Launch& launch) {
   if (Status s = store_.Update(job, {}); !s.ok()) {
     job.attempts.pop_back();
     job.state = before;
-    (void)scheduler_.AbortLaunch(launch.job);
+    // Just placed: the scheduler runs it, and takes it back to the head of its queue.
+    COLO_CHECK(scheduler_.AbortLaunch(launch.job).ok());
     counters_.store_failures++;
     Log(Event(launch.job, "store-error",
               fmt::format("attempt {} could not be recorded, so it was not started (the job "
@@ -858,8 +835,7 @@ void JobController::Launch(const colo::Launch& launch) {
     current.ended = clock_.WallNow();
     current.exit = ExitKind::kFailure;
     current.detail = why;
-    scheduler_.OnJobExit(launch.job, JobExit{ExitKind::kFailure, why});
-    TakeSchedulerState(job);
+    Record(job, scheduler_.OnJobExit(launch.job, JobExit{ExitKind::kFailure, why}));
     launch_events.push_back(Event(launch.job, "failure", why));
     Persist(job, std::move(launch_events));
     runner.Release(job);
@@ -904,16 +880,13 @@ AttemptEnv JobController::EnvOf(const Job& job, const Attempt& attempt,
 
 // --- Exit ---
 
-void JobController::TakeSchedulerState(Job& job) {
-  const JobRecord* r = scheduler_.job(job.id());
-  if (!r) return;
+void JobController::Record(Job& job, const JobEnded& ended) {
+  if (ended.action == ExitAction::kIgnored) return;  // the scheduler did not count it running
   const bool was_live = job.live();
-  job.state = r->state;
-  if (r->state == JobState::kRecovering) job.spec.memory = r->need;  // raised by the crash
-  if (IsTerminal(r->state)) {
-    // A job that succeeded after out-of-memory retries keeps its story in its attempts.
-    job.reason =
-        r->state == JobState::kSucceeded ? "" : TruncateUtf8(r->end_reason, kMaxDetailBytes);
+  job.state = ended.state;
+  if (ended.state == JobState::kRecovering) job.spec.memory = ended.need;  // raised by the crash
+  if (IsTerminal(ended.state)) {
+    job.reason = TruncateUtf8(ended.reason, kMaxDetailBytes);
     if (was_live) job.finished = clock_.WallNow();
     job.env.clear();  // its secrets are not kept once it cannot run again
   }
@@ -934,7 +907,6 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   }
   // The estimate the client made from the job's profile: a recovery never plans below it.
   if (job.estimate) exit.oom.profile_upper = job.estimate->upper;
-  attempt.peak = CurrentPeak(job);  // while the scheduler still holds the attempt's peak
   attempt.phase = Attempt::Phase::kEnded;
   attempt.ended = clock_.WallNow();
   attempt.exit = exit.kind;
@@ -944,10 +916,12 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   } else if (!end.end.exited && end.end.code > 0) {
     attempt.exit_signal = end.end.code;  // its shim was killed: so was the job
   }
-  if (auto r = running_.find(id); r != running_.end() && r->second.solo_samples >= kMinSoloSamples)
-    attempt.solo_smact = r->second.solo_smact_sum / r->second.solo_samples;
   const Bytes need_before = job.spec.memory.known() ? job.spec.memory.Upper() : Bytes(0);
-  const ExitAction action = scheduler_.OnJobExit(id, exit);
+  // What the scheduler did with the job, and what the attempt measured while it ran.
+  const JobEnded ended = scheduler_.OnJobExit(id, exit);
+  const ExitAction action = ended.action;
+  attempt.peak = ended.peak;
+  attempt.solo_smact = ended.solo_smact;
   if (job.requeue_requested) {
     // scontrol requeue: the same job waits again, keeping its attempts (and its environment).
     running_.erase(id);
@@ -963,7 +937,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
     ForgetIfDone(id);
     return;
   }
-  TakeSchedulerState(job);
+  Record(job, ended);
   running_.erase(id);
   if (exit.kind == ExitKind::kOutOfMemory) {
     counters_.oom_crashes++;
@@ -978,11 +952,10 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   std::vector<JobEvent> events = {Event(id, std::string(ToString(exit.kind)), "")};
   if (action == ExitAction::kRequeuedForRecovery) {
     detail += fmt::format("; re-queued needing {} per GPU", FormatBytes(job.spec.memory.peak));
-    const JobRecord* r = scheduler_.job(id);
     events.push_back(Event(
         id, "need",
         fmt::format("{} -> {}: {}", need_before > Bytes(0) ? FormatBytes(need_before) : "unknown",
-                    FormatBytes(job.spec.memory.Upper()), r ? r->need_basis : "")));
+                    FormatBytes(job.spec.memory.Upper()), ended.need_basis)));
   }
   events.front().detail = TruncateUtf8(detail, kMaxEventDetailBytes);
   if (RunnerFor(job).reruns_through_engine() && action == ExitAction::kRequeuedForRecovery) {
@@ -1093,7 +1066,10 @@ Status JobController::Recover() {
     const JobEvent e = Event(q.id, "quarantined",
                              "its stored record cannot be read and was set aside: " + q.reason);
     Log(e);
-    (void)store_.AddEvents({e});
+    if (Status stored = store_.AddEvents({e}); !stored.ok()) {
+      counters_.store_failures++;
+      Log(Event(q.id, "store-error", "the quarantine could not be recorded: " + stored.message()));
+    }
   }
   std::map<std::string, GpuIndex> by_uuid;
   for (size_t g = 0; g < scheduler_.gpu_count(); ++g)
@@ -1342,7 +1318,7 @@ void JobController::HandBack(Job& job, TenantHandback handback, std::vector<JobE
   const JobId id = job.id();
   // It leaves this node's queue: left there, it would stay at the head, never launched (it is
   // no longer live), keeping a GPU for itself behind a launch grace renewed at every pass.
-  (void)scheduler_.Cancel(id);
+  scheduler_.Drop(id);
   job.state = JobState::kRequeued;
   job.reason = TruncateUtf8("given back to Slurm: " + handback.reason, kMaxDetailBytes);
   job.finished = clock_.WallNow();
@@ -1367,7 +1343,7 @@ std::optional<JobId> JobController::EndTenant(uint32_t slurm_job, const AttemptE
     return id;
   }
   // It ended before colod placed it (Slurm cancelled it, or its time ran out).
-  (void)scheduler_.Cancel(id);
+  scheduler_.Drop(id);
   job.state = JobState::kCancelled;
   job.reason = "Slurm ended the job before it was placed here";
   job.finished = clock_.WallNow();

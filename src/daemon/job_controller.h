@@ -149,9 +149,6 @@ class JobController final : public TenantHost {
   struct Running {
     std::optional<TimePoint> kill_at;     // when a cancelled job gets SIGKILL
     std::optional<TimePoint> timeout_at;  // when its time limit passes
-    // Its GPUs' SM activity while it was alone there and computing, for its solo SMACT.
-    double solo_smact_sum = 0;
-    int solo_samples = 0;
   };
 
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
@@ -202,8 +199,9 @@ class JobController final : public TenantHost {
   }
   // What colod gives the attempt's processes (`mps`: its MPS client settings, if any).
   AttemptEnv EnvOf(const Job& job, const Attempt& attempt, std::vector<std::string> mps) const;
-  // Takes the job's state, need and reason from the scheduler after it decided.
-  void TakeSchedulerState(Job& job);
+  // Records what the scheduler did with the job (JobEnded): its state, its need after an
+  // out-of-memory crash, why it ended. Nothing of the scheduler's is read back.
+  void Record(Job& job, const JobEnded& ended);
   // The job as the scheduler plans it (ControllerOptions::plan_without_estimates).
   JobSpec Planned(const Job& job) const;
   // Stores the job with these events; on failure keeps both to store again at the next turn.

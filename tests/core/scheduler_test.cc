@@ -134,7 +134,7 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
   scheduler_->OnJobMemory(1, 0, GiB(9));
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}).action,
             ExitAction::kRequeuedForRecovery);
   const JobRecord* job = scheduler_->job(1);
   EXPECT_EQ(job->state, JobState::kRecovering);
@@ -147,11 +147,12 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   auto launches = scheduler_->Schedule();
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].attempt, 2);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}).action,
             ExitAction::kRequeuedForRecovery);
   EXPECT_TRUE(scheduler_->job(1)->require_idle) << "the last retry runs alone";
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}).action,
+            ExitAction::kFailedRetryCap);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
   EXPECT_NE(scheduler_->job(1)->end_reason.find("retry cap"), std::string::npos);
 }
@@ -173,7 +174,7 @@ TEST_F(SchedulerTest, ARetryAfterACrashAtItsLimitRunsUnderTheRoomOfItsGpu) {
   EXPECT_EQ(launches[0].memory_limit, GiB(3)) << "a first attempt runs under its reservation";
   EXPECT_EQ(launches[0].reservation, GiB(3));
   scheduler_->OnJobMemory(2, 0, GiBf(1.7));
-  ASSERT_EQ(scheduler_->OnJobExit(2, PyTorchOutOfMemory(GiBf(2.87), MiB(196))),
+  ASSERT_EQ(scheduler_->OnJobExit(2, PyTorchOutOfMemory(GiBf(2.87), MiB(196))).action,
             ExitAction::kRequeuedForRecovery);
   const Bytes need = scheduler_->job(2)->need.Upper();
   EXPECT_EQ(need, (GiBf(2.87) + MiB(196)).Scaled(2.4) + MiB(512));
@@ -188,7 +189,7 @@ TEST_F(SchedulerTest, ARetryAfterACrashAtItsLimitRunsUnderTheRoomOfItsGpu) {
   scheduler_->OnJobMemory(2, 0, GiBf(13.9));
   EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(2)), GiBf(13.9))
       << "what it is seen to use counts as it grows past its plan";
-  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""}).action, ExitAction::kFinished);
   EXPECT_EQ(scheduler_->job(2)->attempts, 2);
 }
 
@@ -199,7 +200,7 @@ TEST_F(SchedulerTest, ARetryAfterACrashBelowItsLimitRunsUnderItsNeed) {
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
   scheduler_->OnJobMemory(1, 0, GiB(2));
-  ASSERT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(2), MiB(20))),
+  ASSERT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(2), MiB(20))).action,
             ExitAction::kRequeuedForRecovery);
   const auto launches = scheduler_->Schedule();
   ASSERT_EQ(launches.size(), 1u);
@@ -221,7 +222,7 @@ TEST_F(SchedulerTest, ANeedRaisedPastTheLargestGpuStaysPlaceableAfterACrash) {
   EXPECT_TRUE(raised->first);
   EXPECT_EQ(raised->plan, GiB(10));
   EXPECT_EQ(scheduler_->job(1)->need.Upper(), GiB(40)) << "at most the largest GPU";
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}).action,
             ExitAction::kRequeuedForRecovery);
   EXPECT_LT(scheduler_->job(1)->need.Upper(), GiB(40)) << scheduler_->job(1)->need_basis;
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(1))).ok());
@@ -253,7 +254,8 @@ TEST_F(SchedulerTest, PriorOutOfMemoryAttemptsSurviveARestart) {
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].job, 2) << "the recovery queue goes first";
   EXPECT_EQ(launches[0].attempt, 3);
-  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
+  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kOutOfMemory, ""}).action,
+            ExitAction::kFailedRetryCap);
 }
 
 TEST_F(SchedulerTest, ThesisRecoveryWaitsForAnIdleGpuWithStrictPriority) {
@@ -280,7 +282,8 @@ TEST_F(SchedulerTest, OtherFailuresAreNeverRetried) {
   Build("worst-fit");
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kFailure, "exit code 1"}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kFailure, "exit code 1"}).action,
+            ExitAction::kFinished);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
   EXPECT_TRUE(scheduler_->recovery_queue().empty());
 }
@@ -485,6 +488,84 @@ TEST_F(SchedulerTest, WhatAnIdleGpuAlreadyUsesCountsWhenAJobIsJudgedPlaceable) {
   EXPECT_EQ(refused.code(), StatusCode::kInfeasible);
   EXPECT_NE(refused.message().find("an idle GPU has 38.0 GiB free"), std::string::npos)
       << refused.message();
+}
+
+TEST_F(SchedulerTest, ADeviceSampleTellsEachJobItsUseAndTheEndReportsWhatItMeasured) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  const std::vector<JobUse> use = {{1, GiB(6)}};
+  // Start-up shows no SM activity: those samples are not its solo activity.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(Seconds(1));
+    EXPECT_TRUE(
+        scheduler_->OnDeviceSample({0, clock_.Now(), GiB(6), 0.01, -1, -1, true}, 0.01, use)
+            .empty());
+  }
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(Seconds(1));
+    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(7), 0.6, -1, -1, true}, 0.6,
+                               std::vector<JobUse>{{1, GiB(7)}});
+  }
+  EXPECT_EQ(scheduler_->job(1)->attempt_peak, GiB(7));
+  const JobEnded ended = scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""});
+  EXPECT_EQ(ended.action, ExitAction::kFinished);
+  EXPECT_EQ(ended.state, JobState::kSucceeded);
+  EXPECT_EQ(ended.peak, GiB(7));
+  EXPECT_FALSE(ended.over_plan);
+  EXPECT_NEAR(ended.solo_smact, 0.6, 1e-9);
+  EXPECT_TRUE(ended.reason.empty());
+}
+
+TEST_F(SchedulerTest, FewerThanFiveComputingSamplesAloneMeasureNoSoloActivity) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(Seconds(1));
+    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(2), 0.6, -1, -1, true}, 0.6,
+                               std::vector<JobUse>{{1, GiB(2)}});
+  }
+  EXPECT_LT(scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""}).solo_smact, 0);
+}
+
+// A policy that finds every job impossible, as one would a job no server of its could ever take.
+class NeverPlaces : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "never"; }
+  PlacementDecision Place(const ClusterView&, const PlacementRequest&) const override {
+    return Infeasible{"no GPU of this kind"};
+  }
+};
+
+TEST_F(SchedulerTest, AJobAPassCanNeverPlaceIsReportedOnceAsFailed) {
+  NeverPlaces never;
+  Scheduler scheduler(clock_, never, {});
+  GpuInfo info;
+  info.capacity = GiB(40);
+  scheduler.AddGpu(info);
+  ASSERT_TRUE(scheduler.Submit(Job(1, GiB(8))).ok());
+  EXPECT_TRUE(scheduler.Schedule().empty());
+  const std::vector<JobEnded> failed = scheduler.TakeFailed();
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].job, 1);
+  EXPECT_EQ(failed[0].state, JobState::kFailed);
+  EXPECT_NE(failed[0].reason.find("no GPU of this kind"), std::string::npos) << failed[0].reason;
+  EXPECT_TRUE(scheduler.TakeFailed().empty()) << "taken once";
+  EXPECT_TRUE(scheduler.main_queue().empty());
+}
+
+TEST_F(SchedulerTest, ADroppedJobLeavesItsQueueOrFreesItsGpus) {
+  Build("exclusive", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_EQ(scheduler_->Drop(2), JobState::kQueued);
+  EXPECT_TRUE(scheduler_->main_queue().empty());
+  EXPECT_EQ(scheduler_->Drop(1), JobState::kRunning);
+  EXPECT_EQ(scheduler_->Drop(1), std::nullopt) << "no record is left";
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(8))).ok());
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u) << "the GPU the running job held is free";
 }
 
 }  // namespace
