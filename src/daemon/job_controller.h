@@ -1,7 +1,12 @@
 // The job lifecycle in one place: submit, launch, exit, out-of-memory recovery, cancel,
 // re-adoption after a restart, and learning a model's need from its earlier runs. It is built on
 // a Clock, a JobStore and a ProcessLauncher, and does no I/O of its own, so every step is tested
-// with a manual clock and fakes (tests/daemon/job_controller_test.cc).
+// with a manual clock and fakes (tests/daemon/job_controller_test.cc). It coordinates owners and
+// keeps no rule of its own: the scheduler (core) owns each job's scheduling state and reports
+// what it changes, Admission what may enter the queue, an AttemptRunner how an attempt runs.
+// Its definitions: job_controller.cc (submit, cancel, samples, the turn, launch, exit),
+// job_controller_control.cc (hold, release, requeue), job_controller_learning.cc (earlier
+// runs), job_controller_restart.cc (after a restart), job_controller_tenants.cc (Slurm's runs).
 //
 // Durability rules it keeps:
 // - a submit is acknowledged only once the job is stored;
