@@ -306,7 +306,11 @@ void Scheduler::OnGpuSample(const GpuSample& sample) {
 std::optional<NeedRaised> Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return std::nullopt;
-  JobRecord& job = it->second;
+  return UseOn(it->second, gpu, used);
+}
+
+std::optional<NeedRaised> Scheduler::UseOn(JobRecord& job, GpuIndex gpu, Bytes used) {
+  const JobId id = job.spec.id;
   std::optional<NeedRaised> raised;
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.current_use[i] == used) continue;
@@ -340,22 +344,22 @@ std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, doubl
   OnGpuSample(sample);
   std::vector<NeedRaised> raised;
   if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return raised;
+  // Nothing below moves a job on or off the GPU: its list is walked as it is, not copied (this
+  // runs for every GPU at every sample, in colod and in colo sim).
   const GpuRecord& gpu = gpus_[sample.gpu];
-  const std::vector<const JobRecord*> here = gpu.jobs;
+  const std::vector<const JobRecord*>& here = gpu.jobs;
   for (const JobRecord* record : here) {
-    const JobId id = record->spec.id;
+    JobRecord& job = Get(record->spec.id);  // a GPU's jobs are running ones
     const auto seen = std::find_if(job_use.begin(), job_use.end(),
-                                   [id](const JobUse& use) { return use.job == id; });
-    if (seen != job_use.end()) OnJobProcessSeen(id, sample.gpu);
+                                   [&job](const JobUse& use) { return use.job == job.spec.id; });
+    if (seen != job_use.end()) SeenOn(job, sample.gpu);
     Bytes used = seen == job_use.end() ? Bytes(0) : seen->used;
     // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
-    if (used > Bytes(0) && record->mode == SharingMode::kMps)
-      used += gpu.info.mps_uncounted_context;
-    if (auto need = OnJobMemory(id, sample.gpu, used)) raised.push_back(*need);
+    if (used > Bytes(0) && job.mode == SharingMode::kMps) used += gpu.info.mps_uncounted_context;
+    if (auto need = UseOn(job, sample.gpu, used)) raised.push_back(*need);
     if (here.size() == 1 && measured_smact > kComputingSmact) {
-      JobRecord& alone = Get(id);
-      alone.solo_smact_sum += measured_smact;
-      alone.solo_samples++;
+      job.solo_smact_sum += measured_smact;
+      job.solo_samples++;
     }
   }
   return raised;
@@ -372,7 +376,11 @@ void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
   if (!policy_.grace_from_process()) return;  // nothing reads it: no reason to look again
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
-  JobRecord& job = it->second;
+  SeenOn(it->second, gpu);
+}
+
+void Scheduler::SeenOn(JobRecord& job, GpuIndex gpu) {
+  if (!policy_.grace_from_process()) return;
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.process_seen[i]) continue;
     changed_ = true;

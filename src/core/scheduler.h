@@ -254,6 +254,9 @@ class Scheduler {
   void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
              std::vector<Launch>& launches);
   void Detach(JobRecord& job);
+  // OnJobMemory and OnJobProcessSeen for a running job already found.
+  std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
+  void SeenOn(JobRecord& job, GpuIndex gpu);
   // Ends the running job's attempt: finished, or back to the recovery queue after an
   // out-of-memory crash with a raised need.
   ExitAction EndAttempt(JobRecord& job, const JobExit& exit);
