@@ -16,7 +16,7 @@ Result<RecoveryMode> ParseRecoveryMode(std::string_view text) {
 }
 
 Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config)
-    : clock_(clock), policy_(policy), config_(config) {}
+    : clock_(clock), policy_(policy), reads_(policy.window_reads()), config_(config) {}
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   gpus_.emplace_back(info, config_.window_samples, config_.sample_interval,
@@ -328,9 +328,8 @@ void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
   }
 }
 
-Bytes Scheduler::Reservation(const JobRecord& job) const {
+Bytes Scheduler::Reservation(const JobRecord& job, TimePoint now) const {
   const Bytes planned = job.need.Upper();
-  const TimePoint now = clock_.Now();
   const bool quiet = job.attempt_peak > Bytes(0) && now - job.last_growth >= config_.steady_after;
   const bool reached_plan = job.attempt_peak >= planned.Scaled(0.9);
   const bool steady = quiet && (reached_plan || now - job.started >= config_.settle_timeout);
@@ -441,10 +440,10 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   return ExitAction::kRequeuedForRecovery;
 }
 
-GpuView Scheduler::MakeView(GpuIndex index) const {
+void Scheduler::MakeView(GpuIndex index, TimePoint now, const WindowReads& reads,
+                         GpuView& v) const {
   const GpuRecord& g = gpus_[index];
-  const TimePoint now = clock_.Now();
-  GpuView v;
+  v = GpuView{};
   v.index = index;
   v.node = g.info.node;
   v.capacity = g.info.capacity;
@@ -455,12 +454,10 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
   Bytes reserved, observed;
   for (const JobRecord* record : g.jobs) {
     const JobRecord& job = *record;
-    reserved += Reservation(job);
-    for (size_t i = 0; i < job.gpus.size(); ++i) {
-      if (job.gpus[i] == index) observed += job.current_use[i];
-    }
+    reserved += Reservation(job, now);
     for (size_t i = 0; i < job.gpus.size(); ++i) {
       if (job.gpus[i] != index) continue;
+      observed += job.current_use[i];
       const TimePoint grace_end = job.process_seen[i] ? *job.process_seen[i] + config_.launch_grace
                                                       : job.started + config_.process_wait;
       if (grace_end > now) {
@@ -474,28 +471,31 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
   }
   const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
-  v.smact = g.smact.Summarize(now);
-  v.smocc = g.smocc.Summarize(now);
-  v.drama = g.drama.Summarize(now);
+  v.smact = g.smact.Summarize(now, reads.smact);
+  v.smocc = g.smocc.Summarize(now, reads.smocc);
+  v.drama = g.drama.Summarize(now, reads.drama);
   if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
     v.placed_recently = true;
     v.grace_left = *g.last_placement + config_.launch_grace - now;
   }
-  return v;
 }
 
 ClusterView Scheduler::View() const {
+  return View(reads_);
+}
+
+ClusterView Scheduler::View(const WindowReads& reads) const {
   ClusterView view;
-  FillView(view);
+  FillView(view, reads);
   return view;
 }
 
-void Scheduler::FillView(ClusterView& view) const {
+void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
   view.now = clock_.Now();
   view.last_placed = last_placed_;
-  view.gpus.clear();
-  view.gpus.reserve(gpus_.size());
-  for (size_t i = 0; i < gpus_.size(); ++i) view.gpus.push_back(MakeView(static_cast<GpuIndex>(i)));
+  view.gpus.resize(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i)
+    MakeView(static_cast<GpuIndex>(i), view.now, reads, view.gpus[i]);
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -537,8 +537,8 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   }
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
-  for (GpuIndex g : placed.gpus) view.gpus[g] = MakeView(g);
-  job.placed_limit = Reservation(job);
+  for (GpuIndex g : placed.gpus) MakeView(g, now, reads_, view.gpus[g]);
+  job.placed_limit = Reservation(job, now);
   launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
                             job.placed_limit, job.attempts});
 }
@@ -615,7 +615,7 @@ std::vector<Launch> Scheduler::Pass() {
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
-  FillView(view);
+  FillView(view, reads_);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;
@@ -660,11 +660,12 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
   };
+  const bool grace_from_process = policy_.grace_from_process();
   for (const GpuRecord& g : gpus_) {
     if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
     for (const JobRecord* job_record : g.jobs) {
       const JobRecord& job = *job_record;
-      if (policy_.grace_from_process()) {
+      if (grace_from_process) {
         for (const auto& seen : job.process_seen)
           consider(seen ? *seen + config_.launch_grace : job.started + config_.process_wait);
       }

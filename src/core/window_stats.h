@@ -27,6 +27,16 @@ enum class QuantileMethod {
   kLinear,
 };
 
+// How much of a window a summary computes. `last` (and whether the window is empty) is always
+// there; the mean takes a walk over the window, the median, p95 and EMA come with the same walk at
+// kAll. Placement asks only for what its policy reads: this runs for every GPU at every pass.
+enum class SummaryDepth {
+  kLast,
+  kMean,
+  kAll,
+};
+
+// A statistic the depth did not ask for stays 0.
 struct WindowSummary {
   double last = 0;
   double mean = 0;
@@ -44,7 +54,7 @@ class SignalWindow {
                QuantileMethod quantiles = QuantileMethod::kNearestRank);
 
   void Add(TimePoint t, double value);
-  WindowSummary Summarize(TimePoint now) const;
+  WindowSummary Summarize(TimePoint now, SummaryDepth depth = SummaryDepth::kAll) const;
   // The time from which the window holds only the latest value (its statistics stop changing).
   TimePoint SettledAt() const;
   // True when, without new samples, no statistic of the window can fall after `now`: the latest
@@ -68,8 +78,12 @@ class SignalWindow {
   void InsertPiece(const Piece& piece);
   std::vector<Piece>::iterator FindPiece(TimePoint from);
 
-  // Reads a percentile off the pieces in value order (total weight `total`), as `quantiles_` says.
-  double Quantile(int percent, TimePoint begin, TimePoint end, int64_t total) const;
+  // One walk over the pieces in value order, over [begin, end): the weighted sum of the values
+  // (for the mean), and for each of `count` positions the value of the first piece at which the
+  // running weight, in units of `Weight` (each piece's microseconds times `scale`), exceeds it.
+  template <typename Weight>
+  double Walk(TimePoint begin, TimePoint end, Weight scale, const Weight* positions, double* values,
+              int count) const;
 
   Duration window_;
   Duration interval_;

@@ -162,7 +162,9 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
            "Energy the board used since the driver loaded; absent where unknown.");
   for (size_t i = 0; i < sampled; ++i)
     w.Sample("colo_gpu_energy_joules_total", gpu_labels[i], latest->devices[i].energy_joules);
-  const ClusterView view = scheduler.View();
+  // Only the free memory is read here.
+  const ClusterView view =
+      scheduler.View(WindowReads{SummaryDepth::kLast, SummaryDepth::kLast, SummaryDepth::kLast});
   w.Family("colo_gpu_free_for_placement_bytes", "gauge",
            "Memory a new job could be placed in on the GPU (its capacity less every job's "
            "reservation).");

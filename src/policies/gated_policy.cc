@@ -14,6 +14,17 @@ int ThreadPercentFor(double expected_smact) {
   return std::clamp(pct, 20, 100);
 }
 
+WindowReads GatedPolicy::window_reads() const {
+  WindowReads reads{SummaryDepth::kLast, SummaryDepth::kLast, SummaryDepth::kLast};
+  // The utilization gate looks at GPUs that run jobs, which an idle-only policy never takes.
+  const bool gate = gates_.utilization && !gates_.idle_only;
+  const bool orders_by_utilization =
+      chooser_ == Chooser::kLeastUtilized || chooser_ == Chooser::kConsolidate;
+  if (gate || orders_by_utilization) reads.smact = DepthFor(gates_.stat);
+  if (gate && gates_.compound) reads.smocc = reads.drama = DepthFor(UtilizationStat::kRisk);
+  return reads;
+}
+
 bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
   switch (chooser_) {
     case Chooser::kFirstFit:

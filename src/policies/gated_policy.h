@@ -32,6 +32,7 @@ class GatedPolicy final : public PlacementPolicy {
   std::string_view name() const override { return name_; }
   PlacementDecision Place(const ClusterView& view, const PlacementRequest& request) const override;
   QuantileMethod window_quantiles() const override { return gates_.quantiles; }
+  WindowReads window_reads() const override;
   bool grace_from_process() const override {
     return gates_.launch_grace && gates_.grace_from_process;
   }

@@ -15,6 +15,18 @@ double UtilizationOf(const GpuView& gpu, UtilizationStat stat) {
   return gpu.smact.Risk();
 }
 
+SummaryDepth DepthFor(UtilizationStat stat) {
+  switch (stat) {
+    case UtilizationStat::kLast:
+      return SummaryDepth::kLast;
+    case UtilizationStat::kMean:
+      return SummaryDepth::kMean;
+    case UtilizationStat::kRisk:
+      return SummaryDepth::kAll;
+  }
+  return SummaryDepth::kAll;
+}
+
 SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config) {
   if (config.idle_only || request.sharing == SharingPreference::kExclusive || gpu.mig_instance) {
     return SharingMode::kExclusive;

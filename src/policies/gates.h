@@ -53,5 +53,7 @@ Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config);
 
 // The SMACT figure the utilization gate and the utilization-ordering choosers use.
 double UtilizationOf(const GpuView& gpu, UtilizationStat stat);
+// How much of a window summary that figure needs.
+SummaryDepth DepthFor(UtilizationStat stat);
 
 }  // namespace colo
