@@ -113,6 +113,12 @@ class PlacementPolicy {
   virtual QuantileMethod window_quantiles() const { return QuantileMethod::kNearestRank; }
   // Which of the windows' statistics Place() reads (every one, unless the policy says less).
   virtual WindowReads window_reads() const { return {}; }
+  // Whether Place() may read this GPU's window statistics for this request. A GPU it would rule
+  // out before looking at them (or never look at) needs no summary: the scheduler's pass leaves
+  // those out, as most GPUs fail a cheaper gate first.
+  virtual bool NeedsWindows(const GpuView& /*gpu*/, const PlacementRequest& /*request*/) const {
+    return true;
+  }
   // Whether its launch grace counts from the job's first process on the GPU (GpuView's
   // process_grace) rather than from the placement.
   virtual bool grace_from_process() const { return false; }

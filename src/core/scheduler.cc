@@ -8,6 +8,11 @@
 #include "common/check.h"
 
 namespace colo {
+namespace {
+// A view's window summaries as far as the latest values: the rest is filled where a policy
+// needs it.
+constexpr WindowReads kLatestOnly{SummaryDepth::kLast, SummaryDepth::kLast, SummaryDepth::kLast};
+}  // namespace
 
 Result<RecoveryMode> ParseRecoveryMode(std::string_view text) {
   if (text == "thesis" || text == "idle") return RecoveryMode::kThesis;
@@ -471,9 +476,7 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, const WindowReads& reads
   }
   const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
-  v.smact = g.smact.Summarize(now, reads.smact);
-  v.smocc = g.smocc.Summarize(now, reads.smocc);
-  v.drama = g.drama.Summarize(now, reads.drama);
+  SummarizeWindows(index, now, reads, v);
   if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
     v.placed_recently = true;
     v.grace_left = *g.last_placement + config_.launch_grace - now;
@@ -496,6 +499,22 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
   view.gpus.resize(gpus_.size());
   for (size_t i = 0; i < gpus_.size(); ++i)
     MakeView(static_cast<GpuIndex>(i), view.now, reads, view.gpus[i]);
+}
+
+void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowReads& reads,
+                                 GpuView& v) const {
+  const GpuRecord& g = gpus_[index];
+  v.smact = g.smact.Summarize(now, reads.smact);
+  v.smocc = g.smocc.Summarize(now, reads.smocc);
+  v.drama = g.drama.Summarize(now, reads.drama);
+}
+
+void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
+  for (size_t i = 0; i < view.gpus.size(); ++i) {
+    if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
+    SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
+    summarized_[i] = 1;
+  }
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -537,7 +556,10 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   }
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
-  for (GpuIndex g : placed.gpus) MakeView(g, now, reads_, view.gpus[g]);
+  for (GpuIndex g : placed.gpus) {
+    MakeView(g, now, kLatestOnly, view.gpus[g]);
+    summarized_[g] = 0;
+  }
   job.placed_limit = Reservation(job, now);
   launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
                             job.placed_limit, job.attempts});
@@ -547,6 +569,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
                                        std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
   PlacementRequest request = MakeRequest(job);
+  SummarizeWhereNeeded(view, request);
   PlacementDecision decision;
   if (earmarked) {
     // Hide the head's GPUs from the backfill candidate by presenting them as unusable.
@@ -615,7 +638,8 @@ std::vector<Launch> Scheduler::Pass() {
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
-  FillView(view, reads_);
+  FillView(view, kLatestOnly);
+  summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;

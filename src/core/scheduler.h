@@ -186,6 +186,9 @@ class Scheduler {
   void FillView(ClusterView& view, const WindowReads& reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
   void MakeView(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
+  void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
+  // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
+  void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
   Bytes Reservation(const JobRecord& job, TimePoint now) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
@@ -216,6 +219,7 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   ClusterView pass_view_;
+  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };
 
 }  // namespace colo

@@ -40,6 +40,16 @@ struct GateConfig {
   bool exclusive_first = false;
 };
 
+// The memory gate's two sides: the GPU's memory free for placement less what the policy holds
+// back, and the job's need with the margin.
+struct MemoryCheck {
+  Bytes free;
+  Bytes required;
+  bool fits() const { return free >= required; }
+};
+MemoryCheck CheckMemory(const GpuView& gpu, const PlacementRequest& request,
+                        const GateConfig& config);
+
 // The mode a job would run in on this GPU.
 SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
 
