@@ -457,6 +457,7 @@ Status Daemon::Run() {
     }
     if (slurm_) slurm_->Tick();
     controller_->Tick();
+    sampler_->ReadProcessesOf(controller_->GpusRunningJobs());
     CheckMps();
   }
   return Status::Ok();

@@ -147,8 +147,11 @@ class JobController {
   // Whether a tenant's give-back to Slurm waits for its record to be stored.
   bool HandBackUnsent(JobId id) const { return unsent_handbacks_.count(id) > 0; }
 
-  // A sample of every GPU, in the scheduler's order, with the processes on each.
+  // A sample of every GPU, in the scheduler's order, with the processes on each where they were
+  // read. A GPU whose processes were not read keeps its jobs' last memory readings.
   void OnSample(TimePoint time, const std::vector<DeviceSample>& devices);
+  // The GPUs (in the scheduler's order) where a job runs: the samples list their processes.
+  std::vector<bool> GpusRunningJobs() const;
   // One turn of work: attempts that ended, cancels to escalate, records to store again, then a
   // placement pass and its launches.
   void Tick();
