@@ -69,7 +69,7 @@ int Submit(const std::string& socket, const std::string& workdir, int jobs, int 
       while (next.fetch_add(1) < jobs) {
         api::SubmitRequest r;
         r.command = command;
-        r.workdir = workdir;
+        r.context.workdir = workdir;
         if (!memory.empty()) r.memory = ParseBytes(memory).value();
         r.env = {"PATH=/usr/bin:/bin"};
         const auto t0 = Clock::now();

@@ -8,8 +8,10 @@ attempts from `colo show`, NVML energy and mean GPM SM activity over the run).
 Modes (the policy itself is colod's configuration; run.sh starts colod for each):
     exclusive           --share exclusive, no memory number
     round-robin         --share plain, no memory number
+    round-robin-mps     --share mps, no memory number
     worst-fit           --share mps, --estimate-from the workload's colo-profile summary
     least-utilized      --share mps, --estimate-from
+    consolidate         --share mps, --estimate-from (the thesis' MUG: busiest GPUs first)
     worst-fit-recovery  --share mps, no memory number (the thesis' MAGM learning from crashes)
     worst-fit-oracle    --share mps, --mem the workload's measured solo peak (the thesis' oracle)
 
@@ -28,9 +30,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-SHARE = {"exclusive": "exclusive", "round-robin": "plain", "worst-fit": "mps",
-         "least-utilized": "mps", "worst-fit-recovery": "mps", "worst-fit-oracle": "mps"}
-ESTIMATE = {"worst-fit", "least-utilized"}
+SHARE = {"exclusive": "exclusive", "round-robin": "plain", "round-robin-mps": "mps",
+         "worst-fit": "mps", "least-utilized": "mps", "consolidate": "mps",
+         "worst-fit-recovery": "mps", "worst-fit-oracle": "mps"}
+ESTIMATE = {"worst-fit", "least-utilized", "consolidate"}
 
 
 def colo(args, *rest):
@@ -51,6 +54,7 @@ def main():
     parser.add_argument("--solo", default=os.path.join(HERE, "results-h200-2026-11-21", "solo.json"),
                         help="the solo profiles whose peaks the oracle declares")
     parser.add_argument("--ballast", help="ballast.py's report, if one held memory")
+    parser.add_argument("--gpu-model", default="H200", help="the GPUs' model, for colo's estimator")
     args = parser.parse_args()
     peaks = {w["name"]: w["peak_nvml_bytes"] for w in json.load(open(args.solo))["workloads"]}
     ballast = json.load(open(args.ballast)) if args.ballast else None
@@ -78,7 +82,7 @@ def main():
             cmd += ["--mem", f"{-(-peaks[job['workload']] // 2**20)}MiB"]
         if args.mode in ESTIMATE:
             cmd += ["--estimate-from", os.path.join(args.profiles, job["workload"] + ".json"),
-                    "--gpu-model", "H200"]
+                    "--gpu-model", args.gpu_model]
         cmd += ["--", sys.executable, os.path.join(HERE, "job.py"), job["workload"], "--iters",
                 str(job["iters"]), "--gpus", str(gpus), "--log", job_log]
         ids[job["id"]] = json.loads(colo(args, *cmd))["job"]

@@ -15,8 +15,11 @@ classes and SM activity.
 --class-seconds draws each class's solo duration from its own range (classes not named keep
 [--min-s, --max-s]), e.g. to give the classes the thesis' shares of the GPU time.
 
---two-gpu-jobs K makes K of the medium and heavy jobs data-parallel on 2 GPUs (job.py --gpus 2, each
-replica with the workload's batch; --two-gpu-cost is their iteration time over the solo one's).
+--two-gpu-jobs K makes K of the medium and heavy jobs (--two-gpu-classes) data-parallel on 2 GPUs
+(job.py --gpus 2, each replica with the workload's batch; --two-gpu-cost is their iteration time over
+the solo one's, or the catalogue's 2-GPU entry where it has one). They keep the iterations drawn for
+one GPU, so they run --two-gpu-cost times longer; with --two-gpu-same-length their iterations are
+drawn for the duration on 2 GPUs instead.
 Prints the exclusive lower bound (the GPU-seconds of solo work plus each job's start-up, over the
 GPUs) so the trace can be sized to the time at hand.
 """
@@ -42,8 +45,13 @@ def main():
     parser.add_argument("--max-s", type=float, default=120)
     parser.add_argument("--gpus", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gap-offset", type=int, default=0,
+                        help="start at this Philly gap (the first job arrives at 0): a short "
+                             "trace takes its load from the burst it is cut from")
     parser.add_argument("--two-gpu-jobs", type=int, default=0)
     parser.add_argument("--two-gpu-cost", type=float, default=1.15)
+    parser.add_argument("--two-gpu-classes", default="medium,heavy")
+    parser.add_argument("--two-gpu-same-length", action="store_true")
     parser.add_argument("--startup-s", type=float, default=9,
                         help="a job's start-up before its first step (interpreter, imports, model)")
     parser.add_argument("--mix", default="0.65,0.27,0.08",
@@ -70,6 +78,7 @@ def main():
             parser.error(f"--class-seconds: '{item}' needs a class of {', '.join(mix)} and 0 < MIN <= MAX")
         seconds_of[cls] = (low, high)
     solo = [w for w in json.load(open(args.solo))["workloads"] if "median_iter_ms" in w]
+    measured = {}
     if args.catalogue:
         measured = json.load(open(args.catalogue))
         solo = [dict(w, median_iter_ms=measured[f"{w['name']}/1"]["iter_s"] * 1000) for w in solo
@@ -84,17 +93,22 @@ def main():
     rng.shuffle(classes)
     jobs, t = [], 0.0
     for i, cls in enumerate(classes):
-        t += PHILLY_GAPS[i % len(PHILLY_GAPS)] * args.gap_scale
+        if i > 0:
+            t += PHILLY_GAPS[(args.gap_offset + i) % len(PHILLY_GAPS)] * args.gap_scale
         w = rng.choice([w for w in solo if w["class"] == cls])
         seconds = rng.uniform(*seconds_of[cls])
         iters = max(10, round(seconds * 1000 / w["median_iter_ms"]))
         jobs.append({"id": i + 1, "arrival_s": round(t, 2), "workload": w["name"], "class": cls,
                      "iters": iters, "solo_s": round(iters * w["median_iter_ms"] / 1000, 1),
                      "smact": round(w["smact"], 3)})
-    big = [j for j in jobs if j["class"] != "light"]
+    big = [j for j in jobs if j["class"] in args.two_gpu_classes.split(",")]
     for j in rng.sample(big, min(args.two_gpu_jobs, len(big))):
         j["gpus"] = 2
-        j["solo_s"] = round(j["solo_s"] * args.two_gpu_cost, 1)
+        one = j["solo_s"] / j["iters"]
+        two = measured.get(f"{j['workload']}/2", {}).get("iter_s", one * args.two_gpu_cost)
+        if args.two_gpu_same_length:
+            j["iters"] = max(10, round(j["solo_s"] / two))
+        j["solo_s"] = round(j["iters"] * two, 1)
     total = sum((j["solo_s"] + args.startup_s) * j.get("gpus", 1) for j in jobs)
     json.dump({"gap_scale": args.gap_scale, "seed": args.seed, "mix": mix, "jobs": jobs},
               open(args.output, "w"), indent=1)

@@ -14,9 +14,11 @@ import json
 import os
 import statistics
 
-MODES = ["exclusive", "round-robin", "worst-fit", "least-utilized", "worst-fit-recovery",
-         "worst-fit-oracle"]
+MODES = ["exclusive", "round-robin", "round-robin-mps", "worst-fit", "least-utilized",
+         "consolidate", "worst-fit-recovery", "worst-fit-oracle"]
 LABEL = {"exclusive": "exclusive (whole GPUs)", "round-robin": "round-robin, plain sharing",
+         "round-robin-mps": "round-robin, MPS, no estimate",
+         "consolidate": "consolidate (MUG), MPS, colo's estimator",
          "worst-fit": "worst-fit (MAGM), MPS, colo's estimator",
          "least-utilized": "least-utilized (LUG), MPS, colo's estimator",
          "worst-fit-recovery": "worst-fit (MAGM), MPS, no estimate (OOM recovery only)",
@@ -79,16 +81,19 @@ def timeline_svg(result, path):
                            f'height="{lane_h - 2}" fill="url(#h)"/>')
         base = lanes_top + lanes_per_gpu[g] * lane_h + 6 + chart_h
         samples = [(s["t"] - t0, s["gpus"][g]) for s in result["timeline"] if 0 <= s["t"] - t0 <= t1]
+        # Memory in use beside what a ballast held, if one did.
+        held = result["ballast"]["gpus"][g]["held_bytes"] if result.get("ballast") else 0
         if samples:
             pts = " ".join(f"{x(t):.1f},{base - chart_h * v['smact']:.1f}" for t, v in samples)
             out.append(f'<polygon points="{x(samples[0][0]):.1f},{base} {pts} '
                        f'{x(samples[-1][0]):.1f},{base}" fill="#9cc3e6" stroke="#3b78b5" stroke-width="0.6"/>')
-            top_mem = max(v["used_bytes"] for _, v in samples) or 1
+            used = [(t, max(0, v["used_bytes"] - held)) for t, v in samples]
+            top_mem = max(u for _, u in used) or 1
             scale = max(8, 8 * (1 + int(top_mem / 2**30 / 8)))
-            mem = " ".join(f"{x(t):.1f},{base - chart_h * v['used_bytes'] / 2**30 / scale:.1f}"
-                           for t, v in samples)
+            mem = " ".join(f"{x(t):.1f},{base - chart_h * u / 2**30 / scale:.1f}" for t, u in used)
             out.append(f'<polyline points="{mem}" fill="none" stroke="#000" stroke-width="0.8"/>')
-            out.append(f'<text x="{width - 60}" y="{base - chart_h + 8}">memory {scale} GiB</text>')
+            out.append(f'<text x="{width - 200}" y="{base - chart_h + 8}">memory {scale} GiB'
+                       f'{" beside the ballast" if held else ""}</text>')
         out.append(f'<line x1="{left}" y1="{base}" x2="{width - 20}" y2="{base}" stroke="#888"/>')
         out.append(f'<text x="4" y="{base - chart_h + 8}">SMACT 1</text>')
         for tick in range(0, int(t1) + 1, 60):
@@ -146,7 +151,10 @@ def main():
             v = [x["finished"] - x["submitted"] for x in r["records"] if pick(x) and x["finished"]]
             cells.append(f"{statistics.mean(v):.0f}" if v else "-")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    for name, title in (("sim", "The simulator's prediction (start-up phases, this GPU's power fit)"),
+    for name, title in (("prediction-before/h200-ballast40",
+                         "Predicted before the run (`sim_predict.py`, the prior catalogue: earlier "
+                         "runs' iteration times, overheads and power fit)"),
+                        ("sim", "The simulator's prediction (start-up phases, this GPU's power fit)"),
                         ("sim-before", "The simulator before this benchmark (whole run computing, "
                                        "the H100 power fit)")):
         path = os.path.join(args.results, name, "comparison.json")
@@ -176,6 +184,10 @@ def main():
     # Single extra runs of worst-fit kept in folders of their own: what they show, and how the
     # simulator was asked about them.
     extras = [
+        ("no-ballast", "Without the ballast (all of each GPU's memory left to the jobs; the "
+         "ratio is to the exclusive run with the ballast, as exclusive without it was not run):",
+         "worst-fit (MAGM), MPS, colo's estimator, no ballast", "Predicted before the run",
+         "worst-fit, no ballast"),
         ("grace-5s", "Where the colo modes' waiting comes from: colod's launch grace (a GPU that just got "
          "a job takes no other for 10 s, so each GPU starts at most one job per 10 s, fewer than "
          "arrive). The simulator, asked first, predicted most of the wait would go with a 5 s "
@@ -214,6 +226,22 @@ def main():
                 + "."]
         timeline_svg(r, os.path.join(args.results, folder, "timeline-worst-fit.svg"))
         images.append(f"![{caption}]({folder}/timeline-worst-fit.svg)")
+    cpu = []
+    for folder in ("", "no-ballast"):
+        for m in ["idle"] + MODES:
+            path = os.path.join(args.results, folder, f"colod-cpu-{m}.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    cpu.append((folder, json.load(f)))
+    if cpu:
+        lines += ["", "colod's own CPU time (user + system, /proc/PID/stat) from its start to the end "
+                      "of each mode's last job:", "",
+                  "| mode | wall | CPU time | share of one core | per GPU |", "|---|---|---|---|---|"]
+        for folder, c in cpu:
+            seconds = c["cpu_ticks"] / c["clk_tck"]
+            share = seconds / c["wall_s"]
+            lines.append(f"| {c['mode']}{', no ballast' if folder else ''} | {c['wall_s']:.0f} s | "
+                         f"{seconds:.2f} s | {100 * share:.2f}% | {100 * share / c['gpus']:.2f}% |")
     lines += ["", "Timelines:", ""]
     for m, r in runs.items():
         timeline_svg(r, os.path.join(args.results, f"timeline-{m}.svg"))

@@ -26,13 +26,15 @@ import sys
 MODES = {
     "exclusive": ("exclusive", "mps", "none"),
     "round-robin": ("round-robin", "plain", "none"),
+    "round-robin-mps": ("round-robin", "mps", "none"),
     "worst-fit": ("worst-fit", "mps", "declared"),
     "least-utilized": ("least-utilized", "mps", "declared"),
+    "consolidate": ("consolidate", "mps", "declared"),
     "worst-fit-recovery": ("worst-fit", "mps", "none"),
     "worst-fit-oracle": ("worst-fit", "mps", "oracle"),
 }
 # Modes whose jobs colod re-planned from earlier runs of the same model while they were queued.
-LEARNING = {"worst-fit", "least-utilized"}
+LEARNING = {"worst-fit", "least-utilized", "consolidate"}
 WARMUP_STEPS = 5  # job.py's untimed first steps
 
 
@@ -162,6 +164,8 @@ def main():
     parser.add_argument("--no-startup-phase", action="store_true",
                         help="model the whole run as computing (the simulator before start-up phases)")
     parser.add_argument("--name", default="sim", help="output folder under RESULTS_DIR")
+    parser.add_argument("--predicted", help="compare with the predictions in this folder "
+                                            "(sim_predict.py --out, made before the run) instead")
     parser.add_argument("--exclusive", help="the exclusive run to take the catalogue from "
                                             "(default: RESULTS_DIR's)")
     parser.add_argument("--startup-idle", action="store_true",
@@ -172,17 +176,24 @@ def main():
                              "(colod after 2026-11-22): simulate worst-fit and least-utilized "
                              "with learn=on")
     args = parser.parse_args()
-    out_dir = os.path.join(args.results, args.name)
-    os.makedirs(out_dir, exist_ok=True)
     measured = {m: load(os.path.join(args.results, f"result-{m}.json")) for m in MODES
                 if os.path.exists(os.path.join(args.results, f"result-{m}.json"))}
+    if args.predicted:  # predictions made before the run (sim_predict.py --out): compared only
+        rows = [compare_row(mode, run, load(os.path.join(args.predicted, f"{mode}.json")))
+                for mode, run in measured.items()
+                if os.path.exists(os.path.join(args.predicted, f"{mode}.json"))]
+        json.dump(rows, open(os.path.join(args.predicted, "comparison.json"), "w"), indent=1)
+        print_rows(rows)
+        return
     exclusive = load(args.exclusive) if args.exclusive else measured.get("exclusive")
     if exclusive is None:
         sys.exit("sim_compare.py: the exclusive run is the catalogue; result-exclusive.json is missing")
+    out_dir = os.path.join(args.results, args.name)
+    os.makedirs(out_dir, exist_ok=True)
     catalogue = catalogue_from_exclusive(exclusive)
     # What colo's estimator planned with for each workload (the upper bound), as the sim's declared.
     planned = {}
-    for m in ("worst-fit", "least-utilized"):
+    for m in ("worst-fit", "least-utilized", "consolidate"):
         for rec in measured.get(m, {}).get("records", []):
             if rec.get("estimate") and rec["workload"] not in planned:
                 planned[rec["workload"]] = rec["estimate"]["upper"]
@@ -216,16 +227,23 @@ def main():
                              capture_output=True, text=True, check=True)
         predicted = json.loads(sim.stdout)["runs"][0]
         json.dump(predicted, open(os.path.join(out_dir, f"{mode}.json"), "w"), indent=1)
-        rows.append({"mode": mode,
-                     "measured": {"total_s": run["total_s"], "avg_jct_s": run["avg_jct_s"],
-                                  "energy_kj": run["energy_j"] / 1000, "mean_smact": run["mean_smact"],
-                                  "oom_crashes": run["oom_crashes"]},
-                     "predicted": {"total_s": predicted["total_time_s"],
-                                   "avg_jct_s": predicted["jct_s"]["avg"],
-                                   "energy_kj": predicted["energy_mj"] * 1000,
-                                   "mean_smact": predicted["mean_smact"],
-                                   "oom_crashes": predicted["oom_crashes"]}})
+        rows.append(compare_row(mode, run, predicted))
     json.dump(rows, open(os.path.join(out_dir, "comparison.json"), "w"), indent=1)
+    print_rows(rows)
+
+
+def compare_row(mode, run, predicted):
+    return {"mode": mode,
+            "measured": {"total_s": run["total_s"], "avg_jct_s": run["avg_jct_s"],
+                         "energy_kj": run["energy_j"] / 1000, "mean_smact": run["mean_smact"],
+                         "oom_crashes": run["oom_crashes"]},
+            "predicted": {"total_s": predicted["total_time_s"], "avg_jct_s": predicted["jct_s"]["avg"],
+                          "energy_kj": predicted["energy_mj"] * 1000,
+                          "mean_smact": predicted["mean_smact"],
+                          "oom_crashes": predicted["oom_crashes"]}}
+
+
+def print_rows(rows):
     print("| mode | total: measured / predicted | avg JCT | energy | mean SMACT | OOM crashes |")
     print("|---|---|---|---|---|---|")
     for r in rows:

@@ -27,18 +27,30 @@ from sim_compare import LEARNING, MODES, write_csv  # noqa: E402
 LABEL = {"exclusive": "exclusive", "round-robin": "round-robin, plain sharing",
          "worst-fit": "worst-fit (MAGM), MPS, estimator",
          "least-utilized": "least-utilized (LUG), MPS, estimator",
+         "round-robin-mps": "round-robin, MPS",
+         "consolidate": "consolidate (MUG), MPS, estimator",
          "worst-fit-recovery": "worst-fit, MPS, recovery only",
          "worst-fit-oracle": "worst-fit, MPS, oracle"}
 
 
-def predict(trace, catalogue, server, modes, estimator, grace, out_dir, colo, gpu_free=None):
+def predict(trace, catalogue, server, modes, estimator, grace, out_dir, colo, gpu_free=None,
+            idle_watts=None):
     cat = dict(catalogue)
     power_fit = cat.pop("power_fit")
     os.makedirs(out_dir, exist_ok=True)
     csv = os.path.join(out_dir, "trace.csv")
     write_csv(csv, trace["jobs"], cat, {})
-    power = ["--power", ",".join(f"{c:.2f}" for c in power_fit["above_idle_watts"])]
+    # No fit for this card: the simulator's own power model of it.
+    power = []
+    if power_fit:
+        coef = list(power_fit["above_idle_watts"])
+        if idle_watts:
+            # A GPU held awake (a ballast's context) idles higher, but computes at the power it
+            # did: the fit's curve keeps its watts and only its floor rises.
+            coef[0] += power_fit["idle_watts"] - idle_watts
+        power = ["--power", ",".join(f"{c:.2f}" for c in coef)]
     held = ["--gpu-free", gpu_free] if gpu_free else []
+    held += ["--idle-watts", str(idle_watts)] if idle_watts else []
     runs = {}
     for mode in modes:
         policy, sharing, est = MODES[mode]
@@ -85,6 +97,9 @@ def main():
                         help="what worst-fit and least-utilized plan with")
     parser.add_argument("--grace", type=float, default=10, help="colod's launch_grace")
     parser.add_argument("--gpu-free", help="memory left to the jobs on every GPU, e.g. 38GiB")
+    parser.add_argument("--idle-watts", type=float,
+                        help="a GPU's power while no job computes (one holding a ballast's memory "
+                             "idles higher); the catalogue's power curve keeps its watts above it")
     parser.add_argument("--colo", default="build/bin/colo")
     parser.add_argument("--out", help="keep the trace CSV and each mode's JSON here")
     args = parser.parse_args()
@@ -101,7 +116,7 @@ def main():
         sys.exit(f"sim_predict.py: the catalogue has no {', '.join(missing)}")
     out_dir = args.out or tempfile.mkdtemp(prefix="sim-predict-")
     runs = predict(trace, catalogue, args.server, modes, args.estimator, args.grace, out_dir,
-                   args.colo, args.gpu_free)
+                   args.colo, args.gpu_free, args.idle_watts)
     print(table(runs))
 
 

@@ -1,6 +1,7 @@
 // The wire format of colod's API: the only code that turns requests and replies into JSON lines
-// and back. Decoding is strict and total: any bytes give either a typed value or an error that
-// names the field (never an exception), so colod can answer every line it receives.
+// and back, by walking each struct's description (types.h, fields.h). Decoding is strict and
+// total: any bytes give either a typed value or an error that names the field (never an
+// exception), so colod can answer every line it receives.
 #pragma once
 
 #include <string>
@@ -10,18 +11,6 @@
 #include "common/status.h"
 
 namespace colo::api {
-
-// Limits on what one request may carry; a field beyond them is an error naming it.
-constexpr size_t kMaxCommandWords = 4096;
-constexpr size_t kMaxEnvEntries = 4096;
-constexpr size_t kMaxFieldBytes = 128 * 1024;  // one argument or environment entry
-// A job's whole command, and its whole environment: records stay small enough that a page of
-// history is read in milliseconds.
-constexpr size_t kMaxCommandBytes = 32 * 1024;
-constexpr size_t kMaxEnvBytes = 256 * 1024;
-constexpr int kMaxGpusPerJob = 64;
-constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
-constexpr int64_t kMaxJobId = int64_t{1} << 53;        // exact in a JSON double
 
 // Requests: one line of JSON without the newline.
 std::string EncodeRequest(const Request& request);

@@ -1,6 +1,7 @@
 // colod's API as types: one struct per request and per reply, shared by colod, `colo` and every
-// other client (the Slurm plugin, scripts). codec.h turns them into the wire format and back;
-// nothing else writes the schema.
+// other client (the Slurm plugin, scripts). Each struct is followed by its description (fields.h):
+// the key of every field on the wire and what a decoder accepts. codec.h turns the structs into
+// the wire format and back by walking those descriptions; nothing else writes the schema.
 //
 // The wire: one JSON object per line over a Unix stream socket. A request names the API version
 // and the operation ({"api": 1, "op": "submit", ...}); a reply has "ok" and either the result's
@@ -13,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "api/fields.h"
+#include "api/output_pattern.h"
 #include "common/status.h"
 #include "common/units.h"
 #include "core/model.h"
@@ -20,6 +23,27 @@
 namespace colo::api {
 
 constexpr int kVersion = 1;
+
+// Limits on what one request may carry; a field beyond them is an error naming it.
+constexpr size_t kMaxCommandWords = 4096;
+constexpr size_t kMaxEnvEntries = 4096;
+constexpr size_t kMaxFieldBytes = 128 * 1024;  // one argument or environment entry
+// A job's whole command, and its whole environment: records stay small enough that a page of
+// history is read in milliseconds.
+constexpr size_t kMaxCommandBytes = 32 * 1024;
+constexpr size_t kMaxEnvBytes = 256 * 1024;
+constexpr int kMaxGpusPerJob = 64;
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;  // 1 PiB
+constexpr int64_t kMaxJobId = int64_t{1} << 53;        // exact in a JSON double
+constexpr int64_t kMaxSlurmJobId = 0xfffffff0;  // Slurm's ids are 32 bits; the top few are steps'
+// Times on the wire are seconds since the epoch; colod's clocks count nanoseconds in 64 bits.
+constexpr double kMaxEpochSeconds = 1e12;
+
+// Rules of a struct that no single field states (one field against another, a list's order):
+// checked after its fields are read, by the codec.
+namespace field_json {
+class Reader;
+}
 
 // Why a request failed, kept on the wire so that clients can act on it without reading prose.
 enum class ErrorCode {
@@ -42,6 +66,15 @@ std::optional<ErrorCode> ParseErrorCode(std::string_view text);
 Status ToStatus(ErrorCode code, std::string message);
 ErrorCode CodeOf(const Status& status);
 
+// Every enum on the wire is its ToString name; these read one back, for the codec.
+Result<ErrorCode> ParseName(std::string_view text, Of<ErrorCode>);
+inline Result<SharingPreference> ParseName(std::string_view text, Of<SharingPreference>) {
+  return ParseSharingPreference(text);
+}
+inline Result<JobState> ParseName(std::string_view text, Of<JobState>) {
+  return ParseJobState(text);
+}
+
 // A memory estimate made by the client from the user's model summary (colo submit
 // --estimate-from), and what colod learned for it from earlier runs of the same model.
 struct JobEstimate {
@@ -62,17 +95,44 @@ struct JobEstimate {
   };
   std::optional<Learned> learned;
 };
+constexpr auto Fields(Of<JobEstimate::Learned>) {
+  using L = JobEstimate::Learned;
+  return std::tuple{Field("runs", &L::runs).Range(0, 1 << 30),
+                    Field("peak", &L::peak).Range(0, kMaxMemoryBytes),
+                    Field("upper", &L::upper).Range(0, kMaxMemoryBytes),
+                    Field("solo_smact", &L::solo_smact).Range(-1, 1)};
+}
+// lower and upper default to the peak; lower <= peak <= upper.
+constexpr auto Fields(Of<JobEstimate>) {
+  using E = JobEstimate;
+  return std::tuple{Field("estimator", &E::estimator).MaxBytes(64),
+                    Field("peak", &E::peak).Range(1, kMaxMemoryBytes).Required("bytes"),
+                    Field("lower", &E::lower).Range(0, kMaxMemoryBytes),
+                    Field("upper", &E::upper).Range(1, kMaxMemoryBytes),
+                    Field("detail", &E::detail).MaxBytes(1024),
+                    Field("signature", &E::signature).MaxBytes(256),
+                    Field("predicted_smact", &E::predicted_smact).Range(-1, 1).OmitDefault(),
+                    Field("history", &E::learned)};
+}
+void CheckFields(JobEstimate& estimate, field_json::Reader& fields);
 
 // A job waits until another one has ended (Slurm's --dependency): afterok when it succeeded,
 // afternotok when it did not (failed, cancelled, timed out, lost), afterany either way.
 enum class DependencyKind { kAfterOk, kAfterAny, kAfterNotOk };
 std::string_view ToString(DependencyKind kind);
 Result<DependencyKind> ParseDependencyKind(std::string_view text);
+inline Result<DependencyKind> ParseName(std::string_view text, Of<DependencyKind>) {
+  return ParseDependencyKind(text);
+}
 struct Dependency {
   DependencyKind kind = DependencyKind::kAfterAny;
   JobId job = 0;
   bool operator==(const Dependency&) const = default;
 };
+constexpr auto Fields(Of<Dependency>) {
+  return std::tuple{Field("kind", &Dependency::kind),
+                    Field("job", &Dependency::job).Range(1, kMaxJobId).Required("a job id")};
+}
 constexpr size_t kMaxDependencies = 64;
 // The longest --time: a year.
 constexpr int64_t kMaxTimeLimitSeconds = int64_t{366} * 86400;
@@ -89,9 +149,39 @@ struct ArraySpec {
   int limit = 0;
   bool operator==(const ArraySpec&) const = default;
 };
+constexpr auto Fields(Of<ArraySpec>) {
+  return std::tuple{Field("tasks", &ArraySpec::tasks)
+                        .MaxItems(kMaxArrayTasks)
+                        .Range(0, kMaxArrayTaskId)
+                        .Required("a list of task ids"),
+                    Field("limit", &ArraySpec::limit).Range(0, kMaxArrayTasks)};
+}
+void CheckFields(ArraySpec& array, field_json::Reader& fields);
 
-// --- Requests ---
+// Where and how a job was submitted, which colod keeps as the submitter gave it: stored with the
+// job, shown by `colo show`, and applied to every attempt. A setting colod only carries from the
+// submitter to the job's processes belongs here: it is then stored, sent and shown with no other
+// change (docs/architecture.md, "A new job field").
+struct JobContext {
+  std::string workdir;         // absolute
+  std::string source = "cli";  // "cli", "script PATH", "rad PATH", "slurm ID"
+  // The submitter's file mode creation mask, which the job's processes start with (absent: 022,
+  // as a login shell's).
+  std::optional<int> umask;
+  bool operator==(const JobContext&) const = default;
+};
+constexpr size_t kMaxSourceBytes = 4096;
+constexpr auto Fields(Of<JobContext>) {
+  return std::tuple{Field("workdir", &JobContext::workdir).MaxBytes(4096),
+                    Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes),
+                    Field("umask", &JobContext::umask).Range(0, 0777)};
+}
+
+// Requests
 struct HelloRequest {};
+constexpr auto Fields(Of<HelloRequest>) {
+  return std::tuple{};
+}
 struct SubmitRequest {
   std::vector<std::string> command;  // argv; the first word is run through PATH
   int gpus = 1;
@@ -101,9 +191,8 @@ struct SubmitRequest {
   std::optional<int> threads;            // MPS active-thread percentage, 1..100
   std::optional<double> expected_smact;  // SM activity alone, 0..1
   std::string name;                      // default: the command's first word
-  std::string workdir;                   // absolute
+  JobContext context;                    // its workdir is required
   std::vector<std::string> env;          // NAME=value
-  std::string source = "cli";            // "cli", "script PATH", "rad PATH"
   // Slurm habits. Each absent or zero by default, and then the request is what it always was.
   int64_t time_limit_s = 0;  // stopped (SIGTERM, then SIGKILL) this long after it started
   std::vector<Dependency> dependencies;
@@ -114,11 +203,37 @@ struct SubmitRequest {
   // none. Only -o: both go there.
   std::string output, error;
 };
+constexpr auto Fields(Of<SubmitRequest>) {
+  using S = SubmitRequest;
+  return std::tuple{
+      Field("command", &S::command).MaxItems(kMaxCommandWords).MaxBytes(kMaxFieldBytes),
+      Field("gpus", &S::gpus).Range(1, kMaxGpusPerJob),
+      Field("memory", &S::memory).Range(1, kMaxMemoryBytes),
+      Field("estimate", &S::estimate),
+      Field("share", &S::share),
+      Field("threads", &S::threads).Range(1, 100),
+      Field("expected_smact", &S::expected_smact).Range(0, 1),
+      Field("name", &S::name).MaxBytes(1024).OmitDefault(),
+      Embed(&S::context),
+      Field("env", &S::env).MaxItems(kMaxEnvEntries).MaxBytes(kMaxFieldBytes),
+      Field("time_limit_s", &S::time_limit_s).Range(0, kMaxTimeLimitSeconds).OmitDefault(),
+      Field("dependencies", &S::dependencies).MaxItems(kMaxDependencies).OmitDefault(),
+      Field("hold", &S::hold).OmitDefault(),
+      Field("priority", &S::priority).Range(-kMaxPriority, kMaxPriority).OmitDefault(),
+      Field("array", &S::array),
+      Field("output", &S::output).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
+      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault()};
+}
+// The command and the environment are checked whole; a workdir is required; -o/-e are patterns.
+void CheckFields(SubmitRequest& submit, field_json::Reader& fields);
 // Acts on several jobs at once (scontrol hold/release/requeue, scancel): each job gets its own
 // answer, so one that may not be touched does not stop the others.
 enum class JobAction { kHold, kRelease, kRequeue, kCancel };
 std::string_view ToString(JobAction action);
 Result<JobAction> ParseJobAction(std::string_view text);
+inline Result<JobAction> ParseName(std::string_view text, Of<JobAction>) {
+  return ParseJobAction(text);
+}
 constexpr size_t kMaxControlJobs = 1000;
 struct ControlRequest {
   JobAction action = JobAction::kCancel;
@@ -128,24 +243,55 @@ struct ControlRequest {
   // ARRAY_TASK, or chosen by filters).
   bool each_alone = false;
 };
+constexpr auto Fields(Of<ControlRequest>) {
+  using C = ControlRequest;
+  return std::tuple{Field("action", &C::action).Required("hold, release, requeue or cancel"),
+                    Field("jobs", &C::jobs).MaxItems(kMaxControlJobs).Range(1, kMaxJobId),
+                    Field("each_alone", &C::each_alone).OmitDefault()};
+}
+void CheckFields(ControlRequest& control, field_json::Reader& fields);  // at least one job
 struct QueueRequest {
   std::string user;  // only this user's jobs; empty: everyone's
 };
+constexpr auto Fields(Of<QueueRequest>) {
+  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256)};
+}
+// The requests that name one job.
+template <typename R>
+constexpr auto JobIdField() {
+  return Field("job", &R::job).Range(1, kMaxJobId).Required("a job id");
+}
 struct ShowRequest {
   JobId job = 0;
 };
+constexpr auto Fields(Of<ShowRequest>) {
+  return std::tuple{JobIdField<ShowRequest>()};
+}
 struct CancelRequest {
   JobId job = 0;
 };
+constexpr auto Fields(Of<CancelRequest>) {
+  return std::tuple{JobIdField<CancelRequest>()};
+}
 struct ExplainRequest {
   JobId job = 0;
 };
+constexpr auto Fields(Of<ExplainRequest>) {
+  return std::tuple{JobIdField<ExplainRequest>()};
+}
 struct LogsRequest {
   JobId job = 0;
   std::optional<int> attempt =
       std::nullopt;  // that attempt's files (from 1); absent: the latest attempt's
 };
+constexpr auto Fields(Of<LogsRequest>) {
+  return std::tuple{JobIdField<LogsRequest>(),
+                    Field("attempt", &LogsRequest::attempt).Range(1, 1 << 30)};
+}
 struct GpusRequest {};
+constexpr auto Fields(Of<GpusRequest>) {
+  return std::tuple{};
+}
 // Jobs that ended, newest first, one page at a time: a page is at most kMaxHistoryPage jobs and
 // the reply's `next` continues it.
 constexpr int kMaxHistoryPage = 200;
@@ -154,16 +300,27 @@ struct HistoryRequest {
   std::optional<JobId> before;  // only jobs with a smaller id (the previous page's `next`)
   bool all = false;             // every user's jobs (their details stay private)
 };
+constexpr auto Fields(Of<HistoryRequest>) {
+  return std::tuple{Field("limit", &HistoryRequest::limit).Range(1, kMaxHistoryPage),
+                    Field("before", &HistoryRequest::before).Range(1, kMaxJobId),
+                    Field("all", &HistoryRequest::all)};
+}
 // The newest events of every job, newest first (colo top): at most kMaxRecentEvents. Another
 // user's event has its detail left out; colod's own events (job 0) are root's only.
 constexpr int kMaxRecentEvents = 200;
 struct EventsRequest {
   int limit = 50;
 };
+constexpr auto Fields(Of<EventsRequest>) {
+  return std::tuple{Field("limit", &EventsRequest::limit).Range(1, kMaxRecentEvents)};
+}
 
-// --- Slurm: the node's half of a Slurm job (the SPANK plugin in slurmstepd and slurmd, as root).
-// Only root may send these: the uid they carry is Slurm's word, which a user cannot give. ---
-constexpr int64_t kMaxSlurmJobId = 0xfffffff0;  // Slurm's ids are 32 bits; the top few are steps'
+// Slurm: the node's half of a Slurm job (the SPANK plugin in slurmstepd and slurmd, as root).
+// Only root may send these: the uid they carry is Slurm's word, which a user cannot give.
+template <typename R>
+constexpr auto SlurmJobIdField() {
+  return Field("job", &R::job).Range(1, kMaxSlurmJobId).Required("a Slurm job id");
+}
 // A Slurm job on this node asks for its GPUs. Asking again (every step, and while it waits) gets
 // the same answer: one Slurm job is one tenant, however many steps it runs.
 struct SlurmAttachRequest {
@@ -178,6 +335,16 @@ struct SlurmAttachRequest {
   // Slurm 22.05 does not give it to the batch step; slurm_run (the prolog) tells colod then.
   int restarts = 0;
 };
+constexpr auto Fields(Of<SlurmAttachRequest>) {
+  using A = SlurmAttachRequest;
+  return std::tuple{SlurmJobIdField<A>(),
+                    Field("uid", &A::uid).Range(0, 0xfffffffe).Required("the job's user"),
+                    Field("name", &A::name).MaxBytes(1024),
+                    Field("gpus", &A::gpus).Range(1, kMaxGpusPerJob),
+                    Field("memory", &A::memory).Range(1, kMaxMemoryBytes),
+                    Field("share", &A::share),
+                    Field("restarts", &A::restarts).Range(0, 1 << 20)};
+}
 // slurmd's prolog: run number `restarts` (runs before it) of a Slurm job begins on this node,
 // with what Slurm booked for it: the job-control environment colo's plugin set at submission
 // (from which job_submit/lua planned its gpumem) and the GPUs Slurm gave it. colod plans with
@@ -189,12 +356,23 @@ struct SlurmRunRequest {
   std::optional<Bytes> memory;             // COLO_MEM per GPU (absent: whole GPUs)
   int gpus = 0;  // COLO_GPUS for a colo job, else the whole GPUs Slurm gave (0: none)
 };
+constexpr auto Fields(Of<SlurmRunRequest>) {
+  using R = SlurmRunRequest;
+  return std::tuple{SlurmJobIdField<R>(), Field("restarts", &R::restarts).Range(0, 1 << 20),
+                    Field("share", &R::share),
+                    Field("memory", &R::memory).Range(1, kMaxMemoryBytes),
+                    Field("gpus", &R::gpus).Range(0, kMaxGpusPerJob)};
+}
 // The job's batch script ended with this wait status, or (no status) Slurm's epilog says the
 // whole job ended on this node.
 struct SlurmEndRequest {
   uint32_t job = 0;
   std::optional<int> wait_status;
 };
+constexpr auto Fields(Of<SlurmEndRequest>) {
+  return std::tuple{SlurmJobIdField<SlurmEndRequest>(),
+                    Field("wait_status", &SlurmEndRequest::wait_status).Range(0, 0xffff)};
+}
 
 // What colod recorded over a time range (colo report): every GPU's samples, the memory of every
 // job on its GPUs, the queue's length, and the jobs live in the range. Everyone sees every GPU's
@@ -205,6 +383,13 @@ struct RunReportRequest {
   double until = 0;       // 0: now
   int max_points = 2000;  // per series; longer ranges come as means over equal buckets
 };
+constexpr auto Fields(Of<RunReportRequest>) {
+  using R = RunReportRequest;
+  // Seconds since the epoch up to 2096: colod's clocks count nanoseconds in 64 bits.
+  return std::tuple{Field("since", &R::since).Range(0, 4e9),
+                    Field("until", &R::until).Range(0, 4e9),
+                    Field("max_points", &R::max_points).Range(10, kMaxReportPoints)};
+}
 
 using Request =
     std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
@@ -212,7 +397,7 @@ using Request =
                  SlurmEndRequest, SlurmRunRequest, ControlRequest, RunReportRequest, EventsRequest>;
 std::string_view OpName(const Request& request);
 
-// --- Replies ---
+// Replies
 struct HelloReply {
   std::string server = "colod";
   int api = kVersion;
@@ -220,9 +405,19 @@ struct HelloReply {
   std::string user;  // who colod thinks the caller is
   bool personal = false;
 };
+constexpr auto Fields(Of<HelloReply>) {
+  using H = HelloReply;
+  return std::tuple{Field("server", &H::server).MaxBytes(256),
+                    Field("api", &H::api).Range(0, 1 << 20),
+                    Field("gpus", &H::gpu_backend).MaxBytes(256),
+                    Field("user", &H::user).MaxBytes(256), Field("personal", &H::personal)};
+}
 struct SubmitReply {
   JobId job = 0;
 };
+constexpr auto Fields(Of<SubmitReply>) {
+  return std::tuple{Field("job", &SubmitReply::job).Range(0, kMaxJobId)};
+}
 
 struct AttemptInfo {
   int number = 0;
@@ -241,10 +436,34 @@ struct AttemptInfo {
   // How its process ended (absent while it runs, or when colod could not learn it).
   std::optional<int> exit_code = std::nullopt, exit_signal = std::nullopt;
 };
+constexpr auto Fields(Of<AttemptInfo>) {
+  using A = AttemptInfo;
+  return std::tuple{Field("number", &A::number).Range(0, 1 << 30),
+                    Field("pid", &A::pid).Range(0, 1 << 30),
+                    Field("gpus", &A::gpus).Range(0, 1 << 20),
+                    Field("gpu_uuids", &A::gpu_uuids),
+                    Field("mode", &A::mode).MaxBytes(64),
+                    Field("thread_percent", &A::thread_percent).Range(0, 100),
+                    Field("memory_limit", &A::memory_limit).Range(0, kMaxMemoryBytes),
+                    Field("started", &A::started).Range(0, kMaxEpochSeconds),
+                    Field("ended", &A::ended).Range(0, kMaxEpochSeconds),
+                    Field("exit_kind", &A::exit_kind).MaxBytes(64),
+                    Field("detail", &A::detail),
+                    Field("peak", &A::peak).Range(0, kMaxMemoryBytes),
+                    Field("over_plan", &A::over_plan),
+                    Field("solo_smact", &A::solo_smact).Range(-1, 1),
+                    Field("exit_code", &A::exit_code).Range(0, 255),
+                    Field("exit_signal", &A::exit_signal).Range(1, 128)};
+}
 struct EventInfo {
   double time = 0;
   std::string kind, detail;
 };
+constexpr auto Fields(Of<EventInfo>) {
+  return std::tuple{Field("time", &EventInfo::time).Range(0, kMaxEpochSeconds),
+                    Field("kind", &EventInfo::kind),
+                    Field("detail", &EventInfo::detail).MaxBytes(1 << 24)};
+}
 
 // A job as the queue and history list it. Fields a caller may not see (another user's job,
 // without root) are left empty and `redacted` is set.
@@ -271,11 +490,39 @@ struct JobSummary {
   std::optional<JobId> array_job;  // a task of this array (the queue shows ARRAY_TASK)
   int array_task = 0;
 };
+constexpr auto Fields(Of<JobSummary>) {
+  using S = JobSummary;
+  return std::tuple{
+      Field("id", &S::id).Range(0, kMaxJobId),
+      Field("name", &S::name),
+      Field("user", &S::user),
+      Field("state", &S::state),
+      Field("gpus", &S::gpus).Range(0, kMaxGpusPerJob),
+      Field("submitted", &S::submitted).Range(0, kMaxEpochSeconds),
+      Field("started", &S::started).Range(0, kMaxEpochSeconds),
+      Field("finished", &S::finished).Range(0, kMaxEpochSeconds),
+      Field("reason", &S::reason),
+      Field("attempts", &S::attempts).Range(0, 1 << 30),
+      Field("memory", &S::memory).Range(0, kMaxMemoryBytes),
+      Field("share", &S::share),
+      Field("gpu_uuids", &S::gpu_uuids),
+      Field("mode", &S::mode).MaxBytes(64),
+      Field("peak", &S::peak).Range(0, kMaxMemoryBytes),
+      Field("slurm_job", &S::slurm_job).Range(0, kMaxSlurmJobId),
+      Field("redacted", &S::redacted).OmitDefault(),
+      Field("gpu_indices", &S::gpu_indices).Range(0, 1 << 20),
+      Field("exit_code", &S::exit_code).Range(0, 255),
+      Field("exit_signal", &S::exit_signal).Range(1, 128),
+      Field("time_limit_s", &S::time_limit_s).Range(0, kMaxTimeLimitSeconds).OmitDefault(),
+      Field("priority", &S::priority).Range(-kMaxPriority, kMaxPriority).OmitDefault(),
+      Field("array_job", &S::array_job).Range(0, kMaxJobId),
+      Field("array_task", &S::array_task).Range(0, kMaxArrayTaskId)};
+}
 // Everything about one job (colo show).
 struct JobDetail {
   JobSummary summary;
   std::vector<std::string> command;
-  std::string workdir, source;
+  JobContext context;
   std::optional<JobEstimate> estimate;
   std::vector<AttemptInfo> attempt_list;
   std::optional<Bytes> need;  // what placement plans with now (live jobs)
@@ -289,32 +536,75 @@ struct JobDetail {
   // The files -o/-e name, as the latest attempt (or, before one, the first) writes them.
   std::string output_file, error_file;
 };
+constexpr auto Fields(Of<JobDetail>) {
+  using D = JobDetail;
+  return std::tuple{Embed(&D::summary),
+                    Field("command", &D::command),
+                    Embed(&D::context),
+                    Field("estimate", &D::estimate),
+                    Field("attempt_list", &D::attempt_list),
+                    Field("need", &D::need).Range(0, kMaxMemoryBytes),
+                    Field("need_source", &D::need_source).MaxBytes(64),
+                    Field("reservation", &D::reservation).Range(0, kMaxMemoryBytes),
+                    Field("smact", &D::smact).Range(0, 1),
+                    Field("oom_count", &D::oom_count).Range(0, 1 << 30),
+                    Field("events", &D::events),
+                    Field("output_file", &D::output_file).OmitDefault(),
+                    Field("error_file", &D::error_file).OmitDefault()};
+}
 
 struct QueueReply {
   std::vector<JobSummary> jobs;
   int main_queue = 0, recovery_queue = 0;
 };
+constexpr auto Fields(Of<QueueReply>) {
+  return std::tuple{Field("jobs", &QueueReply::jobs),
+                    Field("main_queue", &QueueReply::main_queue).Range(0, 1 << 30),
+                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30)};
+}
 struct ShowReply {
   JobDetail job;
 };
+constexpr auto Fields(Of<ShowReply>) {
+  return std::tuple{Field("job", &ShowReply::job)};
+}
 struct ControlResult {
   JobId job = 0;
   bool ok = false;
-  std::string state;  // ok: what the job is now ("held", "queued", "cancelling", ...)
-  std::string error;  // not ok: why
-  ErrorCode code = ErrorCode::kInternal;
+  std::string state;              // ok: what the job is now ("held", "queued", "cancelling", ...)
+  std::string error;              // not ok: why
+  std::optional<ErrorCode> code;  // not ok: its kind
 };
+constexpr auto Fields(Of<ControlResult>) {
+  using R = ControlResult;
+  return std::tuple{Field("job", &R::job).Range(0, kMaxJobId), Field("ok", &R::ok),
+                    Field("state", &R::state).MaxBytes(64).OmitDefault(),
+                    Field("error", &R::error).MaxBytes(1 << 16).OmitDefault(),
+                    Field("code", &R::code)};
+}
 struct ControlReply {
   std::vector<ControlResult> results;  // one per job asked for, in its order
 };
+constexpr auto Fields(Of<ControlReply>) {
+  return std::tuple{Field("results", &ControlReply::results)};
+}
 struct CancelReply {
   JobId job = 0;
   std::string state;  // "cancelling" or the job's new state
 };
+constexpr auto Fields(Of<CancelReply>) {
+  return std::tuple{Field("job", &CancelReply::job).Range(0, kMaxJobId),
+                    Field("state", &CancelReply::state).MaxBytes(64)};
+}
 struct GateInfo {
   int gpu = 0;
   std::string gate, detail;
 };
+constexpr auto Fields(Of<GateInfo>) {
+  return std::tuple{Field("gpu", &GateInfo::gpu).Range(0, 1 << 20),
+                    Field("gate", &GateInfo::gate).MaxBytes(64),
+                    Field("detail", &GateInfo::detail).MaxBytes(1 << 16)};
+}
 struct ExplainReply {
   JobId job = 0;
   JobState state = JobState::kQueued;
@@ -323,12 +613,28 @@ struct ExplainReply {
   std::string queue;  // "main" or "recovery"
   std::vector<GateInfo> gpus;
 };
+constexpr auto Fields(Of<ExplainReply>) {
+  using E = ExplainReply;
+  return std::tuple{Field("job", &E::job).Range(0, kMaxJobId),
+                    Field("state", &E::state),
+                    Field("summary", &E::summary),
+                    Field("position", &E::position).Range(0, 1 << 30).OmitDefault(),
+                    Field("queue", &E::queue).MaxBytes(64).OmitDefault(),
+                    Field("gpus", &E::gpus)};
+}
 struct LogsReply {
   JobId job = 0;
   JobState state = JobState::kQueued;
   int attempt = 0;                       // 0: not started yet
   std::string stdout_path, stderr_path;  // readable by the job's owner only
 };
+constexpr auto Fields(Of<LogsReply>) {
+  using L = LogsReply;
+  return std::tuple{Field("job", &L::job).Range(0, kMaxJobId), Field("state", &L::state),
+                    Field("attempt", &L::attempt).Range(0, 1 << 30),
+                    Field("stdout", &L::stdout_path).MaxBytes(1 << 16),
+                    Field("stderr", &L::stderr_path).MaxBytes(1 << 16)};
+}
 struct GpuJobInfo {
   JobId id = 0;
   std::string name, user, mode;
@@ -336,6 +642,16 @@ struct GpuJobInfo {
   Bytes used;         // on this GPU, in the latest sample
   Bytes reservation;  // what placement holds for it on this GPU (used or not)
 };
+constexpr auto Fields(Of<GpuJobInfo>) {
+  using G = GpuJobInfo;
+  return std::tuple{Field("id", &G::id).Range(0, kMaxJobId),
+                    Field("name", &G::name),
+                    Field("user", &G::user).MaxBytes(256),
+                    Field("mode", &G::mode).MaxBytes(64),
+                    Field("peak", &G::peak).Range(0, kMaxMemoryBytes),
+                    Field("used", &G::used).Range(0, kMaxMemoryBytes),
+                    Field("reservation", &G::reservation).Range(0, kMaxMemoryBytes)};
+}
 struct GpuInfoReply {
   int index = 0;
   std::string uuid, name, mode;
@@ -353,14 +669,46 @@ struct GpuInfoReply {
   std::string sample_error;
   std::vector<GpuJobInfo> jobs;
 };
+// The sample's figures are left off while they are unknown (-1).
+constexpr auto Fields(Of<GpuInfoReply>) {
+  using G = GpuInfoReply;
+  constexpr double kMeasure = 1e9;
+  return std::tuple{
+      Field("index", &G::index).Range(0, 1 << 20),
+      Field("uuid", &G::uuid).MaxBytes(256),
+      Field("name", &G::name).MaxBytes(256),
+      Field("mode", &G::mode).MaxBytes(64),
+      Field("memory_total", &G::memory_total).Range(0, kMaxMemoryBytes),
+      Field("free_for_placement", &G::free_for_placement).Range(-kMaxMemoryBytes, kMaxMemoryBytes),
+      Field("smact_risk", &G::smact_risk).Range(-1, kMeasure),
+      Field("memory_used", &G::memory_used).Range(0, kMaxMemoryBytes),
+      Field("smact", &G::smact).Range(-1, kMeasure).OmitDefault(),
+      Field("smocc", &G::smocc).Range(-1, kMeasure).OmitDefault(),
+      Field("utilization", &G::utilization).Range(-1, kMeasure).OmitDefault(),
+      Field("power_watts", &G::power_watts).Range(-1, kMeasure).OmitDefault(),
+      Field("energy_joules", &G::energy_joules).Range(-1, 1e18).OmitDefault(),
+      Field("activity_source", &G::activity_source).MaxBytes(64).OmitDefault(),
+      Field("activity_note", &G::activity_note).MaxBytes(1 << 12).OmitDefault(),
+      Field("sample_age_s", &G::sample_age_s).Range(-1e12, 1e12).OmitDefault(),
+      Field("sample_error", &G::sample_error).MaxBytes(1 << 16).OmitDefault(),
+      Field("jobs", &G::jobs)};
+}
 struct GpusReply {
   std::string backend;
   std::vector<GpuInfoReply> gpus;
 };
+constexpr auto Fields(Of<GpusReply>) {
+  return std::tuple{Field("backend", &GpusReply::backend).MaxBytes(256),
+                    Field("gpus", &GpusReply::gpus)};
+}
 struct HistoryReply {
   std::vector<JobSummary> jobs;
   std::optional<JobId> next;  // pass as `before` for the next page; absent on the last page
 };
+constexpr auto Fields(Of<HistoryReply>) {
+  return std::tuple{Field("jobs", &HistoryReply::jobs),
+                    Field("next", &HistoryReply::next).Range(0, kMaxJobId)};
+}
 struct RecentEvent {
   JobId job = 0;  // 0: about colod itself
   std::string user, name;
@@ -368,15 +716,34 @@ struct RecentEvent {
   std::string kind, detail;
   bool redacted = false;  // another user's: `detail` left out
 };
+constexpr auto Fields(Of<RecentEvent>) {
+  using E = RecentEvent;
+  return std::tuple{Field("job", &E::job).Range(0, kMaxJobId),
+                    Field("user", &E::user).MaxBytes(256),
+                    Field("name", &E::name).MaxBytes(1 << 16),
+                    Field("time", &E::time).Range(0, kMaxEpochSeconds),
+                    Field("kind", &E::kind).MaxBytes(256),
+                    Field("detail", &E::detail).MaxBytes(1 << 16),
+                    Field("redacted", &E::redacted).OmitDefault()};
+}
 struct EventsReply {
   std::vector<RecentEvent> events;  // newest first
 };
+constexpr auto Fields(Of<EventsReply>) {
+  return std::tuple{Field("events", &EventsReply::events)};
+}
 
 struct RunGpu {
   int index = 0;
   std::string uuid, name;
   Bytes memory_total;
 };
+constexpr auto Fields(Of<RunGpu>) {
+  return std::tuple{Field("index", &RunGpu::index).Range(0, 1 << 20),
+                    Field("uuid", &RunGpu::uuid).MaxBytes(256),
+                    Field("name", &RunGpu::name).MaxBytes(256),
+                    Field("memory_total", &RunGpu::memory_total).Range(0, kMaxMemoryBytes)};
+}
 // One GPU at one time; absent: not reported by the GPU (never a number standing for it).
 struct RunGpuPoint {
   double time = 0;
@@ -384,21 +751,47 @@ struct RunGpuPoint {
   std::optional<double> memory_used;  // bytes
   std::optional<double> smact, smocc, drama, power_watts, energy_joules;
 };
+constexpr auto Fields(Of<RunGpuPoint>) {
+  using P = RunGpuPoint;
+  return std::tuple{Field("time", &P::time).Range(0, kMaxEpochSeconds),
+                    Field("gpu", &P::gpu).Range(0, 1 << 20),
+                    Field("memory_used", &P::memory_used).Range(0, 1e18),
+                    Field("smact", &P::smact).Range(0, 1e9),
+                    Field("smocc", &P::smocc).Range(0, 1e9),
+                    Field("drama", &P::drama).Range(0, 1e9),
+                    Field("power_watts", &P::power_watts).Range(0, 1e6),
+                    Field("energy_joules", &P::energy_joules).Range(0, 1e18)};
+}
 struct RunJobPoint {
   double time = 0;
   JobId job = 0;
   int gpu = 0;
   double memory = 0;  // bytes
 };
+constexpr auto Fields(Of<RunJobPoint>) {
+  using P = RunJobPoint;
+  return std::tuple{
+      Field("time", &P::time).Range(0, kMaxEpochSeconds), Field("job", &P::job).Range(0, kMaxJobId),
+      Field("gpu", &P::gpu).Range(0, 1 << 20), Field("memory", &P::memory).Range(0, 1e18)};
+}
 struct RunQueuePoint {
   double time = 0;
   double queued = 0, running = 0;
 };
+constexpr auto Fields(Of<RunQueuePoint>) {
+  using P = RunQueuePoint;
+  return std::tuple{Field("time", &P::time).Range(0, kMaxEpochSeconds),
+                    Field("queued", &P::queued).Range(0, 1e9),
+                    Field("running", &P::running).Range(0, 1e9)};
+}
 // A job of the range with its attempts (their `detail` and `pid` empty when redacted).
 struct RunJob {
   JobSummary summary;
   std::vector<AttemptInfo> attempts;
 };
+constexpr auto Fields(Of<RunJob>) {
+  return std::tuple{Embed(&RunJob::summary), Field("attempt_list", &RunJob::attempts)};
+}
 struct RunReportReply {
   double since = 0, until = 0;
   std::string backend;
@@ -415,12 +808,34 @@ struct RunReportReply {
   double history_write_seconds = 0;
   std::string history_error;  // the history cannot be read or written (why)
 };
+constexpr auto Fields(Of<RunReportReply>) {
+  using R = RunReportReply;
+  return std::tuple{
+      Field("since", &R::since).Range(0, kMaxEpochSeconds),
+      Field("until", &R::until).Range(0, kMaxEpochSeconds),
+      Field("backend", &R::backend).MaxBytes(256),
+      Field("policy", &R::policy).MaxBytes(4096),
+      Field("gpus", &R::gpus),
+      Field("gpu_points", &R::gpu_points),
+      Field("job_points", &R::job_points),
+      Field("queue_points", &R::queue_points),
+      Field("bucket_seconds", &R::bucket_seconds).Range(0, kMaxEpochSeconds),
+      Field("jobs", &R::jobs),
+      Field("jobs_truncated", &R::jobs_truncated),
+      Field("history_points", &R::history_points).Range(0, INT64_MAX),
+      Field("history_flushes", &R::history_flushes).Range(0, INT64_MAX),
+      Field("history_write_seconds", &R::history_write_seconds).Range(0, kMaxEpochSeconds),
+      Field("history_error", &R::history_error).MaxBytes(1 << 16).OmitDefault()};
+}
 
 // placed: run with `env`; waiting: ask again soon; requeue: colo handed the job back to Slurm
 // (`reason` says why), so the step must not run here; failed: it cannot run (`reason`).
 enum class SlurmPlacement { kPlaced, kWaiting, kRequeue, kFailed };
 std::string_view ToString(SlurmPlacement p);
 Result<SlurmPlacement> ParseSlurmPlacement(std::string_view text);
+inline Result<SlurmPlacement> ParseName(std::string_view text, Of<SlurmPlacement>) {
+  return ParseSlurmPlacement(text);
+}
 struct SlurmAttachReply {
   SlurmPlacement state = SlurmPlacement::kWaiting;
   JobId job = 0;                 // colo's id of the tenant
@@ -430,10 +845,21 @@ struct SlurmAttachReply {
   std::vector<std::string> env_defaults;
   std::string reason;
 };
+constexpr auto Fields(Of<SlurmAttachReply>) {
+  using A = SlurmAttachReply;
+  return std::tuple{Field("state", &A::state), Field("job", &A::job).Range(0, kMaxJobId),
+                    Field("env", &A::env).MaxItems(256).MaxBytes(64 * 1024),
+                    Field("env_defaults", &A::env_defaults).MaxItems(64).MaxBytes(16 * 1024),
+                    Field("reason", &A::reason)};
+}
 struct SlurmRunReply {
   uint32_t job = 0;
   int restarts = 0;  // the run colod now expects
 };
+constexpr auto Fields(Of<SlurmRunReply>) {
+  return std::tuple{Field("job", &SlurmRunReply::job).Range(0, kMaxSlurmJobId),
+                    Field("restarts", &SlurmRunReply::restarts).Range(0, 1 << 20)};
+}
 struct SlurmEndReply {
   JobId job = 0;  // 0: colod had no tenant for it
   // "ended"; "ending" (its output is being read, or its requeue is on its way: ask again, and
@@ -441,6 +867,10 @@ struct SlurmEndReply {
   // "requeued" (given back to Slurm, which runs it again); "unknown" (no tenant for it).
   std::string state;
 };
+constexpr auto Fields(Of<SlurmEndReply>) {
+  return std::tuple{Field("job", &SlurmEndReply::job).Range(0, kMaxJobId),
+                    Field("state", &SlurmEndReply::state).MaxBytes(64)};
+}
 
 // The reply type of each request, for typed calls.
 template <typename Req>

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <string_view>
 
-#include "cli/cli_docs.h"
 #include "cli/client_commands.h"
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
 #include "cli/report_command.h"
 #include "cli/sim_command.h"
 #include "cli/top.h"
+#include "docgen/program_docs.h"
 
 namespace colo {
 namespace {

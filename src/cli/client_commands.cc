@@ -173,7 +173,7 @@ Status ApplyRadTask(const std::string& path, const std::vector<std::string>& env
     if (o.memory.empty() && o.share.empty()) o.share = "exclusive";
   }
   if (o.name.empty()) o.name = fs::path(path).stem().string();
-  r.source = "rad " + fs::absolute(path).string();
+  r.context.source = "rad " + fs::absolute(path).string();
   return Status::Ok();
 }
 
@@ -209,7 +209,7 @@ Status ApplyJobScript(const std::vector<std::string>& words, api::SubmitRequest&
   }
   r.command.insert(r.command.end(), words.begin() + 1, words.end());
   if (o.name.empty()) o.name = fs::path(path).filename().string();
-  r.source = "script " + absolute;
+  r.context.source = "script " + absolute;
   return Status::Ok();
 }
 
@@ -460,8 +460,9 @@ void PrintShow(const api::JobDetail& j) {
              Printable(s.user), ToString(s.state), s.attempts);
   std::vector<std::string> words;
   for (const std::string& w : j.command) words.push_back(Printable(w));
-  fmt::print("   Command={}\n   WorkDir={} Source={}\n", Join(words, " "), Printable(j.workdir),
-             Printable(j.source));
+  fmt::print("   Command={}\n   WorkDir={} Source={}{}\n", Join(words, " "),
+             Printable(j.context.workdir), Printable(j.context.source),
+             j.context.umask ? fmt::format(" Umask={:04o}", *j.context.umask) : "");
   if (!j.output_file.empty() || !j.error_file.empty()) {
     fmt::print("   StdOut={} StdErr={}\n", j.output_file.empty() ? "-" : Printable(j.output_file),
                j.error_file.empty() ? "-" : Printable(j.error_file));
@@ -580,7 +581,11 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   if (stat(workdir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return InvalidArgument(
         fmt::format("working directory {} is not a directory you can reach", workdir.string()));
-  r.workdir = workdir.lexically_normal().string();
+  r.context.workdir = workdir.lexically_normal().string();
+  // The job's files are made as the submitter's own would be (sbatch passes its umask too).
+  const mode_t mask = umask(0);
+  umask(mask);
+  r.context.umask = static_cast<int>(mask);
   r.env = environment;
   if (!o.export_env.empty()) {
     auto env = ApplyExport(o.export_env, environment);
@@ -616,8 +621,8 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
     if (Status checked = api::CheckOutputPattern(*pattern); !checked.ok())
       return InvalidArgument(fmt::format("{}: {}", flag, checked.message()));
     // A directory that is named outright and missing would fail every attempt at its start.
-    const fs::path file =
-        fs::path(*pattern).is_absolute() ? fs::path(*pattern) : fs::path(r.workdir) / *pattern;
+    const fs::path file = fs::path(*pattern).is_absolute() ? fs::path(*pattern)
+                                                           : fs::path(r.context.workdir) / *pattern;
     const std::string directory = file.parent_path().string();
     if (directory.find('%') == std::string::npos && !IsDirectory(directory))
       return InvalidArgument(

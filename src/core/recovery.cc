@@ -69,4 +69,8 @@ RaisedNeed RaiseNeedAfterOutOfMemory(const OutOfMemoryFacts& f, const OutOfMemor
   return raised;
 }
 
+Bytes AttemptLimit(Bytes reservation, Bytes room, bool failed_at_its_limit) {
+  return failed_at_its_limit ? std::max(reservation, room) : reservation;
+}
+
 }  // namespace colo

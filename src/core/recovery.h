@@ -36,4 +36,16 @@ struct RaisedNeed {
 RaisedNeed RaiseNeedAfterOutOfMemory(const OutOfMemoryFacts& facts,
                                      const OutOfMemoryGrowth& growth);
 
+// The memory limit (MPS limit, framework setting) an attempt runs under, given the reservation
+// it is placed with and the room its GPUs have for it (their memory not reserved for other jobs
+// nor held by processes colod does not manage, the least over its GPUs). A job that failed at its
+// own limit has shown only that its need lies somewhere above that limit: the figures it printed
+// bound its need from below, and a raised need can fall short again however it is grown (a
+// ResNet-50 declared at 3 GiB whose step peaks at 13.9 GiB took 3.0 -> 8.1 -> 20.4 GiB under
+// limits at its need). Its retry therefore runs under the room of its GPUs, so that it fails
+// again only if those GPUs truly run full, while placement keeps planning with the raised need
+// (and with what the attempt is seen to use as it grows). Any other attempt runs under its
+// reservation.
+Bytes AttemptLimit(Bytes reservation, Bytes room, bool failed_at_its_limit);
+
 }  // namespace colo

@@ -435,6 +435,7 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
           fmt::format("; at most {}, the most this server can place", FormatBytes(need));
     }
     job.need = MemoryNeed{need, MemorySource::kLearned, 0.0};
+    job.outgrew_limit = job.outgrew_limit || raised.limit_bound;
     job.require_idle = job.oom_count == config_.max_oom_retries || need >= max_capacity_;
   }
   job.state = JobState::kRecovering;
@@ -554,15 +555,19 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
     list.push_back(&job);
     gpus_[g].last_placement = now;
   }
+  // The room its GPUs had for it, from the view the placement was decided on.
+  Bytes room = view.gpus[placed.gpus.front()].free_for_placement;
+  for (GpuIndex g : placed.gpus) room = std::min(room, view.gpus[g].free_for_placement);
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
   for (GpuIndex g : placed.gpus) {
     MakeView(g, now, kLatestOnly, view.gpus[g]);
     summarized_[g] = 0;
   }
-  job.placed_limit = Reservation(job, now);
+  const Bytes reservation = Reservation(job, now);
+  job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
   launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
-                            job.placed_limit, job.attempts});
+                            reservation, job.placed_limit, job.attempts});
 }
 
 Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,

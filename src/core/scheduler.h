@@ -68,7 +68,11 @@ struct Launch {
   std::vector<GpuIndex> gpus;
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
-  Bytes memory_limit;  // per GPU; the reservation the placement was made with (0: unknown)
+  // Per GPU, 0 where unknown: what the placement reserves, and the limit the attempt runs under
+  // (its MPS limit; core/recovery.h's AttemptLimit): the reservation, or more for a retry after
+  // a crash at its own limit.
+  Bytes reservation;
+  Bytes memory_limit;
   int attempt = 1;
 };
 
@@ -82,6 +86,8 @@ struct JobRecord {
   int attempts = 0;
   int oom_count = 0;
   bool require_idle = false;
+  // An attempt failed at its own memory limit: its retries run under the room of their GPUs.
+  bool outgrew_limit = false;
   std::vector<GpuIndex> gpus;
   std::vector<Bytes> current_use;  // per entry of gpus
   // When this attempt's first process appeared on each of its GPUs (per entry of gpus).
@@ -90,7 +96,7 @@ struct JobRecord {
   int thread_percent = 100;
   TimePoint submitted, first_started, started, finished;
   bool ever_started = false;
-  Bytes placed_limit;  // the reservation (and MPS limit) this attempt was placed with
+  Bytes placed_limit;  // the memory limit (MPS limit) this attempt runs under
   Bytes attempt_peak;  // highest per-GPU use seen in this attempt
   Bytes max_peak;      // over all attempts
   TimePoint last_growth;

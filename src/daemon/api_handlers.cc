@@ -144,8 +144,7 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
 api::JobDetail ApiHandlers::Detail(const Job& job) const {
   api::JobDetail d;
   d.command = job.spec.command;
-  d.workdir = job.workdir;
-  d.source = job.source;
+  d.context = job.context;
   d.output_file = OutputFileOf(job, job.output_pattern);
   d.error_file = job.error_pattern.empty() ? d.output_file : OutputFileOf(job, job.error_pattern);
   d.estimate = job.estimate;

@@ -54,7 +54,8 @@ std::string OutputFileOf(const Job& job, std::string_view pattern) {
   names.name = job.spec.name;
   names.host = host;
   std::string file = api::ExpandOutputPattern(pattern, names);
-  if (!file.starts_with('/')) file = job.workdir + (job.workdir.ends_with('/') ? "" : "/") + file;
+  if (!file.starts_with('/'))
+    file = job.context.workdir + (job.context.workdir.ends_with('/') ? "" : "/") + file;
   return file;
 }
 

@@ -68,15 +68,14 @@ struct ArrayMembership {
 struct Job {
   JobSpec spec;  // id, name, owner (the user name), command, GPUs, memory need, sharing, SMACT
   Identity owner;
-  std::string workdir;
+  api::JobContext context;       // its working directory, where it came from
   std::vector<std::string> env;  // NAME=value; dropped when the job ends
   JobState state = JobState::kQueued;
   std::string reason;  // why it failed or waits for good
   WallTime submitted, finished;
   bool cancel_requested = false;
   std::vector<Attempt> attempts;
-  std::string source = "cli";  // "cli", "script PATH", "rad PATH"
-  int threads = 0;             // MPS thread percentage the user asked for; 0: the policy's
+  int threads = 0;  // MPS thread percentage the user asked for; 0: the policy's
   std::optional<api::JobEstimate> estimate;
   std::optional<SlurmTenancy> slurm;  // set: a tenant, not a process colod started
   // Slurm habits. A job held or with dependencies not yet met waits outside the scheduler's

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "api/field_json.h"
 #include "common/text.h"
 
 namespace colo {
@@ -407,7 +408,6 @@ void DecodeEstimate(FieldReader& r, api::JobEstimate& e) {
 
 // The fields both record formats write alike.
 void DecodeLifecycle(FieldReader& r, Job& job) {
-  r.String("workdir", job.workdir);
   r.Strings("env", job.env);
   r.Name("state", job.state, kJobStates, "job state");
   r.String("reason", job.reason);
@@ -455,7 +455,8 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
       DecodeAttempt(a, job.attempts.emplace_back());
     }
   }
-  r.String("source", job.source);
+  // Its context as the API describes it (api::JobContext): workdir, source.
+  if (r.ok()) api::ReadFields(record, "", job.context, shared.error);
   r.Int("threads", job.threads);
   // Added within schema 2: absent in records written before colod knew Slurm.
   if (const json* slurm_json = r.Optional("slurm")) {
@@ -487,8 +488,8 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
 // neither had not started.
 void DecodeSchema1Record(const json& record, FieldReader::Shared& shared, Job& job) {
   FieldReader r(record, "", shared);
-  job.workdir = "/";
-  job.source.clear();
+  job.context.workdir = "/";
+  job.context.source.clear();
   {
     // The id is the one field schema 1 never defaulted.
     const json* spec_json = r.Member("spec");
@@ -515,7 +516,8 @@ void DecodeSchema1Record(const json& record, FieldReader::Shared& shared, Job& j
   r.Uint("gid", job.owner.gid);
   job.owner.user = job.spec.owner;
   DecodeLifecycle(r, job);
-  r.String("source", job.source);
+  r.String("workdir", job.context.workdir);
+  r.String("source", job.context.source);
   r.Int("threads", job.threads);
   if (const json* attempts = r.Member("attempts")) {
     if (!attempts->is_array()) return r.Fail("attempts", "not a list");
@@ -591,7 +593,6 @@ std::string EncodeJob(const Job& job) {
   owner["gid"] = job.owner.gid;
   owner["user"] = ValidUtf8(job.owner.user);
   record["owner"] = std::move(owner);
-  record["workdir"] = ValidUtf8(job.workdir);
   record["env"] = Strings(job.env);
   record["state"] = ToString(job.state);
   record["reason"] = ValidUtf8(job.reason);
@@ -601,7 +602,7 @@ std::string EncodeJob(const Job& job) {
   json attempts = json::array();
   for (const Attempt& attempt : job.attempts) attempts.push_back(EncodeAttempt(attempt));
   record["attempts"] = std::move(attempts);
-  record["source"] = ValidUtf8(job.source);
+  api::WriteFields(job.context, record);
   record["threads"] = job.threads;
   record["estimate"] = job.estimate ? EncodeEstimate(*job.estimate) : json(nullptr);
   if (job.slurm)

@@ -14,7 +14,6 @@
 namespace colo {
 namespace {
 
-constexpr size_t kMaxSourceBytes = 4096;
 // How soon a record that could not be stored is tried again.
 constexpr Duration kStoreRetry = Seconds(1);
 // A GPU counts as computing for a job alone on it above this SM activity: its start-up (imports,
@@ -200,10 +199,10 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   job.threads = r.threads.value_or(0);
   job.spec.name =
       TruncateUtf8(r.name.empty() ? BaseName(job.spec.command.front()) : r.name, kMaxNameBytes);
-  job.source = TruncateUtf8(r.source, kMaxSourceBytes);
+  job.context = std::move(r.context);
+  job.context.source = TruncateUtf8(job.context.source, api::kMaxSourceBytes);
   job.env = std::move(r.env);
-  job.workdir = std::move(r.workdir);
-  COLO_RETURN_IF_ERROR(launcher_.CheckWorkdir(who, job.workdir));
+  COLO_RETURN_IF_ERROR(launcher_.CheckWorkdir(who, job.context.workdir));
   if (r.memory) job.spec.memory = MemoryNeed{*r.memory, MemorySource::kDeclared, 0.0};
   if (r.time_limit_s < 0 || r.time_limit_s > api::kMaxTimeLimitSeconds)
     return InvalidArgument(
@@ -962,6 +961,14 @@ void JobController::Launch(const colo::Launch& launch) {
   std::vector<std::string> mps_env;
   // Stored with the attempt's start, so that `colo show` tells why a job ran without MPS.
   std::vector<JobEvent> launch_events;
+  if (launch.memory_limit > launch.reservation && launch.reservation > Bytes(0)) {
+    launch_events.push_back(
+        Event(launch.job, "limit",
+              fmt::format("attempt {} may use the {} its GPU has free, above its plan of {}: an "
+                          "earlier attempt failed at its own limit",
+                          attempt.number, FormatBytes(launch.memory_limit),
+                          FormatBytes(launch.reservation))));
+  }
   if (launch.mode == SharingMode::kMps) {
     auto env = options_.mps_env
                    ? options_.mps_env(attempt.thread_percent, launch.memory_limit,
@@ -1000,7 +1007,7 @@ void JobController::Launch(const colo::Launch& launch) {
   spec.attempt = attempt.number;
   spec.owner = job.owner;
   spec.argv = job.spec.command;
-  spec.workdir = job.workdir;
+  spec.context = job.context;
   spec.output_file = OutputFileOf(job, job.output_pattern);
   spec.error_file = OutputFileOf(job, job.error_pattern);
   // The first attempt starts the files afresh; a retry's output follows its predecessor's.
@@ -1428,7 +1435,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
       TruncateUtf8(request.name.empty() ? fmt::format("slurm-{}", request.slurm_job) : request.name,
                    kMaxNameBytes);
   job.spec.gpus = request.gpus;
-  job.source = fmt::format("slurm {}", request.slurm_job);
+  job.context.source = fmt::format("slurm {}", request.slurm_job);
   if (request.memory) {
     // The user's declared need is the limit; an out-of-memory crash of an earlier run raised it.
     const Bytes need = std::max(*request.memory, request.raised_need.value_or(Bytes(0)));

@@ -5,9 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 
-#include "cli/cli_docs.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "docgen/program_docs.h"
 #include "gpu/fake_gpus.h"
 
 namespace {

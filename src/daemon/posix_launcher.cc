@@ -792,7 +792,7 @@ std::optional<AttemptEnd> PosixProcessLauncher::CheckStarting(Tracked& tracked, 
 Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   if (spec.argv.empty()) return InvalidArgument("empty command");
   if (spec.job <= 0 || spec.attempt <= 0) return InvalidArgument("no job id or attempt number");
-  COLO_RETURN_IF_ERROR(CheckWorkdirSyntax(spec.workdir));
+  COLO_RETURN_IF_ERROR(CheckWorkdirSyntax(spec.context.workdir));
   // execve would silently cut such a word short.
   const auto has_nul = [](const std::string& word) { return word.find('\0') != std::string::npos; };
   if (std::any_of(spec.argv.begin(), spec.argv.end(), has_nul))
@@ -863,7 +863,10 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", ErrorText(errno)));
   UniqueFd report_read(pipe_fds[0]), report_write(pipe_fds[1]);
   const char* shim = options_.shim.c_str();
-  const char* workdir = spec.workdir.c_str();
+  const char* workdir = spec.context.workdir.c_str();
+  // The job's files as its submitter would make them (a login shell's 022 where the submitter
+  // did not say), never with colod's 077.
+  const mode_t job_umask = static_cast<mode_t>(spec.context.umask.value_or(022) & 0777);
   const pid_t pid = fork();
   if (pid < 0) {
     const int error = errno;
@@ -875,7 +878,7 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     // Nothing of colod's may reach the job: every descriptor above 2 closes at exec.
     syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
     ResetSignals();
-    umask(022);  // the job's files as a login shell would make them, not colod's 077
+    umask(job_umask);
     if (cgroup_procs.valid() && write(cgroup_procs.get(), "0", 1) != 1)
       ReportAndExit(report, Step::kJoinCgroup, errno);
     if (setsid() < 0) ReportAndExit(report, Step::kSetsid, errno);
@@ -910,7 +913,7 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   tracked.in_cgroup = !cgroup.empty();
   tracked.start_report = std::move(report_read);
   tracked.start_deadline = std::chrono::steady_clock::now() + kStartTimeout;
-  tracked.workdir = spec.workdir;
+  tracked.workdir = spec.context.workdir;
   attempts_[key] = std::move(tracked);
   return ProcessHandle{pid, start_ticks};
 }

@@ -25,7 +25,7 @@ struct LaunchSpec {
   Identity owner;
   std::vector<std::string> argv;  // the job's command
   std::vector<std::string> env;   // its whole environment, NAME=value
-  std::string workdir;
+  api::JobContext context;        // its working directory
   // The user's copies of the output (sbatch -o/-e), absolute; empty: none. Written by the job's
   // user, never by colod; only output_file: stderr goes there too.
   std::string output_file, error_file;

@@ -668,7 +668,7 @@ void Engine::Start(int server_index, const Launch& launch) {
   job.running = true;
   ++job.attempt;
   job.mode = launch.mode;
-  job.planned = launch.memory_limit;
+  job.planned = launch.reservation;
   job.thread_percent = launch.mode == SharingMode::kMps ? launch.thread_percent : 100;
   job.remaining_s = ToSeconds(job.trace->profile.duration);  // a restart loses all progress
   job.rate = 0;  // no rate yet: Refresh sets one and schedules the completion
@@ -887,7 +887,7 @@ void Engine::AccountLaunch(int server_index, const Launch& launch) {
   Server& server = servers_[static_cast<size_t>(server_index)];
   if (server.free.empty()) return;  // never read: its first read counts everything
   for (GpuIndex g : launch.gpus) {
-    server.free[static_cast<size_t>(g)] -= launch.memory_limit.count();
+    server.free[static_cast<size_t>(g)] -= launch.reservation.count();
     ++server.jobs_on[static_cast<size_t>(g)];
     if (launch.mode == SharingMode::kExclusive) ++server.exclusive_on[static_cast<size_t>(g)];
   }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/field_json.h"
 #include "api/output_pattern.h"
 
 namespace colo::api {
@@ -24,9 +25,9 @@ TEST(Codec, RequestsRoundTrip) {
   s.threads = 50;
   s.expected_smact = 0.25;
   s.name = "bert ü";
-  s.workdir = "/home/a";
+  s.context.workdir = "/home/a";
   s.env = {"PATH=/bin", "EMPTY="};
-  s.source = "script /home/a/job.sh";
+  s.context.source = "script /home/a/job.sh";
   JobEstimate e;
   e.estimator = "trace";
   e.peak = GiB(6);
@@ -45,7 +46,7 @@ TEST(Codec, RequestsRoundTrip) {
   EXPECT_EQ(t.expected_smact, 0.25);
   EXPECT_EQ(t.name, "bert ü");
   EXPECT_EQ(t.env, s.env);
-  EXPECT_EQ(t.source, s.source);
+  EXPECT_EQ(t.context.source, s.context.source);
   ASSERT_TRUE(t.estimate);
   EXPECT_EQ(t.estimate->upper, GiB(7));
   EXPECT_EQ(t.estimate->signature, "abc-b32");
@@ -151,7 +152,7 @@ TEST(OutputPattern, SlurmCodesExpandAndBadOnesAreNamed) {
 TEST(Codec, SubmitOutputPatternsRoundTripAndAreChecked) {
   SubmitRequest s;
   s.command = {"true"};
-  s.workdir = "/tmp";
+  s.context.workdir = "/tmp";
   s.output = "out-%j.txt";
   s.error = "err-%A_%a.txt";
   auto back = DecodeRequest(EncodeRequest(s));
@@ -279,7 +280,7 @@ TEST(Codec, RepliesRoundTripAndErrorsKeepTheirCode) {
 TEST(Codec, SlurmHabitsRoundTripAndAreChecked) {
   SubmitRequest s;
   s.command = {"true"};
-  s.workdir = "/";
+  s.context.workdir = "/";
   s.time_limit_s = 3600;
   s.dependencies = {{DependencyKind::kAfterOk, 4}, {DependencyKind::kAfterNotOk, 5}};
   s.hold = true;
@@ -333,7 +334,7 @@ TEST(Codec, SlurmHabitsRoundTripAndAreChecked) {
             std::string::npos);
 
   ControlReply reply;
-  reply.results = {{1, true, "held", "", ErrorCode::kInternal},
+  reply.results = {{1, true, "held", "", std::nullopt},
                    {2, false, "", "no job 2", ErrorCode::kNotFound}};
   auto decoded = DecodeReply<ControlReply>(EncodeReply(reply));
   ASSERT_TRUE(decoded.ok());
@@ -378,6 +379,107 @@ TEST(Codec, EventsAndGpuJobsRoundTripAndTheLimitIsBounded) {
   ASSERT_TRUE(gpus_back.ok()) << gpus_back.status().message();
   EXPECT_EQ(gpus_back->gpus.at(0).jobs.at(0).used, GiB(4));
   EXPECT_EQ(gpus_back->gpus.at(0).jobs.at(0).reservation, GiB(12));
+}
+
+}  // namespace
+}  // namespace colo::api
+
+namespace colo::api {
+namespace {
+
+// A struct of every kind of member the descriptions use, described as the API's are.
+struct Probe {
+  int count = 3;
+  std::optional<Bytes> size;
+  std::vector<std::string> words;
+  SharingPreference share = SharingPreference::kAny;
+  Dependency after;
+  std::vector<Dependency> afters;
+  std::string note;
+  JobContext context;
+};
+constexpr auto Fields(Of<Probe>) {
+  return std::tuple{Field("count", &Probe::count).Range(1, 9).Required("a count"),
+                    Field("size", &Probe::size).Range(1, kMaxMemoryBytes),
+                    Field("words", &Probe::words).MaxItems(2).MaxBytes(4),
+                    Field("share", &Probe::share),
+                    Field("after", &Probe::after),
+                    Field("afters", &Probe::afters),
+                    Field("note", &Probe::note).OmitDefault(),
+                    Embed(&Probe::context)};
+}
+
+TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
+  Probe probe;
+  probe.count = 7;
+  probe.size = GiB(2);
+  probe.words = {"a", "bc"};
+  probe.share = SharingPreference::kPlain;
+  probe.after = {DependencyKind::kAfterOk, 4};
+  probe.afters = {{DependencyKind::kAfterNotOk, 5}};
+  probe.context = {"/w", "cli", 027};
+  nlohmann::json j = nlohmann::json::object();
+  WriteFields(probe, j);
+  // Keys as described; the embedded struct's beside the others; a default left off when asked.
+  EXPECT_EQ(j.dump(),
+            R"({"after":{"job":4,"kind":"afterok"},"afters":[{"job":5,"kind":"afternotok"}],)"
+            R"("count":7,"share":"plain","size":2147483648,"source":"cli","umask":23,)"
+            R"("words":["a","bc"],"workdir":"/w"})");
+  Probe back;
+  Status status;
+  ReadFields(j, "", back, status);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(back.count, 7);
+  EXPECT_EQ(back.size, GiB(2));
+  EXPECT_EQ(back.words, probe.words);
+  EXPECT_EQ(back.share, SharingPreference::kPlain);
+  EXPECT_EQ(back.after, probe.after);
+  EXPECT_EQ(back.afters, probe.afters);
+  EXPECT_EQ(back.context, probe.context);
+
+  auto problem = [](const char* text) {
+    Probe p;
+    Status s;
+    ReadFields(nlohmann::json::parse(text), "probe", p, s);
+    return s.ok() ? std::string("ok") : s.message();
+  };
+  EXPECT_EQ(problem(R"({"count": 2})"), "ok");
+  EXPECT_EQ(problem("{}"), "probe.count: is required (a count)");
+  EXPECT_EQ(problem(R"({"count": 10})"), "probe.count: must be between 1 and 9");
+  EXPECT_EQ(problem(R"({"count": 2, "size": "3GiB", "words": ["abcde"]})"),
+            "probe.words: has an entry longer than 4 bytes");
+  EXPECT_EQ(problem(R"({"count": 2, "words": ["a", "b", "c"]})"),
+            "probe.words: has more than 2 entries");
+  EXPECT_EQ(problem(R"({"count": 2, "afters": [{"kind": "afterok"}]})"),
+            "probe.afters[0].job: is required (a job id)");
+  EXPECT_EQ(problem(R"({"count": 2, "after": 3})"), "probe.after: must be an object");
+  EXPECT_EQ(problem(R"({"count": 2, "umask": -1})"), "probe.umask: must be between 0 and 511");
+  // A struct's member count is what its description is held to: a member added without a
+  // description line does not compile.
+  static_assert(field_json::MemberCount<Probe>() == 8);
+  static_assert(field_json::MemberCount<JobContext>() == 3);
+}
+
+TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
+  SubmitRequest s;
+  s.command = {"true"};
+  s.context.workdir = "/w";
+  s.context.umask = 077;
+  auto back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(std::get<SubmitRequest>(*back).context.umask, 077);
+  s.context.umask.reset();
+  back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(std::get<SubmitRequest>(*back).context.umask);
+  EXPECT_NE(Error(R"({"api":1,"op":"submit","command":["true"],"workdir":"/","umask":512})")
+                .find("umask"),
+            std::string::npos);
+  ShowReply show;
+  show.job.context = {"/w", "script /w/job.sh", 022};
+  auto shown = DecodeReply<ShowReply>(EncodeReply(show));
+  ASSERT_TRUE(shown.ok()) << shown.status().message();
+  EXPECT_EQ(shown->job.context, show.job.context);
 }
 
 }  // namespace

@@ -101,5 +101,12 @@ TEST(RecoveryTest, AnUnknownPlanGrowsFromWhatWasSeen) {
   EXPECT_EQ(raised.need, GiB(5).Scaled(1.1) + MiB(512));
 }
 
+TEST(RecoveryTest, ARetryAfterACrashAtItsOwnLimitMayUseTheRoomOfItsGpu) {
+  EXPECT_EQ(AttemptLimit(GiBf(8.1), GiB(30), true), GiB(30));
+  EXPECT_EQ(AttemptLimit(GiBf(8.1), GiB(5), true), GiBf(8.1)) << "never below its reservation";
+  EXPECT_EQ(AttemptLimit(GiBf(8.1), GiB(30), false), GiBf(8.1))
+      << "any other attempt runs under its reservation";
+}
+
 }  // namespace
 }  // namespace colo

@@ -30,6 +30,14 @@ class SchedulerTest : public ::testing::Test {
     if (need > Bytes(0)) s.memory = MemoryNeed{need, MemorySource::kDeclared, 0.0};
     return s;
   }
+  // An out-of-memory exit with the figures PyTorch prints: what the process held, what it tried.
+  static JobExit PyTorchOutOfMemory(Bytes in_use, Bytes requested) {
+    OutOfMemoryEvidence figures;
+    figures.framework = "PyTorch";
+    figures.in_use = in_use;
+    figures.requested = requested;
+    return {ExitKind::kOutOfMemory, "CUDA out of memory", figures};
+  }
   ManualClock clock_;
   std::unique_ptr<GatedPolicy> policy_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -146,6 +154,57 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
   EXPECT_NE(scheduler_->job(1)->end_reason.find("retry cap"), std::string::npos);
+}
+
+// The ResNet-50 declared at 3 GiB whose step peaks at 13.9 GiB, beside a 10 GiB job on a 40 GiB
+// GPU: its first attempt fails at its 3 GiB limit, with PyTorch's figures. Its retry is placed with
+// the need those figures give (x2.4), and runs under the room its GPU has (30 GiB), not under that
+// need, so it succeeds: two attempts, where limits at the need took three (3.0 -> 8.1 -> 20.4 GiB).
+TEST_F(SchedulerTest, ARetryAfterACrashAtItsLimitRunsUnderTheRoomOfItsGpu) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(3))).ok());
+  auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  clock_.Advance(Seconds(60));
+  launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 2);
+  EXPECT_EQ(launches[0].memory_limit, GiB(3)) << "a first attempt runs under its reservation";
+  EXPECT_EQ(launches[0].reservation, GiB(3));
+  scheduler_->OnJobMemory(2, 0, GiBf(1.7));
+  ASSERT_EQ(scheduler_->OnJobExit(2, PyTorchOutOfMemory(GiBf(2.87), MiB(196))),
+            ExitAction::kRequeuedForRecovery);
+  const Bytes need = scheduler_->job(2)->need.Upper();
+  EXPECT_EQ(need, (GiBf(2.87) + MiB(196)).Scaled(2.4) + MiB(512));
+  clock_.Advance(Seconds(60));
+  launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].attempt, 2);
+  EXPECT_EQ(launches[0].reservation, need) << "placement plans with the raised need";
+  EXPECT_EQ(launches[0].memory_limit, GiB(30)) << "40 GiB less job 1's 10 GiB";
+  EXPECT_GE(launches[0].memory_limit, GiBf(13.9));
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(2)), need);
+  scheduler_->OnJobMemory(2, 0, GiBf(13.9));
+  EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(2)), GiBf(13.9))
+      << "what it is seen to use counts as it grows past its plan";
+  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->job(2)->attempts, 2);
+}
+
+// A job that failed below its limit (its GPU ran full of others) did not outgrow its plan: its
+// retry runs under its raised need, as any attempt does.
+TEST_F(SchedulerTest, ARetryAfterACrashBelowItsLimitRunsUnderItsNeed) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobMemory(1, 0, GiB(2));
+  ASSERT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(2), MiB(20))),
+            ExitAction::kRequeuedForRecovery);
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].reservation, GiB(10).Scaled(1.1) + MiB(512));
+  EXPECT_EQ(launches[0].memory_limit, launches[0].reservation);
 }
 
 // A job that used nearly a whole GPU while it ran (its need raised to follow) and then crashed

@@ -72,7 +72,7 @@ class DaemonTest : public ::testing::Test {
     api::SubmitRequest r;
     r.command = std::move(command);
     r.memory = memory;
-    r.workdir = dir_;
+    r.context.workdir = dir_;
     r.env = {"PATH=/usr/bin:/bin"};
     auto reply = Call(r);
     EXPECT_TRUE(reply.ok()) << reply.status().message();
@@ -187,7 +187,7 @@ TEST_F(DaemonTest, QueuedJobsOfAModelThatJustRanPlanWithItsPeak) {
     api::SubmitRequest r;
     r.command = std::move(command);
     r.estimate = estimate;
-    r.workdir = dir_;
+    r.context.workdir = dir_;
     auto reply = Call(r);
     EXPECT_TRUE(reply.ok()) << reply.status().message();
     return reply.ok() ? reply->job : 0;
@@ -318,7 +318,7 @@ TEST_F(DaemonTest, GarbageRequestsGetErrorsAndTheDaemonKeepsServing) {
     api::SubmitRequest r;
     r.command = {"true"};
     r.gpus = 3;
-    r.workdir = dir_;
+    r.context.workdir = dir_;
     return Call(r);
   }();
   ASSERT_FALSE(bad_gpus.ok());
@@ -399,7 +399,7 @@ TEST_F(DaemonTest, AThousandConcurrentSubmissionsAreAllAcceptedOnce) {
   blocker.command = {"sleep", "600"};
   blocker.memory = GiB(70);
   blocker.gpus = 2;
-  blocker.workdir = dir_;
+  blocker.context.workdir = dir_;
   auto blocking = Call(blocker);
   ASSERT_TRUE(blocking.ok()) << blocking.status().message();
   WaitFor(blocking->job, JobState::kRunning);
@@ -414,7 +414,7 @@ TEST_F(DaemonTest, AThousandConcurrentSubmissionsAreAllAcceptedOnce) {
         r.command = {"true"};
         r.memory = GiB(70);
         r.gpus = 2;
-        r.workdir = dir_;
+        r.context.workdir = dir_;
         auto reply = client->Call(r);
         ASSERT_TRUE(reply.ok()) << reply.status().message();
         ids[c].push_back(reply->job);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "common/text.h"
+#include "core/recovery.h"
 
 namespace colo {
 namespace {
@@ -84,6 +85,56 @@ TEST(ExitClassifier, PyTorch113To24CudaOutOfMemoryError) {
       "max_split_size_mb to avoid fragmentation.  See documentation for Memory Management and "
       "PYTORCH_CUDA_ALLOC_CONF\n",
       "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 784.00 MiB");
+}
+
+// What PyTorch 2.11 printed for a ResNet-50 at batch 128 declared at 3 GiB, under colod's 3 GiB MPS
+// limit on an H100 (its step peaks at 13.9 GiB): the figures make the crash limit-bound, and its
+// retry runs under the room of its GPU rather than under the raised need, so it needs no third.
+TEST(ExitClassifier, PyTorchsFiguresAtAnMpsLimitSizeARetryThatFits) {
+  const JobExit exit = ClassifyExit(
+      kFailed, false,
+      "Traceback (most recent call last):\n"
+      "  File \"/work/bench/real-trace/job.py\", line 75, in step\n"
+      "    output = model(**inputs) if isinstance(inputs, dict) else model(inputs)\n"
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 196.00 MiB. GPU 0 has a total "
+      "capacity of 79.18 GiB of which 139.85 MiB is free. Process 1103 has 66.00 MiB memory in "
+      "use. Including non-PyTorch memory, this process has 2.87 GiB memory in use. Of the "
+      "allocated memory 2.19 GiB is allocated by PyTorch, and 161.47 MiB is reserved by PyTorch "
+      "but unallocated. If reserved but unallocated memory is large try setting "
+      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.\n",
+      "");
+  ASSERT_EQ(exit.kind, ExitKind::kOutOfMemory) << exit.detail;
+  EXPECT_EQ(exit.oom.framework, "PyTorch");
+  ASSERT_TRUE(exit.oom.requested && exit.oom.in_use);
+  EXPECT_EQ(exit.oom.requested->count(), MiB(196).count());
+  EXPECT_NEAR(exit.oom.in_use->count(), GiBf(2.87).count(), MiB(1).count())
+      << "this process's use, not another process's 66 MiB";
+  OutOfMemoryFacts facts;
+  facts.planned = facts.limit = GiB(3);
+  facts.hard_limit = true;
+  facts.observed_peak = GiBf(1.7);
+  facts.evidence = exit.oom;
+  facts.capacity = GiBf(79.18);
+  const RaisedNeed raised = RaiseNeedAfterOutOfMemory(facts, OutOfMemoryGrowth{});
+  EXPECT_TRUE(raised.limit_bound) << raised.basis;
+  EXPECT_LT(raised.need, GiBf(13.9)) << "the figures only bound the need from below";
+  const Bytes room = GiB(40) - GiBf(7.2);  // 40 GiB left free, a ResNet-50 at batch 64 beside it
+  EXPECT_GE(AttemptLimit(raised.need, room, raised.limit_bound), GiBf(13.9));
+}
+
+// PyTorch 1.13 to 2.0's message: "reserved in total by PyTorch" is what the process held.
+TEST(ExitClassifier, OlderPyTorchsFiguresGiveWhatItHeld) {
+  const JobExit exit = ClassifyExit(
+      kFailed, false,
+      "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 784.00 MiB (GPU 0; "
+      "39.39 GiB total capacity; 37.12 GiB already allocated; 402.81 MiB free; 37.80 GiB "
+      "reserved in total by PyTorch) If reserved memory is >> allocated memory try setting "
+      "max_split_size_mb to avoid fragmentation.\n",
+      "");
+  ASSERT_EQ(exit.kind, ExitKind::kOutOfMemory) << exit.detail;
+  ASSERT_TRUE(exit.oom.requested && exit.oom.in_use);
+  EXPECT_EQ(exit.oom.requested->count(), MiB(784).count());
+  EXPECT_NEAR(exit.oom.in_use->count(), GiBf(37.80).count(), MiB(1).count());
 }
 
 TEST(ExitClassifier, OlderPyTorchRuntimeError) {

@@ -30,7 +30,7 @@ Job FullJob() {
   job.spec.priority = 3;
   job.spec.expected_smact = 0.4;
   job.owner = Identity{1000, 1001, "alice"};
-  job.workdir = "/home/alice/run";
+  job.context.workdir = "/home/alice/run";
   job.env = {"HOME=/home/alice", "PATH=/usr/bin", std::string("NUL=a\0b", 7)};
   job.state = JobState::kRecovering;
   job.reason = "out of memory twice";
@@ -56,7 +56,8 @@ Job FullJob() {
   second.phase = Attempt::Phase::kLaunching;
   second.mode = SharingMode::kMps;
   job.attempts = {first, second};
-  job.source = "script job.sh";
+  job.context.source = "script job.sh";
+  job.context.umask = 027;
   job.threads = 40;
   api::JobEstimate estimate;
   estimate.estimator = "trace";
@@ -109,7 +110,7 @@ TEST(JobCodec, EveryFieldSurvivesARoundTrip) {
   EXPECT_EQ(back.owner.uid, 1000u);
   EXPECT_EQ(back.owner.gid, 1001u);
   EXPECT_EQ(back.owner.user, "alice");
-  EXPECT_EQ(back.workdir, job.workdir);
+  EXPECT_EQ(back.context.workdir, job.context.workdir);
   EXPECT_EQ(back.env, job.env);  // a NUL inside a value included
   EXPECT_EQ(back.state, JobState::kRecovering);
   EXPECT_EQ(back.reason, job.reason);
@@ -120,7 +121,9 @@ TEST(JobCodec, EveryFieldSurvivesARoundTrip) {
   ExpectSameAttempt(back.attempts[0], job.attempts[0]);
   ExpectSameAttempt(back.attempts[1], job.attempts[1]);
   EXPECT_FALSE(back.attempts[1].exit.has_value());
-  EXPECT_EQ(back.source, job.source);
+  EXPECT_EQ(back.context.source, job.context.source);
+  EXPECT_EQ(back.context.umask, 027);
+  EXPECT_EQ(back.context, job.context);
   EXPECT_EQ(back.threads, 40);
   ASSERT_TRUE(back.estimate.has_value());
   EXPECT_EQ(back.estimate->estimator, "trace");
@@ -326,8 +329,18 @@ TEST(JobCodec, AMalformedFieldIsAnErrorNamingIt) {
       {[](json& r) { r["estimate"] = "trace"; }, "estimate: not an object"},
       {[](json& r) { r["format"] = 3; }, "format: 3 is not 2"},
       {[](json& r) { r.erase("format"); }, "format: missing"},
+      // The job's context, as the API describes it.
+      {[](json& r) { r["workdir"] = 7; }, "workdir: must be a string"},
+      {[](json& r) { r["umask"] = 01000; }, "umask: must be between 0 and 511"},
   };
   for (const auto& [change, message] : cases) EXPECT_EQ(DecodeError(Mutated(change)), message);
+}
+
+TEST(JobCodec, ARecordFromBeforeTheUmaskHasNone) {
+  const Result<Job> job = DecodeJob(Mutated([](json& r) { r.erase("umask"); }));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_FALSE(job->context.umask.has_value());
+  EXPECT_EQ(job->context.workdir, "/home/alice/run");
 }
 
 TEST(JobCodec, AnEnumValueInAMessageIsQuotedSafely) {
@@ -412,7 +425,7 @@ TEST(JobCodec, ReadsSchema1Records) {
   EXPECT_EQ(job->attempts[1].phase, Attempt::Phase::kRunning);
   EXPECT_FALSE(job->attempts[1].exit.has_value());
   EXPECT_EQ(job->attempts[1].pid_start, 777u);
-  EXPECT_EQ(job->source, "rad task.rad");
+  EXPECT_EQ(job->context.source, "rad task.rad");
   ASSERT_TRUE(job->estimate.has_value());
   EXPECT_EQ(job->estimate->signature, "sig");
   ASSERT_TRUE(job->estimate->learned.has_value());
@@ -422,7 +435,7 @@ TEST(JobCodec, ReadsSchema1Records) {
   // Schema 1 read missing fields with defaults.
   Result<Job> sparse = DecodeSchema1Job(R"({"spec": {"id": 3}, "estimate": {"peak": 5}})");
   ASSERT_TRUE(sparse.ok()) << sparse.status().message();
-  EXPECT_EQ(sparse->workdir, "/");
+  EXPECT_EQ(sparse->context.workdir, "/");
   EXPECT_EQ(sparse->state, JobState::kQueued);
   EXPECT_EQ(sparse->estimate->lower, Bytes(5));
   EXPECT_FALSE(sparse->estimate->learned.has_value());

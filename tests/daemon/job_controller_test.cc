@@ -116,7 +116,7 @@ class JobControllerTest : public ::testing::Test {
     api::SubmitRequest r;
     r.command = std::move(command);
     r.memory = memory;
-    r.workdir = "/work";
+    r.context.workdir = "/work";
     r.env = {"PATH=/usr/bin", "SECRET=hunter2", "CUDA_VISIBLE_DEVICES=7"};
     return r;
   }
@@ -162,7 +162,7 @@ TEST_F(JobControllerTest, ASubmittedJobIsStoredRunsOnceAndLeavesMemoryWhenDone) 
   ASSERT_TRUE(launcher_.IsRunning(id, 1));
   const LaunchSpec& spec = launcher_.process(id, 1)->spec;
   EXPECT_EQ(spec.owner.uid, kAlice.uid);
-  EXPECT_EQ(spec.workdir, "/work");
+  EXPECT_EQ(spec.context.workdir, "/work");
   // colo decides the GPUs: the submitter's CUDA_VISIBLE_DEVICES is replaced.
   EXPECT_EQ(std::count(spec.env.begin(), spec.env.end(), "CUDA_VISIBLE_DEVICES=7"), 0);
   EXPECT_EQ(StoredState(id), JobState::kRunning);

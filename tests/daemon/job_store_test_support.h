@@ -48,7 +48,7 @@ inline Job QueuedJob(const std::string& name, unsigned uid = 1000) {
   job.spec.gpus = 1;
   job.spec.memory = MemoryNeed{GiB(8), MemorySource::kDeclared, 0.0};
   job.owner = Identity{uid, uid, job.spec.owner};
-  job.workdir = "/home/" + job.spec.owner;
+  job.context.workdir = "/home/" + job.spec.owner;
   job.env = {"HOME=/home/" + job.spec.owner, "SECRET_TOKEN=abc"};
   job.submitted = AtEpochMicros(1'700'000'000'000'000);
   return job;

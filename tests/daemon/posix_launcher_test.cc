@@ -125,7 +125,7 @@ class LauncherTest : public ::testing::TestWithParam<Cgroups> {
     spec.owner = owner_;
     spec.argv = std::move(argv);
     spec.env = BaseEnv();
-    spec.workdir = work_;
+    spec.context.workdir = work_;
     return spec;
   }
 
@@ -289,6 +289,18 @@ TEST_P(LauncherTest, EnvironmentAndWorkdirReachTheJobAndNothingOfColodDoes) {
             fmt::format("{} 1 bar baz\n{}\nclean\nstdin:1\n", job_, fs::canonical(work_).string()));
 }
 
+TEST_P(LauncherTest, TheJobStartsWithItsSubmittersUmaskAndOtherwiseALoginShells) {
+  LaunchSpec spec = Spec({"sh", "-c", "umask"});
+  spec.context.umask = 027;
+  const auto given = WaitEnd(Started(spec));
+  ASSERT_TRUE(given);
+  EXPECT_EQ(given->stdout_tail, "0027\n");
+  // An older client's job (no umask stored) starts with 022, never with colod's own.
+  const auto unset = WaitEnd(Run({"sh", "-c", "umask"}, 2));
+  ASSERT_TRUE(unset);
+  EXPECT_EQ(unset->stdout_tail, "0022\n");
+}
+
 TEST_P(LauncherTest, SignalKillsAChildThatLeftTheSessionAndCheckWaitsForIt) {
   const AttemptRef ref = Run({"sh", "-c", "setsid sleep 300 & echo $!; exec sleep 300"});
   const pid_t leftover = std::stoi(WaitForLine(AttemptFile(1, "out")));
@@ -383,7 +395,7 @@ TEST_P(LauncherTest, StartFailuresNameTheStepAndNeverHang) {
     return end->stderr_tail;
   };
   LaunchSpec missing = Spec({"true"});
-  missing.workdir = work_ + "/missing";
+  missing.context.workdir = work_ + "/missing";
   EXPECT_EQ(failure(missing),
             fmt::format("colo: cannot start the job: chdir {}/missing failed: No such file or "
                         "directory\n",
@@ -567,7 +579,7 @@ TEST_P(LauncherAsUserTest, StartChecksTheWorkdirAsTheUser) {
   const std::string hidden = dir_ + "/hidden";
   ASSERT_EQ(mkdir(hidden.c_str(), 0700), 0);  // root's
   LaunchSpec spec = Spec({"true"});
-  spec.workdir = hidden;
+  spec.context.workdir = hidden;
   const AttemptRef ref = Started(spec);
   const auto end = WaitEnd(ref);
   ASSERT_TRUE(end);

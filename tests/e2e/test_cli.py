@@ -199,6 +199,23 @@ class CliTest(harness.E2ETest):
         self.assertIsInstance(jobs[failed]["peak"], int)
         self.assertEqual(jobs[retried]["attempts"], 2)
 
+    def test_the_submitters_umask_makes_the_jobs_files(self):
+        """colo submit passes its umask with the job: colod stores it, colo show prints it, and
+        the job's processes (the user's -o copy included) make their files with it."""
+        old = os.umask(0o027)
+        try:
+            job = self.submit("-o", "copy-%j.txt", "--", "sh", "-c",
+                              "umask; touch made; stat -c %a made")
+        finally:
+            os.umask(old)
+        self.assertEqual(self.finished(job)["state"], "succeeded")
+        self.assertEqual(self.show(job)["umask"], 0o027)
+        self.assertIn("Umask=0027", self.colo_ok("show", job).stdout)
+        self.assertEqual(self.colo_ok("logs", job).stdout, "0027\n640\n")
+        copy = os.path.join(self.work, f"copy-{job}.txt")
+        self.assertEqual(os.stat(copy).st_mode & 0o777, 0o640)
+        self.assertEqual(os.stat(os.path.join(self.work, "made")).st_mode & 0o777, 0o640)
+
     def test_help_has_the_state_legend_and_the_format_codes(self):
         for args in (("--help",), ("queue", "--help"), ("history", "--help")):
             out = self.colo_ok(*args).stdout

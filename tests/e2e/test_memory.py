@@ -31,11 +31,11 @@ while [ ! -e "$3" ]; do
 done
 """
 
-# Needs 7.1 GiB: below that plan it fills its plan (less 128 MiB) and fails as PyTorch reports
-# it, with the figures PyTorch prints; with enough it succeeds.
-NEEDS_7_1_GIB = """#!/bin/sh
+# Needs $2 bytes: under a smaller limit it fills its limit (less 128 MiB) and fails as PyTorch
+# reports it, with the figures PyTorch prints; with enough it succeeds.
+NEEDS = """#!/bin/sh
 gpu=$(expr "${CUDA_VISIBLE_DEVICES##*-}" + 0)
-need=$((71 * 1073741824 / 10))
+need=$2
 plan=${COLO_GPU_MEMORY:-0}
 if [ "$plan" -lt "$need" ]; then
   used=$((plan - 134217728))
@@ -73,7 +73,7 @@ class MemoryTest(harness.E2ETest):
         self.work = self.mkdir("work")
         self.gpu_dir = self.mkdir("fake-gpus", mode=0o777)
         for name, text in (("print-env", PRINT_ENV), ("use-memory", USE_MEMORY),
-                           ("needs-7.1", NEEDS_7_1_GIB), ("compute", COMPUTE)):
+                           ("needs", NEEDS), ("compute", COMPUTE)):
             self.write(os.path.join(self.bin, name), text, 0o755)
         self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
@@ -169,7 +169,8 @@ class MemoryTest(harness.E2ETest):
     def test_out_of_memory_with_pytorchs_figures_recovers_in_one_step(self):
         """Declared at 3 GiB, it needs 7.1 GiB: its first attempt fails at its limit with
         PyTorch's figures, and its second has enough."""
-        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs-7.1", self.gpu_dir)
+        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs", self.gpu_dir,
+                          71 * GIB // 10)
         detail = self.assert_succeeded(job, deadline=60)
         self.assertEqual([a["exit_kind"] for a in detail["attempt_list"]],
                          ["out-of-memory", "success"])
@@ -178,6 +179,37 @@ class MemoryTest(harness.E2ETest):
         self.assertRegex(need[0], r"^3\.0 GiB -> 7\.\d GiB: PyTorch in use 2\.\d GiB \+ tried "
                                   r"20 MiB at the 3\.0 GiB limit: limit-bound")
         self.assertIn("attempt 2 ok", self.colo_ok("logs", job).stdout)
+
+    def test_a_job_far_above_its_limit_recovers_in_two_attempts(self):
+        """Declared at 3 GiB, it needs 13.9 GiB, more than the need its crash's figures give
+        (x2.4): its retry is placed with that need but runs under the room its GPU has beside a
+        10 GiB job on both GPUs, and succeeds; attempt 2 sees that room in COLO_GPU_MEMORY."""
+        release = os.path.join(self.work, "release")
+        neighbour = self.submit("--mem", "10GiB", "--gpus", "2", "--share", "plain", "--",
+                                "use-memory", self.gpu_dir, 10 * GIB, release)
+        wait_until(lambda: self.show(neighbour)["state"] == "running", 20, "the 10 GiB job")
+        job = self.submit("--mem", "3GiB", "--share", "plain", "--", "needs", self.gpu_dir,
+                          139 * GIB // 10)
+        detail = self.assert_succeeded(job, deadline=90)
+        self.write(release, "")
+        self.assert_succeeded(neighbour)
+        attempts = detail["attempt_list"]
+        self.assertEqual([a["exit_kind"] for a in attempts], ["out-of-memory", "success"])
+        self.assertEqual(attempts[0]["memory_limit"], 3 * GIB)
+        need = self.events(detail, "need")
+        self.assertEqual(len(need), 1, detail["events"])
+        planned = re.match(r"^3\.0 GiB -> (\d+\.\d) GiB: PyTorch in use 2\.\d GiB \+ tried "
+                           r"20 MiB at the 3\.0 GiB limit: limit-bound", need[0])
+        self.assertIsNotNone(planned, need[0])
+        self.assertLess(float(planned.group(1)), 13.9, "the figures alone fall short")
+        room = attempts[1]["memory_limit"]
+        self.assertGreaterEqual(room, 139 * GIB // 10)
+        self.assertLessEqual(room, 70 * GIB, "the 10 GiB job's reservation is not in the room")
+        limit = self.events(detail, "limit")
+        self.assertEqual(len(limit), 1, detail["events"])
+        self.assertRegex(limit[0], rf"^attempt 2 may use the \d+\.\d GiB its GPU has free, "
+                                   rf"above its plan of {planned.group(1)} GiB")
+        self.assertIn(f"attempt 2 ok with {room}", self.colo_ok("logs", job).stdout)
 
 
 if __name__ == "__main__":

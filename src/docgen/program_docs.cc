@@ -1,4 +1,4 @@
-#include "cli/cli_docs.h"
+#include "docgen/program_docs.h"
 
 #include <fmt/format.h>
 
