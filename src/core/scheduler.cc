@@ -8,11 +8,6 @@
 #include "common/check.h"
 
 namespace colo {
-namespace {
-// A view's window summaries as far as the latest values: the rest is filled where a policy
-// needs it.
-constexpr WindowReads kLatestOnly{SummaryDepth::kLast, SummaryDepth::kLast, SummaryDepth::kLast};
-}  // namespace
 
 Result<RecoveryMode> ParseRecoveryMode(std::string_view text) {
   if (text == "thesis" || text == "idle") return RecoveryMode::kThesis;
@@ -446,8 +441,7 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   return ExitAction::kRequeuedForRecovery;
 }
 
-void Scheduler::MakeView(GpuIndex index, TimePoint now, const WindowReads& reads,
-                         GpuView& v) const {
+void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v) const {
   const GpuRecord& g = gpus_[index];
   v = GpuView{};
   v.index = index;
@@ -477,7 +471,6 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, const WindowReads& reads
   }
   const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
-  SummarizeWindows(index, now, reads, v);
   if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
     v.placed_recently = true;
     v.grace_left = *g.last_placement + config_.launch_grace - now;
@@ -490,16 +483,18 @@ ClusterView Scheduler::View() const {
 
 ClusterView Scheduler::View(const WindowReads& reads) const {
   ClusterView view;
-  FillView(view, reads);
+  FillView(view, &reads);
   return view;
 }
 
-void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
+void Scheduler::FillView(ClusterView& view, const WindowReads* reads) const {
   view.now = clock_.Now();
   view.last_placed = last_placed_;
   view.gpus.resize(gpus_.size());
-  for (size_t i = 0; i < gpus_.size(); ++i)
-    MakeView(static_cast<GpuIndex>(i), view.now, reads, view.gpus[i]);
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    MakeView(static_cast<GpuIndex>(i), view.now, view.gpus[i]);
+    if (reads) SummarizeWindows(static_cast<GpuIndex>(i), view.now, *reads, view.gpus[i]);
+  }
 }
 
 void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowReads& reads,
@@ -561,7 +556,7 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
   for (GpuIndex g : placed.gpus) {
-    MakeView(g, now, kLatestOnly, view.gpus[g]);
+    MakeView(g, now, view.gpus[g]);
     summarized_[g] = 0;
   }
   const Bytes reservation = Reservation(job, now);
@@ -643,7 +638,8 @@ std::vector<Launch> Scheduler::Pass() {
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
-  FillView(view, kLatestOnly);
+  // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
+  FillView(view, nullptr);
   summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {

@@ -189,9 +189,11 @@ class Scheduler {
 
   std::vector<Launch> Pass();
   void OrderOwnersJobs(const std::string& owner);
-  void FillView(ClusterView& view, const WindowReads& reads) const;
+  // Every GPU's view, with the window summaries `reads` asks for (none: null).
+  void FillView(ClusterView& view, const WindowReads* reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
-  void MakeView(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
+  // A GPU's view but for its windows' summaries (left empty).
+  void MakeView(GpuIndex g, TimePoint now, GpuView& v) const;
   void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
   // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
   void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);

@@ -32,6 +32,7 @@ double SignalWindow::DecayOver(double steps) const {
 
 void SignalWindow::Add(TimePoint t, double value) {
   settled_at_.reset();
+  memo_of_.reset();
   if (!points_.empty()) {
     if (t < last_sample_) return;  // late sample: ignore rather than reorder history
     last_sample_ = t;
@@ -116,6 +117,13 @@ WindowSummary SignalWindow::Summarize(TimePoint now, SummaryDepth depth) const {
   s.empty = false;
   s.last = points_.back().value;
   if (depth == SummaryDepth::kLast) return s;
+  if (memo_of_ && memo_of_->first == now && memo_of_->second == depth) return memo_;
+  memo_ = Compute(now, depth, s);
+  memo_of_ = {now, depth};
+  return memo_;
+}
+
+WindowSummary SignalWindow::Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const {
   const TimePoint end = WindowEnd(now);
   const TimePoint begin = end - window_;
   // The pieces tile [max(first point, begin), end] without gaps, so the total weight is known

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/units.h"
@@ -75,6 +76,8 @@ class SignalWindow {
     TimePoint to;
   };
   TimePoint WindowEnd(TimePoint now) const;
+  // Summarize's work past the latest value, which `s` holds.
+  WindowSummary Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const;
   void InsertPiece(const Piece& piece);
   std::vector<Piece>::iterator FindPiece(TimePoint from);
 
@@ -92,9 +95,13 @@ class SignalWindow {
   double log_decay_;  // its logarithm: decay^steps = exp(steps * log_decay_)
   double DecayOver(double steps) const;
   mutable std::optional<TimePoint> settled_at_;  // SettledAt() until the next Add
-  std::deque<Point> points_;                     // change points, oldest first
-  std::vector<Piece> by_value_;                  // the same points as pieces, ordered by value
-  double ema_ = 0;                               // EMA of the signal up to ema_time_
+  // The last summary and what it was asked for, until the next Add: a pass looks at a GPU more
+  // than once at one instant (the simulator's reads of a server, then its pass).
+  mutable WindowSummary memo_;
+  mutable std::optional<std::pair<TimePoint, SummaryDepth>> memo_of_;
+  std::deque<Point> points_;     // change points, oldest first
+  std::vector<Piece> by_value_;  // the same points as pieces, ordered by value
+  double ema_ = 0;               // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts
 };

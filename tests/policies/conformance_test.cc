@@ -203,9 +203,7 @@ TEST(PolicyWindowReads, DecisionsNeedNoStatisticBeyondThoseDeclaredWhereDeclared
       ClusterView lazy = partial;
       for (GpuView& g : lazy.gpus) {
         if (policy.NeedsWindows(g, request)) continue;
-        g.smact = Truncated(g.smact, SummaryDepth::kLast);
-        g.smocc = Truncated(g.smocc, SummaryDepth::kLast);
-        g.drama = Truncated(g.drama, SummaryDepth::kLast);
+        g.smact = g.smocc = g.drama = WindowSummary{};
       }
       const PlacementDecision want = policy.Place(full, request);
       for (const ClusterView* view : {&partial, &lazy}) {
