@@ -67,6 +67,8 @@ elif [ -n "$fake_nvml" ]; then
 else
   backend="NVML"
 fi
+# (The job's text is expanded by the job's own shell, not here.)
+# shellcheck disable=SC2016
 if [ -z "$job" ]; then
   if [ -n "$fake_gpus$fake_nvml" ]; then
     # Reports 1 GiB on its GPU (the fake GPUs read the file named by its pid) while it runs.
