@@ -257,7 +257,7 @@ CATALOGUE_BATCHES = (16, 32, 64, 128, 256)
 def model_convolutions(models):
     """Every distinct conv2d call the models make on one image, found on the meta device (no GPU
     memory, no kernels): (image shape without the batch, weight shape, stride, padding, dilation,
-    groups). A model that cannot be built here (timm missing, no meta kernel) is skipped, named on
+    groups, whether the input or weight is channels-last). A model that cannot be built here (timm missing, no meta kernel) is skipped, named on
     stderr."""
     import torch
     import torch.nn.functional as F
@@ -276,9 +276,13 @@ def model_convolutions(models):
                 def pair(v):
                     return list(v) if isinstance(v, (tuple, list)) else [v, v]
                 padding = call.get("padding", 0)
+                # The layout ATen picks cuDNN's kernels by: channels-last (ConvNeXt's depthwise
+                # convolutions read the permuted output of the block before) or contiguous.
+                nhwc = any(t.dim() == 4 and not t.is_contiguous() and
+                           t.is_contiguous(memory_format=torch.channels_last) for t in (x, w))
                 key = (tuple(x.shape[1:]), tuple(w.shape), tuple(pair(call.get("stride", 1))),
                        padding if isinstance(padding, str) else tuple(pair(padding)),
-                       tuple(pair(call.get("dilation", 1))), int(call.get("groups", 1)))
+                       tuple(pair(call.get("dilation", 1))), int(call.get("groups", 1)), nhwc)
                 found.setdefault(key, None)
             return func(*args, **kwargs)
 
@@ -362,13 +366,14 @@ def conv_catalogue(models=CATALOGUE_MODELS, batches=CATALOGUE_BATCHES):
     torch.backends.cudnn.benchmark = False
     calls, failed = [], 0
     try:
-        for image, weight, stride, padding, dilation, groups in model_convolutions(models):
+        for image, weight, stride, padding, dilation, groups, nhwc in model_convolutions(models):
+            layout = torch.channels_last if nhwc else torch.contiguous_format
             for dtype in (torch.float32, torch.bfloat16):
                 rows = {}
                 for batch in batches:
                     try:
-                        x = torch.randn((batch, *image), device=device, dtype=dtype,
-                                        requires_grad=image[0] > 4)
+                        x = torch.randn((batch, *image), device=device, dtype=dtype).contiguous(
+                            memory_format=layout).requires_grad_(image[0] > 4)
                         w = torch.randn(weight, device=device, dtype=dtype, requires_grad=True)
                         conv = functools.partial(F.conv2d, stride=stride, padding=padding,
                                                  dilation=dilation, groups=groups)
@@ -395,20 +400,22 @@ def conv_catalogue(models=CATALOGUE_MODELS, batches=CATALOGUE_BATCHES):
                 first = rows[batches[0]]
                 kernel = list(weight[2:])
                 for backward in (False, True):
-                    calls.append([int(backward), first[0], first[1], first[2], kernel[0],
-                                  kernel[1], image[0], groups] +
-                                 [rows[b][4 if backward else 3] for b in batches])
+                    calls.append((nhwc, [int(backward), first[0], first[1], first[2], kernel[0],
+                                         kernel[1], image[0], groups] +
+                                  [rows[b][4 if backward else 3] for b in batches]))
     finally:
         torch.backends.cudnn.benchmark = saved
     # Geometries that two models share are measured once; equal keys keep the first measurement.
-    unique = {}
-    for call in calls:
-        unique.setdefault(tuple(call[:8]), call)
+    # Calls measured with channels-last tensors are listed apart.
+    unique = {False: {}, True: {}}
+    for nhwc, call in calls:
+        unique[nhwc].setdefault(tuple(call[:8]), call)
     return {"batches": list(batches),
             "columns": ["backward", "input_per_sample", "output_per_sample", "weight_bytes",
                         "kernel_h", "kernel_w", "in_channels", "groups"] +
                        [f"workspaces_at_{b}" for b in batches],
-            "models": list(models), "failed": failed, "calls": list(unique.values())}
+            "models": list(models), "failed": failed, "calls": list(unique[False].values()),
+            "calls_channels_last": list(unique[True].values())}
 
 
 def conv_class(kernel_h, kernel_w, in_channels, groups):

@@ -78,6 +78,22 @@ def cases(which):
                               ("hf_classifier.py", 16), ("two_inputs.py", 256)):
             add(f"step:{os.path.join(examples, script)}:workload", [batch])
         return out
+    if which == "unseen":
+        # timm families no margin or catalogue was chosen on (ConvNeXt variants, EfficientNetV2,
+        # RegNet, MaxViT, Swin-V2), at several batches: bench/estimate/unseen.sh.
+        add("timm:convnext_nano", [32, 96])
+        add("timm:convnextv2_tiny", [32, 64], optimizer="adamw")
+        add("timm:convnext_base", [32])
+        add("timm:convnext_tiny", [64], amp=True)
+        add("timm:efficientnetv2_rw_s", [32, 96])
+        add("timm:tf_efficientnetv2_b2", [64], amp=True)
+        add("timm:regnety_032", [32, 96])
+        add("timm:regnetx_016", [128], optimizer="sgd")
+        add("timm:maxvit_nano_rw_256", [32, 64], optimizer="adamw")
+        add("timm:maxvit_tiny_tf_224", [32])
+        add("timm:swinv2_tiny_window8_256", [32, 64], optimizer="adamw")
+        add("timm:swinv2_cr_tiny_ns_224", [48])
+        return out
     if which == "smoke":
         add("torchvision:resnet18", [32])
         add("hf:gpt2?n_layer=2", [4], seq=128)
@@ -145,7 +161,9 @@ def run_case(args):
         spec = colo_profile.ModelSpec(target, seq_len=args.seq_len, task=task)
         workload = spec.workload(args.optimizer, args.amp)
     model = workload.model.to("cuda")
-    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+    # With a snapshot kept, each allocation's C++ and Python frames too: which operator made it.
+    torch.cuda.memory._record_memory_history(enabled="all", context="all" if args.snapshot else None,
+                                             stacks="all" if args.snapshot else "python",
                                              max_entries=2_000_000)
     started = time.monotonic()
     colo_profile.train(workload, model, args.batch, REAL_STEPS, "cuda")
@@ -153,6 +171,11 @@ def run_case(args):
     seconds = time.monotonic() - started
     snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
+    if args.snapshot:
+        import pickle
+
+        with open(args.snapshot, "wb") as out:
+            pickle.dump(snapshot, out)
     events, ids, alloc = [], {}, 0
     for entry in snapshot["device_traces"][0]:
         action = entry["action"]
@@ -187,7 +210,13 @@ class Poller(threading.Thread):
         from colo_calibrate import Nvml
 
         self.nvml = Nvml()
-        self.handle = self.nvml.handle(0)
+        # Every GPU: runs pinned to any of them (CUDA_VISIBLE_DEVICES) are seen by their pid.
+        self.handles = []
+        for index in range(64):
+            try:
+                self.handles.append(self.nvml.handle(index))
+            except RuntimeError:
+                break
         self.interval = interval
         self.peaks = {}
         self.polls = 0
@@ -196,9 +225,10 @@ class Poller(threading.Thread):
     def run(self):
         while not self.stop.is_set():
             try:
-                for pid, used in self.nvml.process_memory(self.handle).items():
-                    if used > self.peaks.get(pid, 0):
-                        self.peaks[pid] = used
+                for handle in self.handles:
+                    for pid, used in self.nvml.process_memory(handle).items():
+                        if used > self.peaks.get(pid, 0):
+                            self.peaks[pid] = used
                 self.polls += 1
             except RuntimeError:
                 pass
@@ -246,12 +276,14 @@ def profile_case(case, out_dir, poller):
     return result
 
 
-def real_case(case, out_dir, poller):
+def real_case(case, out_dir, poller, snapshot_match=None):
     target, batch, optimizer, amp, seq = case
     cid = case_id(*case)
     cmd = [sys.executable, os.path.abspath(__file__), "--run-case", "--target", target,
            "--batch", str(batch), "--optimizer", optimizer,
            "--real-trace", os.path.join(out_dir, "real", cid + ".trace")] + model_args(amp, seq)
+    if snapshot_match and snapshot_match in cid:
+        cmd += ["--snapshot", os.path.join(out_dir, "real", cid + ".snapshot.pickle")]
     pid, rc, stdout, stderr = run_child(cmd, 300)
     result = {"id": cid, "target": target, "batch": batch, "optimizer": optimizer, "amp": amp,
               "seq_len": seq, "run_rc": rc, "nvml_peak_bytes": poller.peaks.get(pid)}
@@ -265,7 +297,11 @@ def real_case(case, out_dir, poller):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out")
-    parser.add_argument("--cases", default="all", choices=["all", "smoke", "heldout", "user"])
+    parser.add_argument("--cases", default="all", choices=["all", "smoke", "heldout", "user", "unseen"])
+    parser.add_argument("--shard", help="K/N: only the cases K, K+N, ... of the list (0-based)")
+    parser.add_argument("--snapshot-match",
+                        help="also keep torch's memory snapshot, with each allocation's stack, of "
+                             "the runs whose id contains this (for finding what a profile misses)")
     parser.add_argument("--profile-jobs", type=int, default=12)
     parser.add_argument("--run-jobs", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=540)
@@ -279,6 +315,7 @@ def main():
     parser.add_argument("--amp", action="store_true")
     parser.add_argument("--seq-len", type=int)
     parser.add_argument("--real-trace")
+    parser.add_argument("--snapshot")
     args = parser.parse_args()
     if args.run_case:
         return run_case(args)
@@ -295,6 +332,9 @@ def main():
         finished = {r["id"] for r in rows if r.get("run_rc") == 0 and r.get("profile_rc") in (0, None)}
     todo = [c for c in cases(args.cases) if case_id(*c) not in finished
             and (not args.match or args.match in case_id(*c))]
+    if args.shard:
+        k, n = (int(v) for v in args.shard.split("/"))
+        todo = [c for i, c in enumerate(cases(args.cases)) if i % n == k and c in todo]
     print(f"{len(todo)} cases to do", flush=True)
 
     poller = Poller()
@@ -314,7 +354,7 @@ def main():
     def one(case):
         if time.time() > deadline:
             return
-        r = real_case(case, out, poller)
+        r = real_case(case, out, poller, args.snapshot_match)
         r.update(profiles.get(r["id"], {}))
         with lock, open(results_path, "a") as f:
             f.write(json.dumps(r) + "\n")

@@ -41,7 +41,18 @@ def main():
     parser.add_argument("--out", help="write cases.csv and table.md here")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--gpu", default="H200", help="the GPU whose calibration colo estimate uses")
+    parser.add_argument("--calibration",
+                        help="a colo-calibrate output whose convolution catalogue and coefficients "
+                             "replace the shipped ones of its GPU (its margins kept)")
     args = parser.parse_args()
+    env = dict(os.environ)
+    if args.calibration:
+        import tempfile
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from sets import data_dir_with
+
+        env["COLO_DATA_DIR"] = data_dir_with(args.calibration, tempfile.mkdtemp(prefix="colo-report-"))
 
     rows = [json.loads(line) for line in open(os.path.join(args.dir, "results.jsonl")) if line.strip()]
     rows = [r for r in rows if r.get("run_rc") == 0 and r.get("profile_rc") == 0 and r.get("nvml_peak_bytes")]
@@ -55,7 +66,7 @@ def main():
         cmd = [args.colo, "estimate", summary, "--json", "--repeat", str(args.repeat), "--gpu", args.gpu]
         for name in estimators:
             cmd += ["--estimator", name]
-        out = subprocess.run(cmd, capture_output=True, text=True)
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             print(f"{r['id']}: colo estimate failed: {out.stderr.strip()}", file=sys.stderr)
             continue

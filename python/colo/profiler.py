@@ -30,6 +30,7 @@ import inspect
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -727,8 +728,11 @@ class AllocationRecorder:
         if not all(isinstance(t, torch.Tensor) and t.device.type == self.device for t in (x, weight, y)):
             return
         kernel = list(weight.shape[2:]) + [1, 1]
+        # ATen runs a convolution whose input (or weight) is channels-last through cuDNN's NHWC
+        # kernels, depthwise ones included, whose workspaces differ: said by a last field of 1.
+        layout = " 1" if channels_last(x) or channels_last(weight) else ""
         self.events.append(("w", f"{kind} {nbytes(x)} {nbytes(y)} {nbytes(weight)} {kernel[0]} "
-                                 f"{kernel[1]} {weight.shape[1] * groups} {groups}"))
+                                 f"{kernel[1]} {weight.shape[1] * groups} {groups}{layout}"))
 
     def mark(self, label):
         self.events.append(("m", label))
@@ -743,6 +747,14 @@ class AllocationRecorder:
                 out.write(f"# {key} {value}\n")
             for kind, value in self.events:
                 out.write(f"{kind} {value}\n")
+
+
+def channels_last(t):
+    """Whether a 4-d tensor is laid out channels-last (NHWC) and not also contiguous."""
+    import torch
+
+    return (isinstance(t, torch.Tensor) and t.dim() == 4 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last))
 
 
 def trace_device(requested):
@@ -913,17 +925,41 @@ def _counted_flops(run):
     return int(counter.get_total_flops())
 
 
+# What a target kind needs beside torch.
+TARGET_LIBRARIES = {"torchvision": "torchvision", "timm": "timm", "hf": "transformers"}
+
+
+def require_torch(kind=None):
+    """Raises ProfileError saying exactly what is missing and how to get it when this Python has no
+    PyTorch 2.1+ (or no library the target kind builds its model with)."""
+    here = f"{sys.executable} (Python {platform.python_version()})"
+    how = ("Install it in the environment the job trains in (pip install torch; "
+           "https://pytorch.org/get-started/locally/) and run colo-profile with that environment's "
+           "Python: /path/to/env/bin/python \"$(command -v colo-profile)\" ARGS")
+    try:
+        import torch
+    except ImportError:
+        raise ProfileError(f"PyTorch is not installed for {here}: colo-profile runs the training step "
+                           f"on PyTorch's fake tensors and needs torch 2.1 or newer. {how}") from None
+    version = tuple(int(part) for part in re.findall(r"\d+", torch.__version__)[:2])
+    if version < (2, 1):
+        raise ProfileError(f"colo's profiler needs torch 2.1 or newer; {here} has torch "
+                           f"{torch.__version__} (Debian 12's python3-torch is 1.13). {how}")
+    library = TARGET_LIBRARIES.get(kind)
+    if library and importlib.util.find_spec(library) is None:
+        raise ProfileError(f"{kind}: targets need the {library} package, which {here} does not have "
+                           f"(pip install {library} in the job's environment)")
+
+
 def profile_workload(workload_for, batches, steps, output_path, device="auto", target=None,
                      extra=None):
     """Profiles the workload `workload_for(batch)` returns (one per batch size, or the same one)
     and writes the summary to `output_path` and a trace per batch beside it."""
+    require_torch()
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     started = time.monotonic()
-    version = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
-    if version < (2, 1):
-        raise ProfileError(f"colo's profiler needs torch 2.1 or newer (this is {torch.__version__})")
     device = trace_device(device)
     if steps < 2:
         raise ProfileError("steps must be at least 2 (the optimizer's state appears in step 1)")
@@ -1142,6 +1178,7 @@ def main(argv=None):
         kind, name, _ = parse_target(target) if ":" in target else (None, None, None)
         if kind is None:
             raise ProfileError(f"'{target}' must look like KIND:NAME or FILE.py:FUNCTION")
+        require_torch(None if args.step else kind)
         if args.step or kind not in ("torchvision", "timm", "hf"):
             if args.task:
                 raise ProfileError("--task chooses a Hugging Face head: it needs an hf: target")

@@ -239,6 +239,7 @@ Status ApplyEstimate(const ClientOptions& o, api::SubmitRequest& r) {
   e.signature = fmt::format("{:016x}-b{}", report->summary->Signature(), report->batch);
   if (report->smact) e.predicted_smact = report->smact->smact;
   r.estimate = e;
+  for (const auto& warning : report->warnings) fmt::print(stderr, "colo: warning: {}\n", warning);
   if (!o.json) {
     // Say why the better estimators could not answer (no trace for this batch, no calibration).
     for (const auto& named : report->estimates) {

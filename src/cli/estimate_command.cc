@@ -80,6 +80,7 @@ Result<EstimateReport> RunEstimates(const EstimateCommandOptions& o) {
     }
     report.estimates.push_back(std::move(e));
   }
+  report.warnings = EstimateWarnings(report.estimates);
   auto calibration = LoadCalibration(o.gpu);
   if (!calibration.ok()) {
     report.smact_unavailable = calibration.status().message();
@@ -116,6 +117,7 @@ nlohmann::json ToJson(const EstimateReport& r) {
     list.push_back(std::move(j));
   }
   if (const NamedEstimate* best = BestEstimate(r.estimates)) out["best"] = best->estimator;
+  out["warnings"] = r.warnings;
   if (r.smact) {
     out["solo_smact"] = {{"predicted", r.smact->smact},
                          {"gpu_seconds_per_step", r.smact->gpu_seconds},
@@ -132,6 +134,9 @@ int RunEstimateCommand(const EstimateCommandOptions& o) {
     fmt::print(stderr, "colo estimate: {}\n", report.status().message());
     return 1;
   }
+  for (const auto& warning : report->warnings) {
+    fmt::print(stderr, "colo estimate: warning: {}\n", warning);
+  }
   if (o.json) {
     fmt::print("{}\n", ToJson(*report).dump(1));
     return 0;
@@ -143,16 +148,19 @@ int RunEstimateCommand(const EstimateCommandOptions& o) {
     fmt::print("unknown layer types (counted by their parameters and outputs only): {}\n",
                Join(s.unknown_layer_types, ", "));
   }
-  fmt::print("{:<16} {:>10} {:>10} {:>10} {:>9}  {}\n", "ESTIMATOR", "PEAK", "LOWER", "UPPER",
-             "TIME", "HOW");
+  // As wide as the longest name ("gpumemnet-paper:transformer4transformer").
+  size_t width = 16;
+  for (const auto& e : report->estimates) width = std::max(width, e.estimator.size());
+  fmt::print("{:<{}} {:>10} {:>10} {:>10} {:>9}  {}\n", "ESTIMATOR", width, "PEAK", "LOWER",
+             "UPPER", "TIME", "HOW");
   for (const auto& e : report->estimates) {
     const std::string time = fmt::format("{:.0f}us", e.micros);
     if (e.estimate.ok()) {
-      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator,
+      fmt::print("{:<{}} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator, width,
                  FormatBytes(e.estimate->peak), FormatBytes(e.estimate->lower),
                  FormatBytes(e.estimate->upper), time, e.estimate->detail);
     } else {
-      fmt::print("{:<16} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator, "-", "-", "-", "-",
+      fmt::print("{:<{}} {:>10} {:>10} {:>10} {:>9}  {}\n", e.estimator, width, "-", "-", "-", "-",
                  e.estimate.status().message());
     }
   }

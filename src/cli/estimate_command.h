@@ -31,6 +31,7 @@ struct EstimateReport {
   // calibration has a fitted model; otherwise why not.
   std::optional<SmactPrediction> smact;
   std::string smact_unavailable;
+  std::vector<std::string> warnings;  // EstimateWarnings: which estimate, and why that one
 };
 
 void AddEstimateCommand(CLI::App& app, EstimateCommandOptions& options);

@@ -43,7 +43,7 @@ std::vector<std::string> SplitSpecs(const std::string& list) {
   std::string current;
   for (const std::string& part : Split(list, ',')) {
     const std::string name(Trim(part.substr(0, part.find(':'))));
-    const bool is_policy = name == "shards" || IsPolicyName(name);
+    const bool is_policy = IsPolicyName(name);
     // "worst-fit" or "worst-fit:k=v" starts a spec; "k=v" continues the current one.
     const bool starts_spec =
         is_policy && (part.find('=') == std::string::npos || part.find(':') != std::string::npos);
@@ -163,6 +163,9 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   sim->add_flag("--timings", o.timings, "print wall time and jobs/s per policy to stderr");
   sim->add_flag("--describe", o.describe,
                 "print how much the trace asks of the servers (its load) and exit");
+  sim->add_flag("--show-policy", o.show_policy,
+                "print how each policy spec reads (its gates, and the estimator, sharing, "
+                "recovery and learning it sets), as colod --check-config does, and exit");
 }
 
 int RunSimCommand(const SimCommandOptions& o) {
@@ -186,6 +189,50 @@ int RunSimCommand(const SimCommandOptions& o) {
                  ToString(w.cls), w.gpus, ToSeconds(w.duration) / 60, w.smact, w.peak.mib(),
                  ToSeconds(w.warmup));
     }
+    return 0;
+  }
+  std::vector<std::string> specs;
+  if (!o.policy.empty() && !o.compare.empty()) {
+    fmt::print(stderr, "colo sim: give --policy or --compare, not both\n");
+    return 2;
+  }
+  if (o.compare == "thesis" || (o.policy.empty() && o.compare.empty()))
+    specs = kThesisComparison;
+  else if (!o.compare.empty())
+    specs = SplitSpecs(o.compare);
+  else
+    specs = {o.policy};
+  auto margin = ParseBytes(o.margin);
+  auto recovery = ParseRecoveryMode(o.recovery);
+  if (!margin.ok() || !recovery.ok()) {
+    fmt::print(stderr, "colo sim: {}\n",
+               !margin.ok() ? margin.status().message() : recovery.status().message());
+    return 2;
+  }
+  // What each run does where its spec says nothing.
+  RunSpec defaults;
+  defaults.estimator = o.estimator;
+  defaults.recovery = *recovery;
+  defaults.policy.gates.memory_margin = *margin;
+  defaults.policy.gates.smact_max = o.smact_max;
+  if (o.sharing == "plain" || o.sharing == "streams")
+    defaults.sharing = SharingMode::kPlain;
+  else if (o.sharing != "mps") {
+    fmt::print(stderr, "colo sim: --sharing takes mps or plain, not '{}'\n", o.sharing);
+    return 2;
+  }
+  // Every spec is read before anything runs: a typo in the last is not found an hour in.
+  std::vector<RunSpec> runs;
+  for (const std::string& text : specs) {
+    auto spec = ParseRunSpec(text, defaults);
+    if (!spec.ok()) {
+      fmt::print(stderr, "colo sim: {}\n", spec.status().message());
+      return 2;
+    }
+    runs.push_back(*std::move(spec));
+  }
+  if (o.show_policy) {
+    for (const RunSpec& run : runs) fmt::print("{}\n", Describe(run.policy));
     return 0;
   }
   auto server = FindServer(o.server);
@@ -238,13 +285,6 @@ int RunSimCommand(const SimCommandOptions& o) {
         server->gpus);
     return 0;
   }
-  auto margin = ParseBytes(o.margin);
-  auto recovery = ParseRecoveryMode(o.recovery);
-  if (!margin.ok() || !recovery.ok()) {
-    fmt::print(stderr, "colo sim: {}\n",
-               !margin.ok() ? margin.status().message() : recovery.status().message());
-    return 2;
-  }
   auto cluster = ParseClusterMode(o.cluster);
   auto node_choice = ParseNodeChoice(o.node_choice);
   if (!cluster.ok() || !node_choice.ok()) {
@@ -263,8 +303,6 @@ int RunSimCommand(const SimCommandOptions& o) {
   options.scheduler.backfill = o.backfill;
   options.scheduler.window_samples = o.window;
   options.scheduler.launch_grace = SecondsF(o.grace_s);
-  options.gates.memory_margin = *margin;
-  options.gates.smact_max = o.smact_max;
   options.record_timeline = !o.report.empty();
   if (!o.power.empty()) {
     auto power = ParsePowerModel(o.power);
@@ -275,36 +313,11 @@ int RunSimCommand(const SimCommandOptions& o) {
     options.power = *power;
   }
 
-  RunSpec defaults;
-  defaults.estimator = o.estimator;
-  defaults.recovery = *recovery;
-  if (o.sharing == "plain" || o.sharing == "streams")
-    defaults.sharing = SharingMode::kPlain;
-  else if (o.sharing != "mps") {
-    fmt::print(stderr, "colo sim: --sharing takes mps or plain, not '{}'\n", o.sharing);
-    return 2;
-  }
-  std::vector<std::string> specs;
-  if (!o.policy.empty() && !o.compare.empty()) {
-    fmt::print(stderr, "colo sim: give --policy or --compare, not both\n");
-    return 2;
-  }
-  if (o.compare == "thesis" || (o.policy.empty() && o.compare.empty()))
-    specs = kThesisComparison;
-  else if (!o.compare.empty())
-    specs = SplitSpecs(o.compare);
-  else
-    specs = {o.policy};
-
   std::vector<SimResult> results;
-  for (const std::string& text : specs) {
-    auto spec = ParseRunSpec(text, defaults);
-    if (!spec.ok()) {
-      fmt::print(stderr, "colo sim: {}\n", spec.status().message());
-      return 2;
-    }
+  for (const RunSpec& run : runs) {
+    const std::string& text = run.label;
     const auto begin = std::chrono::steady_clock::now();
-    auto result = Simulate(*trace, *spec, options);
+    auto result = Simulate(*trace, run, options);
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (!result.ok()) {

@@ -41,6 +41,7 @@ struct SimCommandOptions {
   bool calibration = false;
   bool timings = false;
   bool describe = false;
+  bool show_policy = false;
 };
 
 void AddSimCommand(CLI::App& app, SimCommandOptions& options);

@@ -52,6 +52,8 @@ struct JobSpec {
   int priority = 0;
   // Expected SM activity alone (0..1) if known; sizes the MPS thread share. Negative means unknown.
   double expected_smact = -1.0;
+  // The MPS active-thread percentage the user asked for (1..100); 0: from its SM activity.
+  int threads = 0;
 };
 
 // kRequeued: a Slurm job this node handed back to Slurm's queue (to run again here or elsewhere).

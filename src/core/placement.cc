@@ -4,6 +4,20 @@
 
 namespace colo {
 
+PlacementRequest RequestFor(const JobSpec& spec, const MemoryNeed& need, bool require_idle) {
+  PlacementRequest r;
+  r.job = spec.id;
+  r.owner = spec.owner;
+  r.gpus = spec.gpus;
+  r.memory = need;
+  r.memory_need = need.Upper();
+  r.sharing = spec.sharing;
+  r.require_idle = require_idle;
+  r.expected_smact = spec.expected_smact;
+  r.threads = spec.threads;
+  return r;
+}
+
 std::string_view ToString(Gate g) {
   switch (g) {
     case Gate::kPass:

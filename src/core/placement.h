@@ -52,7 +52,11 @@ struct PlacementRequest {
   SharingPreference sharing = SharingPreference::kAny;
   bool require_idle = false;  // recovery after OOM in the thesis mode, or the last adaptive retry
   double expected_smact = -1;
+  int threads = 0;  // the MPS thread percentage the user asked for; 0: the policy's
 };
+
+// What a policy is asked for a job of `spec` that plans with `need`.
+PlacementRequest RequestFor(const JobSpec& spec, const MemoryNeed& need, bool require_idle = false);
 
 // The gates a GPU can fail, in the order they are checked.
 enum class Gate {

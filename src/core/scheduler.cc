@@ -15,6 +15,10 @@ Result<RecoveryMode> ParseRecoveryMode(std::string_view text) {
   return InvalidArgument(fmt::format("unknown recovery mode '{}' (use adaptive or thesis)", text));
 }
 
+std::string_view ToString(RecoveryMode mode) {
+  return mode == RecoveryMode::kThesis ? "thesis" : "adaptive";
+}
+
 Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config)
     : clock_(clock), policy_(policy), reads_(policy.window_reads()), config_(config) {}
 
@@ -108,16 +112,20 @@ void Scheduler::OrderOwnersJobs(const std::string& owner) {
   }
 }
 
-Status Scheduler::CheckPlaceable(const JobSpec& spec) const {
+Status Scheduler::CheckPlaceable(const JobSpec& spec, Bytes idle_used) const {
   if (gpus_.empty()) return InfeasibleStatus("this server has no GPUs");
   if (spec.gpus > max_gpus_per_node_) {
     return InfeasibleStatus(fmt::format("needs {} GPUs on one server; the largest has {}",
                                         spec.gpus, max_gpus_per_node_));
   }
-  if (spec.memory.known() && spec.memory.Upper() > max_capacity_) {
-    return InfeasibleStatus(fmt::format("needs {} per GPU; the largest GPU has {}",
-                                        FormatBytes(spec.memory.Upper()),
-                                        FormatBytes(max_capacity_)));
+  const Bytes most_free = max_capacity_ - idle_used;
+  // What the largest GPU offers, as the reason says it.
+  const std::string largest = idle_used > Bytes(0)
+                                  ? fmt::format("an idle GPU has {} free", FormatBytes(most_free))
+                                  : fmt::format("the largest GPU has {}", FormatBytes(most_free));
+  if (spec.memory.known() && spec.memory.Upper() > most_free) {
+    return InfeasibleStatus(
+        fmt::format("needs {} per GPU; {}", FormatBytes(spec.memory.Upper()), largest));
   }
   // The policy's own gates on an idle server: what it refuses there it refuses forever.
   ClusterView idle;
@@ -128,7 +136,7 @@ Status Scheduler::CheckPlaceable(const JobSpec& spec) const {
     v.index = static_cast<GpuIndex>(i);
     v.node = info.node;
     v.capacity = info.capacity;
-    v.free_for_placement = info.capacity;
+    v.free_for_placement = info.capacity - idle_used;
     v.mig_instance = info.mig_instance;
     v.mode = info.default_mode;
     idle.gpus.push_back(v);
@@ -141,12 +149,13 @@ Status Scheduler::CheckPlaceable(const JobSpec& spec) const {
   if (const auto* wait = std::get_if<Wait>(&decision)) {
     for (const GateVerdict& v : wait->per_gpu) {
       if (v.gate == Gate::kMemory) {
-        return InfeasibleStatus(fmt::format(
-            "needs {} per GPU including the policy's margin; the largest GPU has {}",
-            FormatBytes(Bytes(static_cast<int64_t>(v.limit))), FormatBytes(max_capacity_)));
+        return InfeasibleStatus(fmt::format("needs {} per GPU including the policy's margin; {}",
+                                            FormatBytes(Bytes(static_cast<int64_t>(v.limit))),
+                                            largest));
       }
     }
-    return InfeasibleStatus("no GPU of this server could ever take it: " + wait->Reason());
+    return InfeasibleStatus(fmt::format("no GPU of {} server could ever take it: {}",
+                                        idle_used > Bytes(0) ? "an idle" : "this", wait->Reason()));
   }
   return Status::Ok();
 }
@@ -192,25 +201,6 @@ Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
   }
   job.need = need;
   job.spec.memory = need;
-  changed_ = true;
-  return Status::Ok();
-}
-
-Status Scheduler::RaiseRunningNeed(JobId id, const MemoryNeed& need) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
-  JobRecord& job = it->second;
-  if (job.state != JobState::kRunning)
-    return FailedPrecondition(fmt::format("job {} is {}, not running", id, ToString(job.state)));
-  // No need above the largest GPU: a job that uses (nearly) all of one holds that much, and a
-  // larger number could never be placed again after a crash.
-  const MemoryNeed capped =
-      need.Upper() > max_capacity_ ? MemoryNeed{max_capacity_, need.source, 0.0} : need;
-  if (!capped.known() || capped.Upper() <= job.need.Upper())
-    return InvalidArgument(
-        fmt::format("job {}: {} does not raise its need", id, FormatBytes(capped.Upper())));
-  job.need = capped;
-  job.spec.memory = capped;
   changed_ = true;
   return Status::Ok();
 }
@@ -300,10 +290,11 @@ void Scheduler::OnGpuSample(const GpuSample& sample) {
   if (sample.drama >= 0) g.drama.Add(sample.time, sample.drama);
 }
 
-void Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
+std::optional<NeedRaised> Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) return std::nullopt;
   JobRecord& job = it->second;
+  std::optional<NeedRaised> raised;
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.current_use[i] == used) continue;
     changed_ = true;
@@ -313,7 +304,29 @@ void Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
       job.last_growth = clock_.Now();
       job.max_peak = std::max(job.max_peak, used);
     }
+    // Under MPS the limit stops it; an exclusive job has its GPUs to itself.
+    if (job.mode != SharingMode::kPlain || job.placed_limit <= Bytes(0) ||
+        used <= job.placed_limit || used <= job.need.Upper())
+      continue;
+    // No need above the largest GPU: a job that uses (nearly) all of one holds that much, and a
+    // larger number could never be placed again after a crash.
+    const MemoryNeed wanted{used.Scaled(1 + kOverPlanMargin), MemorySource::kLearned, 0.0};
+    const MemoryNeed capped =
+        wanted.Upper() > max_capacity_ ? MemoryNeed{max_capacity_, wanted.source, 0.0} : wanted;
+    if (capped.Upper() <= job.need.Upper()) continue;
+    job.need = capped;
+    job.spec.memory = capped;
+    raised = NeedRaised{id, gpu, used, job.placed_limit, capped, !job.over_plan};
+    job.over_plan = true;
   }
+  return raised;
+}
+
+void Scheduler::SharesPlainly(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
+  it->second.mode = SharingMode::kPlain;
+  changed_ = true;
 }
 
 void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
@@ -514,16 +527,7 @@ void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& 
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
-  PlacementRequest r;
-  r.job = job.spec.id;
-  r.owner = job.spec.owner;
-  r.gpus = job.spec.gpus;
-  r.memory = job.need;
-  r.memory_need = job.need.Upper();
-  r.sharing = job.spec.sharing;
-  r.require_idle = job.require_idle;
-  r.expected_smact = job.spec.expected_smact;
-  return r;
+  return RequestFor(job.spec, job.need, job.require_idle);
 }
 
 void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
@@ -542,6 +546,7 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   if (!job.ever_started) job.first_started = now;
   job.ever_started = true;
   job.attempt_peak = Bytes(0);
+  job.over_plan = false;
   job.last_growth = now;
   job.last_wait.reset();
   for (GpuIndex g : placed.gpus) {

@@ -14,6 +14,7 @@
 #include "core/model.h"
 #include "core/placement.h"
 #include "core/recovery.h"
+#include "core/run_learning.h"
 #include "core/window_stats.h"
 
 namespace colo {
@@ -23,6 +24,7 @@ enum class RecoveryMode {
   kAdaptive,  // raise its need from the observed peak and re-place it anywhere it fits
 };
 Result<RecoveryMode> ParseRecoveryMode(std::string_view text);
+std::string_view ToString(RecoveryMode mode);
 
 struct SchedulerConfig {
   int window_samples = 30;
@@ -79,6 +81,18 @@ struct Launch {
 // What OnJobExit did with the job.
 enum class ExitAction { kFinished, kRequeuedForRecovery, kFailedRetryCap, kIgnored };
 
+// A running job used more than it planned on one of its GPUs while it shared it without a memory
+// limit (nothing stops it at its plan, and what it takes was placed for others): it plans with its
+// use and kOverPlanMargin for the rest of its run.
+struct NeedRaised {
+  JobId job = 0;
+  GpuIndex gpu = 0;
+  Bytes used;
+  Bytes plan;          // the reservation its attempt was placed with
+  MemoryNeed need;     // what it plans with now (at most the largest GPU)
+  bool first = false;  // the first time in this attempt
+};
+
 struct JobRecord {
   JobSpec spec;
   JobState state = JobState::kQueued;
@@ -96,9 +110,10 @@ struct JobRecord {
   int thread_percent = 100;
   TimePoint submitted, first_started, started, finished;
   bool ever_started = false;
-  Bytes placed_limit;  // the memory limit (MPS limit) this attempt runs under
-  Bytes attempt_peak;  // highest per-GPU use seen in this attempt
-  Bytes max_peak;      // over all attempts
+  Bytes placed_limit;      // the memory limit (MPS limit) this attempt runs under
+  Bytes attempt_peak;      // highest per-GPU use seen in this attempt
+  Bytes max_peak;          // over all attempts
+  bool over_plan = false;  // this attempt used more than it planned (NeedRaised)
   TimePoint last_growth;
   std::string end_reason;
   std::string need_basis;         // why an out-of-memory crash raised the need as it did
@@ -115,9 +130,10 @@ class Scheduler {
   // back to the recovery queue, as it was before the restart.
   Status Submit(const JobSpec& spec, PriorAttempts prior = {});
   // Whether the job could ever be placed here: Submit's checks, and the policy's verdict for it on
-  // this server with every GPU idle and empty (so the memory margin counts). Infeasible, with the
-  // reason, for a job that would otherwise wait at the head of the queue forever.
-  Status CheckPlaceable(const JobSpec& spec) const;
+  // this server with every GPU idle (so the memory margin counts). Infeasible, with the reason,
+  // for a job that would otherwise wait at the head of the queue forever. `idle_used`: what an
+  // idle GPU uses that no job of the scheduler's does (the simulator's driver and other tenants).
+  Status CheckPlaceable(const JobSpec& spec, Bytes idle_used = Bytes(0)) const;
   Status Cancel(JobId id);
   // Undoes a launch that Schedule() returned but the caller could not carry out before starting
   // anything (it could not record it): the job goes back to the head of the queue it came from.
@@ -128,10 +144,6 @@ class Scheduler {
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.
   Status UpdateNeed(JobId id, const MemoryNeed& need);
-  // Raises the need of a running job that uses more than it planned (it shares a GPU with no
-  // memory limit): placement plans with the larger need for the rest of its run. A need below
-  // the current one is refused.
-  Status RaiseRunningNeed(JobId id, const MemoryNeed& need);
   // Replaces the expected SM activity of a waiting job (learned from earlier runs of its model).
   Status UpdateExpectedSmact(JobId id, double smact);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
@@ -141,8 +153,12 @@ class Scheduler {
                int prior_out_of_memory =
                    0);  // queued jobs end now; running ones end when their exit is reported
   void OnGpuSample(const GpuSample& sample);
-  // Memory the job's processes use on one of its GPUs right now.
-  void OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
+  // Memory the job's processes use on one of its GPUs right now. A use above the plan of a job
+  // that shares the GPU plainly raises its need (NeedRaised).
+  std::optional<NeedRaised> OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
+  // The job was placed under MPS but runs without it (MPS is unavailable): it shares its GPUs
+  // plainly, and its use is held to its plan as any plain sharer's (OnJobMemory).
+  void SharesPlainly(JobId id);
   // A process of the job's current attempt is on one of its GPUs (the GPU's process list): the
   // first such report starts the launch grace of policies that count it from there.
   void OnJobProcessSeen(JobId id, GpuIndex gpu);

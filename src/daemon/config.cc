@@ -41,12 +41,40 @@ Result<SharingMode> ParseMode(const std::string& text) {
 
 }  // namespace
 
-std::string DaemonConfig::PolicySpec() const {
-  std::string spec = policy;
-  spec += spec.find(':') == std::string::npos ? ":" : ",";
-  spec += fmt::format("margin={},smact={}", memory_margin, smact_max);
-  if (compound) spec += ",compound=on";
-  if (exclusive_first) spec += ",exclusive-first=on";
+Result<GateConfig> DaemonConfig::GateDefaults() const {
+  GateConfig gates;
+  auto margin = ParseBytes(memory_margin);
+  if (!margin.ok()) return InvalidArgument("gates.memory_margin: " + margin.status().message());
+  gates.memory_margin = *margin;
+  if (!(smact_max >= 0 && smact_max <= 1))
+    return InvalidArgument(
+        fmt::format("gates.smact_max must be a fraction in [0, 1], not {}", smact_max));
+  gates.smact_max = smact_max;
+  gates.compound = compound;
+  gates.exclusive_first = exclusive_first;
+  return gates;
+}
+
+Result<PolicySpec> DaemonConfig::Policy() const {
+  auto gates = GateDefaults();
+  if (!gates.ok()) return gates.status();
+  auto spec = ParsePolicySpec(policy, *gates);
+  if (!spec.ok()) return spec.status();
+  if (spec->shards > 0) {
+    return InvalidArgument(fmt::format(
+        "'{}' is colo sim's baseline of Slurm's shard GRES; colod places with colo's policies",
+        spec->text));
+  }
+  // colod plans with what each job declares, what its client estimated from the user's profile
+  // and what earlier runs taught; a spec may only ask for that (CARMA's measured task-file line,
+  // which colo submit TASK.rad declares first) or for no memory number at all.
+  if (spec->estimator && *spec->estimator != "rad:oracle" && *spec->estimator != "none") {
+    return InvalidArgument(fmt::format(
+        "'{}' plans with the estimator {}, which only colo sim has{}; colod plans with what each "
+        "job declares or its client estimated (use colo sim to judge it, or a spec without est=)",
+        spec->text, *spec->estimator,
+        spec->estimator->starts_with("rad:") ? " (a line of CARMA's task files)" : ""));
+  }
   return spec;
 }
 
@@ -233,7 +261,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   if (c.metrics_port < 1 || c.metrics_port > 65535)
     return InvalidArgument(origin + ": metrics.port must be 1..65535");
   // The policy spec must resolve now, not at the first placement.
-  if (auto policy = MakePolicy(c.PolicySpec()); !policy.ok())
+  if (auto policy = c.Policy(); !policy.ok())
     return InvalidArgument(
         fmt::format("{}: scheduler.policy/gates: {}", origin, policy.status().message()));
   return c;
@@ -286,7 +314,7 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"scheduler.launch_grace", Secs(s.launch_grace)},
       {"scheduler.steady_after", Secs(s.steady_after)},
       {"scheduler.settle_timeout", Secs(s.settle_timeout)},
-      {"scheduler.recovery", Quoted(s.recovery == RecoveryMode::kThesis ? "thesis" : "adaptive")},
+      {"scheduler.recovery", Quoted(std::string(ToString(s.recovery)))},
       {"scheduler.max_oom_retries", Number(s.max_oom_retries)},
       {"scheduler.oom_growth", Number(s.oom_growth)},
       {"scheduler.oom_limit_growth", Number(s.oom_limit_growth)},

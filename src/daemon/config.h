@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "core/model.h"
 #include "core/scheduler.h"
+#include "policies/registry.h"
 
 namespace colo {
 
@@ -69,7 +70,12 @@ struct DaemonConfig {
   Duration slurm_wait_limit = Seconds(60);  // a job waits here this long, then goes elsewhere
   Duration slurm_reconcile_interval = Seconds(30);
 
-  std::string PolicySpec() const;
+  // The gates a policy spec starts from: the [gates] settings.
+  Result<GateConfig> GateDefaults() const;
+  // scheduler.policy as colod runs it: read once, as colo sim reads it, from GateDefaults (the
+  // spec's own settings win, a CARMA name's too). Refused, with the reason, where the spec asks
+  // for what only colo sim does (its shards baseline, an estimator of its own).
+  Result<PolicySpec> Policy() const;
 };
 
 // Every setting as "table.key" and its value as TOML writes it, in the order of

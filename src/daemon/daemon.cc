@@ -109,17 +109,21 @@ Status Daemon::Init() {
   fmt::print(stderr, "colod: {}\n", (*launcher)->tracking());
   launcher_ = std::move(*launcher);
 
-  auto policy = MakePolicy(config_.PolicySpec());
+  // The policy spec is what colod runs, as colo sim would run it: what it sets besides the gates
+  // (recovery, sharing, learning, planning without estimates) wins over the config's own.
+  auto policy = config_.Policy();
   if (!policy.ok()) return policy.status();
-  policy_ = std::move(*policy);
-  scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config_.scheduler);
+  policy_ = MakePolicy(*policy);
+  SchedulerConfig scheduler_config = config_.scheduler;
+  scheduler_config.recovery = policy->recovery.value_or(scheduler_config.recovery);
+  scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, scheduler_config);
   for (const DeviceInfo& d : gpus_.devices()) {
     GpuInfo info;
     info.uuid = d.uuid;
     info.model = d.name;
     info.capacity = d.memory_total;
     info.mig_instance = d.mig_index >= 0;
-    info.default_mode = config_.default_mode;
+    info.default_mode = policy->sharing.value_or(config_.default_mode);
     for (const std::string& key : {d.uuid, std::to_string(scheduler_->gpu_count())}) {
       if (auto it = config_.per_gpu.find(key); it != config_.per_gpu.end())
         info.default_mode = it->second;
@@ -136,8 +140,10 @@ Status Daemon::Init() {
   ControllerOptions controller_options;
   controller_options.cancel_grace = config_.cancel_grace;
   controller_options.timeout_grace = config_.timeout_grace;
-  controller_options.max_live_jobs_per_user = config_.max_jobs_per_user;
-  controller_options.max_array_size = config_.max_array_size;
+  controller_options.admission.max_live_jobs_per_user = config_.max_jobs_per_user;
+  controller_options.admission.max_array_size = config_.max_array_size;
+  if (!policy->learn.value_or(true)) controller_options.history_runs = 0;
+  controller_options.plan_without_estimates = policy->estimator == "none";
   if (config_.mps_enabled) {
     mps_ = std::make_unique<MpsDaemon>(
         MpsSettings{config_.mps_control, config_.mps_pipe_dir, config_.mps_log_dir});
@@ -183,7 +189,7 @@ Status Daemon::Init() {
   }
   handlers_ = std::make_unique<ApiHandlers>(
       HandlerContext{clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_,
-                     slurm_.get(), history_.get(), &history_problem_, config_.PolicySpec()});
+                     slurm_.get(), history_.get(), &history_problem_, SpecText(*policy)});
 
   // Jobs that outlive their shim are re-parented to colod, which reaps them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);

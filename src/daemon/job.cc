@@ -29,16 +29,14 @@ std::string_view ToString(Attempt::Phase phase) {
   return "?";
 }
 
+RunEvidence EvidenceOf(const Attempt& attempt) {
+  return RunEvidence{attempt.exit, attempt.over_plan, attempt.peak, attempt.solo_smact};
+}
+
 void CollectRuns(const Job& job, size_t limit, ModelRuns& runs) {
   if (!RunsCount(job.state)) return;
-  for (auto a = job.attempts.rbegin(); a != job.attempts.rend(); ++a) {
-    const bool measured =
-        a->peak > Bytes(0) &&
-        (a->exit == ExitKind::kSuccess || (a->over_plan && a->exit != ExitKind::kOutOfMemory));
-    if (measured && runs.peaks.size() < limit) runs.peaks.push_back(a->peak);
-    if (a->solo_smact >= 0 && runs.solo_smact.size() < limit)
-      runs.solo_smact.push_back(a->solo_smact);
-  }
+  for (auto a = job.attempts.rbegin(); a != job.attempts.rend(); ++a)
+    AddRun(EvidenceOf(*a), limit, runs);
 }
 
 std::string OutputFileOf(const Job& job, std::string_view pattern) {

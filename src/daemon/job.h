@@ -9,6 +9,7 @@
 #include "api/types.h"
 #include "common/clock.h"
 #include "core/model.h"
+#include "core/run_learning.h"
 
 namespace colo {
 
@@ -75,7 +76,6 @@ struct Job {
   WallTime submitted, finished;
   bool cancel_requested = false;
   std::vector<Attempt> attempts;
-  int threads = 0;  // MPS thread percentage the user asked for; 0: the policy's
   std::optional<api::JobEstimate> estimate;
   std::optional<SlurmTenancy> slurm;  // set: a tenant, not a process colod started
   // Slurm habits. A job held or with dependencies not yet met waits outside the scheduler's
@@ -100,16 +100,10 @@ struct Job {
 // working directory); empty for an empty pattern.
 std::string OutputFileOf(const Job& job, std::string_view pattern);
 
-// What earlier runs of a model measured: the history estimator's evidence.
-struct ModelRuns {
-  // Peaks of successful attempts, and of attempts of ended jobs that went over their plan (a
-  // use that was seen, whatever ended the run later; an attempt that ran out of memory proves
-  // only that it needed more than its peak, and is not counted).
-  std::vector<Bytes> peaks;
-  std::vector<double> solo_smact;  // of attempts that ran alone on their GPU for a while
-};
-// Adds what an ended job's attempts measured, newest first, up to `limit` of each kind. Both
-// stores select with it.
+// What the attempt measured, for its model's later runs (core/run_learning.h).
+RunEvidence EvidenceOf(const Attempt& attempt);
+// Adds what an ended job's attempts measured, newest first, up to `limit` of each kind
+// (core's AddRun). Both stores select with it.
 void CollectRuns(const Job& job, size_t limit, ModelRuns& runs);
 // The states of jobs whose runs count.
 inline bool RunsCount(JobState state) {

@@ -457,7 +457,7 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
   }
   // Its context as the API describes it (api::JobContext): workdir, source.
   if (r.ok()) api::ReadFields(record, "", job.context, shared.error);
-  r.Int("threads", job.threads);
+  r.Int("threads", job.spec.threads);
   // Added within schema 2: absent in records written before colod knew Slurm.
   if (const json* slurm_json = r.Optional("slurm")) {
     FieldReader slurm(*slurm_json, "slurm", shared);
@@ -518,7 +518,7 @@ void DecodeSchema1Record(const json& record, FieldReader::Shared& shared, Job& j
   DecodeLifecycle(r, job);
   r.String("workdir", job.context.workdir);
   r.String("source", job.context.source);
-  r.Int("threads", job.threads);
+  r.Int("threads", job.spec.threads);
   if (const json* attempts = r.Member("attempts")) {
     if (!attempts->is_array()) return r.Fail("attempts", "not a list");
     for (size_t i = 0; i < attempts->size() && r.ok(); ++i) {
@@ -603,7 +603,7 @@ std::string EncodeJob(const Job& job) {
   for (const Attempt& attempt : job.attempts) attempts.push_back(EncodeAttempt(attempt));
   record["attempts"] = std::move(attempts);
   api::WriteFields(job.context, record);
-  record["threads"] = job.threads;
+  record["threads"] = job.spec.threads;
   record["estimate"] = job.estimate ? EncodeEstimate(*job.estimate) : json(nullptr);
   if (job.slurm)
     record["slurm"] = {{"job", job.slurm->job},

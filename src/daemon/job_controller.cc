@@ -9,7 +9,6 @@
 #include "common/strings.h"
 #include "common/text.h"
 #include "estimate/estimator.h"
-#include "estimate/job_estimators.h"
 
 namespace colo {
 namespace {
@@ -21,8 +20,6 @@ constexpr Duration kStoreRetry = Seconds(1);
 constexpr double kComputingSmact = 0.02;
 // Samples alone and computing an attempt needs before its solo SM activity is recorded.
 constexpr int kMinSoloSamples = 5;
-// The margin a need raised by a run over its plan gets: the history estimator's after one run.
-constexpr double kOverPlanMargin = 0.10;
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -77,7 +74,8 @@ JobController::JobController(const Clock& clock, Scheduler& scheduler, JobStore&
       scheduler_(scheduler),
       store_(store),
       launcher_(launcher),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      admission_(store, options_.admission) {}
 
 JobEvent JobController::Event(JobId job, std::string kind, std::string detail) const {
   return JobEvent{job, clock_.WallNow(), std::move(kind),
@@ -145,10 +143,8 @@ void JobController::ForgetIfDone(JobId id) {
     if (ended_tenants_.size() >= kEndedTenantsKept) ended_tenants_.erase(ended_tenants_.begin());
     ended_tenants_[slurm->job] = EndedTenant{slurm->restarts, TenantReply(it->second)};
   }
-  if (--live_per_user_[it->second.owner.uid] <= 0) live_per_user_.erase(it->second.owner.uid);
-  if (it->second.array) arrays_changed_ = true;
+  admission_.Uncount(it->second);
   live_.erase(it);
-  dependencies_changed_ = true;
 }
 
 const Job* JobController::FindLive(JobId id) const {
@@ -167,6 +163,13 @@ Bytes JobController::CurrentPeak(const Job& job) const {
   if (a->phase == Attempt::Phase::kEnded) return a->peak;
   const JobRecord* r = scheduler_.job(job.id());
   return r ? std::max(a->peak, r->attempt_peak) : a->peak;
+}
+
+JobSpec JobController::Planned(const Job& job) const {
+  JobSpec spec = job.spec;
+  if (options_.plan_without_estimates && spec.memory.source != MemorySource::kLearned)
+    spec.memory = MemoryNeed{};
+  return spec;
 }
 
 AttemptRef JobController::RefOf(const Job& job) const {
@@ -196,7 +199,7 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   job.spec.gpus = r.gpus;
   job.spec.sharing = r.share;
   job.spec.expected_smact = r.expected_smact.value_or(-1.0);
-  job.threads = r.threads.value_or(0);
+  job.spec.threads = r.threads.value_or(0);
   job.spec.name =
       TruncateUtf8(r.name.empty() ? BaseName(job.spec.command.front()) : r.name, kMaxNameBytes);
   job.context = std::move(r.context);
@@ -218,69 +221,41 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   }
   job.output_pattern = std::move(r.output);
   job.error_pattern = std::move(r.error);
-  if (r.dependencies.size() > api::kMaxDependencies)
-    return InvalidArgument(fmt::format("dependencies: at most {} jobs", api::kMaxDependencies));
-  for (const api::Dependency& dep : r.dependencies) {
-    // A dependency on a job that never existed could only ever cancel this one.
-    if (!FindLive(dep.job)) {
-      auto stored = store_.Find(dep.job);
-      if (!stored.ok()) return Unavailable("dependencies: " + stored.status().message());
-      if (!*stored) return InvalidArgument(fmt::format("dependencies: no job {}", dep.job));
-    }
-    if (std::find(job.dependencies.begin(), job.dependencies.end(), dep) == job.dependencies.end())
-      job.dependencies.push_back(dep);
-  }
+  auto dependencies = admission_.DependenciesOf(r.dependencies, live_);
+  if (!dependencies.ok()) return dependencies.status();
+  job.dependencies = *std::move(dependencies);
   if (r.estimate) {
     job.estimate = std::move(r.estimate);
     job.estimate->learned.reset();  // what colod learned is colod's to say
     job.estimate->detail = TruncateUtf8(job.estimate->detail, kMaxDetailBytes);
-    // Runs teach only their own user's later runs: a signature is easy to reproduce, and another
-    // user's cheap runs must not re-plan (and so crash or starve) someone else's jobs.
-    if (!job.estimate->signature.empty()) job.estimate->signature += fmt::format("@uid{}", who.uid);
+    // Runs teach only the same user's later runs of the model (core/run_learning.h).
+    job.estimate->signature = ModelSignature::OfUid(job.estimate->signature, who.uid).text();
     // The user's --smact stands; the prediction only fills its place.
     if (job.spec.expected_smact >= 0) job.estimate->predicted_smact = -1;
     // A declared need is the limit the job runs under; otherwise earlier runs of the same model
     // are the best evidence there is, then the client's estimate. The same order for SM activity:
     // the user's, then what earlier runs measured, then the client's prediction.
-    const ModelRuns runs = RunsOf(job.estimate->signature);
-    if (auto smact = LearnedSmact(job, runs)) {
-      job.spec.expected_smact = *smact;
-    } else if (job.spec.expected_smact < 0 && job.estimate->predicted_smact >= 0) {
+    TakeLesson(job, Learn(RunsOf(job.estimate->signature), job.spec.memory, job.spec.expected_smact,
+                          SmactSourceOf(job)));
+    if (job.spec.expected_smact < 0 && job.estimate->predicted_smact >= 0)
       job.spec.expected_smact = job.estimate->predicted_smact;
-    }
     if (!job.spec.memory.known()) {
-      if (auto learned = LearnedNeed(job, runs)) {
-        job.spec.memory = *learned;
-      } else {
-        const api::JobEstimate& e = *job.estimate;
-        job.spec.memory = MemoryEstimate{e.peak, e.lower, e.upper, "client"}.AsNeed();
-      }
+      const api::JobEstimate& e = *job.estimate;
+      job.spec.memory = MemoryEstimate{e.peak, e.lower, e.upper, "client"}.AsNeed();
     }
   }
   return job;
 }
 
 Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest request) {
-  if (who.uid != 0 && live_per_user_[who.uid] >= options_.max_live_jobs_per_user) {
-    return ResourceExhausted(fmt::format(
-        "{} has {} jobs waiting or running, the most one user may have; submit more when some "
-        "have ended",
-        who.user, live_per_user_[who.uid]));
-  }
+  COLO_RETURN_IF_ERROR(admission_.MayAdd(who, 1));
   std::optional<api::ArraySpec> array = std::move(request.array);
   auto made = NewJob(who, std::move(request));
   if (!made.ok()) return made.status();
   Job& job = *made;
-  COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(job.spec));
+  COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(Planned(job)));
   if (array) {
-    if (array->tasks.empty() || static_cast<int>(array->tasks.size()) > options_.max_array_size)
-      return InvalidArgument(fmt::format("array: 1 to {} tasks (limits.max_array_size), not {}",
-                                         options_.max_array_size, array->tasks.size()));
-    if (who.uid != 0 && live_per_user_[who.uid] + static_cast<int>(array->tasks.size()) >
-                            options_.max_live_jobs_per_user)
-      return ResourceExhausted(fmt::format(
-          "{} has {} jobs waiting or running; {} more would pass the most one user may have ({})",
-          who.user, live_per_user_[who.uid], array->tasks.size(), options_.max_live_jobs_per_user));
+    COLO_RETURN_IF_ERROR(admission_.CheckArray(who, *array));
     return SubmitArray(std::move(job), *array);
   }
   job.state = JobState::kQueued;
@@ -301,13 +276,13 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
     e.job = job.id();
     Log(e);
   }
-  if (WaitsOutsideScheduler(job)) {
-    dependencies_changed_ = dependencies_changed_ || !job.dependencies.empty();
+  if (Admission::WaitsOutside(job)) {
+    if (!job.dependencies.empty()) admission_.DependenciesChanged();
     const JobId id = job.id();
     AddLive(std::move(job));
     return id;
   }
-  if (Status queued = scheduler_.Submit(job.spec); !queued.ok()) {
+  if (Status queued = scheduler_.Submit(Planned(job)); !queued.ok()) {
     // Checked above; should it still refuse, the stored job must not look queued.
     job.state = JobState::kFailed;
     job.reason = queued.message();
@@ -376,8 +351,8 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
     const JobId id = job.id();
     AddLive(std::move(job));
     Job& live = live_.at(id);
-    if (WaitsOutsideScheduler(live)) {
-      dependencies_changed_ = dependencies_changed_ || !live.dependencies.empty();
+    if (Admission::WaitsOutside(live)) {
+      if (!live.dependencies.empty()) admission_.DependenciesChanged();
     } else {
       Enqueue(live, "at submit");
       if (!live.live()) ForgetIfDone(id);
@@ -387,38 +362,25 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
 }
 
 void JobController::Enqueue(Job& job, std::string_view when) {
-  if (job.array && job.array->limit > 0) {
+  if (Admission::Throttled(job)) {
     job.state = JobState::kQueued;
-    arrays_changed_ = true;  // AdmitArrayTasks queues it when its array's turn comes
+    admission_.ArraysChanged();  // AdmitArrayTasks queues it when its array's turn comes
     return;
   }
   Requeue(job, when);
 }
 
 void JobController::AdmitArrayTasks() {
-  arrays_changed_ = false;
-  std::map<JobId, int> admitted;  // by array: tasks queued in the scheduler or running
-  std::vector<JobId> waiting;
-  for (const auto& [id, job] : live_) {
-    if (!job.array || job.array->limit <= 0 || !job.live()) continue;
-    if (job.state == JobState::kRunning || scheduler_.job(id)) {
-      admitted[job.array->job]++;
-    } else if (!WaitsOutsideScheduler(job)) {
-      waiting.push_back(id);
-    }
-  }
-  for (JobId id : waiting) {  // in id order: the array's tasks in order
+  const auto in_scheduler = [this](JobId id) { return scheduler_.job(id) != nullptr; };
+  for (JobId id : admission_.ArrayTurns(live_, in_scheduler)) {
     Job& job = live_.at(id);
-    int& running = admitted[job.array->job];
-    if (running >= job.array->limit) continue;
-    running++;
     Requeue(job, "when its array's turn came");
     if (!job.live()) ForgetIfDone(id);
   }
 }
 
 void JobController::AddLive(Job job) {
-  live_per_user_[job.owner.uid]++;
+  admission_.Count(job);
   if (job.slurm) tenants_[job.slurm->job] = job.id();
   live_.emplace(job.id(), std::move(job));
 }
@@ -542,21 +504,6 @@ Result<std::string> JobController::Control(const Identity& who, api::JobAction a
   return whole_array ? Cancel(who, id) : CancelOne(who, id);
 }
 
-std::string JobController::HeldReason(const Job& job) const {
-  if (!job.live() || job.state == JobState::kRunning) return "";
-  if (job.held) return "held: colo release " + std::to_string(job.id());
-  if (job.dependencies.empty()) {
-    if (job.array && job.array->limit > 0 && !scheduler_.job(job.id()))
-      return fmt::format("array {}: at most {} of its tasks at once", job.array->job,
-                         job.array->limit);
-    return "";
-  }
-  std::string deps;
-  for (const api::Dependency& d : job.dependencies)
-    deps += fmt::format("{}{}:{}", deps.empty() ? "" : ",", ToString(d.kind), d.job);
-  return "dependency " + deps;
-}
-
 Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool hold) {
   const std::string_view verb = hold ? "hold" : "release";
   auto it = live_.find(id);
@@ -585,7 +532,7 @@ Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool h
         (void)scheduler_.Cancel(id);
         scheduler_.Forget(id);
       }
-      if (job.array) arrays_changed_ = true;
+      if (job.array) admission_.ArraysChanged();
     } else if (job.dependencies.empty()) {
       Enqueue(job, "when released");
       if (!job.live()) {
@@ -594,7 +541,7 @@ Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool h
         return FailedPrecondition(reason);
       }
     } else {
-      dependencies_changed_ = true;
+      admission_.DependenciesChanged();
     }
   }
   if (job.held) return std::string("held");
@@ -631,11 +578,7 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
   if (!ended.ok()) return ended.status();
   Job job = *std::move(ended);
   if (job.live()) return Unavailable(fmt::format("job {} is being read back; try again", id));
-  if (who.uid != 0 && live_per_user_[job.owner.uid] >= options_.max_live_jobs_per_user)
-    return ResourceExhausted(
-        fmt::format("{} has {} jobs waiting or running, the most one user "
-                    "may have",
-                    job.owner.user, live_per_user_[job.owner.uid]));
+  if (who.uid != 0) COLO_RETURN_IF_ERROR(admission_.MayAdd(job.owner, 1));
   const JobState was = job.state;
   job.state = JobState::kQueued;
   job.reason.clear();
@@ -667,66 +610,24 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
 
 // --- Dependencies ---
 
-std::optional<bool> JobController::DependencyMet(const api::Dependency& dep,
-                                                 std::string& why) const {
-  JobState state;
-  if (const Job* live = FindLive(dep.job)) {
-    if (live->live()) return std::nullopt;
-    state = live->state;
-  } else {
-    auto stored = store_.Find(dep.job);
-    if (!stored.ok()) return std::nullopt;  // looked at again at a later turn
-    if (!*stored) {
-      why = fmt::format("job {} is gone", dep.job);
-      return false;
-    }
-    if ((*stored)->live()) return std::nullopt;
-    state = (*stored)->state;
-  }
-  const bool succeeded = state == JobState::kSucceeded;
-  bool met = true;
-  if (dep.kind == api::DependencyKind::kAfterOk) met = succeeded;
-  if (dep.kind == api::DependencyKind::kAfterNotOk) met = !succeeded;
-  if (!met)
-    why = fmt::format("{}:{} but job {} ended {}", ToString(dep.kind), dep.job, dep.job,
-                      ToString(state));
-  return met;
-}
-
 // Slurm's kill_invalid_depend: a job whose dependency can never be met is cancelled (reason
 // DependencyNeverSatisfied) rather than left waiting forever.
 void JobController::CheckDependencies() {
-  dependencies_changed_ = false;
-  std::vector<JobId> waiting;
-  for (const auto& [id, job] : live_) {
-    if (job.state != JobState::kRunning && job.live() && !job.dependencies.empty())
-      waiting.push_back(id);
-  }
-  for (JobId id : waiting) {
-    auto it = live_.find(id);
+  for (Admission::DependencyChange& change : admission_.ReviewDependencies(live_)) {
+    auto it = live_.find(change.job);
     if (it == live_.end()) continue;
     Job& job = it->second;
-    std::vector<api::Dependency> left;
-    std::string never;
-    for (const api::Dependency& dep : job.dependencies) {
-      const std::optional<bool> met = DependencyMet(dep, never);
-      if (!met) {
-        left.push_back(dep);
-      } else if (!*met) {
-        break;
-      }
-    }
-    if (!never.empty()) {
+    const JobId id = change.job;
+    if (!change.never.empty()) {
       job.state = JobState::kCancelled;
-      job.reason = TruncateUtf8("DependencyNeverSatisfied: " + never, kMaxDetailBytes);
+      job.reason = TruncateUtf8("DependencyNeverSatisfied: " + change.never, kMaxDetailBytes);
       job.finished = clock_.WallNow();
       job.env.clear();
       Persist(job, {Event(id, "cancelled", job.reason)});
       ForgetIfDone(id);
       continue;
     }
-    if (left.size() == job.dependencies.size()) continue;
-    job.dependencies = std::move(left);
+    job.dependencies = std::move(change.left);
     std::vector<JobEvent> events;
     if (job.dependencies.empty()) {
       events.push_back(Event(id, "dependency", "every dependency is met"));
@@ -803,13 +704,7 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
       if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
         used += scheduler_.gpu_info(gpu).mps_uncounted_context;
-      scheduler_.OnJobMemory(id, gpu, used);
-      // Without an MPS memory limit nothing stops a job at its plan: one above it takes memory
-      // that placement gave to others.
-      const Bytes plan = attempt.memory_limit;
-      // (An exclusive job has its GPUs to itself: its use takes nothing from anyone.)
-      if (attempt.mode == SharingMode::kPlain && plan > Bytes(0) && used > plan)
-        OverPlan(job, gpu, used, plan);
+      if (const auto raised = scheduler_.OnJobMemory(id, gpu, used)) OverPlan(job, *raised);
     }
   }
 }
@@ -825,27 +720,19 @@ std::vector<bool> JobController::GpusRunningJobs() const {
   return busy;
 }
 
-void JobController::OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan) {
-  const JobRecord* r = scheduler_.job(job.id());
-  if (!r || used <= r->need.Upper()) return;  // raised already past this use
-  if (!scheduler_
-           .RaiseRunningNeed(job.id(),
-                             {used.Scaled(1 + kOverPlanMargin), MemorySource::kLearned, 0.0})
-           .ok())
-    return;
-  const MemoryNeed raised = r->need;  // as the scheduler took it (at most the largest GPU)
-  job.spec.memory = raised;
+void JobController::OverPlan(Job& job, const NeedRaised& raised) {
+  job.spec.memory = raised.need;
   Attempt& attempt = *job.current();
   if (attempt.over_plan) return;  // told once per attempt; the need follows its use silently
   attempt.over_plan = true;
-  counters_.over_plan[gpu]++;
-  Persist(job,
-          {Event(job.id(), "over-plan",
-                 fmt::format("attempt {} uses {} on GPU {} ({}), above its plan of {}, "
-                             "sharing without an MPS memory limit; plans with {} for the "
-                             "rest of its run",
-                             attempt.number, FormatBytes(used), gpu, scheduler_.gpu_info(gpu).uuid,
-                             FormatBytes(plan), FormatBytes(raised.Upper())))});
+  counters_.over_plan[raised.gpu]++;
+  Persist(job, {Event(job.id(), "over-plan",
+                      fmt::format("attempt {} uses {} on GPU {} ({}), above its plan of {}, "
+                                  "sharing without an MPS memory limit; plans with {} for the "
+                                  "rest of its run",
+                                  attempt.number, FormatBytes(raised.used), raised.gpu,
+                                  scheduler_.gpu_info(raised.gpu).uuid, FormatBytes(raised.plan),
+                                  FormatBytes(raised.need.Upper())))});
 }
 
 // --- The turn ---
@@ -907,8 +794,8 @@ void JobController::Tick() {
                             /*avoid_this_node=*/true},
              {});
   }
-  if (dependencies_changed_) CheckDependencies();
-  if (arrays_changed_) AdmitArrayTasks();
+  if (admission_.dependencies_changed()) CheckDependencies();
+  if (admission_.arrays_changed()) AdmitArrayTasks();
   PlacementPass();
 }
 
@@ -928,7 +815,7 @@ std::optional<TimePoint> JobController::NextWakeup() const {
     if (r.kill_at) earlier(*r.kill_at);
     if (r.timeout_at) earlier(*r.timeout_at);
   }
-  if (dependencies_changed_) earlier(clock_.Now() + kStoreRetry);
+  if (admission_.dependencies_changed()) earlier(clock_.Now() + kStoreRetry);
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
   for (const auto& [id, deadline] : tenant_deadline_) earlier(deadline);
   return wake;
@@ -955,7 +842,7 @@ void JobController::Launch(const colo::Launch& launch) {
   attempt.phase = Attempt::Phase::kLaunching;
   for (GpuIndex g : launch.gpus) attempt.gpu_uuids.push_back(scheduler_.gpu_info(g).uuid);
   attempt.mode = launch.mode;
-  attempt.thread_percent = job.threads > 0 ? job.threads : launch.thread_percent;
+  attempt.thread_percent = launch.thread_percent;  // the user's --threads, where given
   attempt.memory_limit = launch.memory_limit;
   attempt.started = clock_.WallNow();
   std::vector<std::string> mps_env;
@@ -978,6 +865,7 @@ void JobController::Launch(const colo::Launch& launch) {
       mps_env = std::move(*env);
     } else {
       attempt.mode = SharingMode::kPlain;
+      scheduler_.SharesPlainly(launch.job);
       launch_events.push_back(Event(
           launch.job, "mps", "MPS unavailable, sharing without it: " + env.status().message()));
     }
@@ -1196,10 +1084,8 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const bool stored = Persist(job, std::move(events));
   if (!job.slurm) launcher_.Release(RefOf(job));
   // Only a stored run may teach other jobs (the store answers the history's questions), and
-  // only one that measured something: a success, a use above its plan, SM activity alone.
-  if (stored && !job.live() &&
-      (exit.kind == ExitKind::kSuccess || attempt.over_plan || attempt.solo_smact >= 0))
-    RefineQueuedJobs(job);
+  // only one that measured something (core's Teaches).
+  if (stored && !job.live() && Teaches(EvidenceOf(attempt))) RefineQueuedJobs(job);
   ForgetIfDone(id);
 }
 
@@ -1215,28 +1101,27 @@ ModelRuns JobController::RunsOf(const std::string& signature) const {
   return *std::move(runs);
 }
 
-std::optional<MemoryNeed> JobController::LearnedNeed(Job& job, const ModelRuns& runs) const {
-  auto learned = EstimateFromHistory(runs.peaks);
-  if (!learned.ok() || !job.estimate) return std::nullopt;
-  const double smact = job.estimate->learned ? job.estimate->learned->solo_smact : -1;
-  job.estimate->learned = api::JobEstimate::Learned{static_cast<int>(runs.peaks.size()),
-                                                    learned->peak, learned->upper, smact};
-  return learned->AsNeed();
+SmactSource JobController::SmactSourceOf(const Job& job) {
+  if (job.estimate && job.estimate->learned && job.estimate->learned->solo_smact >= 0)
+    return SmactSource::kLearned;
+  if (job.estimate && job.estimate->predicted_smact >= 0) return SmactSource::kPredicted;
+  return job.spec.expected_smact >= 0 ? SmactSource::kUser : SmactSource::kUnknown;
 }
 
-std::optional<double> JobController::LearnedSmact(Job& job, const ModelRuns& runs) const {
-  if (!job.estimate || runs.solo_smact.empty()) return std::nullopt;
-  const bool learned_before = job.estimate->learned && job.estimate->learned->solo_smact >= 0;
-  const bool predicted = job.estimate->predicted_smact >= 0;
-  if (job.spec.expected_smact >= 0 && !learned_before && !predicted)
-    return std::nullopt;  // the user's
-  double sum = 0;
-  for (double v : runs.solo_smact) sum += v;
-  const double smact = std::clamp(sum / static_cast<double>(runs.solo_smact.size()), 0.0, 1.0);
-  if (learned_before && std::abs(smact - job.spec.expected_smact) < 0.005) return std::nullopt;
-  if (!job.estimate->learned) job.estimate->learned = api::JobEstimate::Learned{};
-  job.estimate->learned->solo_smact = smact;
-  return smact;
+void JobController::TakeLesson(Job& job, const Lesson& lesson) {
+  if (!job.estimate || (!lesson.memory && !lesson.smact)) return;
+  std::optional<api::JobEstimate::Learned>& learned = job.estimate->learned;
+  if (!learned) learned = api::JobEstimate::Learned{};
+  if (lesson.memory) {
+    job.spec.memory = lesson.memory->need();
+    learned->runs = lesson.memory->runs;
+    learned->peak = lesson.memory->highest;
+    learned->upper = lesson.memory->upper;
+  }
+  if (lesson.smact) {
+    job.spec.expected_smact = *lesson.smact;
+    learned->solo_smact = *lesson.smact;
+  }
 }
 
 // A run ended that measured something: queued jobs of the same model were planned before it was
@@ -1255,24 +1140,24 @@ void JobController::RefineQueuedJobs(const Job& finished) {
   const ModelRuns runs = RunsOf(signature);
   for (JobId id : waiting) {
     Job& job = live_.at(id);
-    std::vector<JobEvent> events;
     const MemoryNeed before = job.spec.memory;
-    if (before.source != MemorySource::kDeclared) {
-      auto learned = LearnedNeed(job, runs);
-      if (learned && scheduler_.UpdateNeed(id, *learned).ok()) {
-        job.spec.memory = *learned;
-        events.push_back(Event(
-            id, "estimate",
-            fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
-                        runs.peaks.size(), FormatBytes(learned->Upper()),
-                        before.known() ? FormatBytes(before.Upper()) : "nothing")));
-      }
+    const Lesson lesson = Learn(runs, before, job.spec.expected_smact, SmactSourceOf(job));
+    // What the scheduler takes is what the job plans with.
+    Lesson taken;
+    std::vector<JobEvent> events;
+    if (lesson.memory && scheduler_.UpdateNeed(id, lesson.memory->need()).ok()) {
+      taken.memory = lesson.memory;
+      events.push_back(Event(
+          id, "estimate",
+          fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
+                      lesson.memory->runs, FormatBytes(lesson.memory->need().Upper()),
+                      before.known() ? FormatBytes(before.Upper()) : "nothing")));
     }
-    if (auto smact = LearnedSmact(job, runs);
-        smact && scheduler_.UpdateExpectedSmact(id, *smact).ok()) {
-      job.spec.expected_smact = *smact;
-      events.push_back(SmactEvent(id, *smact));
+    if (lesson.smact && scheduler_.UpdateExpectedSmact(id, *lesson.smact).ok()) {
+      taken.smact = lesson.smact;
+      events.push_back(SmactEvent(id, *lesson.smact));
     }
+    TakeLesson(job, taken);
     if (!events.empty()) Persist(job, std::move(events));
   }
 }
@@ -1304,9 +1189,9 @@ Status JobController::Recover() {
     Job& job = live_.at(id);
     if (job.state == JobState::kRunning && job.current()) {
       RecoverRunning(job, by_uuid);
-    } else if (WaitsOutsideScheduler(job)) {
+    } else if (Admission::WaitsOutside(job)) {
       job.state = JobState::kQueued;
-      dependencies_changed_ = true;
+      admission_.DependenciesChanged();
     } else {
       Enqueue(job, "after a restart");
       if (job.slurm && job.live()) tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
@@ -1322,7 +1207,7 @@ void JobController::Requeue(Job& job, std::string_view when) {
   const int ooms = OutOfMemoryAttempts(job);
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
   const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
-  if (Status s = scheduler_.Submit(job.spec, prior); !s.ok()) {
+  if (Status s = scheduler_.Submit(Planned(job), prior); !s.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(fmt::format("cannot be queued again {}: {}", when, s.message()),
                               kMaxDetailBytes);
@@ -1368,7 +1253,7 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
   const int ooms = OutOfMemoryAttempts(job);
   if (static_cast<int>(gpus.size()) != job.spec.gpus ||
       !scheduler_
-           .Adopt(job.spec, gpus, attempt.mode, attempt.thread_percent, attempt.number,
+           .Adopt(Planned(job), gpus, attempt.mode, attempt.thread_percent, attempt.number,
                   MonotonicStart(clock_, attempt.started), ooms)
            .ok()) {
     // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted
@@ -1445,7 +1330,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
     // Whole GPUs from Slurm: nobody shares them.
     job.spec.sharing = SharingPreference::kExclusive;
   }
-  if (Status placeable = scheduler_.CheckPlaceable(job.spec); !placeable.ok()) {
+  if (Status placeable = scheduler_.CheckPlaceable(Planned(job)); !placeable.ok()) {
     return api::SlurmAttachReply{
         api::SlurmPlacement::kFailed, 0, {}, {}, "cannot run on this node: " + placeable.message()};
   }
@@ -1465,7 +1350,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   const JobId id = job.id();
   const int ooms = request.earlier_ooms;
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  if (Status queued = scheduler_.Submit(job.spec, PriorAttempts{0, ooms}); !queued.ok()) {
+  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms}); !queued.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
     job.finished = clock_.WallNow();

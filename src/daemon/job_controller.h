@@ -23,6 +23,7 @@
 #include "api/types.h"
 #include "common/clock.h"
 #include "core/scheduler.h"
+#include "daemon/admission.h"
 #include "daemon/framework_env.h"
 #include "daemon/job.h"
 #include "daemon/job_store.h"
@@ -61,13 +62,13 @@ struct ControllerOptions {
   Duration cancel_grace = Seconds(10);
   // A job past its time limit likewise (Slurm's KillWait).
   Duration timeout_grace = Seconds(30);
-  // How many earlier successful runs of a model the history estimator looks at.
-  int history_runs = 20;
-  // Jobs one user may have waiting or running at once (root: no limit): one user's flood of
-  // submissions cannot fill colod's memory and disk or bury everyone else's jobs.
-  int max_live_jobs_per_user = 10000;
-  // Tasks one job array may have (submit --array).
-  int max_array_size = 1000;
+  // How many earlier runs of a model its later jobs learn from (0: none; a policy's learn=off).
+  int history_runs = static_cast<int>(kRunsLearnedFrom);
+  // The policy plans without a memory number of its own for each job (est=none, as CARMA's OR-
+  // names): only a need learned from the job's runs or an out-of-memory crash counts.
+  bool plan_without_estimates = false;
+  // Per-user limits and arrays (Admission).
+  AdmissionOptions admission;
   // The environment a job needs to be an MPS client with these limits (it starts colod's MPS
   // daemon on demand); empty: MPS is off, and MPS placements share plainly.
   std::function<Result<std::vector<std::string>>(int thread_percent, Bytes memory_limit, int gpus)>
@@ -135,7 +136,9 @@ class JobController {
                               bool whole_array = true);
   // Why a job waits that the scheduler does not know of (held, dependencies, its array's cap);
   // empty otherwise.
-  std::string HeldReason(const Job& job) const;
+  std::string HeldReason(const Job& job) const {
+    return Admission::HeldReason(job, scheduler_.job(job.id()) != nullptr);
+  }
 
   // A Slurm job on this node asks for its GPUs: the first ask queues it (and places it at once
   // if it fits); every later ask, by any of its steps, gets the same answer.
@@ -186,7 +189,7 @@ class JobController {
   Result<JobId> SubmitArray(Job base, const api::ArraySpec& array);
   // Queues a job that waited outside the scheduler; an array task under a cap waits its turn.
   void Enqueue(Job& job, std::string_view when);
-  // Queues the next tasks of capped arrays, up to each array's cap.
+  // Queues the tasks of capped arrays whose turn came.
   void AdmitArrayTasks();
   void Launch(const Launch& launch);
   // Placement pass and its launches.
@@ -204,33 +207,31 @@ class JobController {
   // Into the scheduler's queue it belongs in (recovery after out-of-memory crashes); a job the
   // scheduler refuses fails, the reason naming `when`.
   void Requeue(Job& job, std::string_view when = "after a restart");
-  // Held, or waiting for dependencies: kept out of the scheduler's queues.
-  static bool WaitsOutsideScheduler(const Job& job) {
-    return job.held || !job.dependencies.empty();
-  }
   Status MayControl(const Identity& who, const Job& job, std::string_view what) const;
   // The job as the store has it, for an id that is not live: NotFound, PermissionDenied, or it.
   Result<Job> EndedJobFor(const Identity& who, JobId id, std::string_view what) const;
   Result<std::string> SetHold(const Identity& who, JobId id, bool hold);
   Result<std::string> RequeueJob(const Identity& who, JobId id);
-  // Whether a dependency is met (true), can never be (false, `why` says so) or not yet (nullopt).
-  std::optional<bool> DependencyMet(const api::Dependency& dep, std::string& why) const;
   void CheckDependencies();
   void CheckTimeLimits(TimePoint now);
   void RefineQueuedJobs(const Job& finished);
-  std::optional<MemoryNeed> LearnedNeed(Job& job, const ModelRuns& runs) const;
-  // The solo SM activity earlier runs showed, for a job submitted without one (the user's
-  // --smact always wins); nullopt when there is none to learn or it would change nothing.
-  std::optional<double> LearnedSmact(Job& job, const ModelRuns& runs) const;
+  // Where the SM activity the job plans with came from (its estimate records what was learned).
+  static SmactSource SmactSourceOf(const Job& job);
+  // What the job plans with after a lesson of its model's runs, and what `colo show` says was
+  // learned.
+  static void TakeLesson(Job& job, const Lesson& lesson);
   ModelRuns RunsOf(const std::string& signature) const;
   JobEvent SmactEvent(JobId id, double smact) const;
-  // A running job uses `used` on GPU `gpu`, more than it planned: its need is raised.
-  void OverPlan(Job& job, GpuIndex gpu, Bytes used, Bytes plan);
+  // A running job used more than it planned, and the scheduler raised its need: said once per
+  // attempt, counted per GPU.
+  void OverPlan(Job& job, const NeedRaised& raised);
   // What colod adds to an attempt's environment for the frameworks (and what the job keeps).
   FrameworkEnv FrameworkSettings(const Job& job, const Attempt& attempt) const;
   // Takes the job's state, need and reason from the scheduler after it decided.
   void TakeSchedulerState(Job& job);
   AttemptRef RefOf(const Job& job) const;
+  // The job as the scheduler plans it (ControllerOptions::plan_without_estimates).
+  JobSpec Planned(const Job& job) const;
   // Stores the job with these events; on failure keeps both to store again at the next turn.
   bool Persist(Job& job, std::vector<JobEvent> events);
   // A live job that ended and is stored leaves memory.
@@ -244,7 +245,6 @@ class JobController {
   ProcessLauncher& launcher_;
   ControllerOptions options_;
   std::map<JobId, Job> live_;
-  std::map<unsigned, int> live_per_user_;  // by uid, for max_live_jobs_per_user
   std::map<JobId, Running> running_;
   std::map<uint32_t, JobId> tenants_;  // live tenants by Slurm job id
   // When a waiting tenant is given back to Slurm.
@@ -259,10 +259,7 @@ class JobController {
   // Give-backs whose record could not be stored yet: Slurm hears of one only once it is stored
   // (a restart before then would queue the job here again while Slurm runs it elsewhere).
   std::map<JobId, TenantHandback> unsent_handbacks_;
-  // A job ended, was released or submitted with dependencies: waiting jobs' dependencies are
-  // looked at again at the next turn.
-  bool dependencies_changed_ = false;
-  bool arrays_changed_ = false;  // a capped array's task ended, was held or submitted
+  Admission admission_;  // what may enter the scheduler's queue, and when
   std::map<JobId, std::vector<JobEvent>> pending_events_;
   ControllerCounters counters_;
 };

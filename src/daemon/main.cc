@@ -80,6 +80,9 @@ int main(int argc, char** argv) {
     std::error_code ec;
     const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
     ApplyDefaultPaths(config, ec ? "." : self.parent_path().string());
+    // The policy as colod will run it, whichever of the file and --policy named it.
+    if (auto read = config.Policy(); !read.ok())
+      return InvalidArgument("scheduler.policy: " + read.status().message());
     return config;
   };
   auto made = effective();
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
     // A config file itself: every setting colod would run with, defaults included.
     fmt::print("# config ok ({}); every effective setting follows, as a config file\n",
                config_path.empty() ? "no config file: the defaults" : config_path);
-    fmt::print("# placement policy with its gates: {}\n", config.PolicySpec());
+    fmt::print("# placement policy: {}\n", Describe(*config.Policy()));
     std::string table;
     for (const auto& [key, value] : EffectiveSettings(config)) {
       const std::string this_table = key.substr(0, key.find('.'));
@@ -133,7 +136,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "colod: {}\n", daemon.status().message());
     return 1;
   }
-  fmt::print(stderr, "colod: serving {} with policy {}\n", config.socket, config.PolicySpec());
+  fmt::print(stderr, "colod: serving {} with policy {}\n", config.socket,
+             Describe(*config.Policy()));
   const Status result = (*daemon)->Run();
   fmt::print(stderr, "colod: stopping; running jobs keep running and are re-adopted at restart\n");
   return result.ok() ? 0 : 1;

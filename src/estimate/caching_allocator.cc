@@ -78,9 +78,19 @@ int64_t CachingAllocatorModel::SegmentSize(int64_t rounded) {
 
 class CachingAllocatorModel::Impl {
  public:
-  Impl(CachingAllocatorModel& owner, bool expandable) : owner_(owner), expandable_(expandable) {}
+  explicit Impl(bool expandable) : expandable_(expandable) {}
 
-  int64_t Allocate(int64_t bytes, int stream) {
+  const AllocatorStats& stats() const { return stats_; }
+  int64_t reserved() const { return reserved_; }
+
+  // Whether a request of `bytes` would be served from a cached free block (no new memory).
+  bool Fits(int64_t bytes, int stream) const {
+    const int64_t size = RoundSize(bytes);
+    const auto& pools = size <= kSmallSize ? small_free_ : large_free_;
+    return static_cast<size_t>(stream) < pools.size() && pools[stream].Fits(size);
+  }
+
+  int Allocate(int64_t bytes, int stream) {
     const int64_t size = RoundSize(bytes);
     const bool small = size <= kSmallSize;
     FreeSet& pool = Pool(small, stream);
@@ -104,14 +114,12 @@ class CachingAllocatorModel::Impl {
     used.requested = bytes;
     allocated_ += used.size;
     requested_ += bytes;
-    auto& stats = owner_.stats_;
-    if (allocated_ > stats.peak_allocated) stats.peak_allocated = allocated_;
-    if (requested_ > stats.peak_requested) stats.peak_requested = requested_;
+    if (allocated_ > stats_.peak_allocated) stats_.peak_allocated = allocated_;
+    if (requested_ > stats_.peak_requested) stats_.peak_requested = requested_;
     return block;
   }
 
-  void Free(int64_t handle) {
-    int block = static_cast<int>(handle);
+  void Free(int block) {
     Block& b = blocks_[block];
     b.allocated = false;
     allocated_ -= b.size;
@@ -178,6 +186,10 @@ class CachingAllocatorModel::Impl {
       }
       Remove(blocks, found);
       return found;
+    }
+    bool Fits(int64_t size) const {
+      const int c = ClassOf(size);
+      return Smallest(classes_[c], size) >= 0 || OccupiedAbove(c) >= 0;
     }
 
    private:
@@ -267,9 +279,8 @@ class CachingAllocatorModel::Impl {
   }
 
   void Reserve(int64_t bytes) {
-    owner_.reserved_ += bytes;
-    auto& stats = owner_.stats_;
-    if (owner_.reserved_ > stats.peak_reserved) stats.peak_reserved = owner_.reserved_;
+    reserved_ += bytes;
+    if (reserved_ > stats_.peak_reserved) stats_.peak_reserved = reserved_;
   }
 
   // No free block fits: a new segment, or (expandable) more pages at the end of the pool's one.
@@ -278,7 +289,7 @@ class CachingAllocatorModel::Impl {
     if (!expandable_) {
       const int64_t segment = SegmentSize(size);
       Reserve(segment);
-      ++owner_.stats_.segments;
+      ++stats_.segments;
       const int block = NewBlock(next_address_, segment, stream, small);
       next_address_ += segment + kSmallBuffer;  // a gap: segments are never adjacent
       return block;
@@ -287,7 +298,7 @@ class CachingAllocatorModel::Impl {
     auto [it, created] = tails_.try_emplace({small, stream}, -1);
     int& tail = it->second;
     if (created) {
-      ++owner_.stats_.segments;
+      ++stats_.segments;
       segment_base_[{small, stream}] = next_address_;
       next_address_ += int64_t{1} << 40;  // room to grow
     }
@@ -311,8 +322,9 @@ class CachingAllocatorModel::Impl {
     return block;
   }
 
-  CachingAllocatorModel& owner_;
   bool expandable_;
+  AllocatorStats stats_;
+  int64_t reserved_ = 0;
   std::vector<Block> blocks_;
   std::vector<int> spare_;
   std::vector<FreeSet> small_free_, large_free_;  // by stream
@@ -325,14 +337,25 @@ class CachingAllocatorModel::Impl {
 };
 
 CachingAllocatorModel::CachingAllocatorModel(bool expandable_segments)
-    : impl_(std::make_unique<Impl>(*this, expandable_segments)) {}
+    : impl_(std::make_unique<Impl>(expandable_segments)) {}
+CachingAllocatorModel::CachingAllocatorModel(const CachingAllocatorModel& other)
+    : impl_(std::make_unique<Impl>(*other.impl_)) {}
 CachingAllocatorModel::~CachingAllocatorModel() = default;
 
-int64_t CachingAllocatorModel::Allocate(int64_t bytes, int stream) {
+int CachingAllocatorModel::Allocate(int64_t bytes, int stream) {
   return impl_->Allocate(bytes, stream);
 }
-void CachingAllocatorModel::Free(int64_t handle) {
+void CachingAllocatorModel::Free(int handle) {
   impl_->Free(handle);
+}
+bool CachingAllocatorModel::Fits(int64_t bytes, int stream) const {
+  return impl_->Fits(bytes, stream);
+}
+const AllocatorStats& CachingAllocatorModel::stats() const {
+  return impl_->stats();
+}
+int64_t CachingAllocatorModel::reserved() const {
+  return impl_->reserved();
 }
 
 Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin) {
@@ -410,12 +433,16 @@ Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std:
         conv.kernel_w = fields.Count();
         conv.in_channels = fields.Count();
         conv.groups = fields.Count();
+        const int64_t layout = fields.AtEnd() ? 0 : fields.Count();
         if (conv.weight_bytes < 0 || conv.kernel_h <= 0 || conv.kernel_w <= 0 ||
-            conv.in_channels <= 0 || conv.groups <= 0 || !fields.AtEnd()) {
+            conv.in_channels <= 0 || conv.groups <= 0 || layout < 0 || layout > 1 ||
+            !fields.AtEnd()) {
           return bad(
-              "expected 'w KIND INPUT OUTPUT WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS' "
-              "(sizes non-negative, the rest positive integers)");
+              "expected 'w KIND INPUT OUTPUT WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS "
+              "[CHANNELS_LAST]' (sizes non-negative, the rest positive integers, CHANNELS_LAST 0 "
+              "or 1)");
         }
+        conv.channels_last = layout == 1;
       }
       trace.events.push_back(
           {AllocationTrace::Event::kWorkspace, 0, static_cast<int64_t>(trace.convs.size())});
@@ -461,7 +488,9 @@ std::string_view ShapeName(ConvCall::Shape shape) {
   return "general";
 }
 
-Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options) {
+namespace {
+
+Status CheckTotal(const AllocationTrace& trace) {
   int64_t total = 0;
   for (const auto& event : trace.events) {
     if (event.kind != AllocationTrace::Event::kAlloc) continue;
@@ -472,56 +501,112 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
     }
     total += event.value;
   }
-  CachingAllocatorModel model(options.expandable_segments);
-  int64_t workspace = 0;
-  std::vector<int64_t> handles;
-  handles.reserve(trace.allocations);
-  auto permanent = [&] {
-    for (int64_t bytes : options.permanent) model.Allocate(bytes);
-  };
-  const auto& held = options.held;
-  size_t index = 0;
-  for (const auto& event : trace.events) {
-    if (index == trace.steps_begin) permanent();
-    if (held.count > 0 && index == held.at) {
-      for (int i = 0; i < held.count; ++i) model.Allocate(held.bytes);
-    }
-    ++index;
-    switch (event.kind) {
-      case AllocationTrace::Event::kAlloc:
-        handles.push_back(model.Allocate(event.value, event.stream));
-        break;
-      case AllocationTrace::Event::kFree:
-        if (event.value >= static_cast<int64_t>(handles.size())) {
-          return InvalidArgument("allocation trace frees an allocation before making it");
-        }
-        model.Free(handles[event.value]);
-        break;
-      case AllocationTrace::Event::kWorkspace: {
-        if (event.value < 0 || event.value >= static_cast<int64_t>(trace.convs.size())) {
-          return InvalidArgument("allocation trace names a convolution it does not have");
-        }
-        const ConvCall& conv = trace.convs[event.value];
-        workspace = std::max(workspace, conv.largest());
-        if (options.workspaces) {
-          for (const int64_t bytes : options.workspaces(conv)) {
-            // Capped like the trace itself: a profile's convolution can name any size.
-            if (bytes > 0) model.Free(model.Allocate(std::min(bytes, kMaxTraceBytes)));
-          }
-        }
-        break;
-      }
-    }
-  }
-  if (trace.steps_begin >= trace.events.size()) permanent();
-  AllocatorStats stats = model.stats();
-  stats.largest_workspace_tensor = workspace;
-  return stats;
+  return Status::Ok();
 }
 
-Result<int64_t> FragmentationRisk(const AllocationTrace& trace, const ReplayOptions& options,
-                                  int64_t peak_reserved) {
-  // The steps' most common block of 1 MiB or more (the larger on a tie): an activation, usually.
+// A replay that can stop before any event and be copied there. The fragmentation probe goes on
+// from copies made where steps begin instead of replaying everything before them again.
+class TraceReplay {
+ public:
+  TraceReplay(const AllocationTrace& trace, const ReplayOptions& options)
+      : trace_(&trace), options_(&options), model_(options.expandable_segments) {
+    handles_.reserve(trace.allocations);
+  }
+
+  // Replays the events before `end`; the permanent blocks come where the steps begin.
+  Status RunTo(size_t end) {
+    const auto& events = trace_->events;
+    end = std::min(end, events.size());
+    for (; next_ < end; ++next_) {
+      if (!permanent_made_ && next_ >= trace_->steps_begin) MakePermanent();
+      const auto& event = events[next_];
+      switch (event.kind) {
+        case AllocationTrace::Event::kAlloc:
+          handles_.push_back(model_.Allocate(event.value, event.stream));
+          break;
+        case AllocationTrace::Event::kFree: {
+          const auto index = static_cast<size_t>(event.value);
+          if (index < earlier_count_) {
+            model_.Free((*earlier_)[index]);
+          } else if (index - earlier_count_ < handles_.size()) {
+            model_.Free(handles_[index - earlier_count_]);
+          } else {
+            return InvalidArgument("allocation trace frees an allocation before making it");
+          }
+          break;
+        }
+        case AllocationTrace::Event::kWorkspace: {
+          if (event.value < 0 || static_cast<size_t>(event.value) >= trace_->convs.size()) {
+            return InvalidArgument("allocation trace names a convolution it does not have");
+          }
+          const auto call = static_cast<size_t>(event.value);
+          largest_workspace_tensor_ =
+              std::max(largest_workspace_tensor_, trace_->convs[call].largest());
+          if (call < options_->workspaces.size()) {
+            for (const int64_t bytes : options_->workspaces[call]) {
+              // Capped like the trace itself: a profile's convolution can name any size.
+              if (bytes > 0) model_.Free(model_.Allocate(std::min(bytes, kMaxTraceBytes)));
+            }
+          }
+          break;
+        }
+      }
+    }
+    if (!permanent_made_ && end >= trace_->steps_begin) MakePermanent();
+    return Status::Ok();
+  }
+
+  // A copy to go on from here; it looks up the allocations made so far in this replay's handles,
+  // which must outlive it.
+  TraceReplay Fork() const {
+    TraceReplay fork(*this, Uncopied{});
+    fork.earlier_ = &handles_;
+    fork.earlier_count_ = handles_.size();
+    return fork;
+  }
+
+  size_t next() const { return next_; }
+  const CachingAllocatorModel& model() const { return model_; }
+  CachingAllocatorModel& model() { return model_; }
+
+  AllocatorStats Stats() const {
+    AllocatorStats stats = model_.stats();
+    stats.largest_workspace_tensor = largest_workspace_tensor_;
+    return stats;
+  }
+
+ private:
+  struct Uncopied {};
+  // Everything but the handles.
+  TraceReplay(const TraceReplay& other, Uncopied)
+      : trace_(other.trace_),
+        options_(other.options_),
+        model_(other.model_),
+        next_(other.next_),
+        permanent_made_(other.permanent_made_),
+        largest_workspace_tensor_(other.largest_workspace_tensor_) {}
+
+  void MakePermanent() {
+    for (const int64_t bytes : options_->permanent) model_.Allocate(bytes);
+    permanent_made_ = true;
+  }
+
+  const AllocationTrace* trace_;
+  const ReplayOptions* options_;
+  CachingAllocatorModel model_;
+  size_t next_ = 0;
+  bool permanent_made_ = false;
+  int64_t largest_workspace_tensor_ = 0;
+  // The model's handle of each allocation, by its index in the trace: the first earlier_count_ in
+  // the replay this one was forked from, the rest here.
+  const std::vector<int>* earlier_ = nullptr;
+  size_t earlier_count_ = 0;
+  std::vector<int> handles_;
+};
+
+// The steps' most common block of 1 MiB or more (the larger on a tie): an activation, usually; 0
+// when there is none.
+int64_t MostCommonBlock(const AllocationTrace& trace) {
   std::map<int64_t, int64_t> counts;
   for (size_t i = trace.steps_begin; i < trace.events.size(); ++i) {
     const auto& event = trace.events[i];
@@ -529,36 +614,163 @@ Result<int64_t> FragmentationRisk(const AllocationTrace& trace, const ReplayOpti
       ++counts[event.value];
     }
   }
-  if (counts.empty()) return int64_t{0};
-  const auto common = std::max_element(counts.begin(), counts.end(), [](auto& a, auto& b) {
-    return std::tie(a.second, a.first) < std::tie(b.second, b.first);
-  });
-  const int64_t bytes = common->first;
-  // The first three distinct steps that begin at an event (markers can repeat or come last).
+  if (counts.empty()) return 0;
+  return std::max_element(counts.begin(), counts.end(),
+                          [](auto& a, auto& b) {
+                            return std::tie(a.second, a.first) < std::tie(b.second, b.first);
+                          })
+      ->first;
+}
+
+// Where the first three distinct steps begin at an event (markers can repeat or come last), in
+// order, and where the fourth begins, which ends the third; the steps' beginning when no marker
+// says.
+std::vector<size_t> ProbeStarts(const AllocationTrace& trace) {
   std::vector<size_t> starts;
   for (const size_t at : trace.step_begins) {
     if (at >= trace.steps_begin && at < trace.events.size() &&
-        std::find(starts.begin(), starts.end(), at) == starts.end() && starts.size() < 3) {
+        std::find(starts.begin(), starts.end(), at) == starts.end()) {
       starts.push_back(at);
     }
   }
+  std::sort(starts.begin(), starts.end());
+  if (starts.size() > 4) starts.resize(4);
   if (starts.empty() && trace.steps_begin < trace.events.size()) {
     starts.push_back(trace.steps_begin);
   }
-  int64_t risk = 0;
-  ReplayOptions probe = options;
+  return starts;
+}
+
+}  // namespace
+
+Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options) {
+  COLO_RETURN_IF_ERROR(CheckTotal(trace));
+  TraceReplay replay(trace, options);
+  COLO_RETURN_IF_ERROR(replay.RunTo(trace.events.size()));
+  return replay.Stats();
+}
+
+namespace {
+
+// What held blocks of `bytes` on stream 0 can change: the caching allocator keeps each pool of
+// each stream apart (segments of its own, free blocks of its own, and it never returns memory),
+// so a probe needs only the requests that go where the held blocks go, and the rest of its peak is
+// the plain replay's. The permanent blocks and the workspaces become allocations (and frees) of
+// their own; `starts` are positions in it.
+struct PoolTrace {
+  AllocationTrace trace;
+  std::vector<size_t> starts;
+};
+
+PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int64_t bytes,
+                 const std::vector<size_t>& starts) {
+  const bool small = CachingAllocatorModel::RoundSize(bytes) <= kSmallSize;
+  auto mine = [small](int64_t request, int stream) {
+    return stream == 0 && (CachingAllocatorModel::RoundSize(request) <= kSmallSize) == small;
+  };
+  PoolTrace out;
+  AllocationTrace& pool = out.trace;
+  auto allocate = [&pool](int64_t request) {
+    pool.events.push_back({AllocationTrace::Event::kAlloc, 0, request});
+    return pool.allocations++;
+  };
+  std::vector<int64_t> index(trace.allocations, -1);  // of each allocation here
+  int64_t allocations = 0;
+  bool permanent = false;
+  size_t start = 0;
+  for (size_t i = 0; i <= trace.events.size(); ++i) {
+    if (!permanent && i >= trace.steps_begin) {
+      for (const int64_t request : options.permanent) {
+        if (mine(request, 0)) allocate(request);
+      }
+      permanent = true;
+    }
+    for (; start < starts.size() && starts[start] == i; ++start) {
+      out.starts.push_back(pool.events.size());
+    }
+    if (i == trace.events.size()) break;
+    const auto& event = trace.events[i];
+    switch (event.kind) {
+      case AllocationTrace::Event::kAlloc:
+        if (mine(event.value, event.stream)) index[allocations] = allocate(event.value);
+        ++allocations;
+        break;
+      case AllocationTrace::Event::kFree:
+        if (index[event.value] >= 0) {
+          pool.events.push_back({AllocationTrace::Event::kFree, 0, index[event.value]});
+        }
+        break;
+      case AllocationTrace::Event::kWorkspace:
+        if (static_cast<size_t>(event.value) < options.workspaces.size()) {
+          for (const int64_t request : options.workspaces[event.value]) {
+            const int64_t capped = std::min(request, kMaxTraceBytes);
+            if (request > 0 && mine(capped, 0)) {
+              pool.events.push_back({AllocationTrace::Event::kFree, 0, allocate(capped)});
+            }
+          }
+        }
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
+                                                  const ReplayOptions& options) {
+  COLO_RETURN_IF_ERROR(CheckTotal(trace));
+  const int64_t bytes = MostCommonBlock(trace);
+  const std::vector<size_t> starts = bytes > 0 ? ProbeStarts(trace) : std::vector<size_t>{};
+  // What the plain replay reserves where each step ends (reserved memory only grows, so a replay
+  // that stops there peaks there).
+  TraceReplay full(trace, options);
+  std::vector<int64_t> reserved_at;  // where steps 1.. begin, then at the end
+  for (size_t k = 1; k < starts.size(); ++k) {
+    COLO_RETURN_IF_ERROR(full.RunTo(starts[k]));
+    reserved_at.push_back(full.model().reserved());
+  }
+  COLO_RETURN_IF_ERROR(full.RunTo(trace.events.size()));
+  reserved_at.push_back(full.model().reserved());
+  ProbedReplay out;
+  out.stats = full.Stats();
+  if (starts.empty()) return out;
+  const PoolTrace pool = PoolOf(trace, options, bytes, starts);
+  const ReplayOptions none;
+  TraceReplay base(pool.trace, none);
+  std::vector<TraceReplay> snapshots;
+  std::vector<int64_t> pool_reserved_at;  // as reserved_at, the held blocks' pool alone
+  for (size_t k = 0; k < pool.starts.size(); ++k) {
+    COLO_RETURN_IF_ERROR(base.RunTo(pool.starts[k]));
+    if (k > 0) pool_reserved_at.push_back(base.model().reserved());
+    snapshots.push_back(base.Fork());
+  }
+  COLO_RETURN_IF_ERROR(base.RunTo(pool.trace.events.size()));
+  pool_reserved_at.push_back(base.model().reserved());
+  // A block that fits no cached block and fills a segment of its own changes nothing else: the
+  // replay goes on as without it, its segment beside, and the peak rises by that segment alone.
+  const int64_t rounded = CachingAllocatorModel::RoundSize(bytes);
+  const bool stands_alone = !options.expandable_segments && rounded >= kMinLargeAlloc &&
+                            CachingAllocatorModel::SegmentSize(rounded) - rounded <= kSmallSize;
   for (int count = 1; count <= 3; ++count) {
     // What the held blocks reserve by themselves (a 1-10 MiB block takes a 20 MiB segment).
     CachingAllocatorModel alone;
     for (int i = 0; i < count; ++i) alone.Allocate(bytes);
-    for (const size_t at : starts) {
-      probe.held = {at, bytes, count};
-      auto stats = Replay(trace, probe);
-      if (!stats.ok()) return stats.status();
-      risk = std::max(risk, stats->peak_reserved - alone.reserved() - peak_reserved);
+    for (size_t k = 0; k < std::min<size_t>(snapshots.size(), 3); ++k) {
+      if (stands_alone && !snapshots[k].model().Fits(bytes)) continue;
+      TraceReplay probe = snapshots[k];
+      for (int i = 0; i < count; ++i) probe.model().Allocate(bytes);
+      // Held through the step they perturb: the next step's start has probes of its own.
+      const bool last = k + 1 == pool.starts.size();
+      COLO_RETURN_IF_ERROR(probe.RunTo(last ? pool.trace.events.size() : pool.starts[k + 1]));
+      ++out.probes;
+      // The other pools and streams reserve what the plain replay does by then.
+      const int64_t reserved =
+          reserved_at[k] - pool_reserved_at[k] + probe.model().reserved() - alone.reserved();
+      out.fragmentation_risk = std::max(out.fragmentation_risk, reserved - out.stats.peak_reserved);
     }
   }
-  return risk;
+  return out;
 }
 
 }  // namespace colo

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +37,10 @@ struct ConvCall {
   bool geometry = false;
   int64_t input_bytes = 0, output_bytes = 0, weight_bytes = 0;
   int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
+  // Whether its input is laid out channels-last (NHWC): ATen then runs depthwise convolutions
+  // through cuDNN's NHWC kernels, whose workspaces differ (ConvNeXt's blocks, whose permuted
+  // output feeds the next block's depthwise convolution).
+  bool channels_last = false;
 
   Shape shape() const;
   int64_t largest() const { return std::max({input_bytes, output_bytes, weight_bytes}); }
@@ -68,8 +71,9 @@ struct AllocationTrace {
 };
 
 // Parses the text format: "colo-alloc-trace 1", then lines "a BYTES [STREAM]", "f INDEX",
-// "w KIND INPUT OUTPUT [WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS]" (a convolution's workspace:
-// KIND conv or conv_bwd, sizes in bytes), "m LABEL" (a marker) and "# ..." (comments).
+// "w KIND INPUT OUTPUT [WEIGHT KERNEL_H KERNEL_W IN_CHANNELS GROUPS [CHANNELS_LAST]]" (a
+// convolution's workspace: KIND conv or conv_bwd, sizes in bytes, CHANNELS_LAST 1 for an NHWC
+// input, else 0 or left out), "m LABEL" (a marker) and "# ..." (comments).
 // Errors name the origin and line.
 Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin);
 
@@ -85,15 +89,18 @@ class CachingAllocatorModel {
  public:
   explicit CachingAllocatorModel(bool expandable_segments = false);
   ~CachingAllocatorModel();
-  CachingAllocatorModel(const CachingAllocatorModel&) = delete;
+  // A copy is a snapshot: it goes on from the same state, independently of the original.
+  CachingAllocatorModel(const CachingAllocatorModel& other);
   CachingAllocatorModel& operator=(const CachingAllocatorModel&) = delete;
 
-  // Returns a handle for Free.
-  int64_t Allocate(int64_t bytes, int stream = 0);
-  void Free(int64_t handle);
+  // Returns a handle for Free; a block keeps its handle while it is allocated, in copies too.
+  int Allocate(int64_t bytes, int stream = 0);
+  void Free(int handle);
+  // Whether a request of `bytes` would be served from a cached free block, reserving nothing.
+  bool Fits(int64_t bytes, int stream = 0) const;
 
-  const AllocatorStats& stats() const { return stats_; }
-  int64_t reserved() const { return reserved_; }
+  const AllocatorStats& stats() const;
+  int64_t reserved() const;
 
   static int64_t RoundSize(int64_t bytes);
   static int64_t SegmentSize(int64_t rounded);
@@ -101,25 +108,15 @@ class CachingAllocatorModel {
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
-  AllocatorStats stats_;
-  int64_t reserved_ = 0;
-  friend class Impl;
 };
 
 struct ReplayOptions {
   // Blocks that live for the whole run (cuBLAS workspaces), allocated where the steps begin.
   std::vector<int64_t> permanent;
-  // The workspaces a convolution allocates and frees inside the call, one after another (a
-  // backward takes the input's gradient's, then the weight's); none when empty.
-  std::function<std::vector<int64_t>(const ConvCall&)> workspaces;
+  // Per entry of the trace's `convs`, the workspaces that call allocates and frees inside it, one
+  // after another (a backward takes the input's gradient's, then the weight's); none when empty.
+  std::vector<std::vector<int64_t>> workspaces;
   bool expandable_segments = false;
-  // `count` more blocks of `bytes`, allocated before event `at` and held to the end (a probe of
-  // how the replay's fragmentation reacts to a few blocks the trace does not show); none if 0.
-  struct Held {
-    size_t at = 0;
-    int64_t bytes = 0;
-    int count = 0;
-  } held;
 };
 
 // Refuses a trace whose allocations add up to more than kMaxTraceBytes (no GPU holds an exabyte,
@@ -127,16 +124,21 @@ struct ReplayOptions {
 inline constexpr int64_t kMaxTraceBytes = int64_t{1} << 60;
 Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions& options);
 
-// How much more the peak reserved memory could be because of fragmentation the trace cannot pin
-// down. The caching allocator reuses a freed block for any smaller request, so whether a large
-// cached block (a language model's logits) is intact when it is needed again can hinge on a single
-// activation-sized block: on a real GPU, kernels' scratch and the autograd engine's in-place
-// accumulation, which fake tensors do not show, shift that by a block or two, and the peak moves by
-// a whole large segment (BERT-base at batch 16: one more 954 MiB segment, 8% of the peak). The
-// probe replays `trace` holding one to three more of its most common blocks of 1 MiB or more from
-// the start of each of its first three steps, and returns the largest rise of the peak beyond the
-// held blocks' own bytes over `peak_reserved` (the plain replay's); 0 when no such rise.
-Result<int64_t> FragmentationRisk(const AllocationTrace& trace, const ReplayOptions& options,
-                                  int64_t peak_reserved);
+// A replay, and how much more its peak reserved memory could be because of fragmentation the
+// trace cannot pin down. The caching allocator reuses a freed block for any smaller request, so
+// whether a large cached block (a language model's logits) is intact when it is needed again can
+// hinge on a single activation-sized block: on a real GPU, kernels' scratch and the autograd
+// engine's in-place accumulation, which fake tensors do not show, shift that by a block or two,
+// and the peak moves by a whole large segment (BERT-base at batch 16: one more 954 MiB segment, 8%
+// of the peak). The probe holds one to three more of the trace's most common blocks of 1 MiB or
+// more from the start of each of its first three steps, through that step, and takes the largest
+// rise of the peak beyond the held blocks' own bytes.
+struct ProbedReplay {
+  AllocatorStats stats;
+  int64_t fragmentation_risk = 0;  // 0 when no held block raises the peak
+  int probes = 0;                  // how many were replayed (the others could not matter)
+};
+Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
+                                                  const ReplayOptions& options);
 
 }  // namespace colo

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <numeric>
+#include <set>
 
 #include "common/rng.h"
 #include "common/strings.h"
@@ -186,35 +187,52 @@ double ElementsAfterBatch(const LayerInfo& layer) {
   return layer.output_shape.empty() ? 0 : n;
 }
 
-std::vector<double> MlpFeatures(const ModelSummary& s, int batch) {
+// A family's columns, and its layers as the published cleaner lists them in 'Activations-Params':
+// (kind, activations, parameters), the kind one-hot as dataloaders4transformer.py encodes it.
+struct FamilyInput {
+  std::vector<double> columns;
+  std::vector<std::vector<double>> layers;
+};
+
+FamilyInput MlpInput(const ModelSummary& s, int batch) {
   static const char* const kActivations[] = {"ReLU", "Sigmoid",  "Tanh",     "LeakyReLU", "PReLU",
                                              "ELU",  "SELU",     "Softplus", "SiLU",      "Mish",
                                              "GELU", "Identity", "Softmax"};
   double depth = 0, parameters = 0, activations = 0, batchnorm = 0, dropout = 0;
   std::vector<std::string> seen;
+  FamilyInput in;
+  // Kinds: a linear layer [0, 1], anything else [1, 0]; activations per sample.
+  auto row = [&](bool linear, double width, double params) {
+    in.layers.push_back({linear ? 0.0 : 1.0, linear ? 1.0 : 0.0, width, params});
+  };
   for (const auto& layer : s.layers) {
     const std::string& t = layer.type;
     const bool flat = PerSampleRank(layer, 2);
     const double width = flat ? static_cast<double>(layer.output_shape[1]) : 0;
+    const auto params = static_cast<double>(layer.parameters);
     if (EndsWith(t, "Linear")) {
       ++depth;
       if (flat) {
-        parameters += static_cast<double>(layer.parameters);
+        parameters += params;
         activations += width;
+        row(true, width, params);
       }
     } else if (Contains(t, "BatchNorm")) {
       ++batchnorm;
       if (flat) {
-        parameters += static_cast<double>(layer.parameters);
+        parameters += params;
         activations += width;
+        row(false, width, params);
       }
     } else if (Contains(t, "Dropout")) {
       ++dropout;
       activations += width;
+      if (flat) row(false, width, 0);
     } else if (std::any_of(std::begin(kActivations), std::end(kActivations),
                            [&](const char* a) { return Contains(t, a); })) {
       if (flat) {
         activations += width;
+        row(false, width, 0);
         if (ActivationIndex(PaperFamily::kMlp, t)) seen.push_back(t);
       }
     }
@@ -223,14 +241,36 @@ std::vector<double> MlpFeatures(const ModelSummary& s, int batch) {
       ActivationIndex(PaperFamily::kMlp, seen.empty() ? "Identity" : MostFrequent(seen))
           .value_or(2);
   const auto [sin, cos] = ActivationEncoding(PaperFamily::kMlp, index);
-  return {depth, static_cast<double>(batch), parameters, activations, batchnorm, dropout, sin, cos};
+  in.columns = {depth, static_cast<double>(batch), parameters, activations, batchnorm, dropout, sin,
+                cos};
+  return in;
 }
 
-std::vector<double> CnnFeatures(const ModelSummary& s, int batch) {
+// The leftmost activation name that ends the type, as the published regexes find it; "" if none.
+std::string EndingActivation(const std::string& t) {
   static const char* const kActivations[] = {"LeakyReLU", "PReLU", "ReLU", "SELU",     "GELU",
                                              "ELU",       "Tanh",  "SiLU", "Softplus", "Mish"};
+  std::string found;
+  size_t at = std::string::npos;
+  for (const char* a : kActivations) {
+    if (EndsWith(t, a) && t.size() - std::string_view(a).size() < at) {
+      at = t.size() - std::string_view(a).size();
+      found = a;
+    }
+  }
+  return found;
+}
+
+FamilyInput CnnInput(const ModelSummary& s, int batch) {
   double depth = 0, activations = 0, parameters = 0, conv = 0, batchnorm = 0, dropout = 0;
   std::vector<std::string> seen;
+  const double b = static_cast<double>(batch);
+  FamilyInput in;
+  // Kinds: activations, pooling and softmax [1, 0]; conv2d [0, 1]; linear [1, 1]; dropout and
+  // batchnorm2d [0, 0]. Activations times the batch, as the CNN cleaner writes them.
+  auto row = [&](double k0, double k1, double elements, double params) {
+    in.layers.push_back({k0, k1, elements * b, params});
+  };
   for (const auto& layer : s.layers) {
     const std::string& t = layer.type;
     if (Contains(t, "Block")) continue;
@@ -238,94 +278,196 @@ std::vector<double> CnnFeatures(const ModelSummary& s, int batch) {
     const double chw = image ? ElementsAfterBatch(layer) : 0;
     const bool flat = PerSampleRank(layer, 2);
     const double width = flat ? static_cast<double>(layer.output_shape[1]) : 0;
+    const auto params = static_cast<double>(layer.parameters);
     if (EndsWith(t, "Conv2d")) {
       ++depth, ++conv;
       if (image) {
         activations += chw;
-        parameters += static_cast<double>(layer.parameters);
+        parameters += params;
+        row(0, 1, chw, params);
       }
     } else if (EndsWith(t, "BatchNorm2d")) {
       ++depth, ++batchnorm;
       if (image) {
         activations += chw;
-        parameters += static_cast<double>(layer.parameters);
+        parameters += params;
+        row(0, 0, chw, params);
       }
     } else if (EndsWith(t, "Dropout")) {
       ++depth, ++dropout;
       activations += chw;
+      if (image) row(0, 0, chw, 0);
     } else if (EndsWith(t, "AdaptiveAvgPool2d")) {
       ++depth;
       if (layer.output_shape.size() >= 2 && layer.output_shape[0] == -1) {
-        activations += static_cast<double>(layer.output_shape[1]);
+        const auto channels = static_cast<double>(layer.output_shape[1]);
+        activations += channels;
+        row(1, 0, channels, 0);
       }
     } else if (EndsWith(t, "Linear")) {
       ++depth;
       if (flat) {
         activations += width;
-        parameters += static_cast<double>(layer.parameters);
+        parameters += params;
+        row(1, 1, width, params);
       }
     } else if (EndsWith(t, "Softmax")) {
       ++depth;
       activations += width;
-    } else {
-      // The leftmost name that ends the type, as the cleaner's regex search finds it.
-      std::string found;
-      size_t at = std::string::npos;
-      for (const char* a : kActivations) {
-        if (EndsWith(t, a) && t.size() - std::string_view(a).size() < at) {
-          at = t.size() - std::string_view(a).size();
-          found = a;
-        }
-      }
-      if (found.empty()) continue;
+      if (flat) row(1, 0, width, 0);
+    } else if (const std::string found = EndingActivation(t); !found.empty()) {
       ++depth;
       if (image) {
         activations += chw;
         seen.push_back(found);
+        row(1, 0, chw, 0);
       }
     }
   }
   const size_t index =
       ActivationIndex(PaperFamily::kCnn, seen.empty() ? "ReLU" : MostFrequent(seen)).value_or(5);
   const auto [sin, cos] = ActivationEncoding(PaperFamily::kCnn, index);
-  const double b = static_cast<double>(batch);
-  return {depth, activations, activations * b, parameters, b, conv, batchnorm, dropout, sin, cos};
+  in.columns = {depth, activations, activations * b, parameters, b,
+                conv,  batchnorm,   dropout,         sin,        cos};
+  return in;
 }
 
-std::vector<double> TransformerFeatures(const ModelSummary& s, int batch) {
-  double depth = 0, activations = 0, parameters = 0, quantizable = 0, linear = 0, norms = 0,
-         dropout = 0, attention = 0, current = 0;
+// data_cleaner_transformer_m2.py over the printed module tree: an Embedding's activations are
+// sequence x width, a Linear's its out_features (the sequence left out), and a LayerNorm or Dropout
+// adds the latest of those; the layers' list carries the batch for Embeddings and Linears only.
+// Total Parameters is the model's total; an attention output projection
+// (NonDynamicallyQuantizableLinear, or nn.MultiheadAttention where a profile lists the module)
+// counts in both its own count and the Linear count.
+FamilyInput TransformerInput(const ModelSummary& s, int batch) {
+  double depth = 0, activations = 0, quantizable = 0, linear = 0, norms = 0, dropout = 0,
+         current = 0;
+  const double b = static_cast<double>(batch);
+  FamilyInput in;
+  // Kinds: LayerNorm [1, 0, 0, 0], Embedding [0, 1, 0, 0], Linear [0, 0, 1, 0], Dropout [0, 0, 0,
+  // 1].
+  auto row = [&](int kind, double value, double params) {
+    std::vector<double> r(6, 0.0);
+    r[kind] = 1;
+    r[4] = value;
+    r[5] = params;
+    in.layers.push_back(std::move(r));
+  };
   for (const auto& layer : s.layers) {
     const std::string& t = layer.type;
-    if (layer.kind == LayerKind::kAttention) ++attention;
+    const auto params = static_cast<double>(layer.parameters);
     if (EndsWith(t, "Embedding")) {
       current = ElementsAfterBatch(layer);
       activations += current;
-      parameters += static_cast<double>(layer.parameters);
       ++depth;
-    } else if (EndsWith(t, "Linear") || t == "Conv1D") {
-      if (!layer.output_shape.empty()) current = static_cast<double>(layer.output_shape.back());
-      activations += current;
-      parameters += static_cast<double>(layer.parameters);
-      ++depth;
-      // The published rows count the attention output projections apart from the other Linears.
-      if (t == "NonDynamicallyQuantizableLinear") {
-        ++quantizable;
-      } else {
-        ++linear;
+      row(1, current * b, params);
+    } else if (EndsWith(t, "Linear") || t == "Conv1D" || t == "MultiheadAttention") {
+      if (t != "MultiheadAttention" && !layer.output_shape.empty()) {
+        current = static_cast<double>(layer.output_shape.back());
       }
+      activations += current;
+      ++depth, ++linear;
+      if (t == "NonDynamicallyQuantizableLinear" || t == "MultiheadAttention") ++quantizable;
+      row(2, current * b, params);
     } else if (Contains(t, "LayerNorm")) {
       activations += current;
       ++norms, ++depth;
+      row(0, current, params);
     } else if (Contains(t, "Dropout")) {
       activations += current;
       ++dropout, ++depth;
+      row(3, current, 0);
     }
   }
-  if (quantizable == 0) quantizable = attention > 0 ? attention : std::floor(norms / 2);
+  in.columns = {depth,  activations, activations * b, static_cast<double>(s.parameters),
+                b,      quantizable, linear,          norms,
+                dropout};
+  return in;
+}
+
+FamilyInput FamilyInputOf(const ModelSummary& s, PaperFamily family, int batch) {
+  switch (family) {
+    case PaperFamily::kMlp:
+      return MlpInput(s, batch);
+    case PaperFamily::kCnn:
+      return CnnInput(s, batch);
+    case PaperFamily::kTransformer:
+      return TransformerInput(s, batch);
+  }
+  return {};
+}
+
+// Test_Pipeline/Tester_trans_mlp.py: as the cleaner, but a NonDynamicallyQuantizableLinear is not
+// a Linear, and a Conv1D (GPT-2's) is one whose activations stay the latest.
+std::vector<double> TransformerTesterColumns(const ModelSummary& s, int batch) {
+  double depth = 0, activations = 0, linear = 0, norms = 0, dropout = 0, current = 0;
+  for (const auto& layer : s.layers) {
+    const std::string& t = layer.type;
+    if (EndsWith(t, "Embedding")) {
+      current = ElementsAfterBatch(layer);
+    } else if (EndsWith(t, "Linear")) {
+      if (!layer.output_shape.empty()) current = static_cast<double>(layer.output_shape.back());
+      if (t != "NonDynamicallyQuantizableLinear") ++linear;
+    } else if (t == "Conv1D") {
+      ++linear;
+    } else if (Contains(t, "LayerNorm")) {
+      ++norms;
+    } else if (Contains(t, "Dropout")) {
+      ++dropout;
+    } else {
+      continue;
+    }
+    activations += current;
+    ++depth;
+  }
   const double b = static_cast<double>(batch);
-  return {depth, activations * b, activations * b * b, parameters, b, quantizable, linear,
-          norms, dropout};
+  return {depth, activations, activations * b, static_cast<double>(s.parameters),
+          b,     linear,      norms,           dropout};
+}
+
+// Test_Pipeline/01-mlp4cnn.py: the CNN cleaner's sums with the tester's own rules: the rows of
+// modules it skips (blocks, squeeze-excitation, inverted residuals, Inception's BasicConv2d,
+// separable convolutions) left out, flat outputs of dropouts and activations counted too, and
+// ReLU6 read as ReLU.
+std::vector<double> CnnTesterColumns(const ModelSummary& s, int batch) {
+  static const char* const kSkipped[] = {"SqueezeExcitation", "MBConv",           "Block",
+                                         "SeparableConv2d",   "InvertedResidual", "BasicConv2d"};
+  double activations = 0, parameters = 0, conv = 0, batchnorm = 0, dropout = 0;
+  std::vector<std::string> seen;
+  for (const auto& layer : s.layers) {
+    const std::string& t = layer.type;
+    if (std::any_of(std::begin(kSkipped), std::end(kSkipped),
+                    [&](const char* w) { return Contains(t, w); })) {
+      continue;
+    }
+    const bool image = PerSampleRank(layer, 4);
+    const bool flat = PerSampleRank(layer, 2);
+    const double elements = image || flat ? ElementsAfterBatch(layer) : 0;
+    const auto params = static_cast<double>(layer.parameters);
+    if (EndsWith(t, "Conv2d") || EndsWith(t, "BatchNorm2d")) {
+      ++(EndsWith(t, "Conv2d") ? conv : batchnorm);
+      if (image) activations += elements, parameters += params;
+    } else if (EndsWith(t, "Dropout")) {
+      ++dropout;
+      activations += elements;
+    } else if (EndsWith(t, "AdaptiveAvgPool2d")) {
+      if (layer.output_shape.size() >= 2 && layer.output_shape[0] == -1) {
+        activations += static_cast<double>(layer.output_shape[1]);
+      }
+    } else if (EndsWith(t, "Linear")) {
+      if (flat) activations += elements, parameters += params;
+    } else if (EndsWith(t, "Softmax")) {
+      if (flat) activations += elements;
+    } else if (const std::string found = EndsWith(t, "ReLU6") ? "ReLU" : EndingActivation(t);
+               !found.empty() && (image || flat)) {
+      activations += elements;
+      seen.push_back(found);
+    }
+  }
+  const size_t index =
+      ActivationIndex(PaperFamily::kCnn, seen.empty() ? "ReLU" : MostFrequent(seen)).value_or(5);
+  const auto [sin, cos] = ActivationEncoding(PaperFamily::kCnn, index);
+  const double b = static_cast<double>(batch);
+  return {activations, activations * b, parameters, b, conv, batchnorm, dropout, sin, cos};
 }
 
 }  // namespace
@@ -336,13 +478,116 @@ PaperFamily PaperFamilyOf(const ModelSummary& summary) {
 }
 
 std::vector<double> PaperFeatures(const ModelSummary& summary, PaperFamily family, int batch) {
+  return FamilyInputOf(summary, family, batch).columns;
+}
+
+std::string PaperRecipeName(PaperFamily family, PaperRecipe recipe) {
+  switch (recipe) {
+    case PaperRecipe::kColumns:
+      return fmt::format("{}_data4mlp", PaperFamilyName(family));
+    case PaperRecipe::kSequence:
+      return fmt::format("{}_data4transformer", PaperFamilyName(family));
+    case PaperRecipe::kTester:
+      return family == PaperFamily::kCnn ? "01-mlp4cnn" : "Tester_trans_mlp";
+  }
+  return "";
+}
+
+std::optional<std::pair<PaperFamily, PaperRecipe>> PaperRecipeFromName(std::string_view name) {
+  if (name == "Tester_trans_mlp") return std::pair{PaperFamily::kTransformer, PaperRecipe::kTester};
+  if (name == "01-mlp4cnn") return std::pair{PaperFamily::kCnn, PaperRecipe::kTester};
+  for (PaperFamily f : kPaperFamilies) {
+    for (PaperRecipe r : {PaperRecipe::kColumns, PaperRecipe::kSequence}) {
+      if (PaperRecipeName(f, r) == name) return std::pair{f, r};
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// dataloaders4transformer.py's columns beside the layer sequence, by their positions among the
+// family's kColumns.
+const std::vector<size_t>& SequenceColumnOrder(PaperFamily family) {
+  // batch_size, all_parameters, all_activations, Total_Activations_Batch_Size
+  static const std::vector<size_t> mlp = {1, 2, 3, 8};
+  // batch_size, all_parameters, all_activations, Total_Activations_Batch_Size, Conv2d Count,
+  // BatchNorm2d Count, Dropout Count, activation_encoding_sin, activation_encoding_cos
+  static const std::vector<size_t> cnn = {4, 3, 1, 2, 5, 6, 7, 8, 9};
+  // Depth, Total Activations, Total Parameters, Batch Size, NonDynamicallyQuantizableLinear
+  // Count, Linear Count, Total_Activations_Batch_Size, LayerNorm Count, Dropout Count
+  static const std::vector<size_t> transformer = {0, 1, 3, 4, 5, 6, 2, 7, 8};
   switch (family) {
     case PaperFamily::kMlp:
-      return MlpFeatures(summary, batch);
+      return mlp;
     case PaperFamily::kCnn:
-      return CnnFeatures(summary, batch);
+      return cnn;
     case PaperFamily::kTransformer:
-      return TransformerFeatures(summary, batch);
+      return transformer;
+  }
+  return mlp;
+}
+
+// dataloaders4transformer.py's columns from the family's: reordered, with Total Activations x
+// Batch Size added for MLPs, and cast to integers (the activation's sin and cos too).
+std::vector<double> SequenceColumns(PaperFamily family, std::vector<double> columns) {
+  if (family == PaperFamily::kMlp) columns.push_back(columns[1] * columns[3]);
+  std::vector<double> out;
+  for (const size_t i : SequenceColumnOrder(family)) out.push_back(std::trunc(columns[i]));
+  return out;
+}
+
+}  // namespace
+
+std::optional<PaperInput> MakePaperInput(const ModelSummary& summary, PaperFamily family,
+                                         PaperRecipe recipe, int batch) {
+  PaperInput out;
+  switch (recipe) {
+    case PaperRecipe::kColumns:
+      out.columns = PaperFeatures(summary, family, batch);
+      return out;
+    case PaperRecipe::kTester:
+      if (family == PaperFamily::kMlp) return std::nullopt;
+      out.columns = family == PaperFamily::kCnn ? CnnTesterColumns(summary, batch)
+                                                : TransformerTesterColumns(summary, batch);
+      return out;
+    case PaperRecipe::kSequence: {
+      FamilyInput in = FamilyInputOf(summary, family, batch);
+      out.columns = SequenceColumns(family, std::move(in.columns));
+      out.layers = std::move(in.layers);
+      return out;
+    }
+  }
+  return std::nullopt;
+}
+
+PaperInput PaperInputOfRow(const PaperRow& row, PaperFamily family, PaperRecipe recipe) {
+  if (recipe != PaperRecipe::kSequence) return PaperInput{row.features, {}};
+  return PaperInput{SequenceColumns(family, row.features), row.layers};
+}
+
+std::vector<std::string> PaperColumnNames(PaperFamily family, PaperRecipe recipe) {
+  const auto& columns = PaperFeatureNames(family);
+  switch (recipe) {
+    case PaperRecipe::kColumns:
+      return columns;
+    case PaperRecipe::kTester:
+      if (family == PaperFamily::kCnn) return {columns.begin() + 1, columns.end()};
+      return {"Depth",
+              "Total Activations",
+              "Total_Activations_Batch_Size",
+              "Total Parameters",
+              "Batch Size",
+              "Linear Count",
+              "LayerNorm Count",
+              "Dropout Count"};
+    case PaperRecipe::kSequence: {
+      std::vector<std::string> names;
+      for (const size_t i : SequenceColumnOrder(family)) {
+        names.push_back(i < columns.size() ? columns[i] : "Total_Activations_Batch_Size");
+      }
+      return names;
+    }
   }
   return {};
 }
@@ -409,6 +654,84 @@ bool ParseCsvRecords(const std::string& text, std::vector<CsvRecord>& records) {
     records.push_back(std::move(record));
   }
   return true;
+}
+
+// The one-hot kind dataloaders4transformer.py gives a layer of the published lists, or nullopt for
+// a kind it does not know (it raises there).
+std::optional<std::vector<double>> EncodeLayerKind(PaperFamily family, std::string_view kind) {
+  switch (family) {
+    case PaperFamily::kTransformer:
+      // `layer_type in 'LayerNorm'`: a substring test.
+      if (std::string_view("LayerNorm").find(kind) != std::string_view::npos)
+        return std::vector<double>{1, 0, 0, 0};
+      if (kind == "Embedding") return std::vector<double>{0, 1, 0, 0};
+      if (kind == "Linear") return std::vector<double>{0, 0, 1, 0};
+      if (kind == "Dropout") return std::vector<double>{0, 0, 0, 1};
+      return std::nullopt;
+    case PaperFamily::kCnn: {
+      static const std::set<std::string_view> first = {"adaptive_avg_pool2d",
+                                                       "Sigmoid",
+                                                       "softmax",
+                                                       "ELU",
+                                                       "GELU",
+                                                       "Identity",
+                                                       "LeakyReLU",
+                                                       "Mish",
+                                                       "PReLU",
+                                                       "ReLU",
+                                                       "SELU",
+                                                       "SiLU",
+                                                       "Softplus",
+                                                       "Tanh"};
+      if (first.count(kind)) return std::vector<double>{1, 0};
+      if (kind == "conv2d") return std::vector<double>{0, 1};
+      if (kind == "linear") return std::vector<double>{1, 1};
+      if (kind == "dropout" || kind == "batchnorm2d") return std::vector<double>{0, 0};
+      return std::nullopt;
+    }
+    case PaperFamily::kMlp: {
+      static const std::set<std::string_view> first = {"dropout",  "batch_normalization",
+                                                       "Sigmoid",  "Softmax",
+                                                       "ELU",      "GELU",
+                                                       "Identity", "LeakyReLU",
+                                                       "Mish",     "PReLU",
+                                                       "ReLU",     "SELU",
+                                                       "SiLU",     "Softplus",
+                                                       "Tanh"};
+      if (first.count(kind)) return std::vector<double>{1, 0};
+      if (kind == "linear") return std::vector<double>{0, 1};
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// 'Activations-Params': a Python list of (kind, activations, parameters) tuples, as
+// "[('linear', 1173, 2753031), ('ReLU', 1173, 0)]". Empty when the list is malformed or names a
+// kind the family's loader does not know.
+std::vector<std::vector<double>> ParseLayerList(PaperFamily family, std::string_view text) {
+  std::vector<std::vector<double>> layers;
+  size_t at = 0;
+  while ((at = text.find('(', at)) != std::string_view::npos) {
+    const size_t close = text.find(')', at);
+    if (close == std::string_view::npos) return {};
+    const auto fields = Split(std::string(text.substr(at + 1, close - at - 1)), ',');
+    at = close + 1;
+    if (fields.size() != 3) return {};
+    std::string_view kind = Trim(fields[0]);
+    if (kind.size() < 2 || (kind.front() != '\'' && kind.front() != '"') ||
+        kind.back() != kind.front())
+      return {};
+    kind = kind.substr(1, kind.size() - 2);
+    auto row = EncodeLayerKind(family, kind);
+    const auto activations = ParseDouble(Trim(fields[1]));
+    const auto parameters = ParseDouble(Trim(fields[2]));
+    if (!row || !activations.ok() || !parameters.ok()) return {};
+    row->push_back(*activations);
+    row->push_back(*parameters);
+    layers.push_back(std::move(*row));
+  }
+  return layers;
 }
 
 // What pandas reads as missing.
@@ -507,6 +830,7 @@ Result<PaperDataset> ParsePaperCsv(const std::string& text, const std::string& o
   }
   const int memory_col = column("Max GPU Memory (MiB)"), batch_col = column("Batch Size");
   const int status_col = column("Status"), architecture_col = column("architecture");
+  const int layers_col = column("Activations-Params");
   const int activation_col = column("Activation Function");
   const PaperBuckets& buckets = PaperBucketsFor(data.family);
   data.data_rows = static_cast<int>(records.size()) - 1;
@@ -565,6 +889,7 @@ Result<PaperDataset> ParsePaperCsv(const std::string& text, const std::string& o
       row.features.push_back(sin);
       row.features.push_back(cos);
     }
+    if (layers_col >= 0) row.layers = ParseLayerList(data.family, f[layers_col]);
     if (status_col >= 0 && data.family != PaperFamily::kMlp && Trim(f[status_col]) == "OOM_CRASH") {
       row.memory_mib = kOomMiB;
     } else if (const auto m = number(memory_col)) {
@@ -957,17 +1282,110 @@ class EnsembleTrainer {
 
 }  // namespace
 
+namespace {
+
+std::vector<double> Apply(const PaperLinear& l, const std::vector<double>& x) {
+  std::vector<double> y(l.out);
+  for (int o = 0; o < l.out; ++o) {
+    double s = l.bias[o];
+    const double* w = &l.weight[static_cast<size_t>(o) * l.in];
+    for (int i = 0; i < l.in; ++i) s += w[i] * x[i];
+    y[o] = s;
+  }
+  return y;
+}
+
+void LayerNormInPlace(const PaperNorm& n, std::vector<double>& x) {
+  double mean = 0, var = 0;
+  for (double v : x) mean += v;
+  mean /= static_cast<double>(x.size());
+  for (double v : x) var += (v - mean) * (v - mean);
+  var /= static_cast<double>(x.size());
+  const double scale = 1 / std::sqrt(var + kBatchNormEps);  // nn.LayerNorm's default eps too
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (x[i] - mean) * scale * n.gamma[i] + n.beta[i];
+}
+
+// Linear, then BatchNorm1d whose channels are the positions (row `p` is channel `p`), then ReLU.
+std::vector<double> EmbedRow(const PaperLinear& l, const PaperNorm& n, size_t p,
+                             const std::vector<double>& x) {
+  auto y = Apply(l, x);
+  const double scale = n.gamma[p] / std::sqrt(n.running_var[p] + kBatchNormEps);
+  for (double& v : y) v = std::max(0.0, (v - n.running_mean[p]) * scale + n.beta[p]);
+  return y;
+}
+
+std::vector<double> SequenceLogits(const PaperSequenceMember& m, const PaperInput& input,
+                                   int classes) {
+  const std::vector<double> padding(m.embed1.in, 0.0);
+  std::vector<double> pooled(m.width, 0.0);
+  for (int p = 0; p < m.positions; ++p) {
+    const auto& row = static_cast<size_t>(p) < input.layers.size() ? input.layers[p] : padding;
+    auto x = EmbedRow(m.embed2, m.embed_norm2, p, EmbedRow(m.embed1, m.embed_norm1, p, row));
+    for (int i = 0; i < m.width; ++i) x[i] += m.positional[static_cast<size_t>(p) * m.width + i];
+    for (const auto& layer : m.layers) {
+      // Attention over a sequence of one: softmax is 1, the output is the value's projection.
+      PaperLinear value;
+      value.in = layer.in_proj.in;
+      value.out = m.width;
+      value.weight.assign(layer.in_proj.weight.begin() + 2 * m.width * value.in,
+                          layer.in_proj.weight.end());
+      value.bias.assign(layer.in_proj.bias.begin() + 2 * m.width, layer.in_proj.bias.end());
+      const auto attended = Apply(layer.out_proj, Apply(value, x));
+      for (int i = 0; i < m.width; ++i) x[i] += attended[i];
+      LayerNormInPlace(layer.norm1, x);
+      auto hidden = Apply(layer.linear1, x);
+      for (double& v : hidden) v = std::max(0.0, v);
+      const auto fed = Apply(layer.linear2, hidden);
+      for (int i = 0; i < m.width; ++i) x[i] += fed[i];
+      LayerNormInPlace(layer.norm2, x);
+    }
+    for (int i = 0; i < m.width; ++i) pooled[i] += x[i];
+  }
+  pooled.insert(pooled.end(), input.columns.begin(), input.columns.end());
+  std::vector<double> sum(classes, 0.0);
+  for (const auto& h : m.head) AddLogits(h, pooled, sum);
+  for (double& v : sum) v /= static_cast<double>(m.head.size());
+  return sum;
+}
+
+int ArgMax(const std::vector<double>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+}  // namespace
+
 int PaperEnsemble::Classify(const std::vector<double>& features) const {
-  const auto logits = MeanLogits(*this, features);
-  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  return ArgMax(MeanLogits(*this, features));
+}
+
+int PaperEnsemble::Classify(const PaperInput& input) const {
+  if (sequence_members.empty()) return Classify(input.columns);
+  std::vector<double> sum(classes, 0.0);
+  for (const auto& m : sequence_members) {
+    const auto logits = SequenceLogits(m, input, classes);
+    for (int c = 0; c < classes; ++c) sum[c] += logits[c];
+  }
+  return ArgMax(sum);
 }
 
 double PaperAccuracy(const PaperEnsemble& ensemble, const PaperDataset& data,
                      const std::vector<size_t>& rows) {
   if (rows.empty()) return 0;
   int right = 0;
-  for (size_t i : rows) right += ensemble.Classify(data.rows[i].features) == data.rows[i].label;
+  for (size_t i : rows) {
+    right += ensemble.Classify(PaperInputOfRow(data.rows[i], data.family, ensemble.recipe)) ==
+             data.rows[i].label;
+  }
   return static_cast<double>(right) / static_cast<double>(rows.size());
+}
+
+std::vector<size_t> PaperReadableRows(const PaperEnsemble& ensemble, const PaperDataset& data,
+                                      const std::vector<size_t>& rows) {
+  std::vector<size_t> out;
+  for (size_t i : rows) {
+    if (ensemble.recipe != PaperRecipe::kSequence || !data.rows[i].layers.empty()) out.push_back(i);
+  }
+  return out;
 }
 
 PaperEnsemble TrainPaperEnsemble(const PaperDataset& data, const PaperSplit& split,
@@ -1028,32 +1446,209 @@ PaperEnsemble TrainPaperEnsemble(const PaperDataset& data, const PaperSplit& spl
 // Weights file.
 
 const PaperEnsemble* GpuMemNetPaperModel::Find(PaperFamily family) const {
-  auto it = ensembles_.find(family);
-  return it == ensembles_.end() ? nullptr : &it->second;
+  for (const auto& e : ensembles_) {
+    if (e.family == family) return &e;
+  }
+  return nullptr;
+}
+
+const PaperEnsemble* GpuMemNetPaperModel::Find(PaperFamily family, std::string_view name) const {
+  for (const auto& e : ensembles_) {
+    if (e.family == family && e.name == name) return &e;
+  }
+  return nullptr;
 }
 
 void GpuMemNetPaperModel::Set(PaperEnsemble ensemble) {
-  const PaperFamily family = ensemble.family;
-  ensembles_[family] = std::move(ensemble);
+  for (auto& e : ensembles_) {
+    if (e.family == ensemble.family && e.name == ensemble.name) {
+      e = std::move(ensemble);
+      return;
+    }
+  }
+  ensembles_.push_back(std::move(ensemble));
 }
 
 namespace {
+
+// Sizes in weights files are bounded: GPUMemNet's networks are tiny, and a file must not make
+// colo allocate without limit.
+constexpr int kMaxWidth = 1 << 12;
+constexpr int kMaxPositions = 1 << 14;
 
 nlohmann::json LinearJson(const PaperLinear& l) {
   return {{"in", l.in}, {"out", l.out}, {"w", l.weight}, {"b", l.bias}};
 }
 
+// `in` < 0: any input width.
 Result<PaperLinear> LinearFromJson(const nlohmann::json& j, int in, const std::string& origin) {
   PaperLinear l;
   l.in = j.at("in").get<int>();
   l.out = j.at("out").get<int>();
+  if ((in >= 0 && l.in != in) || l.in <= 0 || l.in > kMaxWidth || l.out <= 0 || l.out > kMaxWidth) {
+    return InvalidArgument(fmt::format("{}: malformed layer", origin));
+  }
   l.weight = j.at("w").get<std::vector<double>>();
   l.bias = j.at("b").get<std::vector<double>>();
-  if (l.in != in || l.out <= 0 || l.weight.size() != static_cast<size_t>(l.in) * l.out ||
+  if (l.weight.size() != static_cast<size_t>(l.in) * l.out ||
       l.bias.size() != static_cast<size_t>(l.out)) {
     return InvalidArgument(fmt::format("{}: malformed layer", origin));
   }
   return l;
+}
+
+nlohmann::json NormJson(const PaperNorm& n) {
+  nlohmann::json j{{"gamma", n.gamma}, {"beta", n.beta}};
+  if (!n.running_mean.empty()) j["mean"] = n.running_mean, j["var"] = n.running_var;
+  return j;
+}
+
+// A layer norm (`batch` false) or a batch norm with its running statistics, of `width` channels.
+Result<PaperNorm> NormFromJson(const nlohmann::json& j, size_t width, bool batch,
+                               const std::string& origin) {
+  PaperNorm n;
+  n.gamma = j.at("gamma").get<std::vector<double>>();
+  n.beta = j.at("beta").get<std::vector<double>>();
+  if (batch) {
+    n.running_mean = j.at("mean").get<std::vector<double>>();
+    n.running_var = j.at("var").get<std::vector<double>>();
+  }
+  if (n.gamma.size() != width || n.beta.size() != width ||
+      (batch && (n.running_mean.size() != width || n.running_var.size() != width ||
+                 std::any_of(n.running_var.begin(), n.running_var.end(),
+                             [](double v) { return !(v >= 0); })))) {
+    return InvalidArgument(fmt::format("{}: malformed {} norm", origin, batch ? "batch" : "layer"));
+  }
+  return n;
+}
+
+nlohmann::json MemberJson(const PaperMember& m) {
+  nlohmann::json hidden = nlohmann::json::array();
+  for (const auto& h : m.hidden) {
+    hidden.push_back({{"linear", LinearJson(h.linear)},
+                      {"gamma", h.gamma},
+                      {"beta", h.beta},
+                      {"mean", h.running_mean},
+                      {"var", h.running_var}});
+  }
+  return {{"hidden", hidden}, {"output", LinearJson(m.output)}};
+}
+
+Result<PaperMember> MemberFromJson(const nlohmann::json& j, int in, int classes,
+                                   const std::string& origin) {
+  PaperMember m;
+  for (const auto& hj : j.at("hidden")) {
+    PaperHidden h;
+    auto linear = LinearFromJson(hj.at("linear"), in, origin);
+    if (!linear.ok()) return linear.status();
+    h.linear = std::move(*linear);
+    auto norm = NormFromJson(hj, static_cast<size_t>(h.linear.out), true, origin);
+    if (!norm.ok()) return norm.status();
+    h.gamma = std::move(norm->gamma);
+    h.beta = std::move(norm->beta);
+    h.running_mean = std::move(norm->running_mean);
+    h.running_var = std::move(norm->running_var);
+    in = h.linear.out;
+    m.hidden.push_back(std::move(h));
+  }
+  auto output = LinearFromJson(j.at("output"), in, origin);
+  if (!output.ok()) return output.status();
+  if (output->out != classes) {
+    return InvalidArgument(fmt::format("{}: member output is not {} classes", origin, classes));
+  }
+  m.output = std::move(*output);
+  return m;
+}
+
+nlohmann::json SequenceMemberJson(const PaperSequenceMember& m) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : m.layers) {
+    layers.push_back({{"in_proj", LinearJson(l.in_proj)},
+                      {"out_proj", LinearJson(l.out_proj)},
+                      {"linear1", LinearJson(l.linear1)},
+                      {"linear2", LinearJson(l.linear2)},
+                      {"norm1", NormJson(l.norm1)},
+                      {"norm2", NormJson(l.norm2)}});
+  }
+  nlohmann::json head = nlohmann::json::array();
+  for (const auto& h : m.head) head.push_back(MemberJson(h));
+  return {{"positions", m.positions},
+          {"d_model", m.width},
+          {"positional", m.positional},
+          {"embedding",
+           {LinearJson(m.embed1), NormJson(m.embed_norm1), LinearJson(m.embed2),
+            NormJson(m.embed_norm2)}},
+          {"layers", layers},
+          {"head", head}};
+}
+
+// Width of a layer row of each family's sequence: the kind one-hot, activations, parameters.
+int SequenceRowWidth(PaperFamily family) {
+  return family == PaperFamily::kTransformer ? 6 : 4;
+}
+
+Result<PaperSequenceMember> SequenceMemberFromJson(const nlohmann::json& j, PaperFamily family,
+                                                   int columns, int classes,
+                                                   const std::string& origin) {
+  PaperSequenceMember m;
+  m.positions = j.at("positions").get<int>();
+  m.width = j.at("d_model").get<int>();
+  if (m.positions <= 0 || m.positions > kMaxPositions || m.width <= 0 || m.width > kMaxWidth) {
+    return InvalidArgument(fmt::format("{}: malformed sequence classifier", origin));
+  }
+  const auto& embedding = j.at("embedding");
+  if (!embedding.is_array() || embedding.size() != 4) {
+    return InvalidArgument(fmt::format("{}: the embedding needs 4 layers", origin));
+  }
+  const auto positions = static_cast<size_t>(m.positions);
+  auto e1 = LinearFromJson(embedding[0], SequenceRowWidth(family), origin);
+  if (!e1.ok()) return e1.status();
+  auto n1 = NormFromJson(embedding[1], positions, true, origin);
+  if (!n1.ok()) return n1.status();
+  auto e2 = LinearFromJson(embedding[2], m.width, origin);
+  if (!e2.ok()) return e2.status();
+  auto n2 = NormFromJson(embedding[3], positions, true, origin);
+  if (!n2.ok()) return n2.status();
+  if (e1->out != m.width || e2->out != m.width) {
+    return InvalidArgument(fmt::format("{}: embedding not of width {}", origin, m.width));
+  }
+  m.embed1 = std::move(*e1), m.embed_norm1 = std::move(*n1);
+  m.embed2 = std::move(*e2), m.embed_norm2 = std::move(*n2);
+  m.positional = j.at("positional").get<std::vector<double>>();
+  if (m.positional.size() != positions * m.width) {
+    return InvalidArgument(
+        fmt::format("{}: positional encoding is not {} x {}", origin, m.positions, m.width));
+  }
+  for (const auto& lj : j.at("layers")) {
+    PaperEncoderLayer l;
+    auto in_proj = LinearFromJson(lj.at("in_proj"), m.width, origin);
+    auto out_proj = LinearFromJson(lj.at("out_proj"), m.width, origin);
+    auto linear1 = LinearFromJson(lj.at("linear1"), m.width, origin);
+    if (!in_proj.ok() || !out_proj.ok() || !linear1.ok() || in_proj->out != 3 * m.width ||
+        out_proj->out != m.width) {
+      return InvalidArgument(fmt::format("{}: malformed encoder layer", origin));
+    }
+    auto linear2 = LinearFromJson(lj.at("linear2"), linear1->out, origin);
+    if (!linear2.ok() || linear2->out != m.width) {
+      return InvalidArgument(fmt::format("{}: malformed encoder layer", origin));
+    }
+    auto norm1 = NormFromJson(lj.at("norm1"), m.width, false, origin);
+    if (!norm1.ok()) return norm1.status();
+    auto norm2 = NormFromJson(lj.at("norm2"), m.width, false, origin);
+    if (!norm2.ok()) return norm2.status();
+    l.in_proj = std::move(*in_proj), l.out_proj = std::move(*out_proj);
+    l.linear1 = std::move(*linear1), l.linear2 = std::move(*linear2);
+    l.norm1 = std::move(*norm1), l.norm2 = std::move(*norm2);
+    m.layers.push_back(std::move(l));
+  }
+  for (const auto& hj : j.at("head")) {
+    auto member = MemberFromJson(hj, m.width + columns, classes, origin);
+    if (!member.ok()) return member.status();
+    m.head.push_back(std::move(*member));
+  }
+  if (m.head.empty())
+    return InvalidArgument(fmt::format("{}: a classifier without a head", origin));
+  return m;
 }
 
 }  // namespace
@@ -1064,11 +1659,14 @@ std::string GpuMemNetPaperModel::ToJson() const {
   doc["version"] = 1;
   doc["provenance"] = provenance;
   auto& list = doc["ensembles"] = nlohmann::json::array();
-  for (const auto& [family, e] : ensembles_) {
+  for (const auto& e : ensembles_) {
     nlohmann::json j;
-    j["family"] = PaperFamilyName(family);
-    j["features"] = PaperFeatureNames(family);
+    j["family"] = PaperFamilyName(e.family);
+    j["name"] = e.name;
+    j["inputs"] = PaperRecipeName(e.family, e.recipe);
+    j["features"] = PaperColumnNames(e.family, e.recipe);
     j["classes"] = e.classes;
+    if (!e.source.empty()) j["source"] = e.source;
     j["seed"] = e.seed;
     j["epochs"] = e.epochs;
     j["best_epoch"] = e.best_epoch;
@@ -1077,16 +1675,10 @@ std::string GpuMemNetPaperModel::ToJson() const {
     j["test_rows"] = e.test_rows;
     j["test_accuracy"] = e.test_accuracy;
     auto& members = j["members"] = nlohmann::json::array();
-    for (const auto& m : e.members) {
-      nlohmann::json hidden = nlohmann::json::array();
-      for (const auto& h : m.hidden) {
-        hidden.push_back({{"linear", LinearJson(h.linear)},
-                          {"gamma", h.gamma},
-                          {"beta", h.beta},
-                          {"mean", h.running_mean},
-                          {"var", h.running_var}});
-      }
-      members.push_back({{"hidden", hidden}, {"output", LinearJson(m.output)}});
+    for (const auto& m : e.members) members.push_back(MemberJson(m));
+    if (!e.sequence_members.empty()) {
+      auto& sequence = j["sequence_members"] = nlohmann::json::array();
+      for (const auto& m : e.sequence_members) sequence.push_back(SequenceMemberJson(m));
     }
     list.push_back(std::move(j));
   }
@@ -1106,18 +1698,34 @@ Result<GpuMemNetPaperModel> GpuMemNetPaperModel::FromJson(const std::string& tex
     for (const auto& j : doc.at("ensembles")) {
       const auto family = PaperFamilyFromName(j.at("family").get<std::string>());
       if (!family) return InvalidArgument(fmt::format("{}: unknown family", origin));
-      if (j.at("features").get<std::vector<std::string>>() != PaperFeatureNames(*family)) {
+      PaperEnsemble e;
+      e.family = *family;
+      e.name = j.value("name", e.name);
+      if (e.name.empty() || e.name.size() > 200) {
+        return InvalidArgument(fmt::format("{}: a classifier needs a name", origin));
+      }
+      if (auto inputs = j.find("inputs"); inputs != j.end()) {
+        const auto recipe = PaperRecipeFromName(inputs->get<std::string>());
+        if (!recipe || recipe->first != *family) {
+          return InvalidArgument(
+              fmt::format("{}: {}: inputs '{}' are not one of GPUMemNet's for {}", origin, e.name,
+                          inputs->get<std::string>(), PaperFamilyName(*family)));
+        }
+        e.recipe = recipe->second;
+      }
+      const auto columns = PaperColumnNames(*family, e.recipe);
+      if (auto features = j.find("features");
+          features != j.end() && features->get<std::vector<std::string>>() != columns) {
         return InvalidArgument(fmt::format("{}: {} classifier on other features than the published",
                                            origin, PaperFamilyName(*family)));
       }
-      PaperEnsemble e;
-      e.family = *family;
       e.classes = j.at("classes").get<int>();
       if (e.classes != PaperBucketsFor(*family).Classes()) {
         return InvalidArgument(
             fmt::format("{}: {} classifier with {} classes, the published has {}", origin,
                         PaperFamilyName(*family), e.classes, PaperBucketsFor(*family).Classes()));
       }
+      e.source = j.value("source", "");
       e.seed = j.value("seed", uint64_t{0});
       e.epochs = j.value("epochs", 0);
       e.best_epoch = j.value("best_epoch", 0);
@@ -1125,41 +1733,30 @@ Result<GpuMemNetPaperModel> GpuMemNetPaperModel::FromJson(const std::string& tex
       e.validation_rows = j.value("validation_rows", 0);
       e.test_rows = j.value("test_rows", 0);
       e.test_accuracy = j.value("test_accuracy", 0.0);
-      const int features = static_cast<int>(PaperFeatureNames(*family).size());
-      for (const auto& mj : j.at("members")) {
-        PaperMember m;
-        int in = features;
-        for (const auto& hj : mj.at("hidden")) {
-          PaperHidden h;
-          auto linear = LinearFromJson(hj.at("linear"), in, origin);
-          if (!linear.ok()) return linear.status();
-          h.linear = std::move(*linear);
-          h.gamma = hj.at("gamma").get<std::vector<double>>();
-          h.beta = hj.at("beta").get<std::vector<double>>();
-          h.running_mean = hj.at("mean").get<std::vector<double>>();
-          h.running_var = hj.at("var").get<std::vector<double>>();
-          const size_t width = static_cast<size_t>(h.linear.out);
-          if (h.gamma.size() != width || h.beta.size() != width || h.running_mean.size() != width ||
-              h.running_var.size() != width) {
-            return InvalidArgument(fmt::format("{}: malformed batch norm", origin));
-          }
-          in = h.linear.out;
-          m.hidden.push_back(std::move(h));
+      const int width = static_cast<int>(columns.size());
+      const std::string where = fmt::format("{}: {}", origin, e.name);
+      if (e.recipe == PaperRecipe::kSequence) {
+        for (const auto& mj : j.at("sequence_members")) {
+          auto m = SequenceMemberFromJson(mj, *family, width, e.classes, where);
+          if (!m.ok()) return m.status();
+          e.sequence_members.push_back(std::move(*m));
         }
-        auto output = LinearFromJson(mj.at("output"), in, origin);
-        if (!output.ok()) return output.status();
-        if (output->out != e.classes) {
-          return InvalidArgument(
-              fmt::format("{}: member output is not {} classes", origin, e.classes));
+      } else {
+        for (const auto& mj : j.at("members")) {
+          auto m = MemberFromJson(mj, width, e.classes, where);
+          if (!m.ok()) return m.status();
+          e.members.push_back(std::move(*m));
         }
-        m.output = std::move(*output);
-        e.members.push_back(std::move(m));
       }
-      if (e.members.empty()) {
+      if (e.members.empty() && e.sequence_members.empty()) {
         return InvalidArgument(
             fmt::format("{}: {} ensemble without members", origin, PaperFamilyName(*family)));
       }
-      model.Set(std::move(e));
+      if (model.Find(e.family, e.name) != nullptr) {
+        return InvalidArgument(fmt::format("{}: two {} classifiers named {}", origin,
+                                           PaperFamilyName(e.family), e.name));
+      }
+      model.ensembles_.push_back(std::move(e));
     }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(fmt::format("{}: malformed GPUMemNet weights ({})", origin, e.what()));

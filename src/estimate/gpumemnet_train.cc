@@ -24,6 +24,8 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "common/strings.h"
@@ -195,8 +197,10 @@ int TrainColoVariant(const std::vector<std::string>& inputs, const std::string& 
   return WriteModel(output, model.ToJson());
 }
 
-int TrainPublished(const std::vector<std::string>& inputs, const std::string& output,
-                   const std::string& provenance, const colo::PaperTraining& options, bool update) {
+// GPUMemNet's published CSVs (or the CSVs in folders), one per family, each said as it is read;
+// nullopt (after saying why) when one cannot be used.
+std::optional<std::map<colo::PaperFamily, colo::PaperDataset>> ReadPublished(
+    const std::vector<std::string>& inputs) {
   std::vector<std::string> files;
   for (const auto& input : inputs) {
     std::error_code ec;
@@ -210,13 +214,36 @@ int TrainPublished(const std::vector<std::string>& inputs, const std::string& ou
       std::sort(found.begin(), found.end());
       if (found.empty()) {
         std::cerr << "colo-gpumemnet-train: no .csv file in " << input << "\n";
-        return 1;
+        return std::nullopt;
       }
       files.insert(files.end(), found.begin(), found.end());
     } else {
       files.push_back(input);
     }
   }
+  std::map<colo::PaperFamily, colo::PaperDataset> datasets;
+  for (const auto& path : files) {
+    auto data = colo::LoadPaperCsv(path);
+    if (!data.ok()) {
+      std::cerr << "colo-gpumemnet-train: " << data.status().message() << "\n";
+      return std::nullopt;
+    }
+    const auto family = data->family;
+    fmt::print("{}: {} data, {} row(s), {} used, {} skipped\n", path, colo::PaperFamilyName(family),
+               data->data_rows, data->rows.size(), data->SkippedRows());
+    PrintSkipped(data->skipped);
+    if (datasets.count(family)) {
+      std::cerr << "colo-gpumemnet-train: two " << colo::PaperFamilyName(family) << " CSVs ("
+                << datasets[family].origin << ", " << path << ")\n";
+      return std::nullopt;
+    }
+    datasets.emplace(family, std::move(*data));
+  }
+  return datasets;
+}
+
+int TrainPublished(const std::vector<std::string>& inputs, const std::string& output,
+                   const std::string& provenance, const colo::PaperTraining& options, bool update) {
   colo::GpuMemNetPaperModel model;
   if (update && std::filesystem::exists(output)) {
     auto existing = colo::GpuMemNetPaperModel::Load(output);
@@ -227,27 +254,11 @@ int TrainPublished(const std::vector<std::string>& inputs, const std::string& ou
     model = std::move(*existing);
   }
   model.provenance = provenance;
-  std::map<colo::PaperFamily, colo::PaperDataset> datasets;
-  for (const auto& path : files) {
-    auto data = colo::LoadPaperCsv(path);
-    if (!data.ok()) {
-      std::cerr << "colo-gpumemnet-train: " << data.status().message() << "\n";
-      return 1;
-    }
-    const auto family = data->family;
-    fmt::print("{}: {} data, {} row(s), {} used, {} skipped\n", path, colo::PaperFamilyName(family),
-               data->data_rows, data->rows.size(), data->SkippedRows());
-    PrintSkipped(data->skipped);
-    if (datasets.count(family)) {
-      std::cerr << "colo-gpumemnet-train: two " << colo::PaperFamilyName(family) << " CSVs ("
-                << datasets[family].origin << ", " << path << ")\n";
-      return 1;
-    }
-    datasets.emplace(family, std::move(*data));
-  }
+  const auto datasets = ReadPublished(inputs);
+  if (!datasets) return 1;
   fmt::print("{:<12} {:>9} {:>6} {:>5} {:>5} {:>9} {:>11} {:>5}\n", "family", "buckets", "train",
              "val", "test", "accuracy", "epochs/best", "seed");
-  for (const auto& [family, data] : datasets) {
+  for (const auto& [family, data] : *datasets) {
     const auto split = colo::PublishedSplit(data.rows.size());
     if (split.train.size() < 2 || split.validation.empty() || split.test.empty()) {
       std::cerr << "colo-gpumemnet-train: " << data.origin << ": " << data.rows.size()
@@ -266,6 +277,44 @@ int TrainPublished(const std::vector<std::string>& inputs, const std::string& ou
   return WriteModel(output, model.ToJson());
 }
 
+// Each classifier of a weights file (GPUMemNet's published estimators once imported, or those
+// trained here) on the published CSV of its family: accuracy on the published held-out split, and
+// on every row.
+int EvaluatePublished(const std::string& weights, const std::vector<std::string>& inputs) {
+  auto model = colo::GpuMemNetPaperModel::Load(weights);
+  if (!model.ok()) {
+    std::cerr << "colo-gpumemnet-train: " << model.status().message() << "\n";
+    return 1;
+  }
+  const auto datasets = ReadPublished(inputs);
+  if (!datasets) return 1;
+  fmt::print("{:<28} {:<12} {:<30} {:>17} {:>17}\n", "classifier", "family", "inputs",
+             "held-out accuracy", "all rows");
+  for (const auto& e : model->ensembles()) {
+    const auto data = datasets->find(e.family);
+    if (data == datasets->end()) continue;
+    const std::string recipe = colo::PaperRecipeName(e.family, e.recipe);
+    if (e.recipe == colo::PaperRecipe::kTester) {
+      fmt::print(
+          "{:<28} {:<12} {:<30} (fed by the published test pipeline's own parser, not the "
+          "CSV's columns)\n",
+          e.name, colo::PaperFamilyName(e.family), recipe);
+      continue;
+    }
+    const auto split = colo::PublishedSplit(data->second.rows.size());
+    std::vector<size_t> all(data->second.rows.size());
+    std::iota(all.begin(), all.end(), size_t{0});
+    auto measure = [&](const std::vector<size_t>& rows) {
+      const auto readable = colo::PaperReadableRows(e, data->second, rows);
+      return fmt::format("{:.4f} ({})", colo::PaperAccuracy(e, data->second, readable),
+                         readable.size());
+    };
+    fmt::print("{:<28} {:<12} {:<30} {:>17} {:>17}\n", e.name, colo::PaperFamilyName(e.family),
+               recipe, measure(split.test), measure(all));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -280,7 +329,7 @@ int main(int argc, char** argv) {
   app.add_option("--published", published,
                  "GPUMemNet's published CSVs, or folders holding them: trains the published "
                  "method (weights for --estimator gpumemnet-paper)");
-  app.add_option("-o,--output", output, "weights file to write")->required();
+  app.add_option("-o,--output", output, "weights file to write");
   app.add_option("--provenance", provenance, "where the data came from (stored in the file)");
   app.add_option("--epochs", options.epochs, "colo's variant: training epochs per member");
   app.add_option("--members", options.members, "colo's variant: classifiers per ensemble");
@@ -288,10 +337,26 @@ int main(int argc, char** argv) {
   app.add_option("--max-epochs", paper.max_epochs, "published method: epoch limit (600)");
   app.add_option("--patience", paper.patience,
                  "published method: epochs without a better validation loss before stopping (30)");
+  std::string evaluate;
+  app.add_option("--evaluate", evaluate,
+                 "measure the classifiers of this weights file on the --published CSVs instead of "
+                 "training");
   app.add_flag("--update", update,
                "published method: keep the families of an existing output file that this run "
                "does not train");
   CLI11_PARSE(app, argc, argv);
+  if (!evaluate.empty()) {
+    published.insert(published.end(), inputs.begin(), inputs.end());
+    if (published.empty()) {
+      std::cerr << "colo-gpumemnet-train: --evaluate needs GPUMemNet's published CSVs\n";
+      return 2;
+    }
+    return EvaluatePublished(evaluate, published);
+  }
+  if (output.empty()) {
+    std::cerr << "colo-gpumemnet-train: -o/--output is required\n";
+    return 2;
+  }
 
   const bool all_csv = !inputs.empty() &&
                        std::all_of(inputs.begin(), inputs.end(), [](auto& p) { return IsCsv(p); });

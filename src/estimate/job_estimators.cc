@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 
 #include "common/strings.h"
+#include "core/run_learning.h"
 
 #ifndef COLO_SOURCE_DATA_DIR
 #define COLO_SOURCE_DATA_DIR ""
@@ -32,7 +34,7 @@ std::string UnknownLayersNote(const ModelSummary& s) {
 
 // colo-calibrate's "catalogue": {"batches": [B1, B2], "calls": [[BACKWARD, INPUT_PER_SAMPLE,
 // OUTPUT_PER_SAMPLE, WEIGHT_BYTES, KERNEL_H, KERNEL_W, IN_CHANNELS, GROUPS, [WORKSPACES AT B1],
-// [WORKSPACES AT B2]], ...]}.
+// [WORKSPACES AT B2]], ...], "calls_channels_last": [the same, measured with NHWC inputs]}.
 Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
                                                  const std::string& origin) {
   std::vector<int> batch_sizes;
@@ -47,23 +49,28 @@ Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
   if (!catalogue.ok())
     return InvalidArgument(fmt::format("{}: {}", origin, catalogue.status().message()));
   const size_t batches = doc.at("batches").size();
-  size_t index = 0;
-  for (const auto& call : doc.at("calls")) {
-    if (!call.is_array() || call.size() != 8 + batches) {
-      return InvalidArgument(
-          fmt::format("{}: catalogue call {}: needs {} fields", origin, index, 8 + batches));
+  // "calls": measured with contiguous (NCHW) tensors; "calls_channels_last": with NHWC ones.
+  for (const bool channels_last : {false, true}) {
+    const char* const list = channels_last ? "calls_channels_last" : "calls";
+    if (!doc.contains(list)) continue;
+    size_t index = 0;
+    for (const auto& call : doc.at(list)) {
+      if (!call.is_array() || call.size() != 8 + batches) {
+        return InvalidArgument(
+            fmt::format("{}: catalogue {} {}: needs {} fields", origin, list, index, 8 + batches));
+      }
+      ConvWorkspaceCatalogue::Key key{
+          call[0].get<int>() != 0, call[1].get<int64_t>(), call[2].get<int64_t>(),
+          call[3].get<int64_t>(),  call[4].get<int64_t>(), call[5].get<int64_t>(),
+          call[6].get<int64_t>(),  call[7].get<int64_t>(), channels_last};
+      std::vector<std::vector<int64_t>> at;
+      for (size_t b = 0; b < batches; ++b) at.push_back(call[8 + b].get<std::vector<int64_t>>());
+      if (auto added = catalogue->Add(key, std::move(at)); !added.ok()) {
+        return InvalidArgument(
+            fmt::format("{}: catalogue {} {}: {}", origin, list, index, added.message()));
+      }
+      ++index;
     }
-    ConvWorkspaceCatalogue::Key key{call[0].get<int>() != 0, call[1].get<int64_t>(),
-                                    call[2].get<int64_t>(),  call[3].get<int64_t>(),
-                                    call[4].get<int64_t>(),  call[5].get<int64_t>(),
-                                    call[6].get<int64_t>(),  call[7].get<int64_t>()};
-    std::vector<std::vector<int64_t>> at;
-    for (size_t b = 0; b < batches; ++b) at.push_back(call[8 + b].get<std::vector<int64_t>>());
-    if (auto added = catalogue->Add(key, std::move(at)); !added.ok()) {
-      return InvalidArgument(
-          fmt::format("{}: catalogue call {}: {}", origin, index, added.message()));
-    }
-    ++index;
   }
   return catalogue;
 }
@@ -96,7 +103,7 @@ Status ConvWorkspaceCatalogue::Add(const Key& key, std::vector<std::vector<int64
   }
   if (calls_.emplace(key, std::move(at_batches)).second) {
     const Inputs inputs{key.backward, key.input_per_sample, key.weight_bytes, key.kernel_h,
-                        key.kernel_w, key.in_channels,      key.groups};
+                        key.kernel_w, key.in_channels,      key.groups,       key.channels_last};
     const auto [slot, first] = by_inputs_.emplace(inputs, key);
     if (!first) slot->second.reset();
   }
@@ -119,13 +126,15 @@ std::optional<ConvWorkspaceCatalogue::Workspaces> ConvWorkspaceCatalogue::Lookup
   const auto output = per_sample(conv.output_bytes);
   if (!input || !output) return std::nullopt;
   const Measured* measured = nullptr;
-  if (const auto it = calls_.find(Key{conv.backward, *input, *output, conv.weight_bytes,
-                                      conv.kernel_h, conv.kernel_w, conv.in_channels, conv.groups});
+  if (const auto it =
+          calls_.find(Key{conv.backward, *input, *output, conv.weight_bytes, conv.kernel_h,
+                          conv.kernel_w, conv.in_channels, conv.groups, conv.channels_last});
       it != calls_.end()) {
     measured = &it->second;
   } else if (conv.backward) {
-    const auto one = by_inputs_.find(Inputs{true, *input, conv.weight_bytes, conv.kernel_h,
-                                            conv.kernel_w, conv.in_channels, conv.groups});
+    const auto one =
+        by_inputs_.find(Inputs{true, *input, conv.weight_bytes, conv.kernel_h, conv.kernel_w,
+                               conv.in_channels, conv.groups, conv.channels_last});
     if (one != by_inputs_.end() && one->second && one->second->output_per_sample < *output) {
       measured = &calls_.at(*one->second);
     }
@@ -259,6 +268,24 @@ std::string FindDataFile(const std::string& name) {
   return "";
 }
 
+std::string GpuMemNetPaperWeightsPath() {
+  // What colo-gpumemnet-import writes by default: the user's own, with GPUMemNet's published
+  // estimators in it.
+  const char* data_home = std::getenv("XDG_DATA_HOME");
+  const char* home = std::getenv("HOME");
+  fs::path user;
+  if (data_home && *data_home == '/') {
+    user = fs::path(data_home) / "colo";
+  } else if (home && *home == '/') {
+    user = fs::path(home) / ".local" / "share" / "colo";
+  }
+  std::error_code ec;
+  if (!user.empty() && fs::is_regular_file(user / "gpumemnet-paper.json", ec)) {
+    return (user / "gpumemnet-paper.json").string();
+  }
+  return FindDataFile("gpumemnet-paper.json");
+}
+
 Result<GpuCalibration> LoadCalibration(const std::string& gpu_name, bool with_catalogue) {
   const std::string dir = FindDataFile("gpu-calibration");
   if (dir.empty()) return NotFound("no gpu-calibration folder in colo's data (set COLO_DATA_DIR)");
@@ -340,30 +367,51 @@ class GpuMemNetEstimator final : public MemoryEstimator {
 
 class GpuMemNetPaperEstimator final : public MemoryEstimator {
  public:
-  explicit GpuMemNetPaperEstimator(std::shared_ptr<const GpuMemNetPaperModel> model)
-      : model_(std::move(model)) {}
+  GpuMemNetPaperEstimator(std::shared_ptr<const GpuMemNetPaperModel> model, std::string name)
+      : model_(std::move(model)), name_(std::move(name)) {}
   std::string_view name() const override { return "gpumemnet-paper"; }
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
     if (!job.summary) return Unavailable("GPUMemNet needs a model summary");
     const int batch = BatchOf(job);
     if (batch <= 0) return Unavailable("GPUMemNet needs the batch size");
     const PaperFamily family = PaperFamilyOf(*job.summary);
-    const PaperEnsemble* e = model_->Find(family);
+    const PaperEnsemble* e = name_.empty() ? model_->Find(family) : model_->Find(family, name_);
+    if (!e && !name_.empty()) {
+      std::vector<std::string> have;
+      for (const auto& other : model_->ensembles()) {
+        if (other.family == family) have.push_back(other.name);
+      }
+      return Unavailable(fmt::format("these weights have no {} classifier named {} (have: {})",
+                                     PaperFamilyName(family), name_,
+                                     have.empty() ? "none" : Join(have, ", ")));
+    }
     if (!e) {
       return Unavailable(fmt::format(
-          "these weights have no {} classifier (train one with colo-gpumemnet-train --published "
-          "on GPUMemNet's {} CSV)",
+          "these weights have no {} classifier (import GPUMemNet's published one with "
+          "colo-gpumemnet-import, or train one with colo-gpumemnet-train --published on its {} "
+          "CSV)",
           PaperFamilyName(family), PaperFamilyName(family)));
     }
-    const int cls = e->Classify(PaperFeatures(*job.summary, family, batch));
+    const auto input = MakePaperInput(*job.summary, family, e->recipe, batch);
+    if (!input) {
+      return Unavailable(
+          fmt::format("GPUMemNet's {} has no {} input", e->name, PaperFamilyName(family)));
+    }
+    const int cls = e->Classify(*input);
     const auto& edges = PaperBucketsFor(family).edges_mib;
     const Bytes lower = MiB(static_cast<int64_t>(edges[cls]));
     // The MLP family's top bucket has no upper edge: its lower edge is all it says.
     const bool open = !std::isfinite(edges[cls + 1]);
     const Bytes upper = open ? lower : MiB(static_cast<int64_t>(edges[cls + 1]));
-    std::string detail = fmt::format(
-        "{} classifier (published features and data), bucket {} to {} MiB", PaperFamilyName(family),
-        edges[cls], open ? std::string("more") : fmt::format("{}", edges[cls + 1]));
+    const std::string what =
+        e->source.empty()
+            ? fmt::format("{} classifier retrained on the published features and data",
+                          PaperFamilyName(family))
+            : fmt::format("GPUMemNet's published {} estimator {} (inputs as its {})",
+                          PaperFamilyName(family), e->name, PaperRecipeName(family, e->recipe));
+    std::string detail =
+        fmt::format("{}, bucket {} to {} MiB", what, edges[cls],
+                    open ? std::string("more") : fmt::format("{}", edges[cls + 1]));
     if (cls + 1 == e->classes) {
       detail += family == PaperFamily::kMlp
                     ? " (the top bucket: may be more)"
@@ -376,12 +424,13 @@ class GpuMemNetPaperEstimator final : public MemoryEstimator {
 
  private:
   std::shared_ptr<const GpuMemNetPaperModel> model_;
+  std::string name_;  // empty: the family's first
 };
 
 class TraceEstimator final : public MemoryEstimator {
  public:
-  TraceEstimator(GpuCalibration calibration, bool expandable)
-      : calibration_(std::move(calibration)), expandable_(expandable) {}
+  TraceEstimator(GpuCalibration calibration, bool expandable, std::string caveat)
+      : calibration_(std::move(calibration)), expandable_(expandable), caveat_(std::move(caveat)) {}
   std::string_view name() const override { return "trace"; }
 
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
@@ -429,19 +478,14 @@ class TraceEstimator final : public MemoryEstimator {
                                                                (k.max - k.median) * operands));
       return {static_cast<int64_t>(k.median * operands)};
     };
-    // Chosen once per call: the fragmentation probe replays the trace again.
-    std::unordered_map<const ConvCall*, std::vector<int64_t>> chosen;
-    auto workspaces = [&](const ConvCall& conv) {
-      auto [it, fresh] = chosen.try_emplace(&conv);
-      if (fresh) it->second = choose(conv);
-      return it->second;
-    };
-    ReplayOptions replay{permanent, workspaces, expandable_, {}};
-    auto stats = Replay(**trace, replay);
-    if (!stats.ok()) return stats.status();
-    auto risk = FragmentationRisk(**trace, replay, stats->peak_reserved);
-    if (!risk.ok()) return risk.status();
-    const Bytes peak(stats->peak_reserved + cal.context_bytes);
+    ReplayOptions replay{permanent, {}, expandable_};
+    replay.workspaces.reserve((*trace)->convs.size());
+    for (const ConvCall& conv : (*trace)->convs) replay.workspaces.push_back(choose(conv));
+    auto probed = ReplayWithFragmentationProbe(**trace, replay);
+    if (!probed.ok()) return probed.status();
+    const AllocatorStats& stats = probed->stats;
+    const int64_t risk = probed->fragmentation_risk;
+    const Bytes peak(stats.peak_reserved + cal.context_bytes);
     // Saturating: a profile's convolutions can name any size, and the bound must not wrap around.
     auto plus = [](Bytes a, int64_t b) {
       return Bytes(a.count() > std::numeric_limits<int64_t>::max() - b
@@ -449,23 +493,25 @@ class TraceEstimator final : public MemoryEstimator {
                        : a.count() + b);
     };
     const Bytes upper =
-        plus(plus(plus(peak, *risk).Scaled(1 + cal.margin_ratio), cal.margin_bytes), uncertainty);
-    return MemoryEstimate{
+        plus(plus(plus(peak, risk).Scaled(1 + cal.margin_ratio), cal.margin_bytes), uncertainty);
+    MemoryEstimate estimate{
         peak, peak, upper, "trace",
         fmt::format("{} events replayed: peak reserved {} (allocated {}), context {} ({}){}{}{}",
-                    (*trace)->events.size(), FormatBytes(Bytes(stats->peak_reserved)),
-                    FormatBytes(Bytes(stats->peak_allocated)),
-                    FormatBytes(Bytes(cal.context_bytes)), cal.gpu,
+                    (*trace)->events.size(), FormatBytes(Bytes(stats.peak_reserved)),
+                    FormatBytes(Bytes(stats.peak_allocated)), FormatBytes(Bytes(cal.context_bytes)),
+                    cal.gpu,
                     (*trace)->convs.empty()
                         ? ""
                         : fmt::format("; cuDNN workspaces of {} convolution calls, {} as "
                                       "measured on this GPU{}, up to {} more in the upper bound",
                                       calls, measured_calls, benchmark ? " (cudnn.benchmark)" : "",
                                       FormatBytes(Bytes(uncertainty))),
-                    *risk > 0 ? fmt::format("; fragmentation could add {} (in the upper bound)",
-                                            FormatBytes(Bytes(*risk)))
-                              : "",
+                    risk > 0 ? fmt::format("; fragmentation could add {} (in the upper bound)",
+                                           FormatBytes(Bytes(risk)))
+                             : "",
                     UnknownLayersNote(s))};
+    estimate.caveat = caveat_;
+    return estimate;
   }
 
  private:
@@ -550,6 +596,7 @@ class TraceEstimator final : public MemoryEstimator {
 
   GpuCalibration calibration_;
   bool expandable_;
+  std::string caveat_;
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const AllocationTrace>> cache_;
 };
@@ -558,19 +605,12 @@ class HistoryEstimator final : public MemoryEstimator {
  public:
   std::string_view name() const override { return "history"; }
   Result<MemoryEstimate> Estimate(const JobDescription& job) const override {
-    if (job.history.empty()) return Unavailable("no earlier run of this job");
-    Bytes lo = job.history[0], hi = job.history[0];
-    for (Bytes b : job.history) {
-      lo = std::min(lo, b);
-      hi = std::max(hi, b);
-    }
-    // The margin shrinks with evidence: 10% after one run, ~10%/sqrt(n) after n, never below
-    // the spread the runs showed.
-    const double n = static_cast<double>(job.history.size());
-    const Bytes margin = std::max(hi.Scaled(0.10 / std::sqrt(n)), hi - lo);
-    return MemoryEstimate{hi, lo, hi + margin, "history",
-                          fmt::format("{} earlier run(s), peaks {} to {}", job.history.size(),
-                                      FormatBytes(lo), FormatBytes(hi))};
+    // The rule colod and the simulator learn by (core/run_learning.h).
+    const std::optional<NeedFromRuns> learned = LearnNeed(job.history);
+    if (!learned) return Unavailable("no earlier run of this job");
+    return MemoryEstimate{learned->highest, learned->lowest, learned->upper, "history",
+                          fmt::format("{} earlier run(s), peaks {} to {}", learned->runs,
+                                      FormatBytes(learned->lowest), FormatBytes(learned->highest))};
   }
 };
 
@@ -584,20 +624,15 @@ std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const Gp
   return std::make_unique<GpuMemNetEstimator>(std::move(model), bucket_bytes);
 }
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
-    std::shared_ptr<const GpuMemNetPaperModel> model) {
-  return std::make_unique<GpuMemNetPaperEstimator>(std::move(model));
+    std::shared_ptr<const GpuMemNetPaperModel> model, std::string name) {
+  return std::make_unique<GpuMemNetPaperEstimator>(std::move(model), std::move(name));
 }
-std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable) {
-  return std::make_unique<TraceEstimator>(std::move(calibration), expandable);
+std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration, bool expandable,
+                                                    std::string caveat) {
+  return std::make_unique<TraceEstimator>(std::move(calibration), expandable, std::move(caveat));
 }
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator() {
   return std::make_unique<HistoryEstimator>();
-}
-
-Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks) {
-  JobDescription job;
-  job.history = std::move(peaks);
-  return HistoryEstimator().Estimate(job);
 }
 
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
@@ -613,6 +648,34 @@ const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all) {
   return nullptr;
 }
 
+std::vector<std::string> EstimateWarnings(const std::vector<NamedEstimate>& all) {
+  std::vector<std::string> warnings;
+  const NamedEstimate* best = BestEstimate(all);
+  const auto trace = std::find_if(all.begin(), all.end(),
+                                  [](const NamedEstimate& e) { return e.estimator == "trace"; });
+  if (best && trace != all.end() && !trace->estimate.ok() && best->estimator != "history") {
+    const std::string_view name =
+        std::string_view(best->estimator).substr(0, best->estimator.find(':'));
+    const std::string what =
+        name == "horus"
+            ? "Horus's formula (CARMA's; off by tens of percent on real models, often over)"
+            : fmt::format(
+                  "{}, a bucket classifier (the bucket's upper edge; off by tens "
+                  "of percent on real models)",
+                  best->estimator);
+    warnings.push_back(fmt::format(
+        "the estimate falls back to {}: the trace estimator could not answer ({}){}", what,
+        trace->estimate.status().message(),
+        trace->estimate.status().message().find("no allocation trace") != std::string::npos
+            ? "; profile the job with colo-profile for an estimate within a few percent"
+            : ""));
+  }
+  if (best && best->estimate.ok() && !best->estimate->caveat.empty()) {
+    warnings.push_back(fmt::format("the {} estimate: {}", best->estimator, best->estimate->caveat));
+  }
+  return warnings;
+}
+
 Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& options) {
   std::vector<std::string> names = options.names;
   if (names.empty()) {
@@ -625,9 +688,26 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
     if (parts[0] == "horus" && parts.size() == 1) {
       made = MakeHorusEstimator();
     } else if (parts[0] == "trace" && parts.size() == 1) {
+      // A GPU without a calibration of its own gets another's, said so: the replay is the same
+      // on every GPU, and a wrong context or cuDNN workspace is hundreds of MiB, where the
+      // estimators that need no trace are off by gigabytes.
       auto calibration = LoadCalibration(options.gpu);
+      std::string caveat;
+      if (!calibration.ok() && calibration.status().code() == StatusCode::kNotFound &&
+          !options.gpu.empty()) {
+        if (auto other = LoadCalibration(""); other.ok()) {
+          caveat = fmt::format("{}: made with the {}'s calibration instead",
+                               calibration.status().message(), other->gpu);
+          calibration = std::move(other);
+        }
+      } else if (calibration.ok() && options.gpu.empty()) {
+        caveat = fmt::format(
+            "no GPU named: made with the {}'s calibration (name the job's GPU model to use "
+            "its own)",
+            calibration->gpu);
+      }
       if (calibration.ok())
-        made = MakeTraceEstimator(*calibration);
+        made = MakeTraceEstimator(*calibration, false, std::move(caveat));
       else
         made = calibration.status();
     } else if (parts[0] == "gpumemnet" && parts.size() <= 2) {
@@ -647,9 +727,9 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
       } else {
         made = model.status();
       }
-    } else if (parts[0] == "gpumemnet-paper" && parts.size() == 1) {
+    } else if (parts[0] == "gpumemnet-paper" && parts.size() <= 2) {
       const std::string path = options.gpumemnet_paper_weights.empty()
-                                   ? FindDataFile("gpumemnet-paper.json")
+                                   ? GpuMemNetPaperWeightsPath()
                                    : options.gpumemnet_paper_weights;
       if (path.empty()) {
         made = NotFound(
@@ -657,7 +737,8 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
             "COLO_DATA_DIR");
       } else if (auto model = GpuMemNetPaperModel::Load(path); model.ok()) {
         made = MakeGpuMemNetPaperEstimator(
-            std::make_shared<const GpuMemNetPaperModel>(std::move(*model)));
+            std::make_shared<const GpuMemNetPaperModel>(std::move(*model)),
+            parts.size() == 2 ? parts[1] : "");
       } else {
         made = model.status();
       }
@@ -669,8 +750,8 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
       made = std::move(*declared);
     } else {
       return InvalidArgument(fmt::format(
-          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, "
-          "declared)",
+          "unknown estimator '{}' (use horus, gpumemnet[:BUCKET], gpumemnet-paper[:NAME], trace, "
+          "history, declared)",
           name));
     }
     out.push_back(NamedEstimator{name, std::move(made)});

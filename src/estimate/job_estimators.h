@@ -3,7 +3,8 @@
 // that is missing.
 // - horus: CARMA's formula, the baseline.
 // - gpumemnet: colo's variant of the thesis' bucket classifier (share/colo/gpumemnet.json).
-// - gpumemnet-paper: GPUMemNet's published method and data (share/colo/gpumemnet-paper.json).
+// - gpumemnet-paper: GPUMemNet's published method and data (share/colo/gpumemnet-paper.json), and
+//   its published estimators once imported (colo-gpumemnet-import).
 // - trace: colo-profile's allocation trace replayed through the caching-allocator model, plus the
 //   calibrated context, cuBLAS and cuDNN workspaces of the target GPU.
 // - history: the peaks earlier runs of the same job reached.
@@ -38,6 +39,7 @@ class ConvWorkspaceCatalogue {
     bool backward = false;
     int64_t input_per_sample = 0, output_per_sample = 0, weight_bytes = 0;
     int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
+    bool channels_last = false;  // measured with an NHWC input (ConvCall::channels_last)
     auto operator<=>(const Key&) const = default;
   };
   // The batch sizes every call was measured at (at least one, ascending).
@@ -69,6 +71,7 @@ class ConvWorkspaceCatalogue {
     bool backward = false;
     int64_t input_per_sample = 0, weight_bytes = 0, kernel_h = 0, kernel_w = 0, in_channels = 0,
             groups = 1;
+    bool channels_last = false;
     auto operator<=>(const Inputs&) const = default;
   };
   std::vector<int> batches_;
@@ -126,6 +129,11 @@ constexpr size_t ConvWorkspaceIndex(bool benchmark, bool backward, ConvCall::Sha
 // then the source tree's data/ (for a build that was not installed).
 std::string FindDataFile(const std::string& name);
 
+// The weights gpumemnet-paper reads: the user's own (${XDG_DATA_HOME:-~/.local/share}/colo/
+// gpumemnet-paper.json, where colo-gpumemnet-import writes GPUMemNet's published estimators) when
+// there is one, else the shipped file; "" when neither is found.
+std::string GpuMemNetPaperWeightsPath();
+
 // Loads every calibration in the data folder's gpu-calibration/ and picks one by GPU name
 // (case-insensitive substring); an empty name picks the first. See FromJson for `with_catalogue`.
 Result<GpuCalibration> LoadCalibration(const std::string& gpu_name, bool with_catalogue = true);
@@ -133,13 +141,14 @@ Result<GpuCalibration> LoadCalibration(const std::string& gpu_name, bool with_ca
 std::unique_ptr<MemoryEstimator> MakeHorusEstimator();
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetEstimator(std::shared_ptr<const GpuMemNetModel> model,
                                                         int64_t bucket_bytes = 0);
+// `name` picks a classifier of the weights by name ("" = the job's family's first).
 std::unique_ptr<MemoryEstimator> MakeGpuMemNetPaperEstimator(
-    std::shared_ptr<const GpuMemNetPaperModel> model);
+    std::shared_ptr<const GpuMemNetPaperModel> model, std::string name = "");
+// `caveat`: why the calibration may not be the job's GPU's (MemoryEstimate::caveat).
 std::unique_ptr<MemoryEstimator> MakeTraceEstimator(GpuCalibration calibration,
-                                                    bool expandable_segments = false);
+                                                    bool expandable_segments = false,
+                                                    std::string caveat = "");
 std::unique_ptr<MemoryEstimator> MakeHistoryEstimator();
-// The history estimator's answer for the peaks of earlier runs of a job (kUnavailable: none).
-Result<MemoryEstimate> EstimateFromHistory(std::vector<Bytes> peaks);
 
 // An answer from one estimator, or why it has none.
 struct NamedEstimate {
@@ -151,7 +160,7 @@ struct NamedEstimate {
 // Every estimator colo has, built by name. `names` chooses (empty: all, in priority order); an
 // estimator that cannot be built (no weights, no calibration for the GPU) comes with that error.
 struct EstimateOptions {
-  // horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, declared
+  // horus, gpumemnet[:BUCKET], gpumemnet-paper[:NAME], trace, history, declared
   std::vector<std::string> names;
   std::string gpu;                      // which calibration the trace estimator uses ("" = first)
   std::string gpumemnet_weights;        // "" = the shipped file
@@ -167,5 +176,10 @@ Result<std::vector<NamedEstimator>> MakeEstimators(const EstimateOptions& option
 // gpumemnet-paper, horus.
 // Declared is a limit the job runs under, never a better estimate than a measurement.
 const NamedEstimate* BestEstimate(const std::vector<NamedEstimate>& all);
+
+// What the user should hear about the estimate colo plans with: that it falls back to a bucket
+// classifier or a formula because the trace estimator could not answer (and why, and what would
+// let it), or that it was made with another GPU's calibration. Empty when nothing.
+std::vector<std::string> EstimateWarnings(const std::vector<NamedEstimate>& all);
 
 }  // namespace colo

@@ -369,6 +369,81 @@ Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::strin
   return s;
 }
 
+Result<ModelSummary> ParseModuleTree(const std::string& text, const std::string& origin, int batch,
+                                     int64_t sequence) {
+  // "      (query): Linear(in_features=768, out_features=768, bias=True), 590,592 params": a leaf
+  // module; containers open with "(name): Type(" and close with "), N params".
+  static const std::regex leaf(
+      R"(^\s*\([^)]*\): ([A-Za-z_][A-Za-z0-9_]*)\((.*)\), ([\d,]+) params\s*$)");
+  static const std::regex root(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)\(\s*$)");
+  static const std::regex total(R"(^\s*Total params:\s*([\d,]+)\s*$)");
+  static const std::regex trainable(R"(^\s*Trainable params:\s*([\d,]+)\s*$)");
+  static const std::regex width(R"(out_features=(\d+))");
+  static const std::regex embedding(R"(^\s*\d+,\s*(\d+))");
+  static const std::regex norm(R"(^\s*\(\s*(\d+),?\s*\))");
+  if (sequence <= 0 || sequence > (int64_t{1} << 24)) {
+    return InvalidArgument(fmt::format(
+        "{}: a printed module tree has no shapes: its sequence length must be known (GPUMemNet's "
+        "summaries name it in the file name, as in BERT_base_bs:32_sl:512.txt)",
+        origin));
+  }
+  ModelSummary s;
+  s.origin = origin;
+  s.format = "module tree";
+  s.batch = batch;
+  auto count = [](std::string digits) -> int64_t {
+    digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+    auto n = ParseInt(digits);
+    return n.ok() && *n >= 0 ? *n : -1;
+  };
+  std::istringstream in(text);
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::smatch m;
+    if (std::regex_match(line, m, leaf)) {
+      LayerInfo layer;
+      layer.type = m[1];
+      layer.parameters = count(m[3]);
+      if (layer.parameters < 0) {
+        return InvalidArgument(fmt::format("{}:{}: bad parameter count", origin, line_no));
+      }
+      // The widths the printed arguments give: a Linear's out_features, an Embedding's
+      // dimension, a LayerNorm's shape; per token.
+      const std::string args = m[2];
+      std::smatch w;
+      int64_t out = 0;
+      if (std::regex_search(args, w, width) ||
+          (EndsWith(layer.type, "Embedding") && std::regex_search(args, w, embedding)) ||
+          (EndsWith(layer.type, "LayerNorm") && std::regex_search(args, w, norm))) {
+        out = count(w[1]);
+      }
+      if (out > 0) layer.output_shape = {-1, sequence, out};
+      s.layers.push_back(std::move(layer));
+    } else if (std::regex_match(line, m, total) || std::regex_match(line, m, trainable)) {
+      const int64_t n = count(m[1]);
+      if (n < 0) return InvalidArgument(fmt::format("{}:{}: bad count", origin, line_no));
+      (line.find("Trainable") != std::string::npos ? s.trainable_parameters : s.parameters) = n;
+    } else if (s.model.empty() && std::regex_match(line, m, root)) {
+      s.model = m[1];
+    }
+  }
+  if (s.layers.empty()) {
+    return InvalidArgument(fmt::format(
+        "{}: not a printed module tree (no lines like '(query): Linear(in_features=768, "
+        "out_features=768, bias=True), 590,592 params')",
+        origin));
+  }
+  if (s.parameters == 0) {
+    for (const auto& layer : s.layers) s.parameters += layer.parameters;
+  }
+  if (s.trainable_parameters == 0) s.trainable_parameters = s.parameters;
+  Finish(s);
+  return s;
+}
+
 Result<ModelSummary> LoadModelSummary(const std::string& path) {
   auto read = ReadTextFile(path, "model summary");
   if (!read.ok()) return read.status();
@@ -376,6 +451,16 @@ Result<ModelSummary> LoadModelSummary(const std::string& path) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     return ParseModelSummaryJson(text, path, std::filesystem::path(path).parent_path().string());
+  }
+  // A printed module tree begins with the model's class ("BertForMaskedLM("); GPUMemNet names the
+  // batch and the sequence length in such a file's name (BERT_base_bs:32_sl:512.txt).
+  static const std::regex tree(R"(^\s*[A-Za-z_][A-Za-z0-9_]*\(\s*\n)");
+  if (std::regex_search(text.substr(0, text.find('\n') + 1), tree)) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    static const std::regex batch(R"(bs:(\d{1,7}))"), sequence(R"(sl:(\d{1,7}))");
+    std::smatch b, q;
+    return ParseModuleTree(text, path, std::regex_search(name, b, batch) ? std::stoi(b[1]) : 0,
+                           std::regex_search(name, q, sequence) ? std::stoll(q[1]) : 0);
   }
   return ParseTorchSummary(text, path);
 }

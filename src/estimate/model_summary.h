@@ -51,7 +51,7 @@ struct TraceRef {
 
 struct ModelSummary {
   std::string origin;  // the file it came from, for messages
-  std::string format;  // "colo-model-summary v1" or "torchsummary"
+  std::string format;  // "colo-model-summary v1", "torchsummary" or "module tree"
   std::string model;
   // The batch the summary was made for (0: unknown); in a torchsummary file, the batch its
   // shapes print instead of -1.
@@ -82,7 +82,14 @@ struct ModelSummary {
 Result<ModelSummary> ParseModelSummaryJson(const std::string& text, const std::string& origin,
                                            const std::string& base_dir);
 Result<ModelSummary> ParseTorchSummary(const std::string& text, const std::string& origin);
-// Reads a file and picks the parser by its content.
+// A model printed as PyTorch prints a module, each line annotated with its parameters
+// ("(query): Linear(in_features=768, out_features=768, bias=True), 590,592 params": GPUMemNet's
+// Transformer summaries). It prints no shapes: each layer's output is `sequence` tokens of the
+// width its arguments give; `batch` is the summary's batch (0: unknown).
+Result<ModelSummary> ParseModuleTree(const std::string& text, const std::string& origin, int batch,
+                                     int64_t sequence);
+// Reads a file and picks the parser by its content (a module tree takes its batch and sequence
+// length from "bs:N" and "sl:N" in the file's name, as GPUMemNet's do).
 Result<ModelSummary> LoadModelSummary(const std::string& path);
 
 // GPUMemNet's input features (thesis 5.4.4): depth, counts of linear/conv/batch-norm/dropout

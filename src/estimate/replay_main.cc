@@ -68,14 +68,14 @@ int main(int argc, char** argv) {
     joined.allocations = shift + trace->allocations;
     *trace = std::move(joined);
   }
-  std::function<std::vector<int64_t>(const colo::ConvCall&)> workspaces;
+  colo::ReplayOptions options{permanent_blocks, {}, expandable};
   if (ratio > 0) {
-    workspaces = [ratio](const colo::ConvCall& conv) {
-      return std::vector<int64_t>{
-          static_cast<int64_t>(ratio * static_cast<double>(conv.largest()))};
-    };
+    for (const auto& conv : trace->convs) {
+      options.workspaces.push_back(
+          {static_cast<int64_t>(ratio * static_cast<double>(conv.largest()))});
+    }
   }
-  auto stats = colo::Replay(*trace, {permanent_blocks, workspaces, expandable, {}});
+  auto stats = colo::Replay(*trace, options);
   if (!stats.ok()) {
     std::cerr << "colo-replay: " << stats.status().message() << "\n";
     return 1;

@@ -130,8 +130,10 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
     Placed placed;
     placed.gpus = chosen;
     placed.mode = ModeFor(view.gpus[chosen.front()], request, gates_);
-    placed.thread_percent =
-        placed.mode == SharingMode::kMps ? ThreadPercentFor(request.expected_smact) : 100;
+    // The user's thread share stands; otherwise one that fits the job's SM activity.
+    placed.thread_percent = placed.mode != SharingMode::kMps ? 100
+                            : request.threads > 0            ? request.threads
+                                                  : ThreadPercentFor(request.expected_smact);
     return placed;
   }
   Wait wait;

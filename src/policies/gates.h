@@ -38,6 +38,7 @@ struct GateConfig {
   bool idle_only = false;
   // CARMA's exclusive-first: use idle GPUs alone while there are enough of them.
   bool exclusive_first = false;
+  bool operator==(const GateConfig&) const = default;
 };
 
 // The memory gate's two sides: the GPU's memory free for placement less what the policy holds

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/check.h"
 #include "common/strings.h"
 
 namespace colo {
@@ -38,6 +39,16 @@ const std::vector<Entry>& Entries() {
        false},
   };
   return entries;
+}
+
+const Entry* FindEntry(const std::string& name) {
+  for (const auto& e : Entries()) {
+    if (e.info.name == name) return &e;
+    for (const auto& alias : e.info.aliases) {
+      if (alias == name) return &e;
+    }
+  }
+  return nullptr;
 }
 
 Result<bool> ParseSwitch(const std::string& key, const std::string& value) {
@@ -227,54 +238,220 @@ std::optional<CarmaPolicy> FindCarmaPolicy(std::string_view name) {
 
 bool IsPolicyName(std::string_view name) {
   const std::string key = Lower(Trim(name));
-  for (const auto& e : Entries()) {
-    if (e.info.name == key) return true;
-    for (const auto& alias : e.info.aliases)
-      if (alias == key) return true;
-  }
-  return FindCarmaPolicy(name).has_value();
+  return key == "shards" || FindEntry(key) || FindCarmaPolicy(name).has_value();
 }
 
-Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& spec_text,
-                                                const GateConfig& defaults) {
-  std::string spec = spec_text;
-  {
-    const auto colon = spec.find(':');
-    if (auto carma = FindCarmaPolicy(spec.substr(0, colon))) {
-      spec = carma->spec + (colon == std::string::npos ? "" : "," + spec.substr(colon + 1));
+namespace {
+
+Result<bool> ParseOnOff(const std::string& key, const std::string& value) {
+  if (value == "on") return true;
+  if (value == "off") return false;
+  return InvalidArgument(fmt::format("{} takes on or off, not '{}'", key, value));
+}
+
+// The settings a spec may make besides the gates: true when `key` was one of them.
+Result<bool> ApplyPlanSetting(const std::string& key, const std::string& value, PolicySpec& spec) {
+  if (key == "est") {
+    if (value.empty()) return InvalidArgument("est takes an estimator (est=oracle, est=none, ...)");
+    spec.estimator = value;
+  } else if (key == "share") {
+    if (value == "mps")
+      spec.sharing = SharingMode::kMps;
+    else if (value == "plain" || value == "streams")
+      spec.sharing = SharingMode::kPlain;
+    else
+      return InvalidArgument(fmt::format("share takes mps or plain, not '{}'", value));
+  } else if (key == "learn") {
+    auto on = ParseOnOff(key, value);
+    if (!on.ok()) return on.status();
+    spec.learn = *on;
+  } else if (key == "recovery") {
+    auto mode = ParseRecoveryMode(value);
+    if (!mode.ok()) return mode.status();
+    spec.recovery = *mode;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The spec's settings after its name, in order; `shards` takes n= where a policy takes gates.
+Status ApplySettings(std::string_view settings, const std::string& text, PolicySpec& spec) {
+  for (const std::string& raw : Split(std::string(settings), ',')) {
+    const std::string setting(Trim(raw));
+    if (setting.empty()) continue;
+    const auto eq = setting.find('=');
+    if (eq == std::string::npos) {
+      return InvalidArgument(
+          fmt::format("policy setting '{}' in '{}' is not key=value", setting, text));
     }
-  }
-  const auto colon = spec.find(':');
-  const std::string name = Lower(Trim(spec.substr(0, colon)));
-  const Entry* found = nullptr;
-  for (const auto& e : Entries()) {
-    if (e.info.name == name) found = &e;
-    for (const auto& alias : e.info.aliases) {
-      if (alias == name) found = &e;
+    const std::string key(Trim(setting.substr(0, eq)));
+    const std::string value(Trim(setting.substr(eq + 1)));
+    auto plan = ApplyPlanSetting(key, value, spec);
+    if (!plan.ok()) {
+      return Status(plan.status().code(), setting + ": " + plan.status().message());
     }
-  }
-  if (!found) {
-    std::string names;
-    for (const auto& e : Entries()) names += (names.empty() ? "" : ", ") + e.info.name;
-    return InvalidArgument(fmt::format(
-        "unknown policy '{}' (known: {}; and CARMA's oracle-FF|BF|MAGM|LUG|RR, OR-RR|MAGM|LUG, "
-        "EST-MAGM|LUG[-Horus|-FakeTensor|-GPUMemNet], OFF, OBF, OWF, OLUG)",
-        Trim(spec.substr(0, colon)), names));
-  }
-  GateConfig gates = defaults;
-  gates.idle_only = found->idle_only;
-  if (colon != std::string::npos) {
-    for (const std::string& setting : Split(spec.substr(colon + 1), ',')) {
-      const auto eq = setting.find('=');
-      if (eq == std::string::npos) {
+    if (*plan) continue;
+    if (spec.name == "shards") {
+      if (key != "n") {
         return InvalidArgument(
-            fmt::format("policy setting '{}' in '{}' is not key=value", setting, spec));
+            fmt::format("unknown shards setting '{}' in '{}' (use n=SHARDS_PER_GPU)", key, text));
       }
-      COLO_RETURN_IF_ERROR(ApplySetting(std::string(Trim(setting.substr(0, eq))),
-                                        std::string(Trim(setting.substr(eq + 1))), gates));
+      auto number = ParseInt(value);
+      if (!number.ok() || *number < 1 || *number > 64) {
+        return InvalidArgument(
+            fmt::format("shards: n takes a whole number in [1, 64], not '{}'", value));
+      }
+      spec.shards = static_cast<int>(*number);
+      continue;
+    }
+    if (Status applied = ApplySetting(key, value, spec.gates); !applied.ok()) {
+      return Status(applied.code(), setting + ": " + applied.message());
     }
   }
-  return std::make_unique<GatedPolicy>(spec_text, found->chooser, gates);
+  return Status::Ok();
+}
+
+std::string_view ToString(UtilizationStat stat) {
+  switch (stat) {
+    case UtilizationStat::kLast:
+      return "last";
+    case UtilizationStat::kMean:
+      return "mean";
+    case UtilizationStat::kRisk:
+      break;
+  }
+  return "risk";
+}
+
+}  // namespace
+
+Result<PolicySpec> ParsePolicySpec(std::string_view text, const GateConfig& defaults) {
+  PolicySpec spec;
+  spec.text = std::string(Trim(text));
+  if (spec.text.empty()) return InvalidArgument("empty policy spec");
+  const auto colon = spec.text.find(':');
+  const std::string written(Trim(spec.text.substr(0, colon)));
+  const std::string settings = colon == std::string::npos ? "" : spec.text.substr(colon + 1);
+  spec.gates = defaults;
+  // A CARMA name carries its policy, its gates, its estimator and CARMA's recovery (alone on an
+  // idle GPU); the spec's own settings still override each.
+  std::string carma_settings;
+  std::string name = Lower(written);
+  if (auto carma = FindCarmaPolicy(written)) {
+    const auto carma_colon = carma->spec.find(':');
+    name = carma->spec.substr(0, carma_colon);
+    carma_settings = carma_colon == std::string::npos ? "" : carma->spec.substr(carma_colon + 1);
+    spec.estimator = carma->estimator;
+    spec.recovery = RecoveryMode::kThesis;
+  }
+  if (name == "shards") {
+    spec.name = name;
+    spec.shards = 4;
+    spec.gates = GateConfig{};  // it has none: jobs share a GPU by count
+  } else {
+    const Entry* found = FindEntry(name);
+    if (!found) {
+      std::string names;
+      for (const auto& e : Entries()) names += (names.empty() ? "" : ", ") + e.info.name;
+      return InvalidArgument(fmt::format(
+          "unknown policy '{}' (known: {}; and CARMA's oracle-FF|BF|MAGM|LUG|RR, OR-RR|MAGM|LUG, "
+          "EST-MAGM|LUG[-Horus|-FakeTensor|-GPUMemNet], OFF, OBF, OWF, OLUG; colo sim also has "
+          "shards[:n=N])",
+          written, names));
+    }
+    spec.name = found->info.name;
+    spec.chooser = found->chooser;
+    spec.gates.idle_only = found->idle_only;
+  }
+  COLO_RETURN_IF_ERROR(ApplySettings(carma_settings, spec.text, spec));
+  COLO_RETURN_IF_ERROR(ApplySettings(settings, spec.text, spec));
+  return spec;
+}
+
+std::unique_ptr<GatedPolicy> MakePolicy(const PolicySpec& spec) {
+  COLO_CHECK(spec.shards == 0);  // the shards baseline is colo sim's to build
+  return std::make_unique<GatedPolicy>(spec.text, spec.chooser, spec.gates);
+}
+
+Result<std::unique_ptr<GatedPolicy>> MakePolicy(const std::string& text,
+                                                const GateConfig& defaults) {
+  auto spec = ParsePolicySpec(text, defaults);
+  if (!spec.ok()) return spec.status();
+  if (spec->shards > 0)
+    return InvalidArgument(fmt::format("'{}' is colo sim's Slurm-shards baseline", spec->text));
+  return MakePolicy(*spec);
+}
+
+std::string SpecText(const PolicySpec& spec) {
+  std::vector<std::string> settings;
+  const auto on = [](bool flag) { return flag ? "on" : "off"; };
+  if (spec.shards > 0) {
+    settings.push_back(fmt::format("n={}", spec.shards));
+  } else {
+    const GateConfig& g = spec.gates;
+    // Each value as its key reads it back: sizes in bytes, fractions as written.
+    // (margin= and smact= turn their gates on: the switches come after them.)
+    settings = {fmt::format("margin={}B", g.memory_margin.count()),
+                fmt::format("reserve={}B", g.free_reserve.count()),
+                fmt::format("smact={}", g.smact_max),
+                fmt::format("memory={}", on(g.memory)),
+                fmt::format("utilization={}", on(g.utilization)),
+                fmt::format("stat={}", ToString(g.stat)),
+                fmt::format("compound={}", on(g.compound)),
+                fmt::format("quantiles={}",
+                            g.quantiles == QuantileMethod::kLinear ? "linear" : "nearest-rank"),
+                fmt::format("grace={}", on(g.launch_grace)),
+                fmt::format("grace-from-process={}", on(g.grace_from_process)),
+                fmt::format("same-user={}", on(g.same_user_mps)),
+                fmt::format("exclusive-first={}", on(g.exclusive_first))};
+  }
+  if (spec.estimator) settings.push_back("est=" + *spec.estimator);
+  if (spec.sharing)
+    settings.push_back(
+        fmt::format("share={}", *spec.sharing == SharingMode::kPlain ? "plain" : "mps"));
+  if (spec.recovery) settings.push_back(fmt::format("recovery={}", ToString(*spec.recovery)));
+  if (spec.learn) settings.push_back(fmt::format("learn={}", on(*spec.learn)));
+  return spec.name + ":" + Join(settings, ",");
+}
+
+std::string Describe(const PolicySpec& spec) {
+  std::string out;
+  if (spec.shards > 0) {
+    out = fmt::format("shards: {} per GPU, no memory known", spec.shards);
+  } else {
+    const GateConfig& g = spec.gates;
+    const std::string_view quantiles =
+        g.quantiles == QuantileMethod::kLinear ? "linear" : "nearest-rank";
+    std::vector<std::string> gates;
+    if (g.idle_only) gates.push_back("idle GPUs only");
+    if (g.memory) {
+      gates.push_back(fmt::format("memory (margin {}{})", FormatBytes(g.memory_margin),
+                                  g.free_reserve > Bytes(0)
+                                      ? fmt::format(", {} held back", FormatBytes(g.free_reserve))
+                                      : ""));
+    }
+    if (g.utilization && g.compound) {
+      gates.push_back(fmt::format(
+          "utilization (smact >= {:.2f} and (smocc >= {:.2f} or drama >= {:.2f}) refused, {} of "
+          "the window, {} quantiles)",
+          g.smact_max, g.smocc_max, g.drama_max, ToString(g.stat), quantiles));
+    } else if (g.utilization) {
+      gates.push_back(fmt::format("utilization (smact <= {:.2f}, {} of the window, {} quantiles)",
+                                  g.smact_max, ToString(g.stat), quantiles));
+    }
+    if (g.launch_grace)
+      gates.push_back(g.grace_from_process ? "launch grace from the job's process"
+                                           : "launch grace");
+    if (g.same_user_mps) gates.push_back("one MPS user per GPU");
+    if (g.exclusive_first) gates.push_back("exclusive first");
+    out = fmt::format("{}: gates {}", spec.name, gates.empty() ? "none" : Join(gates, ", "));
+  }
+  if (spec.estimator) out += fmt::format("; estimator {}", *spec.estimator);
+  if (spec.sharing) out += fmt::format("; sharing {}", ToString(*spec.sharing));
+  if (spec.recovery) out += fmt::format("; recovery {}", ToString(*spec.recovery));
+  if (spec.learn) out += fmt::format("; learn {}", *spec.learn ? "on" : "off");
+  return out;
 }
 
 }  // namespace colo

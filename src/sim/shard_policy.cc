@@ -68,34 +68,4 @@ PlacementDecision ShardPolicy::Place(const ClusterView& view,
   return wait;
 }
 
-bool IsShardSpec(const std::string& spec) {
-  const std::string name(Trim(spec.substr(0, spec.find(':'))));
-  return name == "shards";
-}
-
-Result<int> ParseShardSpec(const std::string& spec) {
-  int shards = 4;
-  const auto colon = spec.find(':');
-  if (colon != std::string::npos) {
-    for (const std::string& raw : Split(spec.substr(colon + 1), ',')) {
-      const std::string setting(Trim(raw));
-      if (setting.empty()) continue;
-      const auto eq = setting.find('=');
-      const std::string key(Trim(setting.substr(0, eq)));
-      const std::string value = eq == std::string::npos ? "" : setting.substr(eq + 1);
-      if (key != "n") {
-        return InvalidArgument(
-            fmt::format("unknown shards setting '{}' in '{}' (use n=SHARDS_PER_GPU)", key, spec));
-      }
-      auto number = ParseInt(std::string(Trim(value)));
-      if (!number.ok() || *number < 1 || *number > 64) {
-        return InvalidArgument(
-            fmt::format("shards: n takes a whole number in [1, 64], not '{}'", value));
-      }
-      shards = static_cast<int>(*number);
-    }
-  }
-  return shards;
-}
-
 }  // namespace colo

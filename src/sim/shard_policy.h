@@ -27,9 +27,4 @@ class ShardPolicy final : public PlacementPolicy {
   std::string name_;
 };
 
-// True for "shards" and "shards:n=N".
-bool IsShardSpec(const std::string& spec);
-// "shards" (4 per GPU) or "shards:n=N" with N in [1, 64].
-Result<int> ParseShardSpec(const std::string& spec);
-
 }  // namespace colo

@@ -7,24 +7,27 @@
 
 #include "core/scheduler.h"
 #include "policies/gates.h"
+#include "policies/registry.h"
 #include "sim/interference.h"
 #include "sim/trace.h"
 #include "sim/workloads.h"
 
 namespace colo {
 
-// One configuration to simulate. Parsed from "POLICY[:k=v,...]" where, beside the policy's own
-// settings, est=ESTIMATOR, share=mps|plain and recovery=adaptive|thesis are understood.
+// One configuration to simulate: a policy spec (policies/registry.h), read as colod reads it,
+// with what the simulator does where the spec says nothing.
 struct RunSpec {
   std::string label;
-  std::string policy;  // what MakePolicy receives
+  PolicySpec policy;
   std::string estimator = "oracle";
   SharingMode sharing = SharingMode::kMps;
   RecoveryMode recovery = RecoveryMode::kAdaptive;
-  // As colod does: when a job succeeds, the queued jobs of the same model on its server plan with
-  // the peaks its runs reached (the history estimator), instead of their submitted estimate.
+  // As colod does: when a job's run ends, the queued jobs of the same model on its server plan
+  // with what its runs measured (core/run_learning.h), instead of their submitted estimate.
   bool learn = false;
 };
+// `defaults`: the estimator, sharing, recovery and learning where the spec names none, and the
+// gates (defaults.policy.gates) its policy starts from.
 Result<RunSpec> ParseRunSpec(const std::string& text, const RunSpec& defaults);
 
 // est=rad:oracle|rad:horus|rad:faketensor|rad:gpumemnet: the task-file line (of a carma: trace)
@@ -73,7 +76,6 @@ struct SimOptions {
   // cluster's accounting of free memory agrees with the servers' schedulers.
   bool check_dispatch = false;
   SchedulerConfig scheduler;
-  GateConfig gates;
   InterferenceModel interference;
   PowerModel power;
   uint64_t seed = 1;

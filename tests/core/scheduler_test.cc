@@ -212,11 +212,14 @@ TEST_F(SchedulerTest, ARetryAfterACrashBelowItsLimitRunsUnderItsNeed) {
 // queue's head, and every job behind it, forever.
 TEST_F(SchedulerTest, ANeedRaisedPastTheLargestGpuStaysPlaceableAfterACrash) {
   Build("worst-fit", {}, 1);
-  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10))).ok());
+  JobSpec plain = Job(1, GiB(10));
+  plain.sharing = SharingPreference::kPlain;
+  ASSERT_TRUE(scheduler_->Submit(plain).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  scheduler_->OnJobMemory(1, 0, GiB(37));
-  ASSERT_TRUE(
-      scheduler_->RaiseRunningNeed(1, {GiB(37).Scaled(1.1), MemorySource::kLearned, 0.0}).ok());
+  const auto raised = scheduler_->OnJobMemory(1, 0, GiB(37));
+  ASSERT_TRUE(raised.has_value()) << "a plain sharer above its plan";
+  EXPECT_TRUE(raised->first);
+  EXPECT_EQ(raised->plan, GiB(10));
   EXPECT_EQ(scheduler_->job(1)->need.Upper(), GiB(40)) << "at most the largest GPU";
   EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
             ExitAction::kRequeuedForRecovery);
@@ -426,6 +429,62 @@ TEST_F(SchedulerTest, OtherPoliciesCountTheGraceFromThePlacement) {
     clock_.Advance(Seconds(1));  // no process seen, and none needed
     EXPECT_EQ(scheduler_->Schedule().size(), 1u) << spec;
   }
+}
+
+}  // namespace
+}  // namespace colo
+
+namespace colo {
+namespace {
+
+// The rules the scheduler keeps for colod and the simulator alike.
+TEST_F(SchedulerTest, OnlyAPlainSharerAboveItsPlanHasItsNeedRaisedOncePerAttempt) {
+  Build("worst-fit", {}, 2);
+  JobSpec plain = Job(1, GiB(10));
+  plain.sharing = SharingPreference::kPlain;
+  JobSpec mps = Job(2, GiB(10));
+  mps.sharing = SharingPreference::kMps;
+  ASSERT_TRUE(scheduler_->Submit(plain).ok());
+  ASSERT_TRUE(scheduler_->Submit(mps).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 2u);
+  const GpuIndex gpu1 = scheduler_->job(1)->gpus[0], gpu2 = scheduler_->job(2)->gpus[0];
+  EXPECT_FALSE(scheduler_->OnJobMemory(1, gpu1, GiB(9))) << "within its plan";
+  EXPECT_FALSE(scheduler_->OnJobMemory(2, gpu2, GiB(15))) << "MPS holds it to its limit";
+  const auto first = scheduler_->OnJobMemory(1, gpu1, GiB(12));
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->first);
+  EXPECT_EQ(first->need.Upper(), GiB(12).Scaled(1 + kOverPlanMargin));
+  EXPECT_EQ(scheduler_->job(1)->need.Upper(), first->need.Upper());
+  EXPECT_FALSE(scheduler_->OnJobMemory(1, gpu1, GiB(13))) << "within the raised need";
+  const auto again = scheduler_->OnJobMemory(1, gpu1, GiB(14));
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->first) << "said once per attempt; the need follows its use";
+  // A job placed under MPS that runs without it is held to its plan as any plain sharer.
+  scheduler_->SharesPlainly(2);
+  EXPECT_TRUE(scheduler_->OnJobMemory(2, gpu2, GiB(16)));
+}
+
+TEST_F(SchedulerTest, TheUsersThreadShareStandsUnderMps) {
+  Build("worst-fit", {}, 1);
+  JobSpec spec = Job(1, GiB(4));
+  spec.sharing = SharingPreference::kMps;
+  spec.expected_smact = 0.2;  // the policy would give it 40%
+  spec.threads = 70;
+  ASSERT_TRUE(scheduler_->Submit(spec).ok());
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].mode, SharingMode::kMps);
+  EXPECT_EQ(launches[0].thread_percent, 70);
+}
+
+TEST_F(SchedulerTest, WhatAnIdleGpuAlreadyUsesCountsWhenAJobIsJudgedPlaceable) {
+  Build("worst-fit:margin=2GiB", {}, 1);
+  EXPECT_TRUE(scheduler_->CheckPlaceable(Job(1, GiB(37))).ok());
+  const Status refused = scheduler_->CheckPlaceable(Job(1, GiB(37)), GiB(2));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), StatusCode::kInfeasible);
+  EXPECT_NE(refused.message().find("an idle GPU has 38.0 GiB free"), std::string::npos)
+      << refused.message();
 }
 
 }  // namespace

@@ -33,7 +33,11 @@ port = 9500
   EXPECT_EQ(c->default_mode, SharingMode::kPlain);
   EXPECT_EQ(c->per_gpu.at("GPU-abc"), SharingMode::kExclusive);
   EXPECT_EQ(c->per_gpu.at("1"), SharingMode::kMps);
-  EXPECT_EQ(c->PolicySpec(), "least-utilized:margin=4GiB,smact=0.7");
+  const auto policy = c->Policy();
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  EXPECT_EQ(policy->name, "least-utilized");
+  EXPECT_EQ(policy->gates.memory_margin, GiB(4));
+  EXPECT_DOUBLE_EQ(policy->gates.smact_max, 0.7);
   EXPECT_TRUE(c->metrics_enabled);
   EXPECT_EQ(c->metrics_port, 9500);
   EXPECT_EQ(c->scheduler.launch_grace, Seconds(30));  // untouched default

@@ -58,7 +58,7 @@ Job FullJob() {
   job.attempts = {first, second};
   job.context.source = "script job.sh";
   job.context.umask = 027;
-  job.threads = 40;
+  job.spec.threads = 40;
   api::JobEstimate estimate;
   estimate.estimator = "trace";
   estimate.peak = GiB(10);
@@ -124,7 +124,7 @@ TEST(JobCodec, EveryFieldSurvivesARoundTrip) {
   EXPECT_EQ(back.context.source, job.context.source);
   EXPECT_EQ(back.context.umask, 027);
   EXPECT_EQ(back.context, job.context);
-  EXPECT_EQ(back.threads, 40);
+  EXPECT_EQ(back.spec.threads, 40);
   ASSERT_TRUE(back.estimate.has_value());
   EXPECT_EQ(back.estimate->estimator, "trace");
   EXPECT_EQ(back.estimate->peak, GiB(10));

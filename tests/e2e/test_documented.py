@@ -196,7 +196,8 @@ class CheckConfig(DocumentedTest):
                               "--state-dir", state)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("config ok", r.stdout)
-        self.assertIn("worst-fit:margin=2GiB,smact=0.8", r.stdout)
+        self.assertIn("# placement policy: worst-fit: gates memory (margin 2.0 GiB), utilization "
+                      "(smact <= 0.80", r.stdout)
         self.assertIn(f'state_dir = "{state}"', r.stdout)
         self.assertIn("max_clients = 256\nmax_clients_per_user = 32\n", r.stdout)
         self.assertFalse(os.path.exists(state), "--check-config created the state directory")
@@ -207,7 +208,7 @@ class CheckConfig(DocumentedTest):
                           '[scheduler]\npolicy = "best-fit"\n[limits]\nmax_clients_per_user = 3\n')
         r = self.check_config(path)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("best-fit:margin=2GiB", r.stdout)
+        self.assertIn("# placement policy: best-fit: gates memory (margin 2.0 GiB)", r.stdout)
         self.assertIn("max_clients_per_user = 3\n", r.stdout)
 
     def test_errors_exit_2_naming_the_key(self):

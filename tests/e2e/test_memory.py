@@ -6,6 +6,7 @@ out-of-memory crash with PyTorch's figures that recovers in one step; and a job'
 activity, predicted from its profile and then learned from a run alone on a GPU.
 """
 
+import json
 import os
 import re
 import shutil
@@ -139,6 +140,41 @@ class MemoryTest(harness.E2ETest):
         self.assertTrue(self.events(detail, "smact"), detail["events"])
         self.assertRegex(self.colo_ok("show", second).stdout,
                          r"Smact=0\.35 \(learned from earlier runs alone on a GPU\)")
+
+    def test_submit_and_estimate_say_which_estimate_they_plan_with_and_why(self):
+        """`colo submit --estimate-from` and `colo estimate` warn when the estimate is not the trace
+        replay with the job's own GPU's calibration: another GPU's calibration (none named, or the
+        named one not calibrated), or a fallback to GPUMemNet when the trace cannot answer, with
+        the reason and what would let it; nothing with the GPU's own calibration."""
+        src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")
+        shutil.copy(src + ".json", os.path.join(self.work, "model.json"))
+        shutil.copy(src + ".b32.trace", os.path.join(self.work, "tv-resnet18-b32-adam.b32.trace"))
+        own = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "H100", "--", "true")
+        self.assertNotIn("warning", own.stderr)
+        self.assertRegex(own.stderr, r"colo: trace estimates [\d.]+ GiB")
+        unnamed = self.colo_ok("submit", "--estimate-from", "model.json", "--", "true")
+        self.assertIn("colo: warning: the trace estimate: no GPU named: made with the NVIDIA H100 80GB "
+                      "HBM3's calibration", unnamed.stderr)
+        other = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "A100", "--", "true")
+        self.assertIn("colo: warning: the trace estimate: no calibration for GPU 'A100'", other.stderr)
+        self.assertIn("run colo-calibrate on it: made with the NVIDIA H100 80GB HBM3's calibration instead",
+                      other.stderr)
+        job = int(other.stdout.split()[-1])
+        self.assertEqual(self.assert_succeeded(job)["estimate"]["estimator"], "trace")
+        fallback = self.colo_ok("submit", "--estimate-from", "model.json", "--gpu-model", "H100",
+                                "--batch", "48", "--", "true")
+        self.assertIn("colo: warning: the estimate falls back to gpumemnet", fallback.stderr)
+        self.assertIn("no trace for batch 48 (recorded: 32); profile with --batch 48", fallback.stderr)
+        # The same from `colo estimate`, in its JSON too; without a trace at all it says to profile.
+        estimate = self.colo_ok("estimate", "model.json", "--gpu", "A100", "--json")
+        self.assertIn("colo estimate: warning: the trace estimate: no calibration for GPU 'A100'", estimate.stderr)
+        self.assertEqual(len(json.loads(estimate.stdout)["warnings"]), 1)
+        self.assertEqual(json.loads(self.colo_ok("estimate", "model.json", "--gpu", "H200", "--json").stdout)
+                         ["warnings"], [])
+        summary = os.path.join(harness.DATA_DIR, "estimate", "resnet18.torchsummary.txt")
+        plain = self.colo_ok("estimate", summary, "--batch", "32")
+        self.assertIn("the trace estimator could not answer (the summary has no allocation trace", plain.stderr)
+        self.assertIn("profile the job with colo-profile", plain.stderr)
 
     def test_a_job_above_its_plan_under_plain_sharing(self):
         """Declared at 1 GiB, it uses 3 GiB sharing plainly: an over-plan event, an OverPlan

@@ -304,9 +304,7 @@ TEST(Replay, ConvolutionWorkspacesAreAllocatedInsideTheCall) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->peak_reserved, 40 * mib);
   ReplayOptions options;
-  options.workspaces = [](const ConvCall& c) {
-    return std::vector<int64_t>{2 * c.operand_bytes()};
-  };
+  options.workspaces = {{2 * t->convs[0].operand_bytes()}};
   auto with = Replay(*t, options);
   ASSERT_TRUE(with.ok());
   // A second segment for the workspace; the later 30 MiB reuses the freed 40 MiB one.
@@ -314,11 +312,11 @@ TEST(Replay, ConvolutionWorkspacesAreAllocatedInsideTheCall) {
   EXPECT_EQ(with->largest_workspace_tensor, 20 * mib);
   // A backward's two workspaces one after the other: the second, 2 MiB larger than the first,
   // does not fit in the first's freed segment and takes one of its own, as cuDNN's do.
-  options.workspaces = [](const ConvCall&) { return std::vector<int64_t>{60 * mib, 62 * mib}; };
+  options.workspaces = {{60 * mib, 62 * mib}};
   auto two = Replay(*t, options);
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(two->peak_reserved, 162 * mib) << "40 live + 60 freed + 62";
-  options.workspaces = [](const ConvCall&) { return std::vector<int64_t>{62 * mib, 60 * mib}; };
+  options.workspaces = {{62 * mib, 60 * mib}};
   EXPECT_EQ(Replay(*t, options)->peak_reserved, 102 * mib) << "the smaller one reuses the larger";
 }
 
@@ -332,24 +330,25 @@ TEST(AllocationTrace, RecordsWhereEachStepBegins) {
   EXPECT_EQ(t->step_begins, (std::vector<size_t>{1, 2, 4})) << "other labels are no steps";
 }
 
-TEST(Replay, HeldBlocksAreAllocatedBeforeTheirEventAndKept) {
-  const int64_t mib = 1 << 20;
-  auto t = ParseAllocationTrace(
-      fmt::format("colo-alloc-trace 1\na {}\nf 0\na {}\n", 30 * mib, 30 * mib), "t");
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(Replay(*t, {})->peak_reserved, 30 * mib) << "the second reuses the first's block";
-  ReplayOptions options;
-  options.held = {2, 30 * mib, 1};  // held from the second allocation on
-  EXPECT_EQ(Replay(*t, options)->peak_reserved, 60 * mib);
-  options.held = {0, 30 * mib, 2};
-  EXPECT_EQ(Replay(*t, options)->peak_reserved, 90 * mib);
-  // Still held at the end: a later block of their size cannot reuse theirs.
-  options.held = {0, 30 * mib, 1};
-  auto later = ParseAllocationTrace(
-      fmt::format("colo-alloc-trace 1\na {}\nf 0\na 1024\nf 1\na {}\n", mib, 30 * mib), "t");
-  ASSERT_TRUE(later.ok());
-  EXPECT_EQ(Replay(*later, {})->peak_reserved, 2 * mib + 30 * mib);
-  EXPECT_EQ(Replay(*later, options)->peak_reserved, 30 * mib + 2 * mib + 30 * mib);
+TEST(CachingAllocatorModel, ACopyGoesOnFromTheSameStateIndependently) {
+  CachingAllocatorModel original;
+  const int a = original.Allocate(30 * kMiB);
+  const int b = original.Allocate(3 * kMiB);
+  original.Free(a);
+  EXPECT_TRUE(original.Fits(30 * kMiB)) << "the freed 30 MiB block is cached";
+  EXPECT_FALSE(original.Fits(31 * kMiB));
+  EXPECT_TRUE(original.Fits(4 * kMiB)) << "the rest of the 20 MiB segment";
+  EXPECT_FALSE(original.Fits(4 * kMiB, 1)) << "not on another stream";
+  CachingAllocatorModel copy(original);
+  copy.Free(b);  // the original's handle is the copy's too
+  copy.Allocate(40 * kMiB);
+  EXPECT_EQ(copy.reserved(), 90 * kMiB);
+  EXPECT_EQ(original.reserved(), 50 * kMiB);
+  EXPECT_EQ(original.stats().peak_reserved, 50 * kMiB);
+  original.Allocate(30 * kMiB);
+  EXPECT_EQ(original.reserved(), 50 * kMiB) << "reuses its own cached block";
+  EXPECT_EQ(copy.stats().segments, 3);
+  EXPECT_EQ(original.stats().segments, 2);
 }
 
 TEST(Replay, RefusesATraceBeyondAnyGpu) {
@@ -366,7 +365,7 @@ TEST(Replay, RefusesATraceBeyondAnyGpu) {
 // blocks cached as the next step asks for: one more live 24 MiB block (scratch the trace does
 // not show) makes a 24 MiB request split the cached 100 MiB block, and the 100 MiB request then
 // takes a segment of its own.
-TEST(FragmentationRisk, FindsAPeakThatHingesOnOneBlock) {
+TEST(FragmentationProbe, FindsAPeakThatHingesOnOneBlock) {
   const int64_t mib = 1 << 20;
   const std::string step0 =
       fmt::format("a {0}\na {1}\na {1}\nf 1\nf 2\nf 0\n", 100 * mib, 24 * mib);
@@ -374,35 +373,152 @@ TEST(FragmentationRisk, FindsAPeakThatHingesOnOneBlock) {
   auto fragile = ParseAllocationTrace("colo-alloc-trace 1\nm steps\n" + step0 + "m step1\n" + step1,
                                       "fragile");
   ASSERT_TRUE(fragile.ok()) << fragile.status().message();
-  auto plain = Replay(*fragile, {});
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->peak_reserved, 148 * mib);
-  auto risk = FragmentationRisk(*fragile, {}, plain->peak_reserved);
-  ASSERT_TRUE(risk.ok()) << risk.status().message();
+  auto probed = ReplayWithFragmentationProbe(*fragile, {});
+  ASSERT_TRUE(probed.ok()) << probed.status().message();
+  EXPECT_EQ(probed->stats.peak_reserved, 148 * mib);
+  EXPECT_EQ(probed->stats.peak_reserved, Replay(*fragile, {})->peak_reserved);
   // One held 24 MiB block at step 1: 24 + 24 + 100 cached, then 100 more; 248 - 24 - 148.
-  EXPECT_EQ(*risk, 76 * mib);
+  EXPECT_EQ(probed->fragmentation_risk, 76 * mib);
+  // One to three blocks at each of two steps; at the first nothing is cached yet, and blocks that
+  // fill segments of their own change nothing.
+  EXPECT_EQ(probed->probes, 3);
 
   // Without the large block nothing hinges on a held one.
   auto sturdy = ParseAllocationTrace(
       fmt::format("colo-alloc-trace 1\nm steps\na {0}\nf 0\nm step1\na {0}\n", 24 * mib), "sturdy");
   ASSERT_TRUE(sturdy.ok());
-  EXPECT_EQ(*FragmentationRisk(*sturdy, {}, Replay(*sturdy, {})->peak_reserved), 0);
+  EXPECT_EQ(ReplayWithFragmentationProbe(*sturdy, {})->fragmentation_risk, 0);
   // Repeated markers, and markers before any event or after the last one, are one start each.
   auto repeated = ParseAllocationTrace("colo-alloc-trace 1\nm steps\nm step1\nm step2\n" + step0 +
                                            "m step3\nm step3\n" + step1 + "m step4\n",
                                        "repeated");
   ASSERT_TRUE(repeated.ok());
-  EXPECT_EQ(*FragmentationRisk(*repeated, {}, 148 * mib), 76 * mib);
+  EXPECT_EQ(ReplayWithFragmentationProbe(*repeated, {})->fragmentation_risk, 76 * mib);
   // Blocks of 1-10 MiB take 20 MiB segments by themselves; that is no fragmentation.
   auto small_blocks = ParseAllocationTrace(
       fmt::format("colo-alloc-trace 1\nm steps\na {0}\nf 0\nm step1\na {0}\n", 6 * mib),
       "small blocks");
   ASSERT_TRUE(small_blocks.ok());
-  EXPECT_EQ(*FragmentationRisk(*small_blocks, {}, Replay(*small_blocks, {})->peak_reserved), 0);
+  EXPECT_EQ(ReplayWithFragmentationProbe(*small_blocks, {})->fragmentation_risk, 0);
   // Nothing of 1 MiB or more: no probe.
   auto small = ParseAllocationTrace("colo-alloc-trace 1\na 4096\nf 0\n", "small");
   ASSERT_TRUE(small.ok());
-  EXPECT_EQ(*FragmentationRisk(*small, {}, Replay(*small, {})->peak_reserved), 0);
+  EXPECT_EQ(ReplayWithFragmentationProbe(*small, {})->probes, 0);
+}
+
+TEST(FragmentationProbe, SkipsABlockThatFitsNoCachedBlockAndFillsItsSegment) {
+  // At the first step nothing is cached: 24 MiB blocks (24 MiB segments) held there stand apart
+  // and change nothing; at the second the freed 100 MiB block is cached, and they would split it.
+  const int64_t mib = 1 << 20;
+  auto t = ParseAllocationTrace(
+      fmt::format("colo-alloc-trace 1\nm steps\na {0}\na {1}\nf 0\nf 1\nm step1\na {1}\na {0}\n",
+                  100 * mib, 24 * mib),
+      "t");
+  ASSERT_TRUE(t.ok());
+  auto probed = ReplayWithFragmentationProbe(*t, {});
+  ASSERT_TRUE(probed.ok());
+  EXPECT_EQ(probed->probes, 3) << "only the second step's";
+  // With expandable segments a new block can join the end of a segment: nothing is skipped.
+  ReplayOptions expandable;
+  expandable.expandable_segments = true;
+  EXPECT_EQ(ReplayWithFragmentationProbe(*t, expandable)->probes, 6);
+}
+
+// The probe as plainly as it can be written: every probe replays the trace from its start, its
+// blocks held from where its step begins to where the next begins.
+int64_t PlainFragmentationRisk(const AllocationTrace& t, const std::vector<int64_t>& permanent,
+                               int64_t bytes, const std::vector<size_t>& starts) {
+  auto peak = [&](size_t held_at, int count, size_t end) {
+    CachingAllocatorModel m;
+    std::vector<int> handles;
+    bool made = false;
+    for (size_t i = 0; i <= end; ++i) {
+      if (!made && i >= t.steps_begin) {
+        for (int64_t p : permanent) m.Allocate(p);
+        made = true;
+      }
+      if (i == held_at) {
+        for (int k = 0; k < count; ++k) m.Allocate(bytes);
+      }
+      if (i == end) break;
+      const auto& e = t.events[i];
+      if (e.kind == AllocationTrace::Event::kAlloc)
+        handles.push_back(m.Allocate(e.value, e.stream));
+      if (e.kind == AllocationTrace::Event::kFree) m.Free(handles[e.value]);
+    }
+    return m.stats().peak_reserved;
+  };
+  const int64_t base = peak(SIZE_MAX, 0, t.events.size());
+  int64_t risk = 0;
+  for (int count = 1; count <= 3; ++count) {
+    CachingAllocatorModel alone;
+    for (int k = 0; k < count; ++k) alone.Allocate(bytes);
+    for (size_t k = 0; k < 3 && k < starts.size(); ++k) {
+      const size_t end = k + 1 < starts.size() ? starts[k + 1] : t.events.size();
+      risk = std::max(risk, peak(starts[k], count, end) - alone.reserved() - base);
+    }
+  }
+  return risk;
+}
+
+TEST(FragmentationProbe, AgreesWithReplayingEveryProbeFromTheStartOnRandomTraces) {
+  int risky = 0, skipped = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    Rng rng(seed);
+    // A few recurring sizes (activations), one large block per step (logits), some small ones.
+    std::vector<int64_t> sizes;
+    for (int i = 0; i < 4; ++i) sizes.push_back((4 + static_cast<int64_t>(rng.Below(60))) * kMiB);
+    const int64_t large = (100 + static_cast<int64_t>(rng.Below(400))) * kMiB;
+    std::string text = "colo-alloc-trace 1\n";
+    int allocations = 0;
+    for (int i = 0; i < 3; ++i) text += fmt::format("a {}\n", sizes[i] / 2), ++allocations;
+    text += "m steps\n";
+    for (int step = 0; step < 4; ++step) {
+      if (step > 0) text += fmt::format("m step{}\n", step);
+      std::vector<int> live;
+      const int n = 6 + static_cast<int>(rng.Below(10));
+      for (int i = 0; i < n; ++i) {
+        if (!live.empty() && rng.Uniform() < 0.35) {
+          const size_t j = rng.Below(live.size());
+          text += fmt::format("f {}\n", live[j]);
+          live[j] = live.back();
+          live.pop_back();
+        }
+        const int64_t bytes = i == n / 2            ? large
+                              : rng.Uniform() < 0.2 ? 1 + static_cast<int64_t>(rng.Below(kMiB))
+                                                    : sizes[rng.Below(sizes.size())];
+        text += fmt::format("a {}\n", bytes);
+        live.push_back(allocations++);
+      }
+      for (int j : live) text += fmt::format("f {}\n", j);
+    }
+    auto t = ParseAllocationTrace(text, "random");
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    ReplayOptions options;
+    options.permanent = {4 * kMiB, 4 * kMiB};
+    auto probed = ReplayWithFragmentationProbe(*t, options);
+    ASSERT_TRUE(probed.ok()) << probed.status().message();
+    // The most common block of 1 MiB or more, the larger on a tie.
+    std::map<int64_t, int> counts;
+    for (size_t i = t->steps_begin; i < t->events.size(); ++i) {
+      const auto& e = t->events[i];
+      if (e.kind == AllocationTrace::Event::kAlloc && e.value >= kMiB) ++counts[e.value];
+    }
+    int64_t bytes = 0;
+    int most = 0;
+    for (const auto& [size, count] : counts) {
+      if (count >= most) bytes = size, most = count;
+    }
+    const std::vector<size_t> starts(t->step_begins.begin(), t->step_begins.begin() + 4);
+    EXPECT_EQ(probed->fragmentation_risk,
+              PlainFragmentationRisk(*t, options.permanent, bytes, starts))
+        << "seed " << seed;
+    EXPECT_EQ(probed->stats.peak_reserved, Replay(*t, options)->peak_reserved) << "seed " << seed;
+    risky += probed->fragmentation_risk > 0;
+    skipped += probed->probes < 9;
+  }
+  EXPECT_GT(risky, 10) << "traces whose peak a held block raises";
+  EXPECT_GT(skipped, 10) << "traces where a probe could not matter";
 }
 
 TEST(AllocationTrace, RejectsMalformedInputWithTheLine) {

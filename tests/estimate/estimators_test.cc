@@ -373,6 +373,56 @@ TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
   }
 }
 
+// ConvNeXt's depthwise convolutions read their input channels-last, and cuDNN's NHWC kernels take a
+// workspace where the contiguous ones of the same geometry take none: the profile says which layout
+// a call had, and the catalogue answers for that layout only.
+TEST(Estimators, ChannelsLastConvolutionsUseTheirOwnCataloguedWorkspaces) {
+  const std::string line = fmt::format("w conv_bwd {0} {0} 37632 7 7 192 192", 18 * kMiB);
+  auto t = ParseAllocationTrace(fmt::format("colo-alloc-trace 1\n{0}\n{0} 0\n{0} 1\n", line), "t");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_FALSE(t->convs[0].channels_last);
+  EXPECT_FALSE(t->convs[1].channels_last);
+  EXPECT_TRUE(t->convs[2].channels_last);
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\n" + line + " 2\n", "t").ok());
+  EXPECT_FALSE(ParseAllocationTrace("colo-alloc-trace 1\n" + line + " 1 1\n", "t").ok());
+  WriteTestFile("d.b2.trace",
+                fmt::format("colo-alloc-trace 1\nm steps\na {}\n{}\n", 100 * kMiB, line + " 1"));
+  const std::string summary = WriteTestFile("d.json", R"({"format": "colo-model-summary",
+    "version": 1, "batch": 2, "totals": {"parameters": 1}, "layers": [{"type": "Conv2d",
+    "parameters": 1}], "traces": [{"batch": 2, "file": "d.b2.trace"}]})");
+  auto calibration = [&](const std::string& channels_last_calls) {
+    return GpuCalibration::FromJson(
+        fmt::format(R"({{"format": "colo-gpu-calibration", "gpu": "test", "context_bytes": 0,
+        "margin_ratio": 0, "margin_bytes": 0, "conv_workspace": {{"catalogue": {{
+        "batches": [2], "calls": [[1, {0}, {0}, 37632, 7, 7, 192, 192, []]]{1}}}}}}})",
+                    9 * kMiB, channels_last_calls),
+        "cal.json");
+  };
+  auto s = LoadModelSummary(summary);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  JobDescription job;
+  job.batch = 2;
+  job.summary = &*s;
+  auto nhwc = calibration(fmt::format(R"(, "calls_channels_last": [[1, {0}, {0}, 37632, 7, 7, 192,
+      192, [{1}]]])",
+                                      9 * kMiB, 160 * kMiB));
+  ASSERT_TRUE(nhwc.ok()) << nhwc.status().message();
+  auto e = MakeTraceEstimator(*nhwc)->Estimate(job);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->peak.count(), (100 + 160) * kMiB) << "the NHWC workspace, in a segment of its own";
+  EXPECT_NE(e->detail.find("1 as measured on this GPU"), std::string::npos) << e->detail;
+  // A calibration without NHWC measurements does not take the contiguous call's for it.
+  auto nchw = calibration("");
+  ASSERT_TRUE(nchw.ok()) << nchw.status().message();
+  auto older = MakeTraceEstimator(*nchw)->Estimate(job);
+  ASSERT_TRUE(older.ok()) << older.status().message();
+  EXPECT_NE(older->detail.find("0 as measured on this GPU"), std::string::npos) << older->detail;
+  auto broken = calibration(R"(, "calls_channels_last": [[1, 2]])");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("catalogue calls_channels_last 0"), std::string::npos)
+      << broken.status().message();
+}
+
 TEST(Estimators, HistoryShrinksItsMarginWithEvidence) {
   JobDescription job;
   auto history = MakeHistoryEstimator();

@@ -192,10 +192,11 @@ Total params: 15,273
             (std::vector<double>{9, 3447922, 3447922.0 * 52, 15273, 52, 2, 2, 0, sin, cos}));
 }
 
-TEST(GpuMemNetPaper, TransformerFeaturesFromLayerTableMatchThePublishedRow) {
-  // nn.TransformerEncoder, 2 layers of width 768 with 1663 feed-forward units, sequence 512, 553
-  // classes: the published row has Depth 18, Total Activations 13108384 at batch 32,
-  // Total Parameters 545058855 and counts 2, 5, 4, 6.
+// nn.TransformerEncoder, 2 layers of width 768 with 1663 feed-forward units, sequence 512, 553
+// classes, batch 32: the published row (the third of trans_data.csv, as GPUMemNet's notebooks
+// print it) has Depth 18, Total Activations 409637, Total Parameters 543883815 and counts 2
+// (attention output projections), 7 (Linears, those included), 4 and 6.
+ModelSummary PublishedTransformerRow() {
   std::string text =
       "        Layer (type)               Output Shape         Param #\n"
       "         Embedding-1            [-1, 512, 768]     538,338,816\n";
@@ -210,20 +211,188 @@ TEST(GpuMemNetPaper, TransformerFeaturesFromLayerTableMatchThePublishedRow) {
       text += "  " + fmt::format(fmt::runtime(row), n++) + "\n";
     }
   }
-  text += fmt::format("  Linear-{} [-1, 553] 425,257\n", n);
+  text += fmt::format("  Linear-{} [-1, 553] 425,257\nTotal params: 543,883,815\n", n);
   auto s = ParseTorchSummary(text, "transformer");
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(PaperFamilyOf(*s), PaperFamily::kTransformer);
-  EXPECT_EQ(PaperFeatures(*s, PaperFamily::kTransformer, 32),
-            (std::vector<double>{18, 13108384, 13108384.0 * 32, 545058855, 32, 2, 5, 4, 6}));
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  return s.ok() ? *s : ModelSummary{};
 }
 
-TEST(GpuMemNetPaper, TransformerWithoutMultiheadAttentionCountsOneProjectionPerBlock) {
+TEST(GpuMemNetPaper, TransformerFeaturesFromLayerTableMatchThePublishedRow) {
+  const ModelSummary s = PublishedTransformerRow();
+  EXPECT_EQ(PaperFamilyOf(s), PaperFamily::kTransformer);
+  EXPECT_EQ(PaperFeatures(s, PaperFamily::kTransformer, 32),
+            (std::vector<double>{18, 409637, 409637.0 * 32, 543883815, 32, 2, 7, 4, 6}));
+}
+
+TEST(GpuMemNetPaper, EachPublishedRecipeMakesItsOwnInput) {
+  const ModelSummary s = PublishedTransformerRow();
+  // dataloaders4transformer.py: the columns in its order, and one row per counted layer as the
+  // cleaner lists it (Embeddings and Linears times the batch, LayerNorms and Dropouts not).
+  auto sequence = MakePaperInput(s, PaperFamily::kTransformer, PaperRecipe::kSequence, 32);
+  ASSERT_TRUE(sequence);
+  EXPECT_EQ(sequence->columns,
+            (std::vector<double>{18, 409637, 543883815, 32, 2, 7, 409637.0 * 32, 4, 6}));
+  ASSERT_EQ(sequence->layers.size(), 18u);
+  EXPECT_EQ(sequence->layers[0], (std::vector<double>{0, 1, 0, 0, 512.0 * 768 * 32, 538338816}));
+  EXPECT_EQ(sequence->layers[1], (std::vector<double>{0, 0, 1, 0, 768.0 * 32, 590592}));
+  EXPECT_EQ(sequence->layers[3], (std::vector<double>{0, 0, 0, 1, 1663, 0}));
+  EXPECT_EQ(sequence->layers[5], (std::vector<double>{1, 0, 0, 0, 768, 1536}));
+  EXPECT_EQ(PaperColumnNames(PaperFamily::kTransformer, PaperRecipe::kSequence)[2],
+            "Total Parameters");
+  // Tester_trans_mlp.py counts the attention projections apart from the Linears.
+  auto tester = MakePaperInput(s, PaperFamily::kTransformer, PaperRecipe::kTester, 32);
+  ASSERT_TRUE(tester);
+  EXPECT_EQ(tester->columns,
+            (std::vector<double>{18, 409637, 409637.0 * 32, 543883815, 32, 5, 4, 6}));
+  EXPECT_TRUE(tester->layers.empty());
+  EXPECT_FALSE(MakePaperInput(s, PaperFamily::kMlp, PaperRecipe::kTester, 32));
+  for (PaperFamily f : kPaperFamilies) {
+    for (PaperRecipe r : {PaperRecipe::kColumns, PaperRecipe::kSequence}) {
+      const auto back = PaperRecipeFromName(PaperRecipeName(f, r));
+      ASSERT_TRUE(back) << PaperRecipeName(f, r);
+      EXPECT_EQ(*back, std::pair(f, r));
+    }
+  }
+  EXPECT_EQ(PaperRecipeFromName("01-mlp4cnn"), std::pair(PaperFamily::kCnn, PaperRecipe::kTester));
+  EXPECT_FALSE(PaperRecipeFromName("cnn_data4cnn"));
+}
+
+TEST(GpuMemNetPaper, Gpt2sConv1DLayersAreLinearsAndItHasNoAttentionProjection) {
   auto s = LoadModelSummary(kData + "estimate/hf-gpt2-b4-adam.json");
   ASSERT_TRUE(s.ok());
   const auto f = PaperFeatures(*s, PaperFamily::kTransformer, 4);
-  EXPECT_EQ(f[5], 12);  // 25 LayerNorms: 12 blocks
+  EXPECT_EQ(f[5], 0);   // no NonDynamicallyQuantizableLinear: HF attention has none
   EXPECT_EQ(f[6], 49);  // 48 Conv1D and the head
+}
+
+TEST(ModuleTree, GpuMemNetsTransformerSummariesAreReadWithTheSequenceFromTheFileName) {
+  const std::string tree =
+      "BertForMaskedLM(\n"
+      "  (bert): BertModel(\n"
+      "    (embeddings): BertEmbeddings(\n"
+      "      (word_embeddings): Embedding(28996, 768, padding_idx=0), 22,268,928 params\n"
+      "      (LayerNorm): LayerNorm((768,), eps=1e-12, elementwise_affine=True), 1,536 params\n"
+      "      (dropout): Dropout(p=0.1, inplace=False), 0 params\n"
+      "    ), 22,270,464 params\n"
+      "    (query): Linear(in_features=768, out_features=3072, bias=True), 2,362,368 params\n"
+      "    (c_attn): Conv1D(), 4,919,040 params\n"
+      "    (act): GELUActivation(), 0 params\n"
+      "  ), 29,551,872 params\n"
+      "), 29,551,872 params\n"
+      "=====\n"
+      "Total params: 29,551,872\n"
+      "Trainable params: 29,500,000\n";
+  auto s = ParseModuleTree(tree, "bert", 32, 512);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model, "BertForMaskedLM");
+  EXPECT_EQ(s->format, "module tree");
+  EXPECT_EQ(s->batch, 32);
+  EXPECT_EQ(s->parameters, 29551872);
+  EXPECT_EQ(s->trainable_parameters, 29500000);
+  ASSERT_EQ(s->layers.size(), 6u);
+  EXPECT_EQ(s->layers[0].type, "Embedding");
+  EXPECT_EQ(s->layers[0].output_shape, (std::vector<int64_t>{-1, 512, 768}));
+  EXPECT_EQ(s->layers[0].parameters, 22268928);
+  EXPECT_EQ(s->layers[1].output_shape, (std::vector<int64_t>{-1, 512, 768}));
+  EXPECT_TRUE(s->layers[2].output_shape.empty()) << "a Dropout prints no width";
+  EXPECT_EQ(s->layers[3].output_shape, (std::vector<int64_t>{-1, 512, 3072}));
+  EXPECT_TRUE(s->layers[4].output_shape.empty()) << "GPT-2's Conv1D prints no width";
+  EXPECT_EQ(s->Family(), "transformer");
+  // Without a sequence length it cannot be read, and says where GPUMemNet puts it.
+  auto unknown = ParseModuleTree(tree, "bert", 32, 0);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("sl:512"), std::string::npos);
+  EXPECT_FALSE(ParseModuleTree("Nothing(\n)\n", "x", 1, 8).ok());
+  // Loaded from a file, the batch and the sequence come from its name.
+  const auto dir = std::filesystem::temp_directory_path() / "colo-module-tree-test";
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "BERT_base_bs:8_sl:128.txt").string();
+  std::ofstream(path) << tree;
+  auto loaded = LoadModelSummary(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->batch, 8);
+  EXPECT_EQ(loaded->layers[0].output_shape, (std::vector<int64_t>{-1, 128, 768}));
+  std::filesystem::remove_all(dir);
+}
+
+// A Transformer-encoder ensemble as colo-gpumemnet-import writes one: it survives the weights
+// file, answers for the layer sequence, and a malformed one is refused with the reason.
+TEST(GpuMemNetPaper, SequenceClassifiersRoundTripAndMalformedOnesAreRefused) {
+  Rng rng(7);
+  auto linear = [&](int in, int out) {
+    PaperLinear l;
+    l.in = in, l.out = out;
+    for (int i = 0; i < in * out; ++i) l.weight.push_back(rng.Uniform(-1, 1));
+    for (int i = 0; i < out; ++i) l.bias.push_back(rng.Uniform(-0.1, 0.1));
+    return l;
+  };
+  auto norm = [&](int n, bool batch) {
+    PaperNorm x;
+    for (int i = 0; i < n; ++i) {
+      x.gamma.push_back(rng.Uniform(0.5, 2)), x.beta.push_back(rng.Uniform(-0.1, 0.1));
+      if (batch) x.running_mean.push_back(rng.Uniform(-1, 1)), x.running_var.push_back(1);
+    }
+    return x;
+  };
+  PaperEnsemble e;
+  e.family = PaperFamily::kTransformer;
+  e.name = "transformer4transformer";
+  e.recipe = PaperRecipe::kSequence;
+  e.source = "transformer4transformer.ckpt";
+  e.classes = 6;
+  PaperSequenceMember m;
+  m.positions = 5, m.width = 4;
+  m.embed1 = linear(6, 4), m.embed2 = linear(4, 4);
+  m.embed_norm1 = norm(5, true), m.embed_norm2 = norm(5, true);
+  for (int i = 0; i < 20; ++i) m.positional.push_back(rng.Uniform(-1, 1));
+  m.layers.push_back(
+      {linear(4, 12), linear(4, 4), linear(4, 3), linear(3, 4), norm(4, false), norm(4, false)});
+  PaperMember head;
+  PaperHidden h;
+  h.linear = linear(13, 8);
+  const PaperNorm hn = norm(8, true);
+  h.gamma = hn.gamma, h.beta = hn.beta, h.running_mean = hn.running_mean,
+  h.running_var = hn.running_var;
+  head.hidden.push_back(h);
+  head.output = linear(8, 6);
+  m.head.push_back(head);
+  e.sequence_members.push_back(m);
+  GpuMemNetPaperModel model;
+  model.Set(e);
+  const std::string json = model.ToJson();
+  auto back = GpuMemNetPaperModel::FromJson(json, "weights");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  const PaperEnsemble* found = back->Find(PaperFamily::kTransformer, "transformer4transformer");
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->recipe, PaperRecipe::kSequence);
+  EXPECT_EQ(found->source, "transformer4transformer.ckpt");
+  const PaperInput input = *MakePaperInput(PublishedTransformerRow(), PaperFamily::kTransformer,
+                                           PaperRecipe::kSequence, 32);
+  EXPECT_EQ(found->Classify(input), e.Classify(input));
+  EXPECT_EQ(back->Find(PaperFamily::kTransformer, "retrained"), nullptr);
+  // Broken: the positional encoding of another length, an embedding of the wrong rows' width,
+  // inputs of another family, two classifiers of one name.
+  auto broken = [&](const std::string& from, const std::string& to) {
+    std::string text = json;
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    auto loaded = GpuMemNetPaperModel::FromJson(text, "weights");
+    EXPECT_FALSE(loaded.ok()) << from;
+    return loaded.ok() ? std::string() : loaded.status().message();
+  };
+  EXPECT_NE(broken("\"positions\":5", "\"positions\":6").find("weights: transformer4transformer"),
+            std::string::npos);
+  EXPECT_NE(broken("\"inputs\":\"transformer_data4transformer\"", "\"inputs\":\"cnn_data4mlp\"")
+                .find("are not one of GPUMemNet's for transformer"),
+            std::string::npos);
+  broken("\"d_model\":4", "\"d_model\":5");
+  broken("\"positions\":5", "\"positions\":100000000");
+  auto doubled = nlohmann::json::parse(json);
+  doubled["ensembles"].push_back(doubled["ensembles"][0]);
+  auto twice = GpuMemNetPaperModel::FromJson(doubled.dump(), "weights");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("two transformer classifiers named"), std::string::npos);
 }
 
 TEST(GpuMemNetPaper, LearnsASeparableProblemAndRoundTripsThroughJson) {
@@ -352,13 +521,33 @@ TEST(GpuMemNetPaperBinaries, ColoEstimateAnswersWithThePublishedMethod) {
   auto all = RunBinary({kBin + "/colo", "estimate", kData + "carma/vgg_32.model"});
   ASSERT_EQ(all.exit_code, 0) << all.output;
   EXPECT_NE(all.output.find("gpumemnet-paper"), std::string::npos) << all.output;
-  EXPECT_NE(all.output.find("cnn classifier (published features and data), bucket"),
+  EXPECT_NE(all.output.find("cnn classifier retrained on the published features and data, bucket"),
             std::string::npos)
       << all.output;
   auto transformer = RunBinary({kBin + "/colo", "estimate", "--estimator", "gpumemnet-paper",
                                 kData + "estimate/hf-gpt2-b4-adam.json"});
   EXPECT_NE(transformer.output.find("no transformer classifier"), std::string::npos)
       << transformer.output;
+}
+
+TEST(GpuMemNetPaperBinaries, EvaluatesAWeightsFileOnThePublishedData) {
+  const auto dir = std::filesystem::temp_directory_path() / "colo-gpumemnet-evaluate-test";
+  std::filesystem::create_directories(dir);
+  const std::string csv = (dir / "mlp.csv").string();
+  std::ofstream(csv) << kMlpHeader
+                     << "a.out,3,\"[('linear', 1173, 2753031), ('ReLU', 1173, 0)]\",ReLU,7430,"
+                        "3560152,996,2,2,1545,29.7,0.25,0.2,0.05,0.14\n";
+  auto run = RunBinary({kBin + "/colo-gpumemnet-train", "--evaluate",
+                        kDataDir + "/gpumemnet-paper.json", "--published", csv});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("retrained"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("mlp_data4mlp"), std::string::npos) << run.output;
+  // The one row is in the (1000, 2000] MiB bucket, and the shipped classifier says so.
+  EXPECT_NE(run.output.find("1.0000 (1)"), std::string::npos) << run.output;
+  auto none =
+      RunBinary({kBin + "/colo-gpumemnet-train", "--evaluate", kDataDir + "/gpumemnet-paper.json"});
+  EXPECT_NE(none.exit_code, 0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GpuMemNetPaperBinaries, TrainingOnNothingFailsLoudly) {

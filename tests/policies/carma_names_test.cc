@@ -82,7 +82,7 @@ TEST(CarmaPreset, SetsCarmasGates) {
   EXPECT_FALSE((*back)->gates().grace_from_process);
   EXPECT_EQ((*back)->window_quantiles(), QuantileMethod::kNearestRank);
   EXPECT_EQ(MakePolicy("magm:quantiles=pandas").status().message(),
-            "quantiles takes linear or nearest-rank, not 'pandas'");
+            "quantiles=pandas: quantiles takes linear or nearest-rank, not 'pandas'");
   // Settings after the preset override it.
   auto later = MakePolicy("magm:preset=carma,margin=5GiB,reserve=0B");
   ASSERT_TRUE(later.ok());

@@ -100,6 +100,16 @@ TEST(Simulator, LearningFromAFinishedRunLetsQueuedJobsOfTheModelShare) {
       RunSim(*anonymous, "worst-fit:est=declared,grace=off,learn=on", options).jobs[2].start_s, 200,
       1);
   EXPECT_FALSE(ParseRunSpec("worst-fit:learn=maybe", RunSpec{}).ok());
+  // Runs teach only their own user's jobs, as in colod.
+  auto two_users = ParseColoCsv(
+      "submit_s,duration_s,peak_mem,smact,warmup_s,declared_mem,model,owner\n"
+      "0,100,10GiB,0.2,10,25GiB,m,alice\n1,100,10GiB,0.2,10,25GiB,m,bob\n"
+      "2,100,10GiB,0.2,10,25GiB,m,bob\n",
+      "test.csv");
+  ASSERT_TRUE(two_users.ok()) << two_users.status().ToString();
+  const SimResult apart = RunSim(*two_users, "worst-fit:est=declared,grace=off,learn=on", options);
+  EXPECT_NEAR(apart.jobs[1].start_s, 100, 1);
+  EXPECT_NEAR(apart.jobs[2].start_s, 200, 1) << "alice's run taught bob's jobs nothing";
 }
 
 TEST(Simulator, ImpossibleJobsAreRejectedNotLost) {
@@ -173,13 +183,21 @@ TEST(Simulator, SameInputSameOutputByteForByte) {
 TEST(RunSpec, SplitsSimulatorKeysFromPolicySettings) {
   auto spec = ParseRunSpec("worst-fit:est=none,share=plain,margin=5GiB,recovery=thesis", RunSpec{});
   ASSERT_TRUE(spec.ok());
-  EXPECT_EQ(spec->policy, "worst-fit:margin=5GiB");
+  EXPECT_EQ(spec->policy.name, "worst-fit");
+  EXPECT_EQ(spec->policy.gates.memory_margin, GiB(5));
   EXPECT_EQ(spec->estimator, "none");
   EXPECT_EQ(spec->sharing, SharingMode::kPlain);
   EXPECT_EQ(spec->recovery, RecoveryMode::kThesis);
   EXPECT_FALSE(ParseRunSpec("worst-fit:share=warp", RunSpec{}).ok());
-  auto unknown = Simulate(ThesisTrace(90), *ParseRunSpec("nope", RunSpec{}), A100x4());
-  EXPECT_FALSE(unknown.ok());
+  const auto unknown = ParseRunSpec("nope", RunSpec{});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("unknown policy 'nope'"), std::string::npos);
+  // The defaults' gates are where a spec starts; its own settings win.
+  RunSpec defaults;
+  defaults.policy.gates.memory_margin = GiB(3);
+  EXPECT_EQ(ParseRunSpec("worst-fit", defaults)->policy.gates.memory_margin, GiB(3));
+  EXPECT_EQ(ParseRunSpec("worst-fit:margin=5GiB", defaults)->policy.gates.memory_margin, GiB(5));
+  EXPECT_EQ(ParseRunSpec("OR-LUG", defaults)->policy.gates.memory_margin, GiB(5));
 }
 
 // ---- The cluster layer ----
@@ -390,8 +408,10 @@ TEST(SimCluster, AJobNoIdleServerCouldStartIsRefusedInsteadOfBlockingTheQueue) {
 }
 
 TEST(SimCluster, ShardSpecsAreChecked) {
-  EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:n=0", RunSpec{}), A100x4()).ok());
-  EXPECT_FALSE(Simulate(ThesisTrace(90), *ParseRunSpec("shards:k=2", RunSpec{}), A100x4()).ok());
+  EXPECT_FALSE(ParseRunSpec("shards:n=0", RunSpec{}).ok());
+  EXPECT_FALSE(ParseRunSpec("shards:k=2", RunSpec{}).ok());
+  EXPECT_EQ(ParseRunSpec("shards:n=2,est=none", RunSpec{})->policy.shards, 2);
+  EXPECT_EQ(ParseRunSpec("shards", RunSpec{})->policy.shards, 4);
   EXPECT_FALSE(ParseClusterMode("slurm").ok());
   EXPECT_EQ(*ParseClusterMode("per-server"), ClusterMode::kPerServer);
 }

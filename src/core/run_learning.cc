@@ -1,0 +1,96 @@
+#include "core/run_learning.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace colo {
+
+ModelSignature::ModelSignature(std::string_view model, std::string_view owner) {
+  if (!model.empty()) text_ = fmt::format("{}@{}", model, owner);
+}
+
+ModelSignature ModelSignature::OfUid(std::string_view model, unsigned uid) {
+  return ModelSignature(model, fmt::format("uid{}", uid));
+}
+
+ModelSignature ModelSignature::FromText(std::string text) {
+  ModelSignature signature;
+  signature.text_ = std::move(text);
+  return signature;
+}
+
+bool MeasuredPeak(const RunEvidence& run) {
+  return run.peak > Bytes(0) &&
+         (run.exit == ExitKind::kSuccess || (run.over_plan && run.exit != ExitKind::kOutOfMemory));
+}
+
+bool Teaches(const RunEvidence& run) {
+  return MeasuredPeak(run) || run.solo_smact >= 0;
+}
+
+void AddRun(const RunEvidence& run, size_t limit, ModelRuns& runs) {
+  if (MeasuredPeak(run) && runs.peaks.size() < limit) runs.peaks.push_back(run.peak);
+  if (run.solo_smact >= 0 && runs.solo_smact.size() < limit)
+    runs.solo_smact.push_back(run.solo_smact);
+}
+
+MemoryNeed NeedFromRuns::need() const {
+  MemoryNeed need{highest, MemorySource::kLearned, 0.0};
+  if (highest > Bytes(0) && upper > highest) {
+    need.uncertainty =
+        static_cast<double>((upper - highest).count()) / static_cast<double>(highest.count());
+  }
+  return need;
+}
+
+std::optional<NeedFromRuns> LearnNeed(const std::vector<Bytes>& peaks) {
+  if (peaks.empty()) return std::nullopt;
+  NeedFromRuns learned;
+  learned.runs = static_cast<int>(peaks.size());
+  learned.lowest = learned.highest = peaks.front();
+  for (Bytes peak : peaks) {
+    learned.lowest = std::min(learned.lowest, peak);
+    learned.highest = std::max(learned.highest, peak);
+  }
+  const double n = static_cast<double>(peaks.size());
+  const Bytes margin =
+      std::max(learned.highest.Scaled(0.10 / std::sqrt(n)), learned.highest - learned.lowest);
+  learned.upper = learned.highest + margin;
+  return learned;
+}
+
+Lesson Learn(const ModelRuns& runs, const MemoryNeed& need, double smact, SmactSource source) {
+  Lesson lesson;
+  if (need.source != MemorySource::kDeclared) lesson.memory = LearnNeed(runs.peaks);
+  if (source != SmactSource::kUser && !runs.solo_smact.empty()) {
+    double sum = 0;
+    for (double v : runs.solo_smact) sum += v;
+    const double mean = std::clamp(sum / static_cast<double>(runs.solo_smact.size()), 0.0, 1.0);
+    if (source != SmactSource::kLearned || std::abs(mean - smact) >= 0.005) lesson.smact = mean;
+  }
+  return lesson;
+}
+
+void RunHistory::Add(const ModelSignature& signature, const RunEvidence& run) {
+  if (signature.empty() || !Teaches(run)) return;
+  // Newest first, as a store reads them; the oldest beyond the limit is forgotten.
+  ModelRuns& runs = runs_[signature];
+  if (MeasuredPeak(run)) {
+    runs.peaks.insert(runs.peaks.begin(), run.peak);
+    if (runs.peaks.size() > kRunsLearnedFrom) runs.peaks.pop_back();
+  }
+  if (run.solo_smact >= 0) {
+    runs.solo_smact.insert(runs.solo_smact.begin(), run.solo_smact);
+    if (runs.solo_smact.size() > kRunsLearnedFrom) runs.solo_smact.pop_back();
+  }
+}
+
+const ModelRuns& RunHistory::Runs(const ModelSignature& signature) const {
+  static const ModelRuns kNone;
+  const auto it = runs_.find(signature);
+  return it == runs_.end() ? kNone : it->second;
+}
+
+}  // namespace colo

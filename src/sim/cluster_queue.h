@@ -1,0 +1,167 @@
+// The simulator's cluster layer (ClusterMode::kQueue and kFifo): one cluster-wide queue in
+// arrival order, as slurmctld keeps, over the servers' own schedulers. A job goes to a server
+// only when that server's scheduler can start it now; the oldest waiting job reserves the most
+// free server and queues there.
+//
+// The cluster keeps a picture of every server: its view as last read (the policy decides on it),
+// what it derives from it (usable GPUs and their free memory, to rule a server out without asking
+// the policy) and the server's free planned memory, its place in the index. Reading a view costs
+// as much as a placement pass, so pictures are read only when needed, and each carries what is
+// known of it since: `stale`, it only took more (an upper bound); `changed`, it may take more (no
+// bound: read before it is trusted to refuse); `grew`, its free memory may be higher than its
+// place in the index (read before the index is trusted). Free memory itself is kept exact between
+// reads by accounting every reservation the servers' schedulers make and release.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/scheduler.h"
+#include "sim/engine_state.h"
+
+namespace colo::sim {
+
+// What the cluster queue asks of the engine that drives it.
+class ClusterHost {
+ public:
+  virtual ~ClusterHost() = default;
+  // Look at the server's picture again at `time` (tag 0: a GPU may open; 1: its free memory
+  // may grow): the engine calls ClusterQueue::Wake then.
+  virtual void WakeAt(int server, TimePoint time, uint64_t tag) = 0;
+  // The server's scheduler decided at this instant: it wants to run again at its NextWakeup.
+  virtual void PushWakeup(int server) = 0;
+  // Carries out a launch a server's scheduler decided.
+  virtual void Start(int server, const Launch& launch) = 0;
+};
+
+class ClusterQueue {
+ public:
+  ClusterQueue(EngineState& state, ClusterHost& host);
+
+  // Before the first event: every server is eligible and read when first needed.
+  void Begin();
+  // A job arrives with its spec set: refused at once if no idle server could run it, else queued.
+  void Submit(int index);
+  // A job taken back from its server (Slurm requeues it): it waits again at its place.
+  void Requeue(int index);
+
+  // What happened to a server since it was read.
+  void MarkChanged(int server, Change change);
+  // The accounting of reservations between reads of a server.
+  void AccountLaunch(int server, const Launch& launch);
+  Bytes ReservationOf(const SimJob& job) const;
+  void AccountGrowth(const SimJob& job, Bytes before);
+  void AccountExit(const SimJob& job, Bytes reservation);
+  // The job started on its server: its reservation may shrink later without an event.
+  void WatchShrink(const SimJob& job);
+
+  // A server's own pass decided these launches (started after the round of this instant).
+  bool eligible(int server) const { return pictures_[static_cast<size_t>(server)].eligible; }
+  void OnPass(int server, std::vector<Launch> launches, bool was_eligible);
+
+  // Whether a wake-up the engine holds is the one the picture waits for, and its handler.
+  bool IsCurrentWakeup(int server, uint64_t tag, TimePoint time) const;
+  void Wake(int server, uint64_t tag, TimePoint time);
+
+  // At the end of an instant, after the servers' passes: a scheduling round when something it
+  // waits for may have changed, then the instant's launches.
+  void EndInstant();
+
+  int64_t rounds() const { return round_; }
+  int requeues() const { return requeues_; }
+  int64_t dispatch_checks() const { return dispatch_checks_; }
+  int64_t dispatch_violations() const { return dispatch_violations_; }
+
+ private:
+  // The cluster's picture of one server, as of its last read.
+  struct Picture {
+    ClusterView view;
+    bool eligible = false;  // its own queues are empty: the cluster may send it a job
+    // Since its picture was read it may take more (a GPU's grace ended, a window fell, a job
+    // left): the picture is no bound, it is read again before use. With `grew`, its free memory
+    // may have grown too: it sits at the top of the index until read.
+    bool changed = false;
+    bool grew = false;
+    bool stale = false;  // it only took more since: the picture is an upper bound
+    bool indexed = false;
+    std::pair<int64_t, int> key;  // its place in the index
+    int64_t score = 0;            // free planned memory (bytes), idle GPUs' memory, or free shards
+    int usable = 0;               // GPUs that could take some job now
+    std::vector<int64_t> caps;    // caps[k]: the (k+1)-th largest usable GPU's free memory
+    // Per GPU, kept exact between reads: free planned memory, jobs, exclusive jobs.
+    std::vector<int64_t> free;
+    std::vector<int> jobs_on, exclusive_on;
+    // When its view changes with time alone: a GPU's grace ends, a window falls (opens), or a
+    // reservation shrinks (grows).
+    std::optional<TimePoint> open_wakeup, grow_wakeup;
+  };
+
+  void Enqueue(int index);
+  void Index(int server, std::pair<int64_t, int> key);
+  void Unindex(int server);
+  // Moves an indexed server to the place its accounted free memory gives it.
+  void Reindex(int server);
+  // The next time the job's reservation shrinks without an event, if it will.
+  std::optional<TimePoint> NextShrink(const SimJob& job, TimePoint now) const;
+  void WakeToGrow(int server, TimePoint t);
+  // Re-reads a server's view and what the cluster keeps of it (eligibility, free memory, usable
+  // GPUs), re-indexes it and schedules a look at the time its view changes without an event.
+  void ReadServer(int server);
+  // The need the job plans with on a server: with learn=on, what its colod learned from runs.
+  MemoryNeed NeedOn(const SimJob& job, int server) const;
+  PlacementRequest RequestFor(const SimJob& job, int server) const;
+  // A necessary condition for the policy to place the request on the server (no policy call).
+  bool MayPlace(const Picture& server, const PlacementRequest& request) const;
+  // The least score a server that can take the request has.
+  int64_t NeededScore(const PlacementRequest& request) const;
+  // Starts the job on the server if it can start it now.
+  bool TryStart(int index, int server, const PlacementRequest& request);
+  // Starts the job on the most free server that can start it now, if any. A job looked at in the
+  // previous round is tried only on the servers that may take more since; others go down the
+  // free-memory index.
+  bool StartSomewhere(int index, bool looked_at_last_round);
+  // Queues the oldest waiting job on the most free server, which no other job is then sent to;
+  // true if that server's pass started it at once.
+  bool Reserve(int index);
+  void Unreserve();
+  void Round();
+  void StartPending();
+  void CheckDispatch();
+
+  EngineState& state_;
+  ClusterHost& host_;
+  std::vector<Picture> pictures_;  // by server
+  // Ranks of waiting jobs, oldest first.
+  std::set<int> queue_;
+  bool queue_grew_ = false;  // jobs joined since the last round
+  // Eligible servers by (-score, index): the most free first, ties to the lowest index.
+  std::set<std::pair<int64_t, int>> index_;
+  std::vector<int> changed_;        // servers to look at again in the next round
+  std::vector<int> round_changed_;  // those of the current round, most free first
+  bool round_changed_sorted_ = true;
+  bool left_waiting_ = false;  // the last round left jobs waiting
+  bool queue_moved_ = false;   // a job left the queue outside a round
+  // The last round looked at the waiting jobs up to this rank and left this many waiting; since,
+  // this many of them started outside a round.
+  int old_until_rank_ = -1, left_waiting_count_ = 0, left_outside_ = 0;
+  bool requeued_ = false;  // a job went back into the queue since the last round
+  int64_t round_ = 0;
+  int reserved_job_ = -1;  // the oldest waiting job, queued on the server it reserved
+  int reserved_server_ = -1;
+  std::vector<std::pair<int, Launch>> pending_;  // launches of this round, started after it
+  int requeues_ = 0;
+  // How long a GPU's utilization window can keep falling after its last change: the window, or
+  // longer while its EMA closes in on the latest value.
+  Duration utilization_horizon_{0};
+  int64_t idle_free_ = 0;  // free memory of an idle GPU
+  // Whether a server could ever run a request of this shape (GPUs, planned memory, sharing).
+  std::map<std::tuple<int, int64_t, bool, SharingPreference>, Status> placeable_;
+  int64_t dispatch_checks_ = 0, dispatch_violations_ = 0;
+};
+
+}  // namespace colo::sim

@@ -1,0 +1,127 @@
+// What the simulator's engine (simulator.cc) and its cluster queue (cluster_queue.h) both read and
+// change: the trace's jobs as they run, the simulated GPUs, and the servers, each with the
+// scheduler its colod would run. The engine owns it and drives time; the cluster queue decides
+// which server a waiting job goes to. Internal to the simulator.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "core/run_learning.h"
+#include "core/scheduler.h"
+#include "policies/gates.h"
+#include "sim/shard_policy.h"
+#include "sim/simulator.h"
+
+namespace colo::sim {
+
+// What the cluster layer knows of the policy each server runs, to rule servers out cheaply before
+// asking the policy itself.
+struct ClusterRule {
+  const GateConfig* gates = nullptr;    // a gated policy's gates
+  const ShardPolicy* shards = nullptr;  // the shards baseline
+};
+
+struct SimJob {
+  const TraceJob* trace = nullptr;
+  int server = -1;
+  bool running = false;
+  uint64_t attempt = 0;
+  uint64_t version = 0;   // bumps invalidate scheduled completions
+  std::vector<int> gpus;  // global GPU numbers
+  SharingMode mode = SharingMode::kMps;
+  int thread_percent = 100;
+  double remaining_s = 0;  // solo seconds of work left
+  double rate = 1;         // solo seconds done per second
+  bool starting = false;   // in its start-up: on the CPU, no SM activity, not slowed
+  TimePoint progress_at;
+  TimePoint started;
+  Bytes memory;
+  bool rejected = false;
+  std::string reject_reason;
+  // The cluster queue.
+  JobSpec spec;                // as submitted; kept until the job reaches a server
+  int rank = 0;                // arrival order: its place in the cluster queue
+  bool queued = false;         // waiting in the cluster queue
+  int64_t checked_round = -2;  // the last round it was looked at in; -2: not since it was queued
+  // Attempts and out-of-memory crashes on servers it was taken back from (requeued).
+  int prior_attempts = 0, prior_ooms = 0;
+  double first_start_s = -1;
+  std::optional<TimePoint> startable_since;  // SimOptions::check_dispatch
+  Bytes planned;  // the reservation its current attempt was placed with (per GPU)
+};
+
+struct SimGpu {
+  int server = 0;
+  // SMACT fed to the scheduler at each change within the last utilization window (and the one in
+  // effect at its start): whether the window's statistics can still fall.
+  std::deque<std::pair<TimePoint, double>> smact_log;
+  GpuIndex local = 0;
+  std::vector<int> jobs;
+  std::vector<double> slowdown;  // parallel to jobs
+  double smact = 0;
+  double watts = 0;
+  Bytes used;
+  TimePoint integrated_to;
+  double energy_j = 0, smact_seconds = 0, memory_byte_seconds = 0;
+};
+
+struct Server {
+  std::unique_ptr<Scheduler> scheduler;
+  int first_gpu = 0;
+  bool dirty = false;
+  std::optional<TimePoint> wakeup;
+  int demand = 0;  // GPUs of assigned, unfinished jobs: how the dispatcher balances servers
+  // With learn=on: what the runs of each model that ended on this server measured, as its colod's
+  // store would hold them.
+  RunHistory runs;
+  // Its own queues are empty: the cluster may send it a job.
+  bool idle_queues() const {
+    return scheduler->main_queue().empty() && scheduler->recovery_queue().empty();
+  }
+};
+
+// What links a trace job's runs: its model (a job of a CSV trace that names none is linked to no
+// other) and its owner.
+inline ModelSignature SignatureOf(const TraceJob& job) {
+  return job.profile.name == "custom" ? ModelSignature()
+                                      : ModelSignature(job.profile.name, job.owner);
+}
+
+// What happened to a server, for the cluster's picture of it.
+enum class Change {
+  kTook,    // it took more (a job started, memory grew): the picture is an upper bound
+  kOpened,  // it may take more, its free memory unchanged
+  kFreed,   // it may take more and have more memory free
+};
+
+struct EngineState {
+  EngineState(const Trace& t, const RunSpec& s, const SimOptions& o, const PlacementPolicy& p,
+              ClusterRule r)
+      : trace(t), spec(s), options(o), policy(p), rule(r) {}
+
+  const Trace& trace;
+  const RunSpec& spec;
+  const SimOptions& options;
+  const PlacementPolicy& policy;
+  const ClusterRule rule;
+  ManualClock clock;
+  std::vector<SimJob> jobs;   // by trace index (a job's id is its index + 1)
+  std::vector<int> arrivals;  // job indices in arrival order (rank -> index)
+  std::vector<SimGpu> gpus;
+  std::vector<Server> servers;
+  int64_t passes = 0;  // placement passes of the servers' schedulers
+
+  TimePoint Now() const { return clock.Now(); }
+  SimJob& job(int index) { return jobs[static_cast<size_t>(index)]; }
+  Server& server(int index) { return servers[static_cast<size_t>(index)]; }
+  const Server& server(int index) const { return servers[static_cast<size_t>(index)]; }
+};
+
+}  // namespace colo::sim
