@@ -192,8 +192,10 @@ class Scheduler {
   // process seen yet). Updates the GPU, every job running there (its use, with the MPS server's
   // part of an MPS client's context; its process seen) and the solo SM activity of a job alone
   // there and computing. The needs it raised (OnJobMemory).
+  // `uses_read` false: the sample did not list the GPU's processes (none was asked for when it
+  // began), and each job's use stays as last seen.
   std::vector<NeedRaised> OnDeviceSample(const GpuSample& sample, double measured_smact,
-                                         std::span<const JobUse> job_use);
+                                         bool uses_read, std::span<const JobUse> job_use);
   // The job was placed under MPS but runs without it (MPS is unavailable): it shares its GPUs
   // plainly, and its use is held to its plan as any plain sharer's (OnJobMemory).
   void SharesPlainly(JobId id);
@@ -219,9 +221,13 @@ class Scheduler {
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
   size_t gpu_count() const { return gpus_.size(); }
   const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
-  // The snapshot policies see, as of now.
+  // The jobs running on a GPU.
+  const std::vector<const JobRecord*>& jobs_on(GpuIndex g) const { return gpus_.at(g).jobs; }
+  // The snapshot policies see, as of now, with the window statistics this scheduler's policy
+  // reads; or with those `reads` asks for (what a display shows).
   ClusterView View() const;
-  Bytes Reservation(const JobRecord& job) const;
+  ClusterView View(const WindowReads& reads) const;
+  Bytes Reservation(const JobRecord& job) const { return Reservation(job, clock_.Now()); }
   const SchedulerConfig& config() const { return config_; }
   const PlacementPolicy& policy() const { return policy_; }
 
@@ -243,9 +249,15 @@ class Scheduler {
 
   std::vector<Launch> Pass();
   void OrderOwnersJobs(const std::string& owner);
-  void FillView(ClusterView& view) const;
+  // Every GPU's view, with the window summaries `reads` asks for (none: null).
+  void FillView(ClusterView& view, const WindowReads* reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
-  GpuView MakeView(GpuIndex g) const;
+  // A GPU's view but for its windows' summaries (left empty).
+  void MakeView(GpuIndex g, TimePoint now, GpuView& v) const;
+  void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
+  // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
+  void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
+  Bytes Reservation(const JobRecord& job, TimePoint now) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
@@ -266,6 +278,7 @@ class Scheduler {
 
   const Clock& clock_;
   const PlacementPolicy& policy_;
+  const WindowReads reads_;  // what policy_ reads of the windows
   SchedulerConfig config_;
   std::vector<GpuRecord> gpus_;
   int max_gpus_per_node_ = 0;
@@ -281,7 +294,8 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   ClusterView pass_view_;
-  std::vector<JobEnded> failed_;  // found infeasible by passes, until taken
+  std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
+  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };
 
 }  // namespace colo

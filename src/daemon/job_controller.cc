@@ -477,11 +477,18 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
     for (const NeedRaised& raised : scheduler_.OnDeviceSample(
              GpuSample{static_cast<GpuIndex>(g), time, s.memory_used,
                        s.smact >= 0 ? s.smact : s.utilization, s.smocc, s.drama, true},
-             s.smact, use)) {
+             s.smact, s.processes_read, use)) {
       if (auto it = live_.find(raised.job); it != live_.end() && it->second.current())
         OverPlan(it->second, raised);
     }
   }
+}
+
+std::vector<bool> JobController::GpusRunningJobs() const {
+  std::vector<bool> busy(scheduler_.gpu_count(), false);
+  for (size_t g = 0; g < busy.size(); ++g)
+    busy[g] = !scheduler_.jobs_on(static_cast<GpuIndex>(g)).empty();
+  return busy;
 }
 
 void JobController::OverPlan(Job& job, const NeedRaised& raised) {

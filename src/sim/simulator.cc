@@ -328,7 +328,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     for (const NeedRaised& raised : server.scheduler->OnDeviceSample(
              GpuSample{gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1,
                        true},
-             /*measured_smact=*/-1, job_use_)) {
+             /*measured_smact=*/-1, /*uses_read=*/true, job_use_)) {
       SimJob& raised_job = jobs_[static_cast<size_t>(raised.job - 1)];
       raised_job.planned = std::max(raised_job.planned, raised.need.Upper());
     }

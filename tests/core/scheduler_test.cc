@@ -499,12 +499,12 @@ TEST_F(SchedulerTest, ADeviceSampleTellsEachJobItsUseAndTheEndReportsWhatItMeasu
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(Seconds(1));
     EXPECT_TRUE(
-        scheduler_->OnDeviceSample({0, clock_.Now(), GiB(6), 0.01, -1, -1, true}, 0.01, use)
+        scheduler_->OnDeviceSample({0, clock_.Now(), GiB(6), 0.01, -1, -1, true}, 0.01, true, use)
             .empty());
   }
   for (int i = 0; i < 5; ++i) {
     clock_.Advance(Seconds(1));
-    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(7), 0.6, -1, -1, true}, 0.6,
+    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(7), 0.6, -1, -1, true}, 0.6, true,
                                std::vector<JobUse>{{1, GiB(7)}});
   }
   EXPECT_EQ(scheduler_->job(1)->attempt_peak, GiB(7));
@@ -523,7 +523,7 @@ TEST_F(SchedulerTest, FewerThanFiveComputingSamplesAloneMeasureNoSoloActivity) {
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
   for (int i = 0; i < 4; ++i) {
     clock_.Advance(Seconds(1));
-    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(2), 0.6, -1, -1, true}, 0.6,
+    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(2), 0.6, -1, -1, true}, 0.6, true,
                                std::vector<JobUse>{{1, GiB(2)}});
   }
   EXPECT_LT(scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""}).solo_smact, 0);
