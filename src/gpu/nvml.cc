@@ -2,7 +2,6 @@
 // toolkit; the few declarations it needs are our own (gpu/nvml_abi.h).
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "common/cpu_time.h"
 #include "gpu/dcgm.h"
 #include "gpu/gpu.h"
 #include "gpu/nvml_abi.h"
@@ -71,12 +71,6 @@ constexpr const char* kCallNames[] = {"memory", "processes",  "utilization", "po
                                       "energy", "gpm_sample", "gpm_metrics", "dcgm"};
 constexpr size_t kCalls = std::size(kCallNames);
 
-int64_t ThreadCpuNanos() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
-
 class NvmlGpus : public GpuBackend {
  public:
   struct Target {
@@ -131,9 +125,9 @@ class NvmlGpus : public GpuBackend {
   template <typename F>
   auto Timed(Call call, F&& f) {
     Cost& cost = costs_[static_cast<size_t>(call)];
-    const int64_t began = ThreadCpuNanos();
+    const auto began = ThreadCpuTime();
     auto result = f();
-    cost.nanos.fetch_add(ThreadCpuNanos() - began, std::memory_order_relaxed);
+    cost.nanos.fetch_add((ThreadCpuTime() - began).count(), std::memory_order_relaxed);
     cost.calls.fetch_add(1, std::memory_order_relaxed);
     return result;
   }

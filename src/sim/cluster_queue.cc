@@ -436,7 +436,12 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
 bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
   const SimJob& job = state_.jobs[static_cast<size_t>(index)];
   const PlacementRequest shared = RequestFor(job, -1);
-  auto request_for = [&](int s) { return state_.spec.learn ? RequestFor(job, s) : shared; };
+  std::optional<PlacementRequest> on_server;  // learn=on: the need depends on the server
+  auto request_for = [&](int s) -> const PlacementRequest& {
+    if (!state_.spec.learn) return shared;
+    on_server = RequestFor(job, s);
+    return *on_server;
+  };
   if (looked_at_last_round) {
     // Every other server turned it down and has only taken more since.
     if (!round_changed_sorted_) {
@@ -451,7 +456,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
     for (size_t i = 0; i < round_changed_.size(); ++i) {
       const int s = round_changed_[i];
       const Picture& server = pictures_[static_cast<size_t>(s)];
-      const PlacementRequest request = request_for(s);
+      const PlacementRequest& request = request_for(s);
       if ((server.changed || MayPlace(server, request)) && TryStart(index, s, request)) {
         round_changed_sorted_ = false;
         return true;
@@ -473,7 +478,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
         const std::pair<int64_t, int> key = *it;
         const int s = key.second;
         const Picture& server = pictures_[static_cast<size_t>(s)];
-        const PlacementRequest request = request_for(s);
+        const PlacementRequest& request = request_for(s);
         if (server.changed || MayPlace(server, request)) {
           // The least free servers turn most jobs down: read first, then ask the policy.
           if (server.changed || server.stale || server.view.now != state_.Now()) ReadServer(s);
@@ -496,7 +501,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
       it = index_.lower_bound(key);
       continue;
     }
-    const PlacementRequest request = request_for(s);
+    const PlacementRequest& request = request_for(s);
     if (-key.first < NeededScore(request)) break;
     if ((server.changed || MayPlace(server, request)) && TryStart(index, s, request)) return true;
     it = index_.upper_bound(key);
