@@ -46,20 +46,21 @@ void ClusterQueue::Submit(int index) {
   // queue forever). The verdict depends only on the shape of the request (an idle server has no
   // owners), so it is asked once per shape, of any server's scheduler, whose idle GPUs hold the
   // memory the simulation leaves to others.
-  const auto shape = std::make_tuple(job.spec->gpus, job.spec->memory.Upper().count(),
-                                     job.spec->memory.known(), job.spec->sharing);
+  const auto shape =
+      std::make_tuple(job.submitted->spec.gpus, job.submitted->spec.memory.Upper().count(),
+                      job.submitted->spec.memory.known(), job.submitted->spec.sharing);
   auto cached = placeable_.find(shape);
   if (cached == placeable_.end()) {
     cached = placeable_
                  .emplace(shape, state_.server(0).scheduler->CheckPlaceable(
-                                     *job.spec, state_.options.server.baseline_used))
+                                     job.submitted->spec, state_.options.server.baseline_used))
                  .first;
   }
   const Status& placeable = cached->second;
   if (!placeable.ok()) {
     job.rejected = true;
     job.reason = placeable.message();
-    job.spec.reset();
+    job.submitted.reset();
     return;
   }
   Enqueue(index);
@@ -360,14 +361,16 @@ void ClusterQueue::WakeToGrow(int server_index, TimePoint t) {
 
 MemoryNeed ClusterQueue::NeedOn(const SimJob& job, int server_index) const {
   // With learn=on the server's colod plans with what the runs of the job's model it saw taught.
-  if (!state_.spec.learn || server_index < 0) return job.spec->memory;
-  const Lesson lesson = Learn(state_.server(server_index).runs.Runs(SignatureOf(*job.trace)),
-                              job.spec->memory, job.spec->expected_smact, SmactSource::kUser);
-  return lesson.memory ? lesson.memory->need() : job.spec->memory;
+  if (!state_.spec.learn || server_index < 0) return job.submitted->spec.memory;
+  const Lesson lesson =
+      Learn(state_.server(server_index).runs.Runs(SignatureOf(*job.trace)),
+            job.submitted->spec.memory, job.submitted->spec.expected_smact, SmactSource::kUser);
+  return lesson.memory ? lesson.memory->need() : job.submitted->spec.memory;
 }
 
 PlacementRequest ClusterQueue::RequestFor(const SimJob& job, int server_index) const {
-  return colo::RequestFor(*job.spec, NeedOn(job, server_index));
+  if (!state_.spec.learn || server_index < 0) return job.submitted->request;
+  return colo::RequestFor(job.submitted->spec, NeedOn(job, server_index));
 }
 
 bool ClusterQueue::MayPlace(const Picture& server, const PlacementRequest& request) const {
@@ -392,7 +395,7 @@ int64_t ClusterQueue::NeededScore(const PlacementRequest& request) const {
 
 void ClusterQueue::SubmitTo(Scheduler& scheduler, SimJob& job, const MemoryNeed& need) {
   // The spec as submitted but for the need (the scheduler copies it): changed for the call only.
-  JobSpec& spec = *job.spec;
+  JobSpec& spec = job.submitted->spec;
   const MemoryNeed submitted = std::exchange(spec.memory, need);
   const Status status = scheduler.Submit(spec);
   spec.memory = submitted;
@@ -435,7 +438,7 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
 
 bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
   const SimJob& job = state_.jobs[static_cast<size_t>(index)];
-  const PlacementRequest shared = RequestFor(job, -1);
+  const PlacementRequest& shared = job.submitted->request;
   std::optional<PlacementRequest> on_server;  // learn=on: the need depends on the server
   auto request_for = [&](int s) -> const PlacementRequest& {
     if (!state_.spec.learn) return shared;

@@ -38,6 +38,13 @@ struct Ended {
   TimePoint first_started, finished;
 };
 
+// A job as submitted to the cluster queue: its spec, and what a server's policy is asked for it
+// before any server's lessons (its owner a view of the spec's: the two never move apart).
+struct Submission {
+  JobSpec spec;
+  PlacementRequest request;
+};
+
 struct SimJob {
   const TraceJob* trace = nullptr;
   int server = -1;
@@ -61,7 +68,7 @@ struct SimJob {
   std::string reason;  // why it was rejected, or why it ended (with `ended`)
   // The cluster queue.
   // As submitted: kept while the job may still be sent to a server (a requeued one goes again).
-  std::unique_ptr<JobSpec> spec;
+  std::unique_ptr<Submission> submitted;
   int rank = 0;                // arrival order: its place in the cluster queue
   bool queued = false;         // waiting in the cluster queue
   int64_t checked_round = -2;  // the last round it was looked at in; -2: not since it was queued

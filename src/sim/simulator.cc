@@ -404,7 +404,9 @@ void Engine::Arrive(int index) {
   SimJob& job = jobs_[static_cast<size_t>(index)];
   const TraceJob& t = *job.trace;
   if (cluster_) {
-    job.spec = std::make_unique<JobSpec>(SpecFor(t));
+    job.submitted = std::make_unique<sim::Submission>();
+    job.submitted->spec = SpecFor(t);
+    job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
     cluster_->Submit(index);
     return;
   }
@@ -548,7 +550,7 @@ void Engine::Settle(SimJob& job) {
   if (record == nullptr || !IsTerminal(record->state)) return;
   job.ended = EndedOf(*record);
   job.reason = record->end_reason;
-  job.spec.reset();
+  job.submitted.reset();
   std::vector<int>().swap(job.gpus);
   scheduler.Forget(job.trace->id);
 }
