@@ -57,6 +57,8 @@ struct SlurmTenancy {
   int restarts = 0;  // Slurm's restart count of the run this record is
   // Out-of-memory crashes of its earlier runs (on any node): the retry cap counts them too.
   int earlier_ooms = 0;
+  // The GPUs Slurm booked for this run here (colod runs it on these); empty: colod chose.
+  std::vector<std::string> gpu_uuids;
 };
 
 // A task of a job array (submit --array).

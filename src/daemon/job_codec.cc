@@ -465,6 +465,8 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
     slurm.Uint("job", t.job);
     slurm.Int("restarts", t.restarts);
     slurm.Int("earlier_ooms", t.earlier_ooms);
+    // Added later: absent in records written before Slurm booked a job's GPUs.
+    if (slurm.Optional("gpu_uuids")) slurm.Strings("gpu_uuids", t.gpu_uuids);
     if (slurm.ok() && t.job == 0) slurm.Fail("job", "must be a Slurm job id");
   }
   DecodeSlurmHabits(r, job, shared);
@@ -605,10 +607,12 @@ std::string EncodeJob(const Job& job) {
   api::WriteFields(job.context, record);
   record["threads"] = job.spec.threads;
   record["estimate"] = job.estimate ? EncodeEstimate(*job.estimate) : json(nullptr);
-  if (job.slurm)
+  if (job.slurm) {
     record["slurm"] = {{"job", job.slurm->job},
                        {"restarts", job.slurm->restarts},
                        {"earlier_ooms", job.slurm->earlier_ooms}};
+    if (!job.slurm->gpu_uuids.empty()) record["slurm"]["gpu_uuids"] = Strings(job.slurm->gpu_uuids);
+  }
   if (job.time_limit_s > 0) record["time_limit_s"] = job.time_limit_s;
   if (job.timed_out) record["timed_out"] = true;
   if (job.held) record["held"] = true;

@@ -44,6 +44,10 @@ struct TenantRequest {
   int restarts = 0;
   std::optional<Bytes> raised_need;  // what an out-of-memory crash of an earlier run raised it to
   int earlier_ooms = 0;
+  // The GPUs Slurm booked for it on this node, by the scheduler's index: it runs on these.
+  // Empty: colod chooses.
+  std::vector<GpuIndex> booked_gpus;
+  int threads = 0;  // the MPS thread percentage it booked (an mps:P request); 0: colod's choice
 };
 
 // A tenant given back to Slurm's queue, and what its next run (on any node) needs.
@@ -55,6 +59,7 @@ struct TenantHandback {
   int gpus = 1;
   std::string reason;
   bool avoid_this_node = false;  // this node could not place it in time
+  bool out_of_memory = false;    // it crashed out of memory (its user's output says so)
 };
 
 struct ControllerOptions {
