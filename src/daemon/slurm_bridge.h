@@ -1,10 +1,10 @@
 // colod as the node layer under Slurm. Slurm books each GPU job's GPUs (whole GPUs, or GPU memory
 // as shards of one GPU: docs/slurm-design.md); the SPANK plugin (src/slurm) tells colod, as root,
 // which GPUs slurmd gave a job and what it booked, asks for the job's placement at each step and
-// reports its end. This bridge turns those asks into JobController tenants booked on exactly
-// those GPUs, and carries out what only Slurm can do — requeue a job, tell where its output went,
-// drain and resume this node — on worker threads, so that a slow or absent slurmctld never holds
-// up colod's loop.
+// reports its end. This bridge turns those asks into tenants of colod (TenantHost, which the job
+// controller is) booked on exactly those GPUs, and carries out what only Slurm can do — requeue a
+// job, tell where its output went, drain and resume this node — on worker threads, so that a slow
+// or absent slurmctld never holds up colod's loop.
 //
 // What an out-of-memory crash taught travels with the job in its AdminComment
 // ("colo:need=BYTES,ooms=N"), which only Slurm's administrators (and this root daemon) can set:
@@ -24,8 +24,8 @@
 
 #include "api/types.h"
 #include "common/clock.h"
-#include "daemon/job_controller.h"
 #include "daemon/slurm_gpus.h"
+#include "daemon/tenant_runner.h"
 #include "gpu/gpu.h"
 
 namespace colo {
@@ -189,9 +189,8 @@ struct SlurmBridgeOptions {
 
 class SlurmBridge {
  public:
-  SlurmBridge(const Clock& clock, JobController& controller,
-              std::unique_ptr<SlurmCommands> commands, SlurmBridgeOptions options,
-              std::function<void()> wake);
+  SlurmBridge(const Clock& clock, TenantHost& host, std::unique_ptr<SlurmCommands> commands,
+              SlurmBridgeOptions options, std::function<void()> wake);
   ~SlurmBridge();
 
   // From the API, after the caller was checked to be root.
@@ -224,7 +223,7 @@ class SlurmBridge {
                                const api::SlurmRunRequest* prolog, const Lookup* record);
 
   const Clock& clock_;
-  JobController& controller_;
+  TenantHost& host_;
   std::unique_ptr<SlurmCommands> commands_;
   SlurmBridgeOptions options_;
   std::function<void()> wake_;
