@@ -40,6 +40,7 @@ extern "C" {
 #include <vector>
 
 #include "api/client.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "common/units.h"
 
@@ -225,7 +226,13 @@ std::optional<Bytes> Estimate() {
                 run.ok() ? run->output.substr(0, 2000).c_str() : run.status().message().c_str());
     return std::nullopt;
   }
-  const auto j = nlohmann::json::parse(run->output, nullptr, false);
+  // RunCommand gives stdout and stderr as one: colo estimate's warnings (its lines that start
+  // "colo estimate: ") come before the JSON, which stdout writes at once when colo exits.
+  std::string json_text;
+  for (const std::string& line : colo::Split(run->output, '\n')) {
+    if (line.rfind("colo estimate: ", 0) != 0) json_text += line + "\n";
+  }
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
   if (j.is_object() && j.contains("best") && j["best"].is_string()) {
     for (const auto& e : j.value("estimates", nlohmann::json::array())) {
       if (e.is_object() && e.value("estimator", "") == j["best"].get<std::string>() &&
@@ -415,11 +422,14 @@ int RemotePostOpt(spank_t sp) {
     auto share = colo::ParseSharingPreference(g_request.share.empty() ? "any" : g_request.share);
     request.share = share.ok() ? *share : colo::SharingPreference::kAny;
   } else {
-    // Whole GPUs from Slurm, without colo: colod places the job alone on idle GPUs.
+    // GPUs from Slurm without colo's options (whole GPUs, or shards of one GPU, which Slurm
+    // 22.05 announces with SLURM_SHARDS_ON_NODE alone): colod runs the job on the GPUs Slurm
+    // booked, as slurmd's prolog told it.
     std::string gpus = Getenv(sp, "SLURM_STEP_GPUS");
     if (gpus.empty()) gpus = Getenv(sp, "SLURM_JOB_GPUS");
-    if (CountList(gpus) == 0) return 0;  // no GPUs: nothing of colo's
-    request.gpus = CountList(gpus);
+    const bool shards = !Getenv(sp, "SLURM_SHARDS_ON_NODE").empty();
+    if (CountList(gpus) == 0 && !shards) return 0;  // no GPUs: nothing of colo's
+    request.gpus = std::max(CountList(gpus), 1);
   }
   const std::string path = SocketPath();
   auto first = ConnectWithRetry(path, g_settings.connect_timeout_s);
