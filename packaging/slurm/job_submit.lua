@@ -4,7 +4,7 @@ GRES, so that slurmctld picks a GPU that has room and the node's colod runs the 
 GPU memory is booked as `shard`s, each SHARD_MIB of one GPU's memory, listed per GPU in gres.conf
 (`Name=shard Count=<shards> File=/dev/nvidiaN`): a job's shards all come from one GPU, so a GPU
 is never booked past its memory. Install it as job_submit.lua next to slurm.conf with
-JobSubmitPlugins=lua and GresTypes=gpu,shard,mps (docs/slurm-admin.md).
+JobSubmitPlugins=lua and GresTypes=gpu,shard,mps (docs/slurm-sites.md).
 
   * A colo job (colo's SPANK plugin set COLO_MEM, COLO_GPUS or COLO_SHARE in the job-control
     environment) on one GPU per node: shard:ceil(COLO_MEM / SHARD_MIB). Without COLO_MEM, with

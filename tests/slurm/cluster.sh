@@ -2,7 +2,7 @@
 # A real 3-node Slurm cluster on this one machine, for tests: its own munged, one slurmctld and
 # three slurmds (n1 n2 n3), each slurmd in a network + UTS namespace of its own on a private
 # bridge (10.99.0.0/24), each node with fake GPUs (character devices, or symlinks to /dev/null
-# where mknod is not allowed) and a colod. The layout is docs/slurm-admin.md's: GPU memory is
+# where mknod is not allowed) and a colod. The layout is docs/slurm-sites.md's: GPU memory is
 # booked as `shard`s of 1 GiB bound to each GPU's File=, and where the devices cgroup (v1) can be
 # used, task/cgroup with ConstrainDevices=yes keeps each job to the GPUs Slurm gave it.
 #
