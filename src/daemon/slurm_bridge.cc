@@ -677,10 +677,7 @@ void SlurmBridge::LearnNode() {
     }
     // gres.conf booking more of a GPU than it has is the one problem Slurm would act on: it would
     // send jobs there that cannot all fit. The node is drained until that is mended.
-    std::string overbooked;
-    for (const std::string& problem : map.problems) {
-      if (problem.find("books") != std::string::npos) overbooked = problem;
-    }
+    const std::string overbooked = map.overbooked.empty() ? "" : map.overbooked.front();
     auto state = commands_->ShowNode(node);
     Status updated;
     std::string action;
@@ -690,7 +687,7 @@ void SlurmBridge::LearnNode() {
     } else if (state.ok() && state->drained && state->reason.rfind("colo:", 0) == 0) {
       // A drain of colo's own (colod was unreachable, or gres.conf was wrong): colod serves again.
       updated = commands_->UpdateNode(node, false, "");
-      action = "resumed (drained by colo: " + state->reason + ")";
+      action = "resumed from a drain of colo's own (" + state->reason + ")";
     }
     return [this, map = std::move(map), action, updated] {
       for (const std::string& problem : map.problems) LogLine("Slurm node: " + problem);

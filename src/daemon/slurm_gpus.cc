@@ -86,10 +86,11 @@ SlurmGpuMap MapSlurmGpus(const std::map<int, SlurmGpu>& gres,
     const DeviceInfo& device = devices[static_cast<size_t>(found->second)];
     const int64_t fits = ShardsOf(device.memory_total, shard_size, margin);
     if (gpu.shards > fits) {
-      map.problems.push_back(fmt::format(
+      map.overbooked.push_back(fmt::format(
           "gres.conf books {} shards of {} on {}, which takes {} ({} less the margin of {})",
           gpu.shards, FormatBytes(shard_size), gpu.file, fits, FormatBytes(device.memory_total),
           FormatBytes(margin)));
+      map.problems.push_back(map.overbooked.back());
     }
   }
   return map;

@@ -38,6 +38,9 @@ int NvidiaMinor(std::string_view file);
 struct SlurmGpuMap {
   std::map<int, GpuIndex> by_slurm_index;
   std::vector<std::string> problems;  // one line each; empty: every GPU matches
+  // Of those, the GPUs gres.conf books past their memory: Slurm would send jobs there that
+  // cannot all fit (the node is drained until that is mended).
+  std::vector<std::string> overbooked;
 };
 
 // From slurmd's GPUs: each file's /dev/nvidiaN names the GPU whose minor number is N, and its

@@ -61,10 +61,12 @@ TEST(SlurmGpusTest, ShardsBeyondAGpusMemoryAreAProblem) {
                                 GiB(1), GiB(2));
   ASSERT_EQ(map.problems.size(), 1u);
   EXPECT_NE(map.problems[0].find("books 78 shards"), std::string::npos) << map.problems[0];
+  EXPECT_EQ(map.overbooked, map.problems);
   const auto unknown =
       MapSlurmGpus(ParseSlurmdGres(kSlurmdGres), Devices({{0, GiB(80)}}), GiB(1), GiB(2));
   ASSERT_EQ(unknown.problems.size(), 1u);
   EXPECT_NE(unknown.problems[0].find("/dev/nvidia2"), std::string::npos);
+  EXPECT_TRUE(unknown.overbooked.empty()) << "a GPU colod does not know is not overbooked";
   EXPECT_EQ(unknown.by_slurm_index.count(1), 0u);
 }
 
