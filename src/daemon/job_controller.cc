@@ -548,14 +548,17 @@ void JobController::Tick() {
     if (it == live_.end() || it->second.state == JobState::kRunning || !it->second.live()) continue;
     Job& job = it->second;
     const std::string why = WaitReason(job);
-    HandBack(job,
-             TenantHandback{job.external->id, id,
-                            job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
-                            job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
-                            fmt::format("no GPU of this node could take it within {:.0f} s ({})",
-                                        ToSeconds(options_.tenant_wait_limit), why),
-                            /*avoid_this_node=*/true},
-             {});
+    HandBack(
+        job,
+        TenantHandback{
+            job.external->id, id, job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
+            job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
+            fmt::format("{} could take it within {:.0f} s ({})",
+                        job.spec.booked_gpus.empty() ? "no GPU of this node"
+                                                     : "not the GPU(s) Slurm booked for it here",
+                        ToSeconds(options_.tenant_wait_limit), why),
+            /*avoid_this_node=*/true, /*out_of_memory=*/false},
+        {});
   }
   if (admission_.dependencies_changed()) CheckDependencies();
   if (admission_.arrays_changed()) AdmitArrayTasks();
@@ -809,7 +812,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
                             job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
                             fmt::format("out of memory; runs again needing {} per GPU",
                                         FormatBytes(job.spec.memory.peak)),
-                            /*avoid_this_node=*/false},
+                            /*avoid_this_node=*/false, /*out_of_memory=*/true},
              std::move(events));
     return;
   }

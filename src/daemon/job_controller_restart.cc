@@ -45,6 +45,15 @@ Status JobController::Recover() {
       job.state = JobState::kQueued;
       admission_.DependenciesChanged();
     } else {
+      if (job.external) {
+        // Back on the GPUs Slurm booked for it (a GPU gone since cannot take it: it waits, and
+        // goes back to Slurm at its wait limit).
+        job.spec.booked_gpus.clear();
+        for (const std::string& uuid : job.external->gpu_uuids) {
+          if (auto it = by_uuid.find(uuid); it != by_uuid.end())
+            job.spec.booked_gpus.push_back(it->second);
+        }
+      }
       Enqueue(job, "after a restart");
       if (job.external && job.live())
         tenants_.WaitUntil(id, clock_.Now() + options_.tenant_wait_limit);

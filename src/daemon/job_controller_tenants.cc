@@ -3,6 +3,7 @@
 // TenantRunner's (tenant_runner.h); the bridge that talks to Slurm is slurm_bridge.h.
 #include <fmt/format.h>
 
+#include "common/strings.h"
 #include "common/text.h"
 #include "daemon/job_controller.h"
 
@@ -35,13 +36,20 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
                     request.slurm_job, request.owner.uid));
   Job job;
   job.owner = request.owner;
-  job.external = ExternalRun{"slurm", request.slurm_job, request.restarts, request.earlier_ooms};
+  job.external =
+      ExternalRun{"slurm", request.slurm_job, request.restarts, request.earlier_ooms, {}};
   job.spec.owner = request.owner.user;
   job.spec.command = {fmt::format("(Slurm job {})", request.slurm_job)};
   job.spec.name =
       TruncateUtf8(request.name.empty() ? fmt::format("slurm-{}", request.slurm_job) : request.name,
                    kMaxNameBytes);
   job.spec.gpus = request.gpus;
+  job.spec.booked_gpus = request.booked_gpus;
+  job.spec.threads = request.threads;
+  for (GpuIndex g : request.booked_gpus) {
+    if (g >= 0 && static_cast<size_t>(g) < scheduler_.gpu_count())
+      job.external->gpu_uuids.push_back(scheduler_.gpu_info(g).uuid);
+  }
   job.context.source = fmt::format("slurm {}", request.slurm_job);
   if (request.memory) {
     // The user's declared need is the limit; an out-of-memory crash of an earlier run raised it.
@@ -58,10 +66,12 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   }
   job.state = JobState::kQueued;
   job.submitted = clock_.WallNow();
+  const std::string booked = Join(job.external->gpu_uuids, ",");
   JobEvent attached = Event(
       0, "submitted",
-      fmt::format("Slurm job {} (run {}) of {}: {} GPU(s), memory {}", request.slurm_job,
+      fmt::format("Slurm job {} (run {}) of {}: {} GPU(s){}, memory {}", request.slurm_job,
                   request.restarts, job.owner.user, job.spec.gpus,
+                  booked.empty() ? "" : " booked by Slurm: " + booked,
                   job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "whole GPUs"));
   if (Status stored = store_.Insert(job, {attached}); !stored.ok()) {
     counters_.store_failures++;

@@ -2,7 +2,6 @@
 // toolkit; the few declarations it needs are our own (gpu/nvml_abi.h).
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +12,7 @@
 #include <iterator>
 
 #include "common/clock.h"
+#include "common/cpu_time.h"
 #include "gpu/dcgm.h"
 #include "gpu/energy_counter.h"
 #include "gpu/gpu.h"
@@ -32,6 +32,7 @@ struct NvmlApi {
   nvmlReturn_t (*GetHandleByIndex)(unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*GetName)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*GetUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*GetMinorNumber)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*GetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*GetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned int*) = nullptr;
@@ -72,12 +73,6 @@ enum class Call {
 constexpr const char* kCallNames[] = {"memory", "processes",  "utilization", "power",
                                       "energy", "gpm_sample", "gpm_metrics", "dcgm"};
 constexpr size_t kCalls = std::size(kCallNames);
-
-int64_t ThreadCpuNanos() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
 
 // How often the board's energy counter is read; between reads the power samples carry it
 // (gpu/energy_counter.h says why).
@@ -138,9 +133,9 @@ class NvmlGpus : public GpuBackend {
   template <typename F>
   auto Timed(Call call, F&& f) {
     Cost& cost = costs_[static_cast<size_t>(call)];
-    const int64_t began = ThreadCpuNanos();
+    const auto began = ThreadCpuTime();
     auto result = f();
-    cost.nanos.fetch_add(ThreadCpuNanos() - began, std::memory_order_relaxed);
+    cost.nanos.fetch_add((ThreadCpuTime() - began).count(), std::memory_order_relaxed);
     cost.calls.fetch_add(1, std::memory_order_relaxed);
     return result;
   }
@@ -315,6 +310,7 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
   if (!bound) return Unavailable(fmt::format("NVML is too old: {}", dlerror()));
   // Optional: MIG (Ampere+) and GPM (Hopper+, driver 520+).
   Bind(lib, "nvmlDeviceGetMigMode", api.GetMigMode);
+  Bind(lib, "nvmlDeviceGetMinorNumber", api.GetMinorNumber);
   Bind(lib, "nvmlDeviceGetMaxMigDeviceCount", api.GetMaxMigDeviceCount);
   Bind(lib, "nvmlDeviceGetMigDeviceHandleByIndex", api.GetMigDeviceHandleByIndex);
   const bool gpm = Bind(lib, "nvmlGpmQueryDeviceSupport", api.GpmQueryDeviceSupport) &&
@@ -376,6 +372,9 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
     DeviceInfo d;
     d.index = static_cast<int>(i);
     d.uuid = uuid.data();
+    unsigned int minor = 0;
+    if (api.GetMinorNumber && api.GetMinorNumber(handle, &minor) == kSuccess)
+      d.minor = static_cast<int>(minor);
     d.name = name.data();
     d.memory_total = Bytes(static_cast<int64_t>(memory.total));
     d.gpm_supported = has_gpm;
