@@ -525,7 +525,7 @@ TEST_F(SchedulerTest, ABookedJobAfterAnOutOfMemoryCrashWaitsForItsGpusAgain) {
   Build("worst-fit", {}, 2);
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(1, GiB(10)), {1})).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  EXPECT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(10), GiB(2))),
+  EXPECT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(10), GiB(2))).action,
             ExitAction::kRequeuedForRecovery);
   EXPECT_TRUE(scheduler_->recovery_queue().empty());
   EXPECT_TRUE(scheduler_->booked_jobs() == std::deque<JobId>({1}));
