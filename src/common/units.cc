@@ -56,6 +56,15 @@ std::string FormatBytes(Bytes b) {
   return fmt::format("{} B", b.count());
 }
 
+std::string FormatDuration(Duration d) {
+  const double seconds = ToSeconds(d);
+  const double abs = std::fabs(seconds);
+  if (abs < 60) return fmt::format("{:.0f} s", seconds);
+  if (abs < 3600) return fmt::format("{:.0f} min", seconds / 60);
+  if (abs < 86400) return fmt::format("{:.1f} h", seconds / 3600);
+  return fmt::format("{:.1f} d", seconds / 86400);
+}
+
 Result<Duration> ParseDuration(const std::string& text) {
   double number = 0;
   std::string unit;

@@ -88,5 +88,7 @@ inline TimePoint AtSeconds(double s) {
 
 // Parses "30s", "5m", "2h", "1.5" (seconds when no unit).
 Result<Duration> ParseDuration(const std::string& text);
+// "45 s", "31 min", "2.5 h", "3.2 d": a span for people, to two figures.
+std::string FormatDuration(Duration d);
 
 }  // namespace colo

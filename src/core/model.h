@@ -54,6 +54,16 @@ struct JobSpec {
   double expected_smact = -1.0;
   // The MPS active-thread percentage the user asked for (1..100); 0: from its SM activity.
   int threads = 0;
+  // Its time limit (--time; 0: none): an attempt is stopped this long after it starts, so it
+  // ends by then. What backfill's reservations count on first.
+  Duration time_limit{0};
+  // How long its runs take, learned from earlier runs of its model (0: not known): what
+  // reservations count on where there is no time limit.
+  Duration expected_run{0};
+  // Submitted --requeue: it may be stopped with notice and run again as its next attempt.
+  bool requeue = false;
+  // The notice it gets before it is stopped for another job (its --signal's lead).
+  Duration preempt_notice = Seconds(60);
 };
 
 // kRequeued: a Slurm job this node handed back to Slurm's queue (to run again here or elsewhere).
@@ -76,7 +86,8 @@ inline bool IsTerminal(JobState s) {
          s == JobState::kLost || s == JobState::kRequeued || s == JobState::kTimeout;
 }
 
-enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost, kTimeout };
+// kPreempted: stopped with notice so that another job could start; it waits again.
+enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost, kTimeout, kPreempted };
 std::string_view ToString(ExitKind k);
 Result<ExitKind> ParseExitKind(std::string_view text);
 

@@ -6,11 +6,16 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <optional>
+#include <set>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
+#include "core/fair_share.h"
 #include "core/model.h"
 #include "core/placement.h"
 #include "core/recovery.h"
@@ -51,10 +56,16 @@ struct SchedulerConfig {
   bool mps_limits_enforced = true;
   double oom_limit_growth = 2.4;
   Bytes oom_extra = MiB(512);
-  // Bounded backfill: when the head waits, up to `backfill_depth` later jobs may start on GPUs that
-  // are not earmarked for the head. Off by default, as in the thesis.
+  // EASY backfill: when the head of the main queue waits, it gets a reservation (the GPUs it
+  // would get first and, where running jobs' ends are known, when), and up to `backfill_depth`
+  // later jobs may start now where they cannot delay it: on other GPUs, or on its GPUs if they end
+  // before its time. Off here, as in the thesis (colo sim's default); colod turns it on.
   bool backfill = false;
   int backfill_depth = 16;
+  // The main queue's order, usage and preemption (core/fair_share.h); FIFO here, as in the thesis.
+  FairnessConfig fairness;
+  // What each user may hold at once where SetUserTerms gave them nothing of their own.
+  UserLimits user_limits;
 };
 
 // A decision to start (an attempt of) a job.
@@ -63,6 +74,8 @@ struct SchedulerConfig {
 struct PriorAttempts {
   int attempts = 0;
   int out_of_memory = 0;
+  // Since when it has waited (its age under fair share); unset: from now.
+  std::optional<TimePoint> waiting_since;
 };
 
 struct Launch {
@@ -79,7 +92,40 @@ struct Launch {
 };
 
 // What OnJobExit did with the job.
-enum class ExitAction { kFinished, kRequeuedForRecovery, kFailedRetryCap, kIgnored };
+enum class ExitAction {
+  kFinished,
+  kRequeuedForRecovery,
+  kFailedRetryCap,
+  kRequeuedAfterPreemption,  // stopped for another job: it waits in the main queue again
+  kIgnored
+};
+
+// A running job to stop so that the queue's head can start (Scheduler::Preempt). Its driver
+// signals it (with its notice), stops it when the notice is over, and reports its end as
+// ExitKind::kPreempted: it then waits again, keeping its attempts.
+struct Preemption {
+  JobId job = 0;
+  JobId for_job = 0;   // the waiting job it makes room for
+  std::string reason;  // for people: whose job, and why it may take the room
+};
+
+// What backfill keeps for the main queue's waiting head: the GPUs it would get first and, where
+// the running jobs' ends are known (time limits, learned run times, preemptions), from when.
+// Later jobs may start on other GPUs, or on these only if they end before `at`.
+struct HeadReservation {
+  std::optional<TimePoint> at;  // unknown: no running job's end is known
+  std::vector<GpuIndex> gpus;
+  std::vector<JobId> waits_for;  // the running jobs whose ends make the room
+};
+
+// Where a waiting job of the main queue stands, for `colo explain`.
+struct QueueStanding {
+  int position = 0;  // from 1, in the order the next pass looks at the queue
+  int waiting = 0;   // jobs in the main queue
+  UserStanding owner;
+  double age_factor = 0;
+  double priority = 0;  // fair-share order only
+};
 
 // A running job used more than it planned on one of its GPUs while it shared it without a memory
 // limit (nothing stops it at its plan, and what it takes was placed for others): it plans with its
@@ -118,6 +164,20 @@ struct JobRecord {
   std::string end_reason;
   std::string need_basis;         // why an out-of-memory crash raised the need as it did
   std::optional<Wait> last_wait;  // why it waited at the last pass
+  // Since when it waits: its submission, or when it was last requeued. Its age counts from here.
+  TimePoint waiting_since;
+  // Why its owner's limits held it at the last pass; empty when they did not.
+  std::string limit_wait;
+  // While it runs: what it counts against its owner's limits, and the GPU-equivalents its owner
+  // is charged for it (each GPU weighted by the share of its memory the job plans with).
+  Holdings holds;
+  double charge = 0;
+  // The head of the main queue: what backfill keeps for it.
+  std::optional<HeadReservation> reservation;
+  // Being stopped for another job: when its notice ends, and for which job.
+  std::optional<TimePoint> preempt_deadline;
+  JobId preempted_for = 0;
+  std::vector<JobId> preempting;  // the head: the jobs being stopped for it
 };
 
 class Scheduler {
@@ -140,12 +200,25 @@ class Scheduler {
   Status AbortLaunch(JobId id);
   // Drops the record of a job that has ended: a long-running daemon keeps only live jobs.
   void Forget(JobId id);
+  // What an administrator grants a user (share, limits); a user never given any has share 1 and
+  // the config's user_limits.
+  void SetUserTerms(const std::string& user, const UserTerms& terms);
+  UserTerms TermsOf(const std::string& user) const;
+  // A user's usage as it was read back after a restart, decayed to now.
+  void RestoreUsage(const std::string& user, double usage);
+  const UsageLedger& usage() const { return ledger_; }
+  // Where every user who counts stands now: those with jobs waiting or running, and those with
+  // usage that has not decayed away.
+  std::map<std::string, UserStanding> Standings() const;
   // Replaces the memory need of a job waiting in the main queue by a better one (earlier runs of
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.
   Status UpdateNeed(JobId id, const MemoryNeed& need);
   // Replaces the expected SM activity of a waiting job (learned from earlier runs of its model).
   Status UpdateExpectedSmact(JobId id, double smact);
+  // A running job's learned run time (earlier runs of its model have ended since it was
+  // submitted): what reservations count on where it has no time limit.
+  Status UpdateExpectedRun(JobId id, Duration run);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
   // reservation starts from the plan, as for a fresh launch.
   Status Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
@@ -164,9 +237,21 @@ class Scheduler {
   void OnJobProcessSeen(JobId id, GpuIndex gpu);
   ExitAction OnJobExit(JobId id, const JobExit& exit);
 
-  // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order
-  // (one owner's jobs among themselves by JobSpec::priority, in the places they hold).
+  // One placement pass: recovery queue first (strict priority), then the main queue in its order
+  // (FIFO, or by priority under fair share; one owner's jobs among themselves by
+  // JobSpec::priority, in the places they hold), each job within its owner's limits (a job they
+  // hold is passed over, never waited for); a waiting head gets its reservation and backfill.
   std::vector<Launch> Schedule();
+  // After Schedule: the running jobs to stop so that the main queue's head can start, when
+  // preemption is on, the head's owner is under their share, it has waited preempt_after and no
+  // room comes sooner. The fewest preemptible jobs of users over their share that make the room,
+  // most over their share first, then the most recently started. Each is being preempted until
+  // its end is reported.
+  std::vector<Preemption> Preempt();
+  // A preemption the driver could not carry out (it could not record it): the job runs on.
+  void AbortPreemption(JobId id);
+  // A job taken back after a restart was being preempted: its notice ends at `deadline`.
+  Status ResumePreemption(JobId id, TimePoint deadline);
   // When the scheduler wants to run again even if no event arrives (grace ends, reservations
   // settle, utilization windows slide). nullopt: only events can change its mind.
   std::optional<TimePoint> NextWakeup() const;
@@ -175,6 +260,13 @@ class Scheduler {
   // What the policy would decide for this job now, as if it were at the head of its queue:
   // for `colo explain` (only the head's verdicts are recorded by a pass).
   std::optional<PlacementDecision> Explain(JobId id) const;
+  // Where a job of the main queue stands in its order, and why.
+  std::optional<QueueStanding> StandingOf(JobId id) const;
+  // The main queue in the order the next pass looks at it.
+  std::vector<JobId> QueueOrder() const;
+  // The main queue's waiting head at the last pass (0: none), which holds the reservation.
+  JobId head() const { return head_; }
+  // The main queue in arrival order (QueueOrder: the order a pass takes).
   const std::deque<JobId>& main_queue() const { return main_queue_; }
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
   size_t gpu_count() const { return gpus_.size(); }
@@ -201,11 +293,40 @@ class Scheduler {
     std::optional<TimePoint> last_placement;
   };
 
+  // One owner's waiting jobs of the main queue, under fair share: in their order (their
+  // --priority, then age), and the times their places date from (the k-th oldest is the k-th
+  // place's: a priority reorders an owner's jobs among their own places, never past others).
+  struct OwnerQueue {
+    std::set<std::tuple<int, TimePoint, JobId>> jobs;  // (-priority, waiting_since, id)
+    std::multiset<TimePoint> places;
+  };
+  class Walk;  // the main queue in a pass's order
+
   std::vector<Launch> Pass();
   void OrderOwnersJobs(const std::string& owner);
+  void Enqueue(JobRecord& job, bool front = false);
+  // Takes jobs that left the main queue (started, or failed) out of it after a pass.
+  void RemoveFromMainQueue(const std::vector<JobId>& left);
+  // Takes a job that leaves a queue out of the owner indexes (`main`: the main queue's).
+  void Unindex(const JobRecord& job, bool main);
+  // Why its owner's limits hold the job now (a pass's reason), or nullopt.
+  std::optional<std::string> HeldByLimits(const JobRecord& job) const;
+  bool OwnerAtLimit(const std::string& owner) const;
+  // What the job holds and is charged while it runs, counted for its owner (or given back).
+  void Hold(JobRecord& job, bool holding);
+  std::map<std::string, double> CountedUsers() const;
+  // When a running job is expected to end (its preemption's notice, its time limit or learned
+  // run time), if known.
+  std::optional<TimePoint> ExpectedEnd(const JobRecord& job) const;
+  // Whether a job that starts now is expected to end by `at`.
+  bool EndsBy(const JobRecord& job, TimePoint at) const;
+  HeadReservation Reserve(const JobRecord& head, const ClusterView& view) const;
+  // `view` with `leaving` gone from their GPUs (their windows unknown, their graces over).
+  void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
+               const std::vector<GpuIndex>& gpus) const;
   void FillView(ClusterView& view) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
-  GpuView MakeView(GpuIndex g) const;
+  GpuView MakeView(GpuIndex g, const std::set<const JobRecord*>* leaving = nullptr) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
@@ -214,7 +335,8 @@ class Scheduler {
   void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
              std::vector<Launch>& launches);
   void Detach(JobRecord& job);
-  void Backfill(const JobRecord& head, ClusterView& view, std::vector<Launch>& launches);
+  void Backfill(JobRecord& head, Walk& walk, ClusterView& view, std::vector<Launch>& launches,
+                std::vector<JobId>& left);
   JobRecord& Get(JobId id);
 
   const Clock& clock_;
@@ -227,7 +349,16 @@ class Scheduler {
   std::deque<JobId> main_queue_;
   std::deque<JobId> recovery_queue_;
   GpuIndex last_placed_ = -1;
+  JobId head_ = 0;
+  bool preempt_due_ = false;  // a pass ran since Preempt last looked
   bool head_blocked_by_utilization_ = false;
+  // Fair share and limits.
+  UsageLedger ledger_;
+  std::map<std::string, UserTerms> terms_;
+  bool limits_used_ = false;                        // some user has a limit
+  std::map<std::string, Holdings> holdings_;        // by owner, of running jobs
+  std::map<std::string, int> waiting_owners_;       // waiting jobs (both queues) by owner
+  std::map<std::string, OwnerQueue> owner_queues_;  // under fair share
   bool priorities_used_ = false;  // a job with a priority other than 0 was ever submitted
   // A pass whose inputs have not changed since the last one, before the time the last one said it
   // would change its mind, decides the same: it is skipped. Events set `changed_`.

@@ -103,7 +103,8 @@ constexpr JobState kJobStates[] = {
     JobState::kSucceeded, JobState::kFailed,     JobState::kCancelled,
     JobState::kLost,      JobState::kRequeued,   JobState::kTimeout};
 constexpr ExitKind kExitKinds[] = {ExitKind::kSuccess,   ExitKind::kFailure, ExitKind::kOutOfMemory,
-                                   ExitKind::kCancelled, ExitKind::kLost,    ExitKind::kTimeout};
+                                   ExitKind::kCancelled, ExitKind::kLost,    ExitKind::kTimeout,
+                                   ExitKind::kPreempted};
 constexpr api::DependencyKind kDependencyKinds[] = {api::DependencyKind::kAfterOk,
                                                     api::DependencyKind::kAfterAny,
                                                     api::DependencyKind::kAfterNotOk};

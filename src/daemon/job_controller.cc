@@ -1189,11 +1189,17 @@ Status JobController::Recover() {
 }
 
 // Back to the queue it was in, with its attempts and out-of-memory count (its retry cap and its
-// priority survive a restart).
+// priority survive a restart), and the age it had: it has waited since it was submitted, or
+// since its last attempt ended.
 void JobController::Requeue(Job& job, std::string_view when) {
   const int ooms = OutOfMemoryAttempts(job);
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
+  const Attempt* last = job.current();
+  const WallTime since = last && last->phase == Attempt::Phase::kEnded
+                             ? std::max(last->ended, job.submitted)
+                             : job.submitted;
+  const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms,
+                            MonotonicStart(clock_, since)};
   if (Status s = scheduler_.Submit(Planned(job), prior); !s.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(fmt::format("cannot be queued again {}: {}", when, s.message()),
@@ -1337,7 +1343,8 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   const JobId id = job.id();
   const int ooms = request.earlier_ooms;
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms}); !queued.ok()) {
+  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms, std::nullopt});
+      !queued.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
     job.finished = clock_.WallNow();

@@ -244,7 +244,7 @@ TEST_F(SchedulerTest, PriorOutOfMemoryAttemptsSurviveARestart) {
   config.max_oom_retries = 2;
   Build("worst-fit", config, 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
-  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20)), PriorAttempts{2, 2}).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20)), PriorAttempts{2, 2, std::nullopt}).ok());
   const JobRecord* restored = scheduler_->job(2);
   EXPECT_EQ(restored->state, JobState::kRecovering);
   EXPECT_EQ(restored->oom_count, 2);
