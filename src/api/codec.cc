@@ -40,8 +40,8 @@ std::string EncodeAnyReply(const Reply& reply) {
 
 // The op of each alternative of Request, in its order.
 constexpr std::string_view kOpNames[] = {
-    "hello",   "submit",       "queue",     "show",      "cancel",  "explain", "logs",  "gpus",
-    "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report",  "events"};
+    "hello",   "submit",       "queue",     "show",      "cancel",  "explain", "logs",   "gpus",
+    "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report",  "events", "share"};
 static_assert(std::size(kOpNames) == std::variant_size_v<Request>);
 
 // The alternative of Request whose op is `op`, read from `j`; nullopt for an unknown op.
@@ -308,6 +308,9 @@ std::string EncodeReply(const LogsReply& reply) {
 std::string EncodeReply(const GpusReply& reply) {
   return EncodeAnyReply(reply);
 }
+std::string EncodeReply(const ShareReply& reply) {
+  return EncodeAnyReply(reply);
+}
 std::string EncodeReply(const HistoryReply& reply) {
   return EncodeAnyReply(reply);
 }
@@ -371,6 +374,7 @@ template Result<CancelReply> DecodeReply<CancelReply>(std::string_view);
 template Result<ExplainReply> DecodeReply<ExplainReply>(std::string_view);
 template Result<LogsReply> DecodeReply<LogsReply>(std::string_view);
 template Result<GpusReply> DecodeReply<GpusReply>(std::string_view);
+template Result<ShareReply> DecodeReply<ShareReply>(std::string_view);
 template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
 template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
 template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);

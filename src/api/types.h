@@ -314,6 +314,11 @@ struct EventsRequest {
 constexpr auto Fields(Of<EventsRequest>) {
   return std::tuple{Field("limit", &EventsRequest::limit).Range(1, kMaxRecentEvents)};
 }
+// Every user who counts for fair share now: their share, usage and limits (colo share).
+struct ShareRequest {};
+constexpr auto Fields(Of<ShareRequest>) {
+  return std::tuple{};
+}
 
 // Slurm: the node's half of a Slurm job (the SPANK plugin in slurmstepd and slurmd, as root).
 // Only root may send these: the uid they carry is Slurm's word, which a user cannot give.
@@ -391,10 +396,10 @@ constexpr auto Fields(Of<RunReportRequest>) {
                     Field("max_points", &R::max_points).Range(10, kMaxReportPoints)};
 }
 
-using Request =
-    std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
-                 ExplainRequest, LogsRequest, GpusRequest, HistoryRequest, SlurmAttachRequest,
-                 SlurmEndRequest, SlurmRunRequest, ControlRequest, RunReportRequest, EventsRequest>;
+using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
+                             ExplainRequest, LogsRequest, GpusRequest, HistoryRequest,
+                             SlurmAttachRequest, SlurmEndRequest, SlurmRunRequest, ControlRequest,
+                             RunReportRequest, EventsRequest, ShareRequest>;
 std::string_view OpName(const Request& request);
 
 // Replies
@@ -612,6 +617,14 @@ struct ExplainReply {
   int position = 0;   // in its queue, from 1; 0 when not queued
   std::string queue;  // "main" or "recovery"
   std::vector<GateInfo> gpus;
+  int waiting = 0;  // jobs in its queue
+  // Its owner's standing and how its priority is made (fair share), for people; empty: FIFO.
+  std::string standing;
+  double priority = 0;
+  // The head of the main queue: what backfill keeps for it, for people; else empty.
+  std::string reservation;
+  // What its owner's limits hold back, for people; else empty.
+  std::string limit;
 };
 constexpr auto Fields(Of<ExplainReply>) {
   using E = ExplainReply;
@@ -620,7 +633,12 @@ constexpr auto Fields(Of<ExplainReply>) {
                     Field("summary", &E::summary),
                     Field("position", &E::position).Range(0, 1 << 30).OmitDefault(),
                     Field("queue", &E::queue).MaxBytes(64).OmitDefault(),
-                    Field("gpus", &E::gpus)};
+                    Field("gpus", &E::gpus),
+                    Field("waiting", &E::waiting).Range(0, 1 << 30).OmitDefault(),
+                    Field("standing", &E::standing).MaxBytes(4096).OmitDefault(),
+                    Field("priority", &E::priority).Range(0, 1e12).OmitDefault(),
+                    Field("reservation", &E::reservation).MaxBytes(4096).OmitDefault(),
+                    Field("limit", &E::limit).MaxBytes(4096).OmitDefault()};
 }
 struct LogsReply {
   JobId job = 0;
@@ -731,6 +749,45 @@ struct EventsReply {
 };
 constexpr auto Fields(Of<EventsReply>) {
   return std::tuple{Field("events", &EventsReply::events)};
+}
+
+// One user's standing for fair share (core/fair_share.h's UserStanding) and what they hold.
+struct ShareUser {
+  std::string user;
+  double share = 1;              // as granted
+  double share_fraction = 0;     // of the shares of every user listed
+  double usage_gpu_hours = 0;    // decayed
+  double usage_fraction = 0;     // of every user's usage
+  double factor = 1;             // fair-share factor: 2^-(usage_fraction / share_fraction)
+  int running = 0, waiting = 0;  // jobs
+  int gpus = 0;                  // held by their running jobs
+  Bytes gpu_memory;              // planned by their running jobs
+  // Their limits, as "gpus 4, gpu memory 80.0 GiB"; empty: none.
+  std::string limits;
+};
+constexpr auto Fields(Of<ShareUser>) {
+  using U = ShareUser;
+  return std::tuple{Field("user", &U::user).MaxBytes(256),
+                    Field("share", &U::share).Range(0, 1e9),
+                    Field("share_fraction", &U::share_fraction).Range(0, 1),
+                    Field("usage_gpu_hours", &U::usage_gpu_hours).Range(0, 1e15),
+                    Field("usage_fraction", &U::usage_fraction).Range(0, 1),
+                    Field("factor", &U::factor).Range(0, 1),
+                    Field("running", &U::running).Range(0, 1 << 30),
+                    Field("waiting", &U::waiting).Range(0, 1 << 30),
+                    Field("gpus", &U::gpus).Range(0, 1 << 20),
+                    Field("gpu_memory", &U::gpu_memory).Range(0, kMaxMemoryBytes),
+                    Field("limits", &U::limits).MaxBytes(1024).OmitDefault()};
+}
+struct ShareReply {
+  std::string order;  // "fair-share" or "fifo"
+  double half_life_s = 0;
+  std::vector<ShareUser> users;  // highest fair-share factor first: who goes first
+};
+constexpr auto Fields(Of<ShareReply>) {
+  return std::tuple{Field("order", &ShareReply::order).MaxBytes(64),
+                    Field("half_life_s", &ShareReply::half_life_s).Range(0, 1e12),
+                    Field("users", &ShareReply::users)};
 }
 
 struct RunGpu {
@@ -914,6 +971,10 @@ struct ReplyOf<HistoryRequest> {
 template <>
 struct ReplyOf<EventsRequest> {
   using type = EventsReply;
+};
+template <>
+struct ReplyOf<ShareRequest> {
+  using type = ShareReply;
 };
 template <>
 struct ReplyOf<SlurmAttachRequest> {

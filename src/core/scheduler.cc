@@ -259,10 +259,17 @@ void Scheduler::SetUserTerms(const std::string& user, const UserTerms& terms) {
   changed_ = true;
 }
 
+void Scheduler::SetTermsSource(TermsSource source, bool any_limits) {
+  terms_source_ = std::move(source);
+  if (any_limits) limits_used_ = true;
+  changed_ = true;
+}
+
 UserTerms Scheduler::TermsOf(const std::string& user) const {
   const auto it = terms_.find(user);
   if (it != terms_.end()) return it->second;
-  return UserTerms{1.0, config_.user_limits};
+  if (!terms_source_) return UserTerms{1.0, config_.user_limits};
+  return terms_.emplace(user, terms_source_(user)).first->second;
 }
 
 void Scheduler::RestoreUsage(const std::string& user, double usage) {
@@ -283,6 +290,16 @@ std::map<std::string, double> Scheduler::CountedUsers() const {
 
 std::map<std::string, UserStanding> Scheduler::Standings() const {
   return colo::Standings(ledger_, CountedUsers(), clock_.Now());
+}
+
+Holdings Scheduler::HeldBy(const std::string& user) const {
+  const auto it = holdings_.find(user);
+  return it == holdings_.end() ? Holdings{} : it->second;
+}
+
+int Scheduler::WaitingOf(const std::string& user) const {
+  const auto it = waiting_owners_.find(user);
+  return it == waiting_owners_.end() ? 0 : it->second;
 }
 
 Status Scheduler::UpdateExpectedRun(JobId id, Duration run) {
@@ -339,6 +356,15 @@ std::optional<std::string> Scheduler::HeldByLimits(const JobRecord& job) const {
   const Bytes need = job.need.known() ? job.need.Upper() : max_capacity_;
   return OverLimit(job.spec.owner, limits, held == holdings_.end() ? none : held->second,
                    job.spec.gpus, Bytes(need.count() * job.spec.gpus));
+}
+
+bool Scheduler::HeldBack(JobRecord& job, Walk* walk) {
+  auto held = HeldByLimits(job);
+  job.limit_wait = held.value_or("");
+  if (!held) return false;
+  // An owner who can start nothing more has the rest of their jobs passed over at once.
+  if (walk && OwnerAtLimit(job.spec.owner)) walk->SkipOwner(job.spec.owner);
+  return true;
 }
 
 bool Scheduler::OwnerAtLimit(const std::string& owner) const {
@@ -647,11 +673,16 @@ GpuView Scheduler::MakeView(GpuIndex index, const std::set<const JobRecord*>* le
   v.mig_instance = g.info.mig_instance;
   v.job_count = static_cast<int>(g.jobs.size());
   v.mode = g.info.default_mode;
-  Bytes reserved, observed;
+  Bytes reserved, observed, left_use;
   bool left = false;
   for (const JobRecord* record : g.jobs) {
     if (leaving && leaving->count(record)) {
+      // Gone: neither its count, its reservation nor what it uses now.
       left = true;
+      --v.job_count;
+      for (size_t i = 0; i < record->gpus.size(); ++i) {
+        if (record->gpus[i] == index) left_use += record->current_use[i];
+      }
       continue;
     }
     const JobRecord& job = *record;
@@ -672,7 +703,7 @@ GpuView Scheduler::MakeView(GpuIndex index, const std::set<const JobRecord*>* le
     if (job.mode == SharingMode::kExclusive) v.holds_exclusive = true;
     if (job.mode == SharingMode::kMps) v.mps_owner = job.spec.owner;
   }
-  const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
+  const Bytes unmanaged = std::max(Bytes(0), g.used - left_use - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
   if (left) return v;  // what its windows will show once they have gone is not known
   v.smact = g.smact.Summarize(now);
@@ -988,12 +1019,7 @@ void Scheduler::Backfill(JobRecord& head, Walk& walk, ClusterView& view,
     const auto id = walk.Next();
     if (!id) break;
     JobRecord& candidate = Get(*id);
-    if (auto held = HeldByLimits(candidate)) {
-      candidate.limit_wait = *held;
-      if (OwnerAtLimit(candidate.spec.owner)) walk.SkipOwner(candidate.spec.owner);
-      continue;
-    }
-    candidate.limit_wait.clear();
+    if (HeldBack(candidate, &walk)) continue;
     ++looked;
     Outcome outcome = TryPlace(candidate, view, launches, &earmarked);
     // The head's GPUs too, for a job that ends before the head's time comes.
@@ -1034,12 +1060,10 @@ std::vector<Launch> Scheduler::Pass() {
   // owner's limits hold is passed over, not waited for).
   for (size_t pos = 0; pos < recovery_queue_.size();) {
     JobRecord& job = Get(recovery_queue_[pos]);
-    if (auto held = HeldByLimits(job)) {
-      job.limit_wait = *held;
+    if (HeldBack(job, nullptr)) {
       ++pos;
       continue;
     }
-    job.limit_wait.clear();
     const Outcome outcome = TryPlace(job, view, launches, nullptr);
     if (outcome == Outcome::kWaiting) {
       head_blocked_by_utilization_ = blocked_by_utilization(job);
@@ -1052,12 +1076,7 @@ std::vector<Launch> Scheduler::Pass() {
   std::vector<JobId> left;  // started or failed: out of the queue once the walk is over
   while (const auto id = walk.Next()) {
     JobRecord& job = Get(*id);
-    if (auto held = HeldByLimits(job)) {
-      job.limit_wait = *held;
-      if (OwnerAtLimit(job.spec.owner)) walk.SkipOwner(job.spec.owner);
-      continue;
-    }
-    job.limit_wait.clear();
+    if (HeldBack(job, &walk)) continue;
     const Outcome outcome = TryPlace(job, view, launches, nullptr);
     if (outcome != Outcome::kWaiting) {
       left.push_back(*id);

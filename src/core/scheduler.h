@@ -6,6 +6,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -203,6 +204,10 @@ class Scheduler {
   // What an administrator grants a user (share, limits); a user never given any has share 1 and
   // the config's user_limits.
   void SetUserTerms(const std::string& user, const UserTerms& terms);
+  // Where the terms of a user not given any come from (colod: its config's users and groups),
+  // asked once per user; `any_limits`: whether some user may have a limit.
+  using TermsSource = std::function<UserTerms(const std::string& user)>;
+  void SetTermsSource(TermsSource source, bool any_limits);
   UserTerms TermsOf(const std::string& user) const;
   // A user's usage as it was read back after a restart, decayed to now.
   void RestoreUsage(const std::string& user, double usage);
@@ -210,6 +215,9 @@ class Scheduler {
   // Where every user who counts stands now: those with jobs waiting or running, and those with
   // usage that has not decayed away.
   std::map<std::string, UserStanding> Standings() const;
+  // What a user's running jobs hold now, and how many of their jobs wait in the queues.
+  Holdings HeldBy(const std::string& user) const;
+  int WaitingOf(const std::string& user) const;
   // Replaces the memory need of a job waiting in the main queue by a better one (earlier runs of
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.
@@ -312,6 +320,9 @@ class Scheduler {
   // Why its owner's limits hold the job now (a pass's reason), or nullopt.
   std::optional<std::string> HeldByLimits(const JobRecord& job) const;
   bool OwnerAtLimit(const std::string& owner) const;
+  // Whether its owner's limits hold the job in this pass (its limit_wait says why); a walk passes
+  // over the rest of an owner's jobs once the owner can start nothing more.
+  bool HeldBack(JobRecord& job, Walk* walk);
   // What the job holds and is charged while it runs, counted for its owner (or given back).
   void Hold(JobRecord& job, bool holding);
   std::map<std::string, double> CountedUsers() const;
@@ -354,7 +365,8 @@ class Scheduler {
   bool head_blocked_by_utilization_ = false;
   // Fair share and limits.
   UsageLedger ledger_;
-  std::map<std::string, UserTerms> terms_;
+  mutable std::map<std::string, UserTerms> terms_;  // given, or asked of the source
+  TermsSource terms_source_;
   bool limits_used_ = false;                        // some user has a limit
   std::map<std::string, Holdings> holdings_;        // by owner, of running jobs
   std::map<std::string, int> waiting_owners_;       // waiting jobs (both queues) by owner

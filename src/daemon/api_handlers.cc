@@ -20,6 +20,52 @@ bool MaySeeDetails(const Identity& caller, const Job& job) {
   return caller.uid == 0 || caller.uid == job.owner.uid;
 }
 
+// "1st", "2nd", "3rd", "11th", "22nd".
+std::string Ordinal(int n) {
+  const int tens = n % 100, ones = n % 10;
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                       : ones == 1                ? "st"
+                       : ones == 2                ? "nd"
+                       : ones == 3                ? "rd"
+                                                  : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
+std::string IdList(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < 8; ++i)
+    out += fmt::format("{}{}", i ? ", " : "", ids[i]);
+  if (ids.size() > 8) out += fmt::format(" and {} more", ids.size() - 8);
+  return out;
+}
+
+// Where a user stands for fair share, for people: "alice has had 40% of this server lately (usage
+// halves every 7.0 d) against a 25% share".
+std::string StandingText(const UserStanding& u, Duration half_life) {
+  return fmt::format(
+      "{} has had {} of this server lately (usage halves every {}) against a {} "
+      "share",
+      u.user, Percent(u.usage_fraction), FormatDuration(half_life), Percent(u.share_fraction));
+}
+
+// What backfill keeps for the head of the main queue, for people.
+std::string ReservationText(const HeadReservation& r, TimePoint now) {
+  std::vector<int64_t> gpus(r.gpus.begin(), r.gpus.end());
+  std::sort(gpus.begin(), gpus.end());
+  std::string text =
+      fmt::format("GPU{} {} kept for it", r.gpus.size() == 1 ? "" : "s", IdList(gpus));
+  if (r.at && *r.at <= now) {
+    text += ", free once the last launch settles";
+  } else if (r.at) {
+    text += fmt::format(" from about {} from now, when job{} {} end{}", FormatDuration(*r.at - now),
+                        r.waits_for.size() == 1 ? "" : "s", IdList(r.waits_for),
+                        r.waits_for.size() == 1 ? "s" : "");
+  } else {
+    text += " until they free (no running job there has a --time limit or a learned run time)";
+  }
+  return text + "; a later job starts before it only where it cannot delay it";
+}
+
 }  // namespace
 
 std::string ApiHandlers::Handle(const Identity& caller, std::string_view line) {
@@ -268,11 +314,43 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
     return reply;
   }
   const bool recovering = job.state == JobState::kRecovering;
-  const auto& queue = recovering ? scheduler.recovery_queue() : scheduler.main_queue();
-  const auto pos = std::find(queue.begin(), queue.end(), job.id()) - queue.begin();
-  reply.position = static_cast<int>(pos) + 1;
   reply.queue = recovering ? "recovery" : "main";
-  if (pos > 0) reply.summary = fmt::format("waits behind job {} (queue order)", queue.front());
+  if (recovering) {
+    const auto& queue = scheduler.recovery_queue();
+    const auto pos = std::find(queue.begin(), queue.end(), job.id()) - queue.begin();
+    reply.position = static_cast<int>(pos) + 1;
+    reply.waiting = static_cast<int>(queue.size());
+    if (pos > 0) reply.summary = fmt::format("waits behind job {} (queue order)", queue.front());
+  } else if (const auto standing = scheduler.StandingOf(job.id())) {
+    const JobRecord* record = scheduler.job(job.id());
+    const FairnessConfig& fairness = scheduler.config().fairness;
+    const bool fair = fairness.order == QueueOrder::kFairShare;
+    reply.position = standing->position;
+    reply.waiting = standing->waiting;
+    if (fair) {
+      reply.priority = standing->priority;
+      reply.standing = fmt::format(
+          "{}: fair-share factor {:.2f}, age factor {:.2f} (waited {}), priority "
+          "{:.0f} = {:.0f} x {:.2f} + {:.0f} x {:.2f}",
+          StandingText(standing->owner, fairness.half_life), standing->owner.factor,
+          standing->age_factor, FormatDuration(c_.clock.Now() - record->waiting_since),
+          standing->priority, fairness.weight_fair_share, standing->owner.factor,
+          fairness.weight_age, standing->age_factor);
+    }
+    if (standing->position > 1) {
+      reply.summary =
+          fair ? fmt::format("{} of {} in the queue: {}", Ordinal(standing->position),
+                             standing->waiting, StandingText(standing->owner, fairness.half_life))
+               : fmt::format("{} of {} in the queue, first come first served",
+                             Ordinal(standing->position), standing->waiting);
+    }
+    if (!record->limit_wait.empty()) {
+      reply.limit = record->limit_wait;
+      reply.summary = "held by its owner's limits: " + record->limit_wait;
+    }
+    if (scheduler.head() == job.id() && record->reservation)
+      reply.reservation = ReservationText(*record->reservation, c_.clock.Now());
+  }
   if (!recovering && !scheduler.recovery_queue().empty())
     reply.summary = fmt::format("the recovery queue goes first (job {} waits there)",
                                 scheduler.recovery_queue().front());
@@ -288,6 +366,40 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
       reply.summary = "can never run here: " + no->reason;
     }
   }
+  return reply;
+}
+
+Result<api::ShareReply> ApiHandlers::Handle(const Identity&, const api::ShareRequest&) {
+  const Scheduler& scheduler = c_.controller.scheduler();
+  const FairnessConfig& fairness = scheduler.config().fairness;
+  api::ShareReply reply;
+  reply.order = std::string(ToString(fairness.order));
+  reply.half_life_s = ToSeconds(fairness.half_life);
+  for (const auto& [user, standing] : scheduler.Standings()) {
+    api::ShareUser u;
+    u.user = user;
+    u.share = standing.share;
+    u.share_fraction = standing.share_fraction;
+    u.usage_gpu_hours = standing.usage / 3600;
+    u.usage_fraction = standing.usage_fraction;
+    u.factor = standing.factor;
+    const Holdings held = scheduler.HeldBy(user);
+    u.running = held.running_jobs;
+    u.gpus = held.gpus;
+    u.gpu_memory = held.gpu_memory;
+    u.waiting = scheduler.WaitingOf(user);
+    const UserLimits limits = scheduler.TermsOf(user).limits;
+    std::vector<std::string> parts;
+    if (limits.gpus > 0) parts.push_back(fmt::format("gpus {}", limits.gpus));
+    if (limits.gpu_memory > Bytes(0))
+      parts.push_back(fmt::format("gpu memory {}", FormatBytes(limits.gpu_memory)));
+    if (limits.running_jobs > 0) parts.push_back(fmt::format("running {}", limits.running_jobs));
+    for (const std::string& part : parts) u.limits += (u.limits.empty() ? "" : ", ") + part;
+    reply.users.push_back(std::move(u));
+  }
+  std::stable_sort(
+      reply.users.begin(), reply.users.end(),
+      [](const api::ShareUser& a, const api::ShareUser& b) { return a.factor > b.factor; });
   return reply;
 }
 

@@ -1,6 +1,8 @@
 #include "daemon/config.h"
 
 #include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "api/client.h"
 #define TOML_EXCEPTIONS 0
@@ -40,6 +43,13 @@ Result<SharingMode> ParseMode(const std::string& text) {
 }
 
 }  // namespace
+
+SchedulerConfig DaemonSchedulerDefaults() {
+  SchedulerConfig config;
+  config.backfill = true;
+  config.fairness.order = QueueOrder::kFairShare;
+  return config;
+}
 
 Result<GateConfig> DaemonConfig::GateDefaults() const {
   GateConfig gates;
@@ -162,6 +172,66 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   flag("scheduler", "backfill", c.scheduler.backfill);
   num("scheduler", "backfill_depth", c.scheduler.backfill_depth);
 
+  read_parsed("fairness", "order", ParseQueueOrder, c.scheduler.fairness.order);
+  duration("fairness", "half_life", c.scheduler.fairness.half_life);
+  num("fairness", "weight_fair_share", c.scheduler.fairness.weight_fair_share);
+  num("fairness", "weight_age", c.scheduler.fairness.weight_age);
+  duration("fairness", "max_age", c.scheduler.fairness.max_age);
+  // A table of terms: share (where `with_share`) and the limits, each optional.
+  auto terms = [&](const std::string& key, const toml::node& node, bool with_share,
+                   UserTerms& out) {
+    const toml::table* table = node.as_table();
+    if (!table) return fail(key + " must be a table");
+    for (const auto& [name, value] : *table) {
+      const std::string field(name.str());
+      const std::string where = key + "." + field;
+      if (field == "share" && with_share) {
+        const auto v = value.value<double>();
+        if (!v || !(*v > 0 && *v <= 1e6))
+          fail(where + " must be a number above 0");
+        else
+          out.share = *v;
+      } else if (field == "gpus" || field == "running_jobs") {
+        const auto v = value.value<int64_t>();
+        if (!v || *v < 0 || *v > (1 << 20))
+          fail(where + " must be a whole number, 0 or more");
+        else
+          (field == "gpus" ? out.limits.gpus : out.limits.running_jobs) = static_cast<int>(*v);
+      } else if (field == "gpu_memory") {
+        const auto v = value.value<std::string>();
+        auto bytes =
+            v ? ParseBytes(*v) : Result<Bytes>(InvalidArgument("a size such as \"80GiB\""));
+        if (!bytes.ok())
+          fail(where + ": " + bytes.status().message());
+        else
+          out.limits.gpu_memory = *bytes;
+      } else {
+        fail(fmt::format("unknown key {} (use {}gpus, gpu_memory or running_jobs)", where,
+                         with_share ? "share, " : ""));
+      }
+    }
+  };
+  if (const auto limits = root["fairness"]["limits"]; limits) {
+    UserTerms defaults{1, c.scheduler.user_limits};
+    terms("fairness.limits", *limits.node(), false, defaults);
+    c.scheduler.user_limits = defaults.limits;
+  }
+  for (auto [section, out] : {std::pair{"users", &c.user_terms}, {"groups", &c.group_terms}}) {
+    const auto node = root["fairness"][section];
+    if (!node) continue;
+    const toml::table* table = node.as_table();
+    if (!table) {
+      fail(fmt::format("fairness.{} must be a table", section));
+      continue;
+    }
+    for (const auto& [name, value] : *table) {
+      // Each gets the default limits, then its own.
+      UserTerms granted{1, c.scheduler.user_limits};
+      terms(fmt::format("fairness.{}.{}", section, name.str()), value, true, granted);
+      (*out)[std::string(name.str())] = granted;
+    }
+  }
+
   str("gates", "memory_margin", c.memory_margin);
   num("gates", "smact_max", c.smact_max);
   flag("gates", "compound", c.compound);
@@ -233,6 +303,13 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   duration("slurm", "reconcile_interval", c.slurm_reconcile_interval);
 
   if (!problem.empty()) return InvalidArgument(problem);
+  if (c.scheduler.fairness.half_life <= Duration::zero() ||
+      c.scheduler.fairness.max_age <= Duration::zero())
+    return InvalidArgument(origin + ": fairness.half_life and fairness.max_age must be positive");
+  if (!(c.scheduler.fairness.weight_fair_share >= 0) || !(c.scheduler.fairness.weight_age >= 0))
+    return InvalidArgument(origin +
+                           ": fairness.weight_fair_share and fairness.weight_age must be "
+                           "0 or more");
   if (c.scheduler.window_samples < 1)
     return InvalidArgument(origin + ": scheduler.window must be ≥ 1");
   if (!(c.scheduler.oom_growth >= 1 && c.scheduler.oom_growth <= 10) ||
@@ -299,6 +376,22 @@ std::string Mode(SharingMode m) {
 std::string Number(double v) {
   return fmt::format("{}", v);
 }
+std::string Size(Bytes b) {
+  return Quoted(fmt::format("{}B", b.count()));
+}
+// A user's or group's terms as an inline table: the share (where `with_share`) and the limits.
+std::string Terms(const UserTerms& t, bool with_share) {
+  std::string out = "{ ";
+  if (with_share) out += fmt::format("share = {}, ", Number(t.share));
+  return out + fmt::format("gpus = {}, gpu_memory = {}, running_jobs = {} }}", t.limits.gpus,
+                           Size(t.limits.gpu_memory), t.limits.running_jobs);
+}
+std::string TermsTable(const std::map<std::string, UserTerms>& entries) {
+  std::string out = "{";
+  for (const auto& [name, terms] : entries)
+    out += fmt::format("{}{} = {}", out.size() > 1 ? ", " : " ", Quoted(name), Terms(terms, true));
+  return out + (entries.empty() ? "}" : " }");
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonConfig& c) {
@@ -321,6 +414,14 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"scheduler.oom_extra", Quoted(fmt::format("{}B", s.oom_extra.count()))},
       {"scheduler.backfill", Flag(s.backfill)},
       {"scheduler.backfill_depth", Number(s.backfill_depth)},
+      {"fairness.order", Quoted(std::string(ToString(s.fairness.order)))},
+      {"fairness.half_life", Secs(s.fairness.half_life)},
+      {"fairness.weight_fair_share", Number(s.fairness.weight_fair_share)},
+      {"fairness.weight_age", Number(s.fairness.weight_age)},
+      {"fairness.max_age", Secs(s.fairness.max_age)},
+      {"fairness.limits", Terms(UserTerms{1, s.user_limits}, false)},
+      {"fairness.users", TermsTable(c.user_terms)},
+      {"fairness.groups", TermsTable(c.group_terms)},
       {"gates.memory_margin", Quoted(c.memory_margin)},
       {"gates.smact_max", Number(c.smact_max)},
       {"gates.compound", Flag(c.compound)},
@@ -398,6 +499,34 @@ bool AppliesLive(const std::string& key) {
 
 void TakeLiveSettings(DaemonConfig& running, const DaemonConfig& next) {
   for (const LiveSetting& s : kLiveSettings) s.take(running, next);
+}
+
+// A user's terms: their own entry, else the first group (by name) that lists them or is their
+// primary group, else a default user's (share 1, [fairness.limits]).
+UserTerms TermsFromConfig(const DaemonConfig& config, const std::string& user) {
+  if (const auto own = config.user_terms.find(user); own != config.user_terms.end())
+    return own->second;
+  if (!config.group_terms.empty()) {
+    std::vector<char> buffer(16384);
+    passwd pw{};
+    passwd* found_user = nullptr;
+    const bool known =
+        getpwnam_r(user.c_str(), &pw, buffer.data(), buffer.size(), &found_user) == 0 && found_user;
+    const gid_t primary = known ? pw.pw_gid : static_cast<gid_t>(-1);
+    std::vector<char> group_buffer(1 << 16);
+    for (const auto& [name, terms] : config.group_terms) {
+      group g{};
+      group* found = nullptr;
+      if (getgrnam_r(name.c_str(), &g, group_buffer.data(), group_buffer.size(), &found) != 0 ||
+          !found)
+        continue;
+      if (known && g.gr_gid == primary) return terms;
+      for (char** member = g.gr_mem; member && *member; ++member) {
+        if (user == *member) return terms;
+      }
+    }
+  }
+  return UserTerms{1.0, config.scheduler.user_limits};
 }
 
 std::string DaemonSocketPath() {

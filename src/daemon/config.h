@@ -15,10 +15,19 @@
 
 namespace colo {
 
+// colod's scheduler settings before its config: the core's, with fair share among users and EASY
+// backfill on, as a server shared by many people needs (colo sim keeps the thesis' FIFO).
+SchedulerConfig DaemonSchedulerDefaults();
+
 struct DaemonConfig {
   // [scheduler]
   std::string policy = "worst-fit";  // a policy spec, as `colo sim --list-policies` shows
-  SchedulerConfig scheduler;
+  // With [fairness]'s order, half-life, weights and default limits (fairness, user_limits).
+  SchedulerConfig scheduler = DaemonSchedulerDefaults();
+  // [fairness.users] and [fairness.groups]: what an administrator grants a user, or each member
+  // of a group (a user's own entry wins; of several groups, the first by name).
+  std::map<std::string, UserTerms> user_terms;
+  std::map<std::string, UserTerms> group_terms;
   // [gates]: appended to the policy spec
   std::string memory_margin = "2GiB";
   double smact_max = 0.8;
@@ -86,6 +95,10 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
 bool AppliesLive(const std::string& key);
 // Copies into `running` the settings of `next` that apply live, and no other.
 void TakeLiveSettings(DaemonConfig& running, const DaemonConfig& next);
+
+// What the config grants `user`: their own entry, else the first group (by name) that lists them
+// or is their primary group (the group database says), else a default user's terms.
+UserTerms TermsFromConfig(const DaemonConfig& config, const std::string& user);
 
 // Reads a TOML file; unknown keys and wrong types are errors naming the key.
 Result<DaemonConfig> LoadConfig(const std::string& path);

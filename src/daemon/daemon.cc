@@ -117,6 +117,13 @@ Status Daemon::Init() {
   SchedulerConfig scheduler_config = config_.scheduler;
   scheduler_config.recovery = policy->recovery.value_or(scheduler_config.recovery);
   scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, scheduler_config);
+  bool any_limits = scheduler_config.user_limits.any();
+  for (const auto* entries : {&config_.user_terms, &config_.group_terms}) {
+    for (const auto& [name, terms] : *entries) any_limits = any_limits || terms.limits.any();
+  }
+  scheduler_->SetTermsSource(
+      [this](const std::string& user) { return TermsFromConfig(config_, user); }, any_limits);
+  COLO_RETURN_IF_ERROR(RestoreUsage());
   for (const DeviceInfo& d : gpus_.devices()) {
     GpuInfo info;
     info.uuid = d.uuid;
@@ -473,8 +480,33 @@ Status Daemon::Run() {
       if (slurm_) slurm_->HandBack(handback);
     }
     CheckMps();
+    if (clock_.Now() >= next_usage_save_) SaveUsage();
   }
+  SaveUsage();
   return Status::Ok();
+}
+
+// The usage stored before the last stop, decayed over the time colod was away.
+Status Daemon::RestoreUsage() {
+  auto stored = store_->LoadUsage();
+  if (!stored.ok()) {
+    // Fair share starts again from nothing rather than colod not starting.
+    fmt::print(stderr, "colod: fair-share usage starts from zero: {}\n", stored.status().message());
+    return Status::Ok();
+  }
+  const Duration away = std::max(
+      Duration::zero(), std::chrono::duration_cast<Duration>(clock_.WallNow() - stored->as_of));
+  for (const auto& [user, usage] : stored->users)
+    scheduler_->RestoreUsage(user, Decay(usage, away, config_.scheduler.fairness.half_life));
+  return Status::Ok();
+}
+
+void Daemon::SaveUsage() {
+  next_usage_save_ = clock_.Now() + kUsageSaveInterval;
+  UsageRecord record{clock_.WallNow(), scheduler_->usage().Snapshot(clock_.Now())};
+  if (Status s = store_->SaveUsage(record); !s.ok())
+    fmt::print(stderr, "colod: cannot store fair-share usage (tried again in a minute): {}\n",
+               s.message());
 }
 
 }  // namespace colo

@@ -147,6 +147,8 @@ Bytes JobController::CurrentPeak(const Job& job) const {
 
 JobSpec JobController::Planned(const Job& job) const {
   JobSpec spec = job.spec;
+  // Backfill's reservations count on it.
+  spec.time_limit = Seconds(job.time_limit_s);
   if (options_.plan_without_estimates && spec.memory.source != MemorySource::kLearned)
     spec.memory = MemoryNeed{};
   return spec;

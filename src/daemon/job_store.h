@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,15 @@ struct HistoryPage {
 constexpr size_t kJobsReadPerRun = 4;
 
 constexpr int kMaxReservedIds = 100000;
+
+// Every user's fair-share usage (decayed GPU-seconds) as it stood at `as_of`: what a restarted
+// colod decays from, so that the past week counts across restarts.
+struct UsageRecord {
+  WallTime as_of;
+  std::map<std::string, double> users;
+};
+// A record holds at most this many users (the others had the least usage).
+constexpr size_t kMaxUsageUsers = 10000;
 
 class JobStore {
  public:
@@ -74,6 +84,10 @@ class JobStore {
   // What the newest runs of jobs whose estimate has `signature` measured (ModelRuns), up to
   // `limit` of each kind, newest first, from the newest kJobsReadPerRun x `limit` ended jobs.
   virtual Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) = 0;
+  // Replaces the stored usage; LoadUsage reads it back (none stored: as_of is the epoch and no
+  // user). A stored record that cannot be read is an error naming it.
+  virtual Status SaveUsage(const UsageRecord& usage) = 0;
+  virtual Result<UsageRecord> LoadUsage() = 0;
   // Ended jobs whose life overlaps [since, until): submitted before `until`, finished at or after
   // `since`; oldest id first, at most `limit` (one more than that says there are more). Every
   // user's. This one pages through History; a store with an index does better.

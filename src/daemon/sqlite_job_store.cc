@@ -13,10 +13,13 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
+#include "common/strings.h"
 #include "common/text.h"
 #include "daemon/job_codec.h"
 
@@ -86,6 +89,9 @@ constexpr const char kIdState[] =
     "(SELECT max(id) FROM jobs)";
 constexpr const char kSetCounter[] =
     "INSERT OR REPLACE INTO meta(key, value) VALUES('next_job_id', CAST(?1 AS TEXT))";
+// Fair-share usage: "AS_OF_MS\n" then "USAGE USER\n" per user (user names have no spaces).
+constexpr const char kGetUsage[] = "SELECT value FROM meta WHERE key = 'usage'";
+constexpr const char kSetUsage[] = "INSERT OR REPLACE INTO meta(key, value) VALUES('usage', ?1)";
 constexpr const char kInsertJob[] =
     "INSERT INTO jobs(id, uid, state, submitted, finished, record, ended, signature, quarantined) "
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)";
@@ -701,6 +707,50 @@ Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
   COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
   if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError("events", rc);
   return Status::Ok();
+}
+
+Status SqliteJobStore::SaveUsage(const UsageRecord& usage) {
+  std::string text = fmt::format(
+      "{}\n", std::chrono::duration_cast<std::chrono::milliseconds>(usage.as_of.time_since_epoch())
+                  .count());
+  size_t kept = 0;
+  for (const auto& [user, used] : usage.users) {
+    if (++kept > kMaxUsageUsers) break;
+    text += fmt::format("{:.6g} {}\n", used, user);
+  }
+  std::lock_guard lock(mutex_);
+  Statement set(*this, kSetUsage);
+  set.Bind(1, std::string_view(text));
+  if (int rc = set.Step(); rc != SQLITE_DONE) return WriteError("fair-share usage", rc);
+  return Status::Ok();
+}
+
+Result<UsageRecord> SqliteJobStore::LoadUsage() {
+  std::lock_guard lock(mutex_);
+  Statement get(*this, kGetUsage);
+  UsageRecord usage;
+  const int rc = get.Step();
+  if (rc == SQLITE_DONE) return usage;
+  if (rc != SQLITE_ROW) return ReadError("fair-share usage", rc);
+  const std::string text(get.Text(0));
+  auto bad = [&](const std::string& why) {
+    return Internal(fmt::format("the fair-share usage in {} cannot be read: {}", path_, why));
+  };
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line)) return bad("it is empty");
+  const Result<int64_t> ms = ParseInt(line);
+  if (!ms.ok()) return bad("its first line is not a time");
+  usage.as_of = WallTime(std::chrono::milliseconds(*ms));
+  while (std::getline(in, line) && usage.users.size() < kMaxUsageUsers) {
+    const size_t space = line.find(' ');
+    const Result<double> used = space == std::string::npos ? InvalidArgument("no user")
+                                                           : ParseDouble(line.substr(0, space));
+    if (!used.ok() || !std::isfinite(*used) || *used < 0 || space + 1 >= line.size())
+      return bad(fmt::format("line '{}'", Printable(TruncateUtf8(line, 80))));
+    usage.users[line.substr(space + 1)] = *used;
+  }
+  return usage;
 }
 
 Status SqliteJobStore::Quarantine(JobId id, const std::string& reason) {

@@ -55,6 +55,8 @@ class SqliteJobStore final : public JobStore {
   Result<std::vector<JobEvent>> RecentEvents(int limit) override;
   // Successful attempts with a peak of 0 (never measured) are left out.
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override;
+  Status SaveUsage(const UsageRecord& usage) override;
+  Result<UsageRecord> LoadUsage() override;
   Result<std::vector<Job>> EndedBetween(WallTime since, WallTime until, size_t limit) override;
 
   // For tests: the database file may grow to at most `max_pages` pages, and not at all when that

@@ -230,6 +230,15 @@ class FakeJobStore final : public JobStore {
     return out;
   }
 
+  Status SaveUsage(const UsageRecord& usage) override {
+    std::lock_guard lock(mutex_);
+    usage_ = usage;
+    return Status::Ok();
+  }
+  Result<UsageRecord> LoadUsage() override {
+    std::lock_guard lock(mutex_);
+    return usage_;
+  }
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override {
     std::lock_guard lock(mutex_);
     ModelRuns runs;
@@ -285,6 +294,7 @@ class FakeJobStore final : public JobStore {
 
   mutable std::mutex mutex_;
   std::map<JobId, Row> rows_;
+  UsageRecord usage_;
   std::vector<JobEvent> events_;
   JobId next_id_ = 1;  // 0: lost
   int fail_count_ = 0;

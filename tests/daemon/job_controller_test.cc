@@ -55,6 +55,8 @@ class CrashingStore final : public JobStore {
   Result<ModelRuns> EarlierRuns(const std::string& s, int limit) override {
     return inner_.EarlierRuns(s, limit);
   }
+  Status SaveUsage(const UsageRecord& usage) override { return inner_.SaveUsage(usage); }
+  Result<UsageRecord> LoadUsage() override { return inner_.LoadUsage(); }
 
  private:
   template <typename F>
