@@ -6,6 +6,10 @@
 #include <cmath>
 
 namespace colo {
+namespace {
+// Usage (GPU-seconds) below which a user who holds nothing is forgotten: a millisecond of a GPU.
+constexpr double kForgottenUsage = 1e-3;
+}  // namespace
 
 Result<QueueOrder> ParseQueueOrder(std::string_view text) {
   if (text == "fifo") return QueueOrder::kFifo;
@@ -73,7 +77,7 @@ void UsageLedger::AddRate(const std::string& user, double delta, TimePoint t) {
   // Rounding leaves crumbs when the last job of a user ends.
   if (std::abs(account.rate) < 1e-9) account.rate = 0;
   // A user who holds nothing and whose usage has decayed away is forgotten.
-  if (account.rate == 0 && account.usage < 1.0) accounts_.erase(user);
+  if (account.rate == 0 && account.usage < kForgottenUsage) accounts_.erase(user);
 }
 
 double UsageLedger::Usage(const std::string& user, TimePoint t) const {

@@ -218,6 +218,8 @@ class Scheduler {
   // What a user's running jobs hold now, and how many of their jobs wait in the queues.
   Holdings HeldBy(const std::string& user) const;
   int WaitingOf(const std::string& user) const;
+  // Why its owner's limits hold the job now (what a pass would say), or nullopt.
+  std::optional<std::string> HeldByLimits(const JobRecord& job) const;
   // Replaces the memory need of a job waiting in the main queue by a better one (earlier runs of
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.
@@ -317,8 +319,6 @@ class Scheduler {
   void RemoveFromMainQueue(const std::vector<JobId>& left);
   // Takes a job that leaves a queue out of the owner indexes (`main`: the main queue's).
   void Unindex(const JobRecord& job, bool main);
-  // Why its owner's limits hold the job now (a pass's reason), or nullopt.
-  std::optional<std::string> HeldByLimits(const JobRecord& job) const;
   bool OwnerAtLimit(const std::string& owner) const;
   // Whether its owner's limits hold the job in this pass (its limit_wait says why); a walk passes
   // over the rest of an owner's jobs once the owner can start nothing more.

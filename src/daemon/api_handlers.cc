@@ -344,9 +344,9 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
                : fmt::format("{} of {} in the queue, first come first served",
                              Ordinal(standing->position), standing->waiting);
     }
-    if (!record->limit_wait.empty()) {
-      reply.limit = record->limit_wait;
-      reply.summary = "held by its owner's limits: " + record->limit_wait;
+    if (const auto held = scheduler.HeldByLimits(*record)) {
+      reply.limit = *held;
+      reply.summary = "held by its owner's limits: " + *held;
     }
     if (scheduler.head() == job.id() && record->reservation)
       reply.reservation = ReservationText(*record->reservation, c_.clock.Now());

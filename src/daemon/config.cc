@@ -47,6 +47,10 @@ Result<SharingMode> ParseMode(const std::string& text) {
 SchedulerConfig DaemonSchedulerDefaults() {
   SchedulerConfig config;
   config.backfill = true;
+  // Slurm's bf_max_job_test is 500: under fair share the next jobs are often one user's sweep of
+  // jobs alike, and 16 would look no further than them (colo sim, 10,000 jobs of 20 users on
+  // 2 x h100x8 at --rate 4: the mean JCT of fair share with backfill falls from 99.5 h to 16.9 h).
+  config.backfill_depth = 100;
   config.fairness.order = QueueOrder::kFairShare;
   return config;
 }

@@ -157,8 +157,9 @@ class Backfill(FairShareTest):
         self.wait_as(ALICE, short, "running")
         why = self.explain(BOB, head)
         self.assertEqual(why["position"], 1, why)
-        self.assertRegex(why["reservation"],
-                         rf"GPUs 0, 1 kept for it from about \d+ min from now, when job {a} ends")
+        # Both GPUs, once Alice's short job (on the free one) and her 10-minute job have ended.
+        self.assertRegex(why["reservation"], rf"GPUs 0, 1 kept for it from about \d+ min from "
+                                             rf"now, when jobs {short}, {a} end")
         self.assertIn("reservation: ", self.as_(BOB, "explain", head).stdout)
         self.assertEqual(self.show_as(ALICE, long_job)["state"], "queued")
         for path in (short_release, release_a):
