@@ -22,6 +22,7 @@ std::string_view ToString(RecoveryMode mode) {
 Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config)
     : clock_(clock),
       policy_(policy),
+      reads_(policy.window_reads()),
       config_(config),
       ledger_(config.fairness.half_life),
       limits_used_(config.user_limits.any()) {}
@@ -534,9 +535,8 @@ void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
   }
 }
 
-Bytes Scheduler::Reservation(const JobRecord& job) const {
+Bytes Scheduler::Reservation(const JobRecord& job, TimePoint now) const {
   const Bytes planned = job.need.Upper();
-  const TimePoint now = clock_.Now();
   const bool quiet = job.attempt_peak > Bytes(0) && now - job.last_growth >= config_.steady_after;
   const bool reached_plan = job.attempt_peak >= planned.Scaled(0.9);
   const bool steady = quiet && (reached_plan || now - job.started >= config_.settle_timeout);
@@ -662,10 +662,10 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   return ExitAction::kRequeuedForRecovery;
 }
 
-GpuView Scheduler::MakeView(GpuIndex index, const std::set<const JobRecord*>* leaving) const {
+void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
+                         const std::set<const JobRecord*>* leaving) const {
   const GpuRecord& g = gpus_[index];
-  const TimePoint now = clock_.Now();
-  GpuView v;
+  v = GpuView{};
   v.index = index;
   v.node = g.info.node;
   v.capacity = g.info.capacity;
@@ -674,11 +674,10 @@ GpuView Scheduler::MakeView(GpuIndex index, const std::set<const JobRecord*>* le
   v.job_count = static_cast<int>(g.jobs.size());
   v.mode = g.info.default_mode;
   Bytes reserved, observed, left_use;
-  bool left = false;
   for (const JobRecord* record : g.jobs) {
     if (leaving && leaving->count(record)) {
-      // Gone: neither its count, its reservation nor what it uses now.
-      left = true;
+      // Gone: neither its count, its reservation nor what it uses now (and its windows' summaries
+      // are left empty: what they will show once it has gone is not known).
       --v.job_count;
       for (size_t i = 0; i < record->gpus.size(); ++i) {
         if (record->gpus[i] == index) left_use += record->current_use[i];
@@ -686,12 +685,10 @@ GpuView Scheduler::MakeView(GpuIndex index, const std::set<const JobRecord*>* le
       continue;
     }
     const JobRecord& job = *record;
-    reserved += Reservation(job);
-    for (size_t i = 0; i < job.gpus.size(); ++i) {
-      if (job.gpus[i] == index) observed += job.current_use[i];
-    }
+    reserved += Reservation(job, now);
     for (size_t i = 0; i < job.gpus.size(); ++i) {
       if (job.gpus[i] != index) continue;
+      observed += job.current_use[i];
       const TimePoint grace_end = job.process_seen[i] ? *job.process_seen[i] + config_.launch_grace
                                                       : job.started + config_.process_wait;
       if (grace_end > now) {
@@ -705,29 +702,46 @@ GpuView Scheduler::MakeView(GpuIndex index, const std::set<const JobRecord*>* le
   }
   const Bytes unmanaged = std::max(Bytes(0), g.used - left_use - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
-  if (left) return v;  // what its windows will show once they have gone is not known
-  v.smact = g.smact.Summarize(now);
-  v.smocc = g.smocc.Summarize(now);
-  v.drama = g.drama.Summarize(now);
   if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
     v.placed_recently = true;
     v.grace_left = *g.last_placement + config_.launch_grace - now;
   }
-  return v;
 }
 
 ClusterView Scheduler::View() const {
+  return View(reads_);
+}
+
+ClusterView Scheduler::View(const WindowReads& reads) const {
   ClusterView view;
-  FillView(view);
+  FillView(view, &reads);
   return view;
 }
 
-void Scheduler::FillView(ClusterView& view) const {
+void Scheduler::FillView(ClusterView& view, const WindowReads* reads) const {
   view.now = clock_.Now();
   view.last_placed = last_placed_;
-  view.gpus.clear();
-  view.gpus.reserve(gpus_.size());
-  for (size_t i = 0; i < gpus_.size(); ++i) view.gpus.push_back(MakeView(static_cast<GpuIndex>(i)));
+  view.gpus.resize(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    MakeView(static_cast<GpuIndex>(i), view.now, view.gpus[i]);
+    if (reads) SummarizeWindows(static_cast<GpuIndex>(i), view.now, *reads, view.gpus[i]);
+  }
+}
+
+void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowReads& reads,
+                                 GpuView& v) const {
+  const GpuRecord& g = gpus_[index];
+  v.smact = g.smact.Summarize(now, reads.smact);
+  v.smocc = g.smocc.Summarize(now, reads.smocc);
+  v.drama = g.drama.Summarize(now, reads.drama);
+}
+
+void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
+  for (size_t i = 0; i < view.gpus.size(); ++i) {
+    if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
+    SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
+    summarized_[i] = 1;
+  }
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -764,8 +778,11 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   for (GpuIndex g : placed.gpus) room = std::min(room, view.gpus[g].free_for_placement);
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
-  for (GpuIndex g : placed.gpus) view.gpus[g] = MakeView(g);
-  const Bytes reservation = Reservation(job);
+  for (GpuIndex g : placed.gpus) {
+    MakeView(g, now, view.gpus[g]);
+    summarized_[g] = 0;
+  }
+  const Bytes reservation = Reservation(job, now);
   job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
   job.limit_wait.clear();
   job.reservation.reset();
@@ -778,6 +795,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
                                        std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
   PlacementRequest request = MakeRequest(job);
+  SummarizeWhereNeeded(view, request);
   PlacementDecision decision;
   if (earmarked) {
     // Hide the head's GPUs from the backfill candidate by presenting them as unusable.
@@ -946,7 +964,7 @@ void Scheduler::Release(ClusterView& view, const std::set<const JobRecord*>& lea
                         const std::vector<GpuIndex>& gpus) const {
   for (GpuIndex g : gpus) {
     GpuView& v = view.gpus[static_cast<size_t>(g)];
-    v = MakeView(g, &leaving);
+    MakeView(g, view.now, v, &leaving);
     v.placed_recently = v.process_grace = false;
   }
 }
@@ -1046,7 +1064,9 @@ std::vector<Launch> Scheduler::Pass() {
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
-  FillView(view);
+  // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
+  FillView(view, nullptr);
+  summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;
@@ -1221,11 +1241,12 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
         head != jobs_.end() && head->second.state == JobState::kQueued)
       consider(head->second.waiting_since + config_.fairness.preempt_after);
   }
+  const bool grace_from_process = policy_.grace_from_process();
   for (const GpuRecord& g : gpus_) {
     if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
     for (const JobRecord* job_record : g.jobs) {
       const JobRecord& job = *job_record;
-      if (policy_.grace_from_process()) {
+      if (grace_from_process) {
         for (const auto& seen : job.process_seen)
           consider(seen ? *seen + config_.launch_grace : job.started + config_.process_wait);
       }

@@ -281,9 +281,11 @@ class Scheduler {
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
   size_t gpu_count() const { return gpus_.size(); }
   const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
-  // The snapshot policies see, as of now.
+  // The snapshot policies see, as of now, with the window statistics this scheduler's policy
+  // reads; or with those `reads` asks for (what a display shows).
   ClusterView View() const;
-  Bytes Reservation(const JobRecord& job) const;
+  ClusterView View(const WindowReads& reads) const;
+  Bytes Reservation(const JobRecord& job) const { return Reservation(job, clock_.Now()); }
   const SchedulerConfig& config() const { return config_; }
   const PlacementPolicy& policy() const { return policy_; }
 
@@ -335,9 +337,16 @@ class Scheduler {
   // `view` with `leaving` gone from their GPUs (their windows unknown, their graces over).
   void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
                const std::vector<GpuIndex>& gpus) const;
-  void FillView(ClusterView& view) const;
+  // Every GPU's view, with the window summaries `reads` asks for (none: null).
+  void FillView(ClusterView& view, const WindowReads* reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
-  GpuView MakeView(GpuIndex g, const std::set<const JobRecord*>* leaving = nullptr) const;
+  // A GPU's view but for its windows' summaries (left empty); with `leaving` gone from it.
+  void MakeView(GpuIndex g, TimePoint now, GpuView& v,
+                const std::set<const JobRecord*>* leaving = nullptr) const;
+  void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
+  // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
+  void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
+  Bytes Reservation(const JobRecord& job, TimePoint now) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
@@ -352,6 +361,7 @@ class Scheduler {
 
   const Clock& clock_;
   const PlacementPolicy& policy_;
+  const WindowReads reads_;  // what policy_ reads of the windows
   SchedulerConfig config_;
   std::vector<GpuRecord> gpus_;
   int max_gpus_per_node_ = 0;
@@ -377,6 +387,7 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   ClusterView pass_view_;
+  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };
 
 }  // namespace colo

@@ -107,6 +107,9 @@ Status Daemon::Init() {
   auto launcher = PosixProcessLauncher::Create(launcher_options);
   if (!launcher.ok()) return launcher.status();
   fmt::print(stderr, "colod: {}\n", (*launcher)->tracking());
+  if (const size_t ended = (*launcher)->orphaned_starts_ended(); ended > 0)
+    fmt::print(stderr, "colod: ended {} stopped job start(s) an earlier colod left unfinished\n",
+               ended);
   launcher_ = std::move(*launcher);
 
   // The policy spec is what colod runs, as colo sim would run it: what it sets besides the gates
@@ -479,6 +482,7 @@ Status Daemon::Run() {
     for (const TenantHandback& handback : controller_->TakeHandbacks()) {
       if (slurm_) slurm_->HandBack(handback);
     }
+    sampler_->ReadProcessesOf(controller_->GpusRunningJobs());
     CheckMps();
     if (clock_.Now() >= next_usage_save_) SaveUsage();
   }

@@ -12,6 +12,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -40,6 +42,8 @@ constexpr size_t kMaxExitRecordBytes = 64;
 constexpr size_t kMaxCgroupDepth = 8;  // nested cgroups a job could make below its own
 constexpr int kSignalPasses = 3;       // SIGKILL again for processes forked while it was sent
 constexpr size_t kMaxParentChain = 64;
+// The name (comm) of colod's child from fork to the shim's exec.
+constexpr char kStartName[] = "colo-start";
 
 std::string ErrorText(int error) {
   return strerrordesc_np(error) != nullptr ? strerrordesc_np(error)
@@ -197,6 +201,46 @@ void ResetSignals() {
   }
 }
 
+// A descriptor the child keeps, moved above the standard three if it is one of them (colod may
+// have been started with one of them closed), so that /dev/null put there never replaces it.
+int AboveStandard(int fd) {
+  return fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+void CloseRange(unsigned first, unsigned last) {
+  if (first > last) return;
+  if (syscall(SYS_close_range, first, last, 0U) == 0) return;
+  // Kernels before 5.9: one by one, up to the most this process may have open.
+  rlimit limit{};
+  const unsigned most = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (1u << 20)
+                            ? static_cast<unsigned>(limit.rlim_cur)
+                            : (1u << 20);
+  for (unsigned fd = first; fd <= last && fd < most; ++fd) close(static_cast<int>(fd));
+}
+
+// Cuts the child off from colod: /dev/null for stdin, stdout and stderr, and every other
+// descriptor closed (not only marked close-on-exec) but `keep_a` and `keep_b` (-1: none), which
+// must be above 2. Done while the child is still root's, before the user may signal it: a child
+// the user stops from then on holds nothing of colod's (its socket, its database, its log).
+void DetachFromColod(int keep_a, int keep_b, int report_fd) {
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd < 0) ReportAndExit(report_fd, Step::kOpenDevNull, errno);
+  for (int standard = 0; standard <= 2; ++standard) {
+    if (null_fd != standard && dup2(null_fd, standard) < 0)
+      ReportAndExit(report_fd, Step::kRedirect, errno);
+  }
+  const int low =
+      std::min(keep_a, keep_b) >= 0 ? std::min(keep_a, keep_b) : std::max(keep_a, keep_b);
+  const int high = std::max(keep_a, keep_b);
+  if (low < 0) {
+    CloseRange(3, ~0U);
+    return;
+  }
+  CloseRange(3, static_cast<unsigned>(low) - 1);
+  if (high != low) CloseRange(static_cast<unsigned>(low) + 1, static_cast<unsigned>(high) - 1);
+  CloseRange(static_cast<unsigned>(high) + 1, ~0U);
+}
+
 // Becomes the user for good, or reports which step failed.
 void DropPrivileges(const UserSwitch& change, int report_fd) {
   if (!change.active) return;
@@ -337,6 +381,37 @@ std::optional<uid_t> ProcessOwner(pid_t pid) {
   struct stat st {};
   if (stat(fmt::format("/proc/{}", pid).c_str(), &st) != 0) return std::nullopt;
   return st.st_uid;
+}
+
+// The program a process runs, without the " (deleted)" of a binary replaced since it started.
+std::string ExecutableOf(pid_t pid) {
+  std::string path = ReadLink(fmt::format("/proc/{}/exe", pid));
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
+  return path;
+}
+
+// Ends every start (a child of colod that has not run the shim yet) whose colod is gone and which
+// is stopped: its user stopped it, and resumed once a new colod had started the attempt again, it
+// would run the job a second time. One that runs goes on to run the shim within moments, and is
+// taken back like any attempt. It is recognised by its name and program (colod's), its parent
+// not being a colod. The ones ended, by pid and start ticks.
+std::set<std::pair<pid_t, uint64_t>> EndOrphanedStarts() {
+  std::set<std::pair<pid_t, uint64_t>> ended;
+  const std::string self = ExecutableOf(getpid());
+  if (self.empty()) return ended;
+  for (const auto& [pid, info] : ScanProcesses()) {
+    if (pid == getpid() || (info.state != 'T' && info.state != 't')) continue;
+    const auto comm = ReadKernelFile(fmt::format("/proc/{}/comm", pid), 64);
+    if (!comm || *comm != std::string(kStartName) + "\n") continue;
+    if (ExecutableOf(pid) != self || ExecutableOf(info.ppid) == self) continue;
+    // Pinned, then looked at again: not a recycled pid.
+    UniqueFd pid_fd(OpenPidFd(pid));
+    const auto now = ReadProcInfo(pid);
+    if (!pid_fd.valid() || !now || now->start_ticks != info.start_ticks) continue;
+    if (SendSignal(pid_fd.get(), SIGKILL) == 0) ended.emplace(pid, info.start_ticks);
+  }
+  return ended;
 }
 
 // --- cgroups ---
@@ -573,6 +648,7 @@ Result<std::unique_ptr<PosixProcessLauncher>> PosixProcessLauncher::Create(const
 
   std::unique_ptr<PosixProcessLauncher> launcher(new PosixProcessLauncher(options, dir.release()));
   launcher->options_.jobs_dir = canonical;
+  launcher->ended_starts_ = EndOrphanedStarts();
   launcher->cgroup_prefix_ = CgroupPrefix(canonical);
   constexpr std::string_view kWithout =
       "each attempt is its session plus every process seen below it";
@@ -639,8 +715,9 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
   const pid_t pid = fork();
   if (pid < 0) return Unavailable(fmt::format("fork: {}", ErrorText(errno)));
   if (pid == 0) {
-    const int report = report_write.get();
+    const int report = AboveStandard(report_write.get());
     ResetSignals();
+    DetachFromColod(report, -1, report);
     BecomeUserForChecks(change, report);
     struct stat st {};
     if (stat(path, &st) != 0) ReportAndExit(report, Step::kStat, errno);
@@ -874,27 +951,26 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     return Unavailable(fmt::format("fork: {}", ErrorText(error)));
   }
   if (pid == 0) {
-    const int report = report_write.get();
-    // Nothing of colod's may reach the job: every descriptor above 2 closes at exec.
-    syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+    // Named for a restarted colod, which ends a start its predecessor left behind.
+    prctl(PR_SET_NAME, kStartName);
+    const int report = AboveStandard(report_write.get());
+    const int job_dir = AboveStandard(dir_fd.get());
     ResetSignals();
-    umask(job_umask);
     if (cgroup_procs.valid() && write(cgroup_procs.get(), "0", 1) != 1)
       ReportAndExit(report, Step::kJoinCgroup, errno);
     if (setsid() < 0) ReportAndExit(report, Step::kSetsid, errno);
+    // Nothing of colod's may reach the user or the job, not even while the child is stopped.
+    DetachFromColod(report, job_dir, report);
+    umask(job_umask);
     // Become the user before touching anything of theirs: nothing after this runs as root.
     DropPrivileges(change, report);
-    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null_fd < 0) ReportAndExit(report, Step::kOpenDevNull, errno);
-    const int null_high = fcntl(null_fd, F_DUPFD_CLOEXEC, 3);
     const int out =
-        OpenLog(dir_fd.get(), out_name.c_str(), report, Step::kOpenStdout, Step::kStdoutNotRegular);
+        OpenLog(job_dir, out_name.c_str(), report, Step::kOpenStdout, Step::kStdoutNotRegular);
     const int err =
-        OpenLog(dir_fd.get(), err_name.c_str(), report, Step::kOpenStderr, Step::kStderrNotRegular);
-    if (null_high < 0 || dup2(null_high, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-      ReportAndExit(report, Step::kRedirect, errno);
+        OpenLog(job_dir, err_name.c_str(), report, Step::kOpenStderr, Step::kStderrNotRegular);
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0) ReportAndExit(report, Step::kRedirect, errno);
     // A record from before this start is not this start's end.
-    unlinkat(dir_fd.get(), exit_name.c_str(), 0);
+    unlinkat(job_dir, exit_name.c_str(), 0);
     if (chdir(workdir) != 0) ReportAndExit(report, Step::kChdir, errno);
     execve(shim, argv_ptrs.data(), env_ptrs.data());
     ReportAndExit(report, Step::kExec, errno);
@@ -1176,6 +1252,12 @@ std::optional<AttemptEnd> PosixProcessLauncher::Check(const AttemptRef& ref) {
     if (failed || tracked.start_report.valid()) return failed;
   }
   if (ShimRuns(tracked)) return std::nullopt;
+  if (ended_starts_.count({tracked.shim.pid, tracked.shim.start_ticks})) {
+    return AttemptEnd{ProcessEnd{true, 127, true},
+                      "colo: cannot start the job: its start was stopped before it ran the job, "
+                      "and ended when colod started again\n",
+                      ""};
+  }
   // The shim is gone; what it left (it was killed, or a process ignored it) goes before the
   // attempt counts as ended.
   const auto live = LiveProcesses(tracked, ref.job, ref.attempt);

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,9 @@ class PosixProcessLauncher final : public ProcessLauncher {
   // For colod's log: whether attempts get cgroups, where, and if not why not.
   const std::string& tracking() const { return tracking_; }
   bool uses_cgroups() const { return !cgroup_base_.empty(); }
+  // Starts an earlier colod left behind stopped (before they ran the shim), ended by Create: an
+  // attempt of one of them ends as a failed start.
+  size_t orphaned_starts_ended() const { return ended_starts_.size(); }
 
   Status CheckWorkdir(const Identity& owner, const std::string& workdir) override;
   Result<ProcessHandle> Start(const LaunchSpec& spec) override;
@@ -157,6 +161,7 @@ class PosixProcessLauncher final : public ProcessLauncher {
   bool has_cgroup_kill_ = false;
   std::string cgroup_prefix_;  // "colo-<tag of the state directory>-job-": this colod's alone
   std::string tracking_;
+  std::set<std::pair<pid_t, uint64_t>> ended_starts_;
   std::map<Key, Tracked> attempts_;
   std::vector<std::string> cgroups_to_remove_;  // released while processes were still leaving
   // Orphans of colod already looked at (by pid and start ticks): the attempt of their log.

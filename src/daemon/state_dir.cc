@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -125,13 +124,24 @@ Result<StateLock> PrepareStateDir(const std::string& state_dir, bool personal) {
         errno == EROFS || errno == EACCES ? " (colod needs a writable state directory)" : ""));
   }
   StateLock lock(fd);
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {};
-    (void)!pread(fd, pid, sizeof pid - 1, 0);
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;  // from the start to the end, however long the file grows
+  if (fcntl(fd, F_SETLK, &whole) != 0) {
+    if (errno != EACCES && errno != EAGAIN)
+      return Unavailable(fmt::format("cannot lock {}: {}", lock_path, strerror(errno)));
+    // The kernel names the holder; the pid in the file is for administrators.
+    struct flock holder = whole;
+    pid_t pid = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK ? holder.l_pid : 0;
+    if (pid <= 0) {
+      char text[32] = {};
+      (void)!pread(fd, text, sizeof text - 1, 0);
+      pid = static_cast<pid_t>(strtol(text, nullptr, 10));
+    }
     return FailedPrecondition(fmt::format(
         "another colod (pid {}) is using the state directory {}; stop it first, or give this "
         "one its own --state-dir",
-        strtol(pid, nullptr, 10), state_dir));
+        pid, state_dir));
   }
   const std::string me = fmt::format("{}\n", getpid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) < 0) {

@@ -1,6 +1,9 @@
 // colod's own directories, made owner-only and held for its lifetime:
 //   STATE/            0711 (0700 for a personal colod): entered, never listed, by others
 //   STATE/colod.lock  exclusive lock for as long as colod runs: two colods never share a state
+//                     directory. A POSIX record lock, which belongs to colod's process alone: a
+//                     child colod forks (a job's start) never holds it, so no process left behind
+//                     (stopped by a user, say) keeps a restarted colod from starting
 //   STATE/colo.db     the database (SqliteJobStore makes it and its WAL 0600)
 //   STATE/jobs/       0711 (0700): one directory per job inside, owned by the job's user, 0700
 //   STATE/mps/        0711: the MPS pipe directory within is shared with every job
@@ -14,7 +17,9 @@
 
 namespace colo {
 
-// An open, locked lock file; unlocked when destroyed (and by the kernel if colod dies).
+// An open, locked lock file; unlocked when destroyed (and by the kernel if colod dies). The lock is
+// the process's, not the descriptor's: closing any other descriptor of the same file in colod
+// would drop it, and nothing else in colod opens it.
 class StateLock {
  public:
   StateLock() = default;

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -17,6 +18,7 @@ import uuid
 
 import harness
 import lifecycle
+import ptrace_stop
 from harness import wait_until
 
 WAIT_SCRIPT = """#!/bin/sh
@@ -397,6 +399,57 @@ class RunningJobsAsAlice(MultiUserTest, lifecycle.LifecycleTests):
 
     def logs(self, job, *flags):
         return self.colo_ok("logs", job, *flags).stdout
+
+
+class StoppedStart(MultiUserTest):
+    def test_stopped_start_keeps_no_restart_from_starting(self):
+        """Alice stops the child colod forks for her job at the first moment she may (right
+        after it became hers, before it runs the shim): it holds no descriptor of colod's (no
+        socket, no lock, no database), a colod restarted after kill -9 starts and serves, ends
+        the stopped child (resumed, it would run the job a second time), whose job fails saying
+        why without having run; her next job runs."""
+        runs = os.path.join(self.work[ALICE.name], "runs")
+        job = self.submit_as(ALICE, "--hold", "--", "sh", "-c", f"echo ran >> {runs}")
+        stopped = ptrace_stop.stop_child_when_user(
+            self.d.proc.pid, ALICE.uid, lambda: subprocess.Popen(
+                harness.as_user(ALICE, [harness.COLO, "release", str(job)]),
+                env=self.client_env(ALICE, self.d.socket), cwd=self.work[ALICE.name],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.assertIsNotNone(stopped, "colod never started alice's job")
+        try:
+            wait_until(lambda: ptrace_stop.process_state(stopped) == "T", 5,
+                       "the start to be stopped")
+            held = {}
+            for fd in os.listdir(f"/proc/{stopped}/fd"):
+                try:
+                    held[fd] = os.readlink(f"/proc/{stopped}/fd/{fd}")
+                except OSError:
+                    pass
+            for fd, target in held.items():
+                self.assertFalse(target.startswith("socket:"), f"fd {fd}: {target} ({held})")
+                self.assertFalse(os.path.basename(target).startswith(("colod.lock", "colo.db",
+                                                                      "history.db")),
+                                 f"fd {fd}: {target} ({held})")
+            for fd in ("0", "1", "2"):
+                self.assertEqual(held.get(fd), "/dev/null", held)
+            self.d.kill9()
+            self.d.start()
+            wait_until(lambda: ptrace_stop.process_state(stopped) in (None, "Z"), 10,
+                       "the restarted colod to end the stopped start")
+            self.assertIn("left unfinished", self.d.current_log())
+            ended = self.wait_as(ALICE, job, TERMINAL)
+            self.assertEqual(ended["state"], "failed")
+            self.assertIn("its start was stopped", ended["reason"])
+            self.assertFalse(os.path.exists(runs), "the stopped start ran the job")
+            again = self.submit_as(ALICE, "--", "sh", "-c", f"echo ran >> {runs}")
+            self.assertEqual(self.wait_as(ALICE, again, TERMINAL)["state"], "succeeded")
+            with open(runs) as f:
+                self.assertEqual(f.read(), "ran\n")
+        finally:
+            try:
+                os.kill(stopped, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 class Connections(MultiUserTest):
