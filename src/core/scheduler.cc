@@ -359,15 +359,6 @@ std::optional<std::string> Scheduler::HeldByLimits(const JobRecord& job) const {
                    job.spec.gpus, Bytes(need.count() * job.spec.gpus));
 }
 
-bool Scheduler::HeldBack(JobRecord& job, Walk* walk) {
-  auto held = HeldByLimits(job);
-  job.limit_wait = held.value_or("");
-  if (!held) return false;
-  // An owner who can start nothing more has the rest of their jobs passed over at once.
-  if (walk && OwnerAtLimit(job.spec.owner)) walk->SkipOwner(job.spec.owner);
-  return true;
-}
-
 bool Scheduler::OwnerAtLimit(const std::string& owner) const {
   const auto held = holdings_.find(owner);
   return held != holdings_.end() && AtLimit(TermsOf(owner).limits, held->second);
@@ -912,6 +903,15 @@ class Scheduler::Walk {
   std::set<std::string> skipped_;
   double priority_ = 0, age_factor_ = 0;
 };
+
+bool Scheduler::HeldBack(JobRecord& job, Walk* walk) {
+  auto held = HeldByLimits(job);
+  job.limit_wait = held.value_or("");
+  if (!held) return false;
+  // An owner who can start nothing more has the rest of their jobs passed over at once.
+  if (walk && OwnerAtLimit(job.spec.owner)) walk->SkipOwner(job.spec.owner);
+  return true;
+}
 
 std::vector<JobId> Scheduler::QueueOrder() const {
   std::vector<JobId> order;

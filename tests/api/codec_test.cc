@@ -482,5 +482,42 @@ TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
   EXPECT_EQ(shown->job.context, show.job.context);
 }
 
+TEST(Codec, ShareRoundTripsAndFractionsAreBounded) {
+  auto request = DecodeRequest(EncodeRequest(ShareRequest{}));
+  ASSERT_TRUE(request.ok()) << request.status().message();
+  EXPECT_EQ(OpName(*request), "share");
+  ShareReply reply;
+  reply.order = "fair-share";
+  reply.half_life_s = 604800;
+  ShareUser alice;
+  alice.user = "alice";
+  alice.share = 2;
+  alice.share_fraction = 2.0 / 3;
+  alice.usage_gpu_hours = 12.5;
+  alice.usage_fraction = 0.8;
+  alice.factor = 0.435;
+  alice.running = 1;
+  alice.gpus = 2;
+  alice.gpu_memory = GiB(80);
+  alice.limits = "gpus 2";
+  reply.users.push_back(alice);
+  auto back = DecodeReply<ShareReply>(EncodeReply(reply));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->users.size(), 1u);
+  EXPECT_EQ(back->users[0].user, "alice");
+  EXPECT_EQ(back->users[0].gpu_memory, GiB(80));
+  EXPECT_DOUBLE_EQ(back->users[0].usage_fraction, 0.8);
+  EXPECT_EQ(back->users[0].limits, "gpus 2");
+  reply.users[0].share_fraction = 0.5;
+  std::string text = EncodeReply(reply);
+  const size_t at = text.find("\"share_fraction\":0.5");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 20, "\"share_fraction\":1.5");
+  auto bad = DecodeReply<ShareReply>(text);
+  ASSERT_FALSE(bad.ok()) << "a share fraction above 1";
+  EXPECT_NE(bad.status().message().find("share_fraction"), std::string::npos)
+      << bad.status().message();
+}
+
 }  // namespace
 }  // namespace colo::api
