@@ -108,7 +108,7 @@ void Scheduler::Enqueue(JobRecord& job, bool front) {
   waiting_owners_[owner]++;
   if (config_.fairness.order == QueueOrder::kFairShare) {
     OwnerQueue& queue = owner_queues_[owner];
-    queue.jobs.emplace(-job.spec.priority, job.waiting_since, id);
+    queue.jobs.emplace(-job.spec.priority, id);
     queue.places.insert(job.waiting_since);
     return;
   }
@@ -124,7 +124,7 @@ void Scheduler::Unindex(const JobRecord& job, bool main) {
   if (!main) return;  // the recovery queue has no owner index
   auto queue = owner_queues_.find(owner);
   if (queue == owner_queues_.end()) return;
-  queue->second.jobs.erase({-job.spec.priority, job.waiting_since, job.spec.id});
+  queue->second.jobs.erase({-job.spec.priority, job.spec.id});
   if (auto place = queue->second.places.find(job.waiting_since);
       place != queue->second.places.end())
     queue->second.places.erase(place);
@@ -866,7 +866,7 @@ class Scheduler::Walk {
   double age_factor() const { return age_factor_; }
 
  private:
-  using Jobs = std::set<std::tuple<int, TimePoint, JobId>>;
+  using Jobs = std::set<std::pair<int, JobId>>;
   struct Cursor {
     const std::string* owner;
     double factor;
@@ -889,8 +889,8 @@ class Scheduler::Walk {
     const Cursor& cursor = cursors_[index];
     const FairnessConfig& config = s_.config_.fairness;
     const double age = AgeFactor(now_ - *cursor.place, config.max_age);
-    heap_.push_back(Entry{Priority(config, cursor.factor, age), age, *cursor.place,
-                          std::get<2>(*cursor.job), index});
+    heap_.push_back(
+        Entry{Priority(config, cursor.factor, age), age, *cursor.place, cursor.job->second, index});
     std::push_heap(heap_.begin(), heap_.end(), Lower);
   }
 

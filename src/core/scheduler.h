@@ -306,10 +306,12 @@ class Scheduler {
   };
 
   // One owner's waiting jobs of the main queue, under fair share: in their order (their
-  // --priority, then age), and the times their places date from (the k-th oldest is the k-th
+  // --priority, then submission), and the times their places date from (the k-th oldest is the k-th
   // place's: a priority reorders an owner's jobs among their own places, never past others).
   struct OwnerQueue {
-    std::set<std::tuple<int, TimePoint, JobId>> jobs;  // (-priority, waiting_since, id)
+    // (-priority, id): by their --priority, then in the order they were submitted (a requeued
+    // job keeps its place among them).
+    std::set<std::pair<int, JobId>> jobs;
     std::multiset<TimePoint> places;
   };
   class Walk;  // the main queue in a pass's order

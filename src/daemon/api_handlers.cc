@@ -379,10 +379,11 @@ Result<api::ShareReply> ApiHandlers::Handle(const Identity&, const api::ShareReq
     api::ShareUser u;
     u.user = user;
     u.share = standing.share;
-    u.share_fraction = standing.share_fraction;
+    // Fractions within the reply's bounds whatever the rounding.
+    u.share_fraction = std::clamp(standing.share_fraction, 0.0, 1.0);
     u.usage_gpu_hours = standing.usage / 3600;
-    u.usage_fraction = standing.usage_fraction;
-    u.factor = standing.factor;
+    u.usage_fraction = std::clamp(standing.usage_fraction, 0.0, 1.0);
+    u.factor = std::clamp(standing.factor, 0.0, 1.0);
     const Holdings held = scheduler.HeldBy(user);
     u.running = held.running_jobs;
     u.gpus = held.gpus;

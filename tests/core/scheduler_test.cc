@@ -604,5 +604,34 @@ TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   EXPECT_NEAR(scheduler_->usage().Usage("alice", clock_.Now()), 100, 0.1);
 }
 
+TEST_F(SchedulerTest, FairSharePreemptsARequeueJobOfAUserOverTheirShare) {
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("exclusive", config, 1);
+  JobSpec heavy = Job(1, GiB(10), 1, "alice");
+  heavy.requeue = true;
+  heavy.preempt_notice = Seconds(30);
+  ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 1, "bob")).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  EXPECT_TRUE(scheduler_->Preempt().empty()) << "bob has not waited preempt_after yet";
+  clock_.Advance(Seconds(600));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].job, 1);
+  EXPECT_EQ(preemptions[0].for_job, 2);
+  EXPECT_NE(preemptions[0].reason.find("for job 2 of bob"), std::string::npos)
+      << preemptions[0].reason;
+  EXPECT_TRUE(scheduler_->Preempt().empty()) << "one preemption at a time for the head";
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kPreempted, ""}),
+            ExitAction::kRequeuedAfterPreemption);
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kQueued);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{2})) << "bob's job takes the GPU";
+}
+
 }  // namespace
 }  // namespace colo

@@ -157,9 +157,10 @@ class Backfill(FairShareTest):
         self.wait_as(ALICE, short, "running")
         why = self.explain(BOB, head)
         self.assertEqual(why["position"], 1, why)
-        # Both GPUs, once Alice's short job (on the free one) and her 10-minute job have ended.
+        # Both GPUs, once Alice's 10-minute job (and her short one, once the pass that started it
+        # has been followed by another) have ended.
         self.assertRegex(why["reservation"], rf"GPUs 0, 1 kept for it from about \d+ min from "
-                                             rf"now, when jobs {short}, {a} end")
+                                             rf"now, when (job {a} ends|jobs {short}, {a} end)")
         self.assertIn("reservation: ", self.as_(BOB, "explain", head).stdout)
         self.assertEqual(self.show_as(ALICE, long_job)["state"], "queued")
         for path in (short_release, release_a):

@@ -128,8 +128,11 @@ TEST(Simulator, FairShareLetsALightUserPassAHeavyUsersBacklog) {
   EXPECT_EQ(fair.metrics.users, 2);
   EXPECT_EQ(fifo.metrics.worst_user, "bob");
   EXPECT_NEAR(fifo.metrics.worst_user_slowdown, 10.99, 0.01);
-  EXPECT_GT(fair.metrics.jain_slowdown, fifo.metrics.jain_slowdown);
-  EXPECT_LT(fair.metrics.worst_user_slowdown, fifo.metrics.worst_user_slowdown);
+  // FIFO: Alice's jobs end at 100..1000 s (mean slowdown 5.5), Bob's at 1100 s (10.99).
+  EXPECT_NEAR(fifo.metrics.jain_slowdown,
+              (5.5 + 10.99) * (5.5 + 10.99) / (2 * (5.5 * 5.5 + 10.99 * 10.99)), 1e-3);
+  EXPECT_EQ(fair.metrics.worst_user, "alice");
+  EXPECT_LT(fair.metrics.worst_user_slowdown, 0.6 * fifo.metrics.worst_user_slowdown);
   EXPECT_NEAR(fair.metrics.total_time_s, fifo.metrics.total_time_s, 1e-6);
   EXPECT_NE(FormatTable({fifo, fair}, "").find("jain"), std::string::npos);
 }
