@@ -61,7 +61,8 @@ std::string ReservationText(const HeadReservation& r, TimePoint now) {
                         r.waits_for.size() == 1 ? "" : "s", IdList(r.waits_for),
                         r.waits_for.size() == 1 ? "s" : "");
   } else {
-    text += " until they free (no running job there has a --time limit or a learned run time)";
+    text += fmt::format(" until {} (no running job there has a --time limit or a learned run time)",
+                        r.gpus.size() == 1 ? "it frees" : "they free");
   }
   return text + "; a later job starts before it only where it cannot delay it";
 }
