@@ -64,6 +64,9 @@ struct JobSpec {
   bool requeue = false;
   // The notice it gets before it is stopped for another job (its --signal's lead).
   Duration preempt_notice = Seconds(60);
+  // The GPUs an outside scheduler (Slurm) chose and booked for the job, by the scheduler's index:
+  // it runs on exactly these, and waits behind no other job. Empty: colo chooses its GPUs.
+  std::vector<GpuIndex> booked_gpus;
 };
 
 // kRequeued: a Slurm job this node handed back to Slurm's queue (to run again here or elsewhere).

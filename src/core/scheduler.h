@@ -67,6 +67,10 @@ struct SchedulerConfig {
   FairnessConfig fairness;
   // What each user may hold at once where SetUserTerms gave them nothing of their own.
   UserLimits user_limits;
+  // A job whose GPUs an outside scheduler booked (JobSpec::booked_gpus) waits at most this long
+  // for their utilization to fall below the policy's threshold, then starts anyway: its GPUs are
+  // its own, and every second it waits counts against its time limit there.
+  Duration booked_busy_wait = Seconds(10);
 };
 
 // A decision to start (an attempt of) a job.
@@ -247,10 +251,11 @@ class Scheduler {
   void OnJobProcessSeen(JobId id, GpuIndex gpu);
   ExitAction OnJobExit(JobId id, const JobExit& exit);
 
-  // One placement pass: recovery queue first (strict priority), then the main queue in its order
-  // (FIFO, or by priority under fair share; one owner's jobs among themselves by
-  // JobSpec::priority, in the places they hold), each job within its owner's limits (a job they
-  // hold is passed over, never waited for); a waiting head gets its reservation and backfill.
+  // One placement pass: jobs with booked GPUs first, each on its own (none waits behind another),
+  // then the recovery queue (strict priority), then the main queue in its order (FIFO, or by
+  // priority under fair share; one owner's jobs among themselves by JobSpec::priority, in the
+  // places they hold), each job within its owner's limits (a job they hold is passed over, never
+  // waited for); a waiting head gets its reservation and backfill.
   std::vector<Launch> Schedule();
   // After Schedule: the running jobs to stop so that the main queue's head can start, when
   // preemption is on, the head's owner is under their share, it has waited preempt_after and no
@@ -279,6 +284,8 @@ class Scheduler {
   // The main queue in arrival order (QueueOrder: the order a pass takes).
   const std::deque<JobId>& main_queue() const { return main_queue_; }
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
+  // Waiting jobs with booked GPUs, in arrival order.
+  const std::deque<JobId>& booked_jobs() const { return booked_; }
   size_t gpu_count() const { return gpus_.size(); }
   const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
   // The snapshot policies see, as of now, with the window statistics this scheduler's policy
@@ -318,6 +325,8 @@ class Scheduler {
 
   std::vector<Launch> Pass();
   void OrderOwnersJobs(const std::string& owner);
+  // Puts a waiting job in its queue (booked, recovery or main) and counts it for its owner.
+  void QueueJob(JobRecord& job, bool front);
   void Enqueue(JobRecord& job, bool front = false);
   // Takes jobs that left the main queue (started, or failed) out of it after a pass.
   void RemoveFromMainQueue(const std::vector<JobId>& left);
@@ -354,6 +363,14 @@ class Scheduler {
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
   Outcome TryPlace(JobRecord& job, ClusterView& view, std::vector<Launch>& launches,
                    const std::vector<bool>* earmarked);
+  // The policy's decision for a job on `view`, which a booked job sees only its GPUs of, and an
+  // earmarked GPU (backfill) is hidden from.
+  PlacementDecision Decide(const JobRecord& job, const PlacementRequest& request,
+                           const ClusterView& view, const std::vector<bool>* earmarked) const;
+  // The queue a waiting job is in.
+  std::deque<JobId>& QueueOf(const JobRecord& job);
+  // Whether a job's booked GPUs are as many as it asks for, distinct, and this server's.
+  Status CheckBooking(const JobSpec& spec) const;
   void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
              std::vector<Launch>& launches);
   void Detach(JobRecord& job);
@@ -371,6 +388,7 @@ class Scheduler {
   std::unordered_map<JobId, JobRecord> jobs_;
   std::deque<JobId> main_queue_;
   std::deque<JobId> recovery_queue_;
+  std::deque<JobId> booked_;
   GpuIndex last_placed_ = -1;
   JobId head_ = 0;
   bool preempt_due_ = false;  // a pass ran since Preempt last looked
@@ -383,6 +401,7 @@ class Scheduler {
   std::map<std::string, Holdings> holdings_;        // by owner, of running jobs
   std::map<std::string, int> waiting_owners_;       // waiting jobs (both queues) by owner
   std::map<std::string, OwnerQueue> owner_queues_;  // under fair share
+  bool booked_blocked_by_utilization_ = false;      // a booked job waited for utilization last pass
   bool priorities_used_ = false;  // a job with a priority other than 0 was ever submitted
   // A pass whose inputs have not changed since the last one, before the time the last one said it
   // would change its mind, decides the same: it is skipped. Events set `changed_`.
