@@ -8,7 +8,6 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <optional>
 #include <tuple>
 
 #include "common/strings.h"
@@ -121,12 +120,6 @@ class CachingAllocatorModel::Impl {
   }
 
   int64_t AddressOf(int block) const { return blocks_[block].address; }
-  int64_t allocated() const { return allocated_; }
-  int64_t requested() const { return requested_; }
-  void RestartPeaks() {
-    stats_.peak_allocated = allocated_;
-    stats_.peak_requested = requested_;
-  }
 
   bool SameLayout(const Impl& other) const {
     if (expandable_ != other.expandable_ || next_address_ != other.next_address_ ||
@@ -410,15 +403,6 @@ bool CachingAllocatorModel::SameLayout(const CachingAllocatorModel& other) const
 }
 int64_t CachingAllocatorModel::AddressOf(int handle) const {
   return impl_->AddressOf(handle);
-}
-int64_t CachingAllocatorModel::allocated() const {
-  return impl_->allocated();
-}
-int64_t CachingAllocatorModel::requested() const {
-  return impl_->requested();
-}
-void CachingAllocatorModel::RestartPeaks() {
-  impl_->RestartPeaks();
 }
 
 Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin) {
@@ -722,97 +706,65 @@ namespace {
 
 // What held blocks of `bytes` on stream 0 can change: the caching allocator keeps each pool of
 // each stream apart (segments of its own, free blocks of its own, and it never returns memory),
-// so a probe needs only the requests that go where the held blocks go (`pool`), and a replay of
-// the whole trace is one of those and one of the others (`rest`) side by side. The permanent blocks
-// and the workspaces become allocations (and frees) of their own; `in_pool` says of each event
-// of either, in the trace's order, which it is in; `pool_starts` and `rest_starts` are where the
-// probed steps begin in each.
-struct SplitTrace {
-  AllocationTrace pool, rest;
-  std::vector<bool> in_pool;
-  std::vector<size_t> pool_starts, rest_starts;
-  int64_t largest_workspace_tensor = 0;
+// so a probe needs only the requests that go where the held blocks go, and the rest of its peak is
+// the plain replay's. The permanent blocks and the workspaces become allocations (and frees) of
+// their own; `starts` are positions in it.
+struct PoolTrace {
+  AllocationTrace trace;
+  std::vector<size_t> starts;
 };
 
-Result<SplitTrace> Split(const AllocationTrace& trace, const ReplayOptions& options, int64_t bytes,
-                         const std::vector<size_t>& starts) {
+PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int64_t bytes,
+                 const std::vector<size_t>& starts) {
   const bool small = CachingAllocatorModel::RoundSize(bytes) <= kSmallSize;
   auto mine = [small](int64_t request, int stream) {
     return stream == 0 && (CachingAllocatorModel::RoundSize(request) <= kSmallSize) == small;
   };
-  SplitTrace out;
-  auto allocate = [&out](bool pool, int64_t request, int stream) {
-    AllocationTrace& part = pool ? out.pool : out.rest;
-    part.events.push_back({AllocationTrace::Event::kAlloc, stream, request});
-    out.in_pool.push_back(pool);
-    return part.allocations++;
+  PoolTrace out;
+  AllocationTrace& pool = out.trace;
+  auto allocate = [&pool](int64_t request) {
+    pool.events.push_back({AllocationTrace::Event::kAlloc, 0, request});
+    return pool.allocations++;
   };
-  auto free = [&out](bool pool, int64_t index) {
-    (pool ? out.pool : out.rest).events.push_back({AllocationTrace::Event::kFree, 0, index});
-    out.in_pool.push_back(pool);
-  };
-  // Each allocation's index in its part, and which part.
-  std::vector<int64_t> index;
-  std::vector<bool> pooled;
-  index.reserve(trace.allocations);
-  pooled.reserve(trace.allocations);
+  std::vector<int64_t> index(trace.allocations, -1);  // of each allocation here
+  int64_t allocations = 0;
   bool permanent = false;
   size_t start = 0;
   for (size_t i = 0; i <= trace.events.size(); ++i) {
     if (!permanent && i >= trace.steps_begin) {
-      for (const int64_t request : options.permanent) allocate(mine(request, 0), request, 0);
+      for (const int64_t request : options.permanent) {
+        if (mine(request, 0)) allocate(request);
+      }
       permanent = true;
     }
     for (; start < starts.size() && starts[start] == i; ++start) {
-      out.pool_starts.push_back(out.pool.events.size());
-      out.rest_starts.push_back(out.rest.events.size());
+      out.starts.push_back(pool.events.size());
     }
     if (i == trace.events.size()) break;
     const auto& event = trace.events[i];
     switch (event.kind) {
       case AllocationTrace::Event::kAlloc:
-        pooled.push_back(mine(event.value, event.stream));
-        index.push_back(allocate(pooled.back(), event.value, event.stream));
+        if (mine(event.value, event.stream)) index[allocations] = allocate(event.value);
+        ++allocations;
         break;
       case AllocationTrace::Event::kFree:
-        if (event.value < 0 || static_cast<size_t>(event.value) >= index.size()) {
-          return InvalidArgument("allocation trace frees an allocation before making it");
+        if (index[event.value] >= 0) {
+          pool.events.push_back({AllocationTrace::Event::kFree, 0, index[event.value]});
         }
-        free(pooled[event.value], index[event.value]);
         break;
-      case AllocationTrace::Event::kWorkspace: {
-        if (event.value < 0 || static_cast<size_t>(event.value) >= trace.convs.size()) {
-          return InvalidArgument("allocation trace names a convolution it does not have");
-        }
-        const auto call = static_cast<size_t>(event.value);
-        out.largest_workspace_tensor =
-            std::max(out.largest_workspace_tensor, trace.convs[call].largest());
-        if (call < options.workspaces.size()) {
-          for (const int64_t request : options.workspaces[call]) {
-            // Capped like the trace itself: a profile's convolution can name any size.
+      case AllocationTrace::Event::kWorkspace:
+        if (static_cast<size_t>(event.value) < options.workspaces.size()) {
+          for (const int64_t request : options.workspaces[event.value]) {
             const int64_t capped = std::min(request, kMaxTraceBytes);
-            if (request > 0) free(mine(capped, 0), allocate(mine(capped, 0), capped, 0));
+            if (request > 0 && mine(capped, 0)) {
+              pool.events.push_back({AllocationTrace::Event::kFree, 0, allocate(capped)});
+            }
           }
         }
         break;
-      }
     }
   }
   return out;
-}
-
-// Runs `replay` on to `end`, and where it passes one of `cuts` (from the `cut`-th on), what it
-// has reserved there and, with `snapshots`, a copy to go on from there.
-Status RunPast(TraceReplay& replay, size_t end, const std::vector<size_t>& cuts, size_t& cut,
-               std::vector<int64_t>& reserved_at, std::vector<TraceReplay>* snapshots) {
-  while (true) {
-    for (; cut < cuts.size() && cuts[cut] == replay.next(); ++cut) {
-      reserved_at.push_back(replay.model().reserved());
-      if (snapshots != nullptr) snapshots->push_back(replay.Fork());
-    }
-    if (replay.next() >= end) return Status::Ok();
-    COLO_RETURN_IF_ERROR(replay.RunTo(cut < cuts.size() ? std::min(end, cuts[cut]) : end));
-  }
 }
 
 // Whether the replays `a` and `b`, run on to `a_end` and `b_end`, would do the same: they stand at
@@ -849,76 +801,31 @@ Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
   COLO_RETURN_IF_ERROR(CheckTotal(trace));
   const int64_t bytes = MostCommonBlock(trace);
   const std::vector<size_t> starts = bytes > 0 ? ProbeStarts(trace) : std::vector<size_t>{};
-  if (starts.empty()) {
-    ProbedReplay out;
-    TraceReplay full(trace, options);
-    COLO_RETURN_IF_ERROR(full.RunTo(trace.events.size()));
-    out.stats = full.Stats();
-    return out;
+  // What the plain replay reserves where each step ends (reserved memory only grows, so a replay
+  // that stops there peaks there).
+  TraceReplay full(trace, options);
+  std::vector<int64_t> reserved_at;  // where steps 1.. begin, then at the end
+  for (size_t k = 1; k < starts.size(); ++k) {
+    COLO_RETURN_IF_ERROR(full.RunTo(starts[k]));
+    reserved_at.push_back(full.model().reserved());
   }
-  auto split = Split(trace, options, bytes, starts);
-  if (!split.ok()) return split.status();
-  const SplitTrace& parts = *split;
-  // The whole trace's replay: its two parts side by side, in the trace's order, so that its peaks
-  // of allocated and requested bytes are the largest sums of theirs. What each part reserves where
-  // the probed steps begin (reserved memory only grows, so a replay that stops where a step ends
-  // peaks there), and copies of the held blocks' pool there to probe from.
-  ReplayOptions layout;
-  layout.expandable_segments = options.expandable_segments;
-  TraceReplay rest(parts.rest, layout);
-  TraceReplay pool(parts.pool, layout);
-  // The probes model their pool without expandable segments, whatever the trace's.
-  const ReplayOptions none;
-  const bool pool_is_base = !options.expandable_segments;
-  std::optional<TraceReplay> separate_base;
-  if (!pool_is_base) separate_base.emplace(parts.pool, none);
-  std::vector<int64_t> rest_at, pool_at;  // where each probed step begins, then at the end
-  std::vector<TraceReplay> snapshots;
-  size_t rest_cut = 0, pool_cut = 0;
-  int64_t peak_allocated = 0, peak_requested = 0;
-  for (size_t i = 0; i < parts.in_pool.size();) {
-    const bool in_pool = parts.in_pool[i];
-    size_t run = i;
-    while (run < parts.in_pool.size() && parts.in_pool[run] == in_pool) ++run;
-    TraceReplay& replay = in_pool ? pool : rest;
-    const TraceReplay& other = in_pool ? rest : pool;
-    replay.model().RestartPeaks();
-    COLO_RETURN_IF_ERROR(RunPast(replay, replay.next() + (run - i),
-                                 in_pool ? parts.pool_starts : parts.rest_starts,
-                                 in_pool ? pool_cut : rest_cut, in_pool ? pool_at : rest_at,
-                                 in_pool && pool_is_base ? &snapshots : nullptr));
-    peak_allocated =
-        std::max(peak_allocated, replay.model().stats().peak_allocated + other.model().allocated());
-    peak_requested =
-        std::max(peak_requested, replay.model().stats().peak_requested + other.model().requested());
-    i = run;
-  }
-  COLO_RETURN_IF_ERROR(
-      RunPast(rest, parts.rest.events.size(), parts.rest_starts, rest_cut, rest_at, nullptr));
-  COLO_RETURN_IF_ERROR(RunPast(pool, parts.pool.events.size(), parts.pool_starts, pool_cut, pool_at,
-                               pool_is_base ? &snapshots : nullptr));
-  rest_at.push_back(rest.model().reserved());
-  pool_at.push_back(pool.model().reserved());
+  COLO_RETURN_IF_ERROR(full.RunTo(trace.events.size()));
+  reserved_at.push_back(full.model().reserved());
   ProbedReplay out;
-  out.stats.peak_reserved = rest.model().reserved() + pool.model().reserved();
-  out.stats.peak_allocated = peak_allocated;
-  out.stats.peak_requested = peak_requested;
-  out.stats.segments = rest.model().stats().segments + pool.model().stats().segments;
-  out.stats.largest_workspace_tensor = parts.largest_workspace_tensor;
-  // What the whole replay and the probes' pool alone reserve where steps 1.. begin, then at the
-  // end.
-  std::vector<int64_t> reserved_at, pool_reserved_at;
-  for (size_t k = 1; k <= parts.pool_starts.size(); ++k)
-    reserved_at.push_back(rest_at[k] + pool_at[k]);
-  if (pool_is_base) {
-    pool_reserved_at.assign(pool_at.begin() + 1, pool_at.end());
-  } else {
-    size_t cut = 0;
-    COLO_RETURN_IF_ERROR(RunPast(*separate_base, parts.pool.events.size(), parts.pool_starts, cut,
-                                 pool_reserved_at, &snapshots));
-    pool_reserved_at.push_back(separate_base->model().reserved());
-    pool_reserved_at.erase(pool_reserved_at.begin());
+  out.stats = full.Stats();
+  if (starts.empty()) return out;
+  const PoolTrace pool = PoolOf(trace, options, bytes, starts);
+  const ReplayOptions none;
+  TraceReplay base(pool.trace, none);
+  std::vector<TraceReplay> snapshots;
+  std::vector<int64_t> pool_reserved_at;  // as reserved_at, the held blocks' pool alone
+  for (size_t k = 0; k < pool.starts.size(); ++k) {
+    COLO_RETURN_IF_ERROR(base.RunTo(pool.starts[k]));
+    if (k > 0) pool_reserved_at.push_back(base.model().reserved());
+    snapshots.push_back(base.Fork());
   }
+  COLO_RETURN_IF_ERROR(base.RunTo(pool.trace.events.size()));
+  pool_reserved_at.push_back(base.model().reserved());
   // A block that fits no cached block and fills a segment of its own changes nothing else: the
   // replay goes on as without it, its segment beside, and the peak rises by that segment alone.
   const int64_t rounded = CachingAllocatorModel::RoundSize(bytes);
@@ -927,15 +834,15 @@ Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
   // Probes hold their blocks through the step they perturb: the next step's start has probes of
   // its own.
   const size_t probed = std::min<size_t>(snapshots.size(), 3);
-  auto step_end = [&parts](size_t k) {
-    return k + 1 == parts.pool_starts.size() ? parts.pool.events.size() : parts.pool_starts[k + 1];
+  auto step_end = [&pool](size_t k) {
+    return k + 1 == pool.starts.size() ? pool.trace.events.size() : pool.starts[k + 1];
   };
   // A step that begins at the layout the next one begins at and asks for what the next asks for
   // (a training loop's steady state) reacts to held blocks exactly as the next: its probes reserve
   // what the next step's reserve beyond where they began, and need no replay of their own.
   std::array<bool, 3> repeats{};
   for (size_t k = 0; k + 1 < probed; ++k) {
-    repeats[k] = SameRun(parts.pool, snapshots[k], step_end(k), snapshots[k + 1], step_end(k + 1));
+    repeats[k] = SameRun(pool.trace, snapshots[k], step_end(k), snapshots[k + 1], step_end(k + 1));
   }
   for (int count = 1; count <= 3; ++count) {
     // What the held blocks reserve by themselves (a 1-10 MiB block takes a 20 MiB segment).

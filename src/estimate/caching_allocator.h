@@ -101,11 +101,6 @@ class CachingAllocatorModel {
 
   const AllocatorStats& stats() const;
   int64_t reserved() const;
-  // Block bytes and requested bytes in use now.
-  int64_t allocated() const;
-  int64_t requested() const;
-  // The peaks of allocated and requested bytes start over from what is in use now.
-  void RestartPeaks();
 
   // Whether this model and `other` would serve any sequence of requests alike (the same new
   // segments, the same blocks split and merged), whatever each has reserved or allocated so far:

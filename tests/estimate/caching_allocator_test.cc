@@ -426,8 +426,20 @@ TEST(FragmentationProbe, SkipsABlockThatFitsNoCachedBlockAndFillsItsSegment) {
 
 // The probe as plainly as it can be written: every probe replays the trace from its start, its
 // blocks held from where its step begins to where the next begins.
-int64_t PlainFragmentationRisk(const AllocationTrace& t, const std::vector<int64_t>& permanent,
-                               int64_t bytes, const std::vector<size_t>& starts) {
+int64_t PlainFragmentationRisk(const AllocationTrace& t, const std::vector<int64_t>& permanent) {
+  // The most common block of 1 MiB or more, the larger on a tie, held where the first four
+  // markers say steps begin.
+  std::map<int64_t, int> counts;
+  for (size_t i = t.steps_begin; i < t.events.size(); ++i) {
+    const auto& e = t.events[i];
+    if (e.kind == AllocationTrace::Event::kAlloc && e.value >= kMiB) ++counts[e.value];
+  }
+  int64_t bytes = 0;
+  int most = 0;
+  for (const auto& [size, count] : counts) {
+    if (count >= most) bytes = size, most = count;
+  }
+  const std::vector<size_t> starts(t.step_begins.begin(), t.step_begins.begin() + 4);
   auto peak = [&](size_t held_at, int count, size_t end) {
     CachingAllocatorModel m;
     std::vector<int> handles;
@@ -507,20 +519,7 @@ TEST(FragmentationProbe, AgreesWithReplayingEveryProbeFromTheStartOnRandomTraces
     options.permanent = {4 * kMiB, 4 * kMiB};
     auto probed = ReplayWithFragmentationProbe(*t, options);
     ASSERT_TRUE(probed.ok()) << probed.status().message();
-    // The most common block of 1 MiB or more, the larger on a tie.
-    std::map<int64_t, int> counts;
-    for (size_t i = t->steps_begin; i < t->events.size(); ++i) {
-      const auto& e = t->events[i];
-      if (e.kind == AllocationTrace::Event::kAlloc && e.value >= kMiB) ++counts[e.value];
-    }
-    int64_t bytes = 0;
-    int most = 0;
-    for (const auto& [size, count] : counts) {
-      if (count >= most) bytes = size, most = count;
-    }
-    const std::vector<size_t> starts(t->step_begins.begin(), t->step_begins.begin() + 4);
-    EXPECT_EQ(probed->fragmentation_risk,
-              PlainFragmentationRisk(*t, options.permanent, bytes, starts))
+    EXPECT_EQ(probed->fragmentation_risk, PlainFragmentationRisk(*t, options.permanent))
         << "seed " << seed;
     ExpectSameStats(probed->stats, *Replay(*t, options), seed);
     risky += probed->fragmentation_risk > 0;
@@ -598,19 +597,7 @@ TEST(FragmentationProbe, AgreesOnRandomTracesWhoseStepsRepeat) {
     options.permanent = {4 * kMiB};
     auto probed = ReplayWithFragmentationProbe(*t, options);
     ASSERT_TRUE(probed.ok()) << probed.status().message();
-    std::map<int64_t, int> counts;
-    for (size_t i = t->steps_begin; i < t->events.size(); ++i) {
-      const auto& e = t->events[i];
-      if (e.kind == AllocationTrace::Event::kAlloc && e.value >= kMiB) ++counts[e.value];
-    }
-    int64_t bytes = 0;
-    int most = 0;
-    for (const auto& [size, count] : counts) {
-      if (count >= most) bytes = size, most = count;
-    }
-    const std::vector<size_t> starts(t->step_begins.begin(), t->step_begins.begin() + 4);
-    EXPECT_EQ(probed->fragmentation_risk,
-              PlainFragmentationRisk(*t, options.permanent, bytes, starts))
+    EXPECT_EQ(probed->fragmentation_risk, PlainFragmentationRisk(*t, options.permanent))
         << "seed " << seed;
     ExpectSameStats(probed->stats, *Replay(*t, options), seed);
     repeated += probed->probes < 9;
