@@ -12,7 +12,9 @@
 #include <cstring>
 #include <iterator>
 
+#include "common/clock.h"
 #include "gpu/dcgm.h"
+#include "gpu/energy_counter.h"
 #include "gpu/gpu.h"
 #include "gpu/nvml_abi.h"
 
@@ -77,6 +79,10 @@ int64_t ThreadCpuNanos() {
   return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
+// How often the board's energy counter is read; between reads the power samples carry it
+// (gpu/energy_counter.h says why).
+constexpr Duration kEnergyReadEvery = std::chrono::seconds(10);
+
 class NvmlGpus : public GpuBackend {
  public:
   struct Target {
@@ -85,6 +91,7 @@ class NvmlGpus : public GpuBackend {
     // whole life (allocated at its first reading).
     nvmlGpmSample_t gpm[2] = {nullptr, nullptr};
     int gpm_latest = -1;  // the buffer holding the latest sample; -1 before the first
+    EnergyCounter energy{kEnergyReadEvery};
   };
 
   NvmlGpus(NvmlApi api, std::vector<DeviceInfo> devices, std::vector<Target> targets,
@@ -165,11 +172,16 @@ class NvmlGpus : public GpuBackend {
       if (Timed(Call::kPower, [&] { return api_.GetPowerUsage(target.handle, &milliwatts); }) ==
           kSuccess)
         s.power_watts = milliwatts / 1000.0;
+      const TimePoint now = clock_.Now();
       unsigned long long millijoules = 0;
-      if (Timed(Call::kEnergy, [&] {
-            return api_.GetTotalEnergyConsumption(target.handle, &millijoules);
-          }) == kSuccess)
-        s.energy_joules = static_cast<double>(millijoules) / 1000.0;
+      if (target.energy.Due(now) && Timed(Call::kEnergy, [&] {
+                                      return api_.GetTotalEnergyConsumption(target.handle,
+                                                                            &millijoules);
+                                    }) == kSuccess)
+        s.energy_joules =
+            target.energy.Read(now, static_cast<double>(millijoules) / 1000.0, s.power_watts);
+      else
+        s.energy_joules = target.energy.Carry(now, s.power_watts);
       if (info.gpm_supported) {
         ReadGpm(target, s);
         if (s.smact >= 0) s.activity_source = ActivitySource::kGpm;
@@ -254,6 +266,7 @@ class NvmlGpus : public GpuBackend {
   };
 
   NvmlApi api_;
+  SystemClock clock_;
   std::vector<DeviceInfo> devices_;
   std::vector<Target> targets_;
   std::unique_ptr<DcgmProfiler> dcgm_;  // for the whole GPUs without GPM

@@ -78,6 +78,16 @@ class NvmlTest(harness.E2ETest):
         self.assertEqual(idle.get("gpm_sample_alloc"), 8, idle)
         self.assertEqual(idle.get("gpm_samples_live"), 8, idle)
         self.assertGreaterEqual(idle.get("gpm_metrics", 0), 4 * 3, idle)
+        # The board's energy counter is read at the first sample and then every 10 s, not at
+        # every sample (gpu/energy_counter.h); the power samples carry it in between.
+        self.assertGreaterEqual(idle["memory"], 4 * 4, idle)
+        self.assertIn(idle.get("energy"), (4, 8), idle)
+        totals = [[g.get("energy_joules", -1) for g in self.colo_json("gpus")["gpus"]]]
+        self.rounds_after(2)
+        totals.append([g.get("energy_joules", -1) for g in self.colo_json("gpus")["gpus"]])
+        for before, after in zip(*totals):
+            self.assertGreater(before, 0, totals)
+            self.assertGreaterEqual(after, before, totals)
 
         done = os.path.join(self.tmp, "done")
         job = self.submit("--mem", "4GiB", "--", "use-memory", self.gpu_dir, done)
