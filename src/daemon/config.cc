@@ -367,7 +367,7 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"slurm.conf", Quoted(c.slurm_conf)},
       {"slurm.wait_limit", Secs(c.slurm_wait_limit)},
       {"slurm.reconcile_interval", Secs(c.slurm_reconcile_interval)},
-      {"slurm.shard_size", Quoted(fmt::format("{}B", c.slurm_shard_size.count()))},
+      {"slurm.shard_size", Quoted(FormatExactBytes(c.slurm_shard_size))},
       {"slurm.busy_wait", Secs(c.scheduler.booked_busy_wait)},
       {"slurm.direct_submit", Flag(c.slurm_direct_submit)},
   };
