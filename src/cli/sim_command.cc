@@ -65,7 +65,7 @@ int PrintCalibration() {
   fmt::print(
       "Interference and power models against the H100 measurements (measured -> predicted, "
       "error)\n");
-  fmt::print("{:<22} {:>4} {:>6}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode",
+  fmt::print("{:<22} {:>4} {:>9}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode",
              "throughput gain", "SMACT", "power W");
   double worst_gain = 0, worst_power = 0;
   for (const auto& r : rows) {
@@ -73,7 +73,7 @@ int PrintCalibration() {
     worst_gain = std::max(worst_gain, std::abs(err(r.measured_gain, r.predicted_gain)));
     worst_power = std::max(worst_power, std::abs(err(r.measured_watts, r.predicted_watts)));
     fmt::print(
-        "{:<22} {:>4} {:>6}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} "
+        "{:<22} {:>4} {:>9}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} "
         "-> {:5.0f} {:+6.1f}%\n",
         r.set, r.jobs, ToString(r.mode), r.measured_gain, r.predicted_gain,
         err(r.measured_gain, r.predicted_gain), r.measured_smact, r.predicted_smact,
@@ -88,7 +88,7 @@ int PrintCalibration() {
 
 void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   CLI::App* sim =
-      app.add_subcommand("sim", "Replay a job trace on simulated GPU servers and compare policies");
+      app.add_subcommand("sim", "replay a job trace on simulated GPU servers and compare policies");
   sim->add_option(
          "--trace", o.trace,
          "thesis-90, thesis-60, synthetic, carma:SCRIPT, philly:LOG.json, or a colo CSV file")
@@ -125,11 +125,15 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
       ->capture_default_str();
   sim->add_option("--seed", o.seed, "seed for generated traces and noisy estimators")
       ->capture_default_str();
-  sim->add_option("--jobs", o.jobs, "jobs in a synthetic trace")->capture_default_str();
+  sim->add_option("--jobs", o.jobs, "jobs in a synthetic trace")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{10'000'000}));
   sim->add_option("--rate", o.rate, "synthetic arrivals per hour (whole cluster)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e7));
   sim->add_option("--users", o.users, "distinct owners in a synthetic trace")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
   sim->add_flag("--backfill", o.backfill,
                 "EASY backfill: the waiting head gets a reservation (from running jobs' run times) "
                 "and later jobs start only where they cannot delay it");

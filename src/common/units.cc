@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 namespace colo {
 namespace {
@@ -67,6 +68,17 @@ std::string FormatDuration(Duration d) {
   if (abs < 3600) return fmt::format("{:.0f} min", seconds / 60);
   if (abs < 86400) return fmt::format("{:.1f} h", seconds / 3600);
   return fmt::format("{:.1f} d", seconds / 86400);
+}
+
+std::string FormatExactBytes(Bytes b) {
+  const int64_t n = b.count();
+  constexpr std::pair<int, const char*> kUnits[] = {
+      {40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+  for (const auto& [shift, unit] : kUnits) {
+    const int64_t size = int64_t{1} << shift;
+    if (n != 0 && n % size == 0) return fmt::format("{}{}", n / size, unit);
+  }
+  return fmt::format("{}B", n);
 }
 
 Result<Duration> ParseDuration(const std::string& text) {
