@@ -249,7 +249,7 @@ std::string Line(const api::Request& request) {
 api::SubmitRequest BigArray(const std::string& workdir, int tasks, size_t env_bytes,
                             size_t command_bytes) {
   api::SubmitRequest r;
-  r.workdir = workdir;
+  r.context.workdir = workdir;
   r.hold = true;
   r.command = {"true"};
   while (command_bytes > 1100) {
@@ -320,7 +320,7 @@ void FloodConnection(const std::string& socket, const std::string& workdir, cons
     if (role == "submit") {
       api::SubmitRequest r;
       r.command = {"true"};
-      r.workdir = workdir;
+      r.context.workdir = workdir;
       r.env = {"PATH=/usr/bin:/bin"};
       for (int i = 0; i < 16; ++i) lines.push_back(Line(r));
     } else if (role == "history") {

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import stat
@@ -308,6 +309,7 @@ class Client:
             request["error"] = error
         if estimate_from is not None:
             request["estimate"] = self.estimate(estimate_from, batch=batch, gpu_model=gpu_model)
+        request.update(submitter_context())
         return int(self.call("submit", **request)["job"])
 
     def estimate(self, summary, batch=None, gpu_model=None):
@@ -409,6 +411,35 @@ class Client:
     def hello(self) -> Mapping:
         """colod's name, API version, GPU backend and who it thinks the caller is."""
         return self.call("hello")
+
+
+# The resource limits a job takes from its submitter, by the names colod knows them by.
+_LIMITS = {name: getattr(resource, f"RLIMIT_{name.upper()}") for name in
+           ("as", "core", "cpu", "data", "fsize", "memlock", "nofile", "nproc", "rss", "stack")
+           if hasattr(resource, f"RLIMIT_{name.upper()}")}
+
+
+def submitter_context():
+    """What a job takes from this process, as `colo submit` sends it: the umask its files are
+    made with and the resource limits its processes get (colod never gives more than its own)."""
+    mask = None
+    try:  # read, not set and set back: other threads may be making files meanwhile
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    mask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    if mask is None:
+        mask = os.umask(0)
+        os.umask(mask)
+    limits = []
+    for name, which in _LIMITS.items():
+        soft, hard = resource.getrlimit(which)
+        limits.append({"name": name,
+                       "soft": -1 if soft == resource.RLIM_INFINITY else soft,
+                       "hard": -1 if hard == resource.RLIM_INFINITY else hard})
+    return {"umask": mask, "limits": limits}
 
 
 def submit_many(client: Client, commands: Iterable[Sequence[str]], **options) -> list:

@@ -162,19 +162,38 @@ void CheckFields(ArraySpec& array, field_json::Reader& fields);
 // job, shown by `colo show`, and applied to every attempt. A setting colod only carries from the
 // submitter to the job's processes belongs here: it is then stored, sent and shown with no other
 // change (docs/architecture.md, "A new job field").
+// One resource limit of the submitter's, as getrlimit gave it: its name (common/resource_limits.h:
+// "nofile", "core", ...), soft and hard values, -1 for unlimited.
+struct ResourceLimit {
+  std::string name;
+  int64_t soft = -1, hard = -1;
+  bool operator==(const ResourceLimit&) const = default;
+};
+constexpr auto Fields(Of<ResourceLimit>) {
+  using L = ResourceLimit;
+  return std::tuple{Field("name", &L::name).MaxBytes(16).Required("a resource's name"),
+                    Field("soft", &L::soft).Range(-1, std::numeric_limits<int64_t>::max()),
+                    Field("hard", &L::hard).Range(-1, std::numeric_limits<int64_t>::max())};
+}
+void CheckFields(ResourceLimit& limit, field_json::Reader& fields);  // a known name, soft <= hard
+
 struct JobContext {
   std::string workdir;         // absolute
   std::string source = "cli";  // "cli", "script PATH", "rad PATH", "slurm ID"
   // The submitter's file mode creation mask, which the job's processes start with (absent: 022,
   // as a login shell's).
   std::optional<int> umask;
+  // The submitter's resource limits, which the job's processes get, never above what they would
+  // have without them (colod's own).
+  std::vector<ResourceLimit> limits;
   bool operator==(const JobContext&) const = default;
 };
 constexpr size_t kMaxSourceBytes = 4096;
 constexpr auto Fields(Of<JobContext>) {
   return std::tuple{Field("workdir", &JobContext::workdir).MaxBytes(4096),
                     Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes),
-                    Field("umask", &JobContext::umask).Range(0, 0777)};
+                    Field("umask", &JobContext::umask).Range(0, 0777),
+                    Field("limits", &JobContext::limits).MaxItems(32).OmitDefault()};
 }
 
 // Requests

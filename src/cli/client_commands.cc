@@ -23,6 +23,7 @@
 #include "cli/control_commands.h"
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
+#include "common/resource_limits.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -587,6 +588,15 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   const mode_t mask = umask(0);
   umask(mask);
   r.context.umask = static_cast<int>(mask);
+  for (const ResourceKind& kind : kResourceKinds) {
+    rlimit limit{};
+    if (getrlimit(kind.resource, &limit) != 0) continue;
+    const auto value = [](rlim_t v) {
+      return v == RLIM_INFINITY ? int64_t{-1} : static_cast<int64_t>(v);
+    };
+    r.context.limits.push_back(
+        {std::string(kind.name), value(limit.rlim_cur), value(limit.rlim_max)});
+  }
   r.env = environment;
   if (!o.export_env.empty()) {
     auto env = ApplyExport(o.export_env, environment);

@@ -35,6 +35,8 @@ namespace {
 // The longest colod sleeps without looking at its jobs (child exits are also polled, and a
 // cancel's grace may end).
 constexpr auto kMaxSleep = std::chrono::milliseconds(250);
+// How often a reserve given back is looked at again.
+constexpr auto kReserveCheckInterval = std::chrono::seconds(10);
 
 // A process's CUDA context on a GPU of this model, from colo's calibrations: the GPU's own, else
 // the first there is (contexts of one driver generation differ little between GPUs), else none.
@@ -89,21 +91,27 @@ Daemon::~Daemon() {
 Status Daemon::Init() {
   // Everything colod creates is its own alone unless it says otherwise.
   umask(077);
+  if (config_.jobs_dir.empty()) config_.jobs_dir = config_.state_dir + "/jobs";
   // The lock first: a second colod on this state directory stops here, before it touches the
   // first one's socket or database.
-  auto lock = PrepareStateDir(config_.state_dir, personal_);
+  auto lock = PrepareStateDir(config_.state_dir, config_.jobs_dir, personal_);
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
   auto store = SqliteJobStore::Open(config_.state_dir + "/colo.db");
   if (!store.ok()) return store.status();
+  reserve_ = SpaceReserve(config_.state_dir + "/reserve", config_.database_reserve.count());
+  (*store)->SetSpaceReserve([this] { return reserve_.Release(); });
+  CheckReserve();
   store_ = std::move(*store);
 
   PosixProcessLauncher::Options launcher_options;
-  launcher_options.jobs_dir = config_.state_dir + "/jobs";
+  launcher_options.jobs_dir = config_.jobs_dir;
   launcher_options.shim = config_.shim;
   launcher_options.cgroups =
       config_.cgroups ? PosixProcessLauncher::Cgroups::kAuto : PosixProcessLauncher::Cgroups::kOff;
   launcher_options.leftover_grace = config_.leftover_grace;
+  launcher_options.log_limit = config_.log_limit;
+  launcher_options.propagated_limits = config_.PropagatedLimits();
   auto launcher = PosixProcessLauncher::Create(launcher_options);
   if (!launcher.ok()) return launcher.status();
   fmt::print(stderr, "colod: {}\n", (*launcher)->tracking());
@@ -355,6 +363,15 @@ std::string Daemon::ServeMetrics(std::string_view request) {
       metrics ? "200 OK" : "404 Not Found", body.size(), body);
 }
 
+void Daemon::CheckReserve() {
+  if (clock_.Now() >= next_reserve_check_) {
+    next_reserve_check_ = clock_.Now() + kReserveCheckInterval;
+    reserve_.Restore();
+  }
+  if (std::string note = reserve_.TakeNote(); !note.empty())
+    fmt::print(stderr, "colod: {}\n", note);
+}
+
 void Daemon::CheckMps() {
   if (!mps_ || !mps_->started() || clock_.Now() < next_mps_check_) return;
   next_mps_check_ = clock_.Now() + config_.mps_health_interval;
@@ -467,6 +484,7 @@ Status Daemon::Run() {
     if (slurm_) slurm_->Tick();
     controller_->Tick();
     CheckMps();
+    CheckReserve();
   }
   return Status::Ok();
 }

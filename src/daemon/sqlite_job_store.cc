@@ -542,6 +542,8 @@ std::string SqliteJobStore::Reason(int rc) const {
 }
 
 Status SqliteJobStore::WriteError(const std::string& what, int rc) const {
+  disk_full_ = disk_full_ || (rc & 0xff) == SQLITE_FULL ||
+               ((rc & 0xff) == SQLITE_IOERR && sqlite3_system_errno(db_) == ENOSPC);
   return Unavailable(fmt::format("cannot store {} in {}: {}", what, path_, Reason(rc)));
 }
 
@@ -606,7 +608,40 @@ void SqliteJobStore::BindJobRow(Statement& statement, const Job& job, std::strin
     statement.Bind(8, signature);
 }
 
+// Each write, tried again once should it find the disk full and the reserve give room back.
+template <typename Write>
+auto SqliteJobStore::WithRoom(Write write) -> decltype(write()) {
+  disk_full_ = false;
+  auto result = write();
+  if (!result.ok() && disk_full_ && release_space_ && release_space_()) {
+    disk_full_ = false;
+    result = write();
+  }
+  return result;
+}
+
 Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
+  return WithRoom([&] { return InsertOnce(job, events); });
+}
+
+Result<JobId> SqliteJobStore::ReserveIds(int count) {
+  return WithRoom([&] { return ReserveIdsOnce(count); });
+}
+
+Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
+                                      const std::vector<JobEvent>& events) {
+  return WithRoom([&] { return InsertReservedOnce(jobs, events); });
+}
+
+Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& events) {
+  return WithRoom([&] { return UpdateOnce(job, events); });
+}
+
+Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
+  return WithRoom([&] { return AddEventsOnce(events); });
+}
+
+Status SqliteJobStore::InsertOnce(Job& job, const std::vector<JobEvent>& events) {
   std::lock_guard lock(mutex_);
   const std::string what = "the new job";
   Transaction transaction(db_);
@@ -623,7 +658,7 @@ Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
   return Status::Ok();
 }
 
-Result<JobId> SqliteJobStore::ReserveIds(int count) {
+Result<JobId> SqliteJobStore::ReserveIdsOnce(int count) {
   std::lock_guard lock(mutex_);
   const std::string what = fmt::format("{} new job ids", count);
   if (count < 1 || count > kMaxReservedIds)
@@ -641,8 +676,8 @@ Result<JobId> SqliteJobStore::ReserveIds(int count) {
   return *first;
 }
 
-Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
-                                      const std::vector<JobEvent>& events) {
+Status SqliteJobStore::InsertReservedOnce(const std::vector<Job>& jobs,
+                                          const std::vector<JobEvent>& events) {
   std::lock_guard lock(mutex_);
   const std::string what = fmt::format("{} new jobs", jobs.size());
   Transaction transaction(db_);
@@ -664,7 +699,7 @@ Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
   return Status::Ok();
 }
 
-Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& events) {
+Status SqliteJobStore::UpdateOnce(const Job& job, const std::vector<JobEvent>& events) {
   std::lock_guard lock(mutex_);
   const std::string what = fmt::format("job {}", job.id());
   const std::string record = EncodeJob(job);
@@ -693,7 +728,7 @@ Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& event
   return Status::Ok();
 }
 
-Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
+Status SqliteJobStore::AddEventsOnce(const std::vector<JobEvent>& events) {
   if (events.empty()) return Status::Ok();
   std::lock_guard lock(mutex_);
   Transaction transaction(db_);

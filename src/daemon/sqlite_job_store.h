@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,12 @@ class SqliteJobStore final : public JobStore {
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override;
   Result<std::vector<Job>> EndedBetween(WallTime since, WallTime until, size_t limit) override;
 
+  // Called when a write finds the disk full: true if it gave room back (colod's SpaceReserve), and
+  // the write is tried again once.
+  void SetSpaceReserve(std::function<bool()> release_space) {
+    release_space_ = std::move(release_space);
+  }
+
   // For tests: the database file may grow to at most `max_pages` pages, and not at all when that
   // is fewer than it has (1 will do), so a full disk can be had on demand; nullopt lifts the limit.
   Status LimitPagesForTesting(std::optional<int64_t> max_pages);
@@ -66,6 +73,13 @@ class SqliteJobStore final : public JobStore {
   class Transaction;
 
   SqliteJobStore(std::string path, sqlite3* db);
+  template <typename Write>
+  auto WithRoom(Write write) -> decltype(write());
+  Status InsertOnce(Job& job, const std::vector<JobEvent>& events);
+  Result<JobId> ReserveIdsOnce(int count);
+  Status InsertReservedOnce(const std::vector<Job>& jobs, const std::vector<JobEvent>& events);
+  Status UpdateOnce(const Job& job, const std::vector<JobEvent>& events);
+  Status AddEventsOnce(const std::vector<JobEvent>& events);
   Status Configure();
   Status PrepareSchema();
   Status CreateSchema();
@@ -92,6 +106,8 @@ class SqliteJobStore final : public JobStore {
   std::vector<std::pair<const char*, sqlite3_stmt*>> statements_;
   // One connection and its statements serve one caller at a time.
   std::mutex mutex_;
+  std::function<bool()> release_space_;
+  mutable bool disk_full_ = false;  // the last write failed for want of space
 };
 
 }  // namespace colo

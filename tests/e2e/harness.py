@@ -538,6 +538,7 @@ class E2ETest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="colo-e2e-")
         os.chmod(self.tmp, 0o755)
         self.daemons = []
+        self.mounts = []
         self.addCleanup(self._cleanup)
 
     def _cleanup(self):
@@ -552,10 +553,25 @@ class E2ETest(unittest.TestCase):
             for path in d.cgroups():
                 remove_cgroup(path)
         self.cleanup_extra()
+        for path in reversed(self.mounts):
+            subprocess.run(["umount", "-l", path], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def cleanup_extra(self):
-        """Subclasses: what must go before the temporary directory (mounts)."""
+        """Subclasses: what must go before the temporary directory."""
+
+    def mount_tmpfs(self, name, size):
+        """A tmpfs of `size` ("8m") at TMP/NAME, unmounted at the end (root only: skipped
+        otherwise)."""
+        if not is_root():
+            self.skipTest("mounting a file system needs root")
+        path = self.mkdir(name)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        self.mounts.append(path)
+        return path
 
     def mkdir(self, *parts, user=None, mode=0o755):
         path = os.path.join(self.tmp, *parts)

@@ -72,8 +72,14 @@ class MultiUserTest(harness.E2ETest):
         self.write(os.path.join(self.bin, "wait-for"), WAIT_SCRIPT, 0o755)
         self.write(os.path.join(self.bin, "replace-logs"), REPLACE_SCRIPT, 0o755)
         self.work = {u.name: self.mkdir(u.name, user=u, mode=0o700) for u in (ALICE, BOB)}
-        self.d = self.colod(config=self.config)
-        self.jobs_dir = os.path.join(self.d.state_dir, "jobs")
+        options = self.daemon_options()  # may set self.config
+        self.d = self.colod(config=self.config, **options)
+        self.jobs_dir = self.config.get("paths", {}).get("jobs_dir") or os.path.join(
+            self.d.state_dir, "jobs")
+
+    def daemon_options(self):
+        """Subclasses: more of Colod's options (a state directory elsewhere)."""
+        return {}
 
     def colo(self, *args, **kwargs):
         """colo ARGS against the system colod, as `user` (default: client_user; None: root),
@@ -401,6 +407,125 @@ class RunningJobsAsAlice(MultiUserTest, lifecycle.LifecycleTests):
         return self.colo_ok("logs", job, *flags).stdout
 
 
+class Isolation(MultiUserTest):
+    def submit_in_shell(self, user, shell, *args):
+        """colo submit ARGS as `user`, run from a shell that first runs `shell` (umask 077,
+        ulimit -n 100): the job id."""
+        argv = harness.as_user(user, ["sh", "-c", shell + '; exec "$0" "$@"', harness.COLO,
+                                      "submit", "--json", *args])
+        r = subprocess.run(argv, env=self.client_env(user, self.d.socket, path_prefix=self.bin),
+                           cwd=self.work[user.name], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return int(json.loads(r.stdout)["job"])
+
+    def test_jobs_files_honour_the_submitters_umask(self):
+        """Alice submits with umask 077: the files her job makes, and its -o copy, are hers
+        alone, and bob cannot read them; `colo show` names the umask. Bob's job, submitted with
+        umask 022, makes files others may read."""
+        shared = self.mkdir("shared", mode=0o1777)
+        make = 'echo secret > "$1/made-by-$COLO_JOB_ID"; mkdir "$1/dir-$COLO_JOB_ID"'
+        job = self.submit_in_shell(ALICE, "umask 077", "-o", f"{shared}/out-%j.txt", "--",
+                                   "sh", "-c", make, "sh", shared)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        for name, mode in [(f"made-by-{job}", 0o600), (f"out-{job}.txt", 0o600),
+                           (f"dir-{job}", 0o700)]:
+            st = os.stat(os.path.join(shared, name))
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, mode), name)
+        code, out = self.run_as(BOB, "cat", os.path.join(shared, f"made-by-{job}"))
+        self.assertNotEqual(code, 0, "bob read alice's file")
+        self.assertNotIn("secret", out)
+        self.assertIn("Umask=0077", self.as_(ALICE, "show", job).stdout)
+        other = self.submit_in_shell(BOB, "umask 022", "--", "sh", "-c", make, "sh", shared)
+        self.assertEqual(self.wait_as(BOB, other, TERMINAL)["state"], "succeeded")
+        st = os.stat(os.path.join(shared, f"made-by-{other}"))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o644)
+
+    def test_jobs_get_the_submitters_resource_limits_never_more_than_colods(self):
+        """Alice's `ulimit -n 100 -c 0` reach her job; a hard limit above colod's own is
+        lowered to colod's (colod's open files are cut to 4096 here), never raised."""
+        subprocess.run(["prlimit", "--pid", str(self.d.proc.pid), "--nofile=4096:4096"],
+                       check=True)
+        show = 'echo "$(ulimit -Sn) $(ulimit -Hn) $(ulimit -Sc)"'
+        job = self.submit_in_shell(ALICE, "ulimit -Sn 100; ulimit -Sc 0", "--", "sh", "-c",
+                                   show)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        self.assertEqual(self.as_(ALICE, "logs", job).stdout.split(), ["100", "4096", "0"])
+        # Her own hard limit (above colod's) stays as it was in her shell; the job has colod's.
+        job = self.submit_in_shell(ALICE, "true", "--", "sh", "-c", show)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        soft, hard, _ = self.as_(ALICE, "logs", job).stdout.split()
+        self.assertEqual(hard, "4096")
+        self.assertLessEqual(int(soft), 4096)
+
+
+# A job that writes as fast as it can, without end.
+FLOOD = "head -c 100000000 /dev/zero; echo done"
+
+
+class LogLimit(MultiUserTest):
+    config = dict(MultiUserTest.config, jobs={"log_limit": "1MiB"})
+
+    def test_a_job_writing_without_end_is_stopped_at_its_log_limit(self):
+        """Alice's job writes to stdout without end: it is stopped once its logs hold 1 MiB
+        (jobs.log_limit), its stderr saying why; the logs and its -o copy hold no more; nothing
+        of it runs on."""
+        job = self.submit_as(ALICE, "-o", "out-%j.txt", "--", "sh", "-c", "yes alice")
+        ended = self.wait_as(ALICE, job, TERMINAL)
+        self.assertEqual(ended["state"], "failed")
+        self.assertIn("reached its limit of 1048576 bytes", ended["reason"])
+        out = os.path.join(self.jobs_dir, str(job), "attempt-1.out")
+        err = os.path.join(self.jobs_dir, str(job), "attempt-1.err")
+        self.assertEqual(os.path.getsize(out), 1 << 20)
+        with open(err) as f:
+            self.assertIn("reached its limit of 1048576 bytes", f.read())
+        copy = os.path.join(self.work[ALICE.name], f"out-{job}.txt")
+        self.assertGreaterEqual(os.path.getsize(copy), 1 << 20)
+        self.assertLess(os.path.getsize(copy), (1 << 20) + 4096)
+        self.assertEqual(harness.processes_with_token(self.token.split("=")[1], "yes"), [])
+
+
+class FullLogFileSystem(MultiUserTest):
+    def daemon_options(self):
+        self.logs = self.mount_tmpfs("logs", "8m")
+        jobs_dir = os.path.join(self.logs, "jobs")
+        self.config = dict(self.config, jobs={"log_limit": "none"},
+                           paths={"jobs_dir": jobs_dir})
+        return {}
+
+    def test_a_full_log_file_system_refuses_nobody_elses_submit(self):
+        """The jobs' logs on a file system of their own (paths.jobs_dir, an 8 MiB tmpfs here),
+        which alice's job fills: bob's submits are stored and his jobs run, as are alice's
+        next ones."""
+        job = self.submit_as(ALICE, "--", "sh", "-c", FLOOD)
+        self.wait_as(ALICE, job, TERMINAL)
+        st = os.statvfs(self.logs)
+        self.assertLess(st.f_bavail * st.f_frsize, 64 << 10, "the log file system is not full")
+        for user in (BOB, BOB, ALICE):
+            other = self.submit_as(user, "--", "true")
+            self.assertEqual(self.wait_as(user, other, TERMINAL)["state"], "succeeded")
+
+
+class FullStateFileSystem(MultiUserTest):
+    def daemon_options(self):
+        fs = self.mount_tmpfs("fs", "16m")
+        self.config = dict(self.config, jobs={"log_limit": "none"},
+                           limits=dict(self.config["limits"], database_reserve="2MiB"))
+        return {"state_dir": os.path.join(fs, "state")}
+
+    def test_a_full_state_file_system_keeps_room_for_the_database(self):
+        """The logs beside the database (the default), on a 16 MiB file system that alice's
+        job fills: colod gives back the room it kept (limits.database_reserve), so bob's
+        submits are still stored and his jobs run; it says so in its log."""
+        reserve = os.path.join(self.d.state_dir, "reserve")
+        self.assertEqual(os.stat(reserve).st_blocks * 512, 2 << 20)
+        job = self.submit_as(ALICE, "--", "sh", "-c", FLOOD)
+        self.wait_as(ALICE, job, TERMINAL)
+        for _ in range(3):
+            other = self.submit_as(BOB, "--", "true")
+            self.assertEqual(self.wait_as(BOB, other, TERMINAL)["state"], "succeeded")
+        self.assertIn("gave back the 2 MiB kept for the database", self.d.current_log())
+
+
 class StoppedStart(MultiUserTest):
     def test_stopped_start_keeps_no_restart_from_starting(self):
         """Alice stops the child colod forks for her job at the first moment she may (right
@@ -410,11 +535,14 @@ class StoppedStart(MultiUserTest):
         why without having run; her next job runs."""
         runs = os.path.join(self.work[ALICE.name], "runs")
         job = self.submit_as(ALICE, "--hold", "--", "sh", "-c", f"echo ran >> {runs}")
+        release = []
         stopped = ptrace_stop.stop_child_when_user(
-            self.d.proc.pid, ALICE.uid, lambda: subprocess.Popen(
+            self.d.proc.pid, ALICE.uid, lambda: release.append(subprocess.Popen(
                 harness.as_user(ALICE, [harness.COLO, "release", str(job)]),
                 env=self.client_env(ALICE, self.d.socket), cwd=self.work[ALICE.name],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+        for p in release:
+            p.wait(30)
         self.assertIsNotNone(stopped, "colod never started alice's job")
         try:
             wait_until(lambda: ptrace_stop.process_state(stopped) == "T", 5,

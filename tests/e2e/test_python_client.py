@@ -52,6 +52,23 @@ class PythonClientTest(harness.E2ETest):
         self.assertEqual(len(gpus), 2)
         self.assertTrue(all(g.memory_total_bytes > 0 for g in gpus), gpus)
 
+    def test_the_job_gets_this_process_umask_and_limits(self):
+        """The client sends its umask and resource limits, as `colo submit` does: a job
+        submitted under umask 077 and a soft open-files limit of 200 makes its files 0600 and
+        runs with that limit."""
+        import resource
+        mask = os.umask(0o077)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))
+        try:
+            job = self.submit(["sh", "-c", "ulimit -Sn; echo x > made"])
+        finally:
+            os.umask(mask)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        self.assertTrue(self.client.wait(job, timeout=harness.JOB_DEADLINE).succeeded)
+        self.assertEqual(self.client.logs(job), "200\n")
+        self.assertEqual(os.stat(os.path.join(self.work, "made")).st_mode & 0o777, 0o600)
+
     def test_output_files(self):
         job = self.submit(["sh", "-c", "echo out; echo err >&2"], output="o-%j.txt",
                           error="e-%j.txt")
