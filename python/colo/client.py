@@ -22,6 +22,7 @@ import socket
 import stat
 import subprocess
 import time
+import uuid
 from typing import Iterable, Mapping, Sequence
 
 API_VERSION = 1
@@ -83,6 +84,11 @@ class Unreachable(ColoError):
     """No colod answered at the socket."""
 
     code = "unreachable"
+
+
+class Unanswered(Unavailable):
+    """The request was sent but no answer came (the connection broke, colod restarted): it may
+    or may not have been served."""
 
 
 _ERRORS = {cls.code: cls for cls in (InvalidArgument, NotFound, PermissionDenied, Infeasible,
@@ -242,16 +248,20 @@ class Client:
         """Sends one request and returns the reply's fields; raises the reply's error."""
         request = dict(fields, api=API_VERSION, op=op)
         line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+        sent = False
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.settimeout(self.timeout)
                 conn.connect(self.socket_path)
+                sent = True
                 conn.sendall(line)
                 reply = self._read_line(conn)
         except socket.timeout as error:
-            raise Unavailable(f"colod at {self.socket_path} did not answer within "
-                              f"{self.timeout} s") from error
+            raise Unanswered(f"colod at {self.socket_path} did not answer within "
+                             f"{self.timeout} s") from error
         except OSError as error:
+            if sent:
+                raise Unanswered(f"colod at {self.socket_path} gave no answer: {error}") from error
             raise Unreachable(f"cannot reach colod at {self.socket_path}: {error} (is colod "
                               "running? set COLO_SOCKET)") from error
         try:
@@ -283,12 +293,16 @@ class Client:
     # Jobs.
     def submit(self, command: Sequence[str], *, gpus=1, memory=None, share=None, threads=None,
                smact=None, name="", workdir=None, env: Mapping[str, str] | None = None,
-               estimate_from=None, batch=None, gpu_model=None, output=None, error=None) -> int:
+               estimate_from=None, batch=None, gpu_model=None, output=None, error=None,
+               token=None, patience=60.0) -> int:
         """Submits `command` (argv; the first word is found through PATH) and returns the job id.
         `memory`: the declared peak per GPU (bytes or "12GiB"); `estimate_from`: a profile
         (colo.profile's or colo-profile's JSON, or a torchsummary file) that colo's estimators turn
         into the plan, as `colo submit --estimate-from` does; `env` defaults to this process's;
-        `output`/`error`: files for the job's stdout/stderr as `colo submit -o/-e` takes them."""
+        `output`/`error`: files for the job's stdout/stderr as `colo submit -o/-e` takes them.
+        The submit carries a token (`token`, else a new random one): should its answer be lost
+        (the connection broke, colod restarted), it is sent again for up to `patience` seconds,
+        and colod answers with the job it stored the first time, never a second one."""
         if isinstance(command, str) or not command or not all(isinstance(w, str) for w in command):
             raise InvalidArgument("command must be a non-empty list of strings (argv)")
         request = {"command": list(command), "gpus": int(gpus),
@@ -310,7 +324,22 @@ class Client:
         if estimate_from is not None:
             request["estimate"] = self.estimate(estimate_from, batch=batch, gpu_model=gpu_model)
         request.update(submitter_context())
-        return int(self.call("submit", **request)["job"])
+        request["token"] = token or uuid.uuid4().hex
+        give_up = time.monotonic() + patience
+        pause, first = 0.1, True
+        while True:
+            try:
+                return int(self.call("submit", **request)["job"])
+            except Unreachable:
+                # At the first try colod is not there and nothing was sent: no retry.
+                if first or time.monotonic() + pause > give_up:
+                    raise
+            except Unanswered:
+                if time.monotonic() + pause > give_up:
+                    raise
+            first = False
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def estimate(self, summary, batch=None, gpu_model=None):
         """The estimate colo plans with for a profile, in the API's form (as `colo submit

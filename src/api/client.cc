@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 namespace colo::api {
 namespace {
@@ -36,7 +39,10 @@ Result<Client> Client::Connect(const std::string& socket_path, std::chrono::mill
 }
 
 Client::Client(Client&& other) noexcept
-    : fd_(other.fd_), timeout_(other.timeout_), pending_(std::move(other.pending_)) {
+    : fd_(other.fd_),
+      timeout_(other.timeout_),
+      pending_(std::move(other.pending_)),
+      answered_(other.answered_) {
   other.fd_ = -1;
 }
 
@@ -45,6 +51,7 @@ Client::~Client() {
 }
 
 Result<std::string> Client::RoundTrip(const std::string& request) {
+  answered_ = false;
   const std::string line = request + "\n";
   size_t sent = 0;
   int send_error = 0;
@@ -65,6 +72,7 @@ Result<std::string> Client::RoundTrip(const std::string& request) {
     if (newline != std::string::npos) {
       std::string reply = pending_.substr(0, newline);
       pending_.erase(0, newline + 1);
+      answered_ = true;
       return reply;
     }
     if (pending_.size() > kMaxReplyBytes) return Internal("colod's reply is too large");
@@ -85,6 +93,46 @@ Result<std::string> Client::RoundTrip(const std::string& request) {
                              : "colod closed the connection before replying");
     }
     pending_.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+std::string NewSubmitToken() {
+  uint8_t bytes[16] = {};
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  std::string token;
+  for (uint8_t b : bytes) token += fmt::format("{:02x}", b);
+  return token;
+}
+
+Result<SubmitReply> SubmitOnce(const std::string& socket_path, const SubmitRequest& request,
+                               std::chrono::milliseconds patience) {
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  auto pause = std::chrono::milliseconds(100);
+  for (bool first = true;; first = false) {
+    auto client = Client::Connect(socket_path);
+    Status lost;
+    if (client.ok()) {
+      auto reply = client->Call(request);
+      if (reply.ok() || client->answered() || request.token.empty()) return reply;
+      lost = reply.status();
+    } else if (first) {
+      return client.status();
+    } else {
+      lost = client.status();  // colod restarting, say
+    }
+    if (std::chrono::steady_clock::now() + pause > give_up)
+      return Unavailable(
+          fmt::format("{}; the submit was sent again for {} s without an answer, "
+                      "and may or may not have been stored",
+                      lost.message(), patience.count() / 1000));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
   }
 }
 

@@ -221,7 +221,11 @@ struct SubmitRequest {
   // Files the job's stdout and stderr are copied to (sbatch -o/-e; output_pattern.h); empty:
   // none. Only -o: both go there.
   std::string output, error;
+  // Names this submit (a client picks it at random): sent again with the same token (its reply
+  // was lost), the submit gets the job it stored the first time instead of a second one.
+  std::string token;
 };
+constexpr size_t kMaxTokenBytes = 64;
 constexpr auto Fields(Of<SubmitRequest>) {
   using S = SubmitRequest;
   return std::tuple{
@@ -241,7 +245,8 @@ constexpr auto Fields(Of<SubmitRequest>) {
       Field("priority", &S::priority).Range(-kMaxPriority, kMaxPriority).OmitDefault(),
       Field("array", &S::array),
       Field("output", &S::output).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
-      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault()};
+      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
+      Field("token", &S::token).MaxBytes(kMaxTokenBytes).OmitDefault()};
 }
 // The command and the environment are checked whole; a workdir is required; -o/-e are patterns.
 void CheckFields(SubmitRequest& submit, field_json::Reader& fields);

@@ -266,7 +266,9 @@ int Submit(const ClientOptions& options) {
                        options.json, kExitUsage);
   auto request = BuildSubmitRequest(options, environment);
   if (!request.ok()) return Fail(options, request.status());
-  auto reply = Call(options, *request);
+  request->token = api::NewSubmitToken();
+  auto reply =
+      api::SubmitOnce(options.socket.empty() ? api::DefaultSocketPath() : options.socket, *request);
   if (!reply.ok()) return Fail(options, reply.status());
   if (options.json)
     fmt::print("{}\n", api::EncodeReply(*reply));

@@ -248,6 +248,14 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
 }
 
 Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest request) {
+  const std::string token = std::move(request.token);
+  if (!token.empty()) {
+    // Sent again (its reply was lost): the job it stored the first time is the answer.
+    auto stored = store_.SubmittedWith(who.uid, token, clock_.WallNow() - kSubmitTokenLifetime);
+    if (!stored.ok())
+      return Unavailable("the submit's token could not be looked up: " + stored.status().message());
+    if (*stored) return **stored;
+  }
   COLO_RETURN_IF_ERROR(admission_.MayAdd(who, 1));
   std::optional<api::ArraySpec> array = std::move(request.array);
   auto made = NewJob(who, std::move(request));
@@ -256,7 +264,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
   COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(Planned(job)));
   if (array) {
     COLO_RETURN_IF_ERROR(admission_.CheckArray(who, *array));
-    return SubmitArray(std::move(job), *array);
+    return SubmitArray(std::move(job), *array, token);
   }
   job.state = JobState::kQueued;
   job.submitted = clock_.WallNow();
@@ -268,7 +276,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
   std::vector<JobEvent> events = {submitted};
   if (job.estimate && job.estimate->learned && job.estimate->learned->solo_smact >= 0)
     events.push_back(SmactEvent(0, job.estimate->learned->solo_smact));
-  if (Status stored = store_.Insert(job, events); !stored.ok()) {
+  if (Status stored = store_.Insert(job, events, token); !stored.ok()) {
     counters_.store_failures++;
     return Unavailable("the job could not be stored, so it was not submitted: " + stored.message());
   }
@@ -312,7 +320,8 @@ std::string ArrayTaskName(const std::string& pattern, JobId array, int task) {
 }
 }  // namespace
 
-Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) {
+Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array,
+                                         std::string_view token) {
   const std::string pattern = base.spec.name;
   base.state = JobState::kQueued;
   base.submitted = clock_.WallNow();
@@ -338,7 +347,7 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
                       job.spec.gpus,
                       job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown")));
     }
-    failed = store_.InsertReserved(stored, events);
+    failed = store_.InsertReserved(stored, events, token);
   }
   if (!failed.ok()) {
     counters_.store_failures++;
@@ -971,7 +980,7 @@ FrameworkEnv JobController::FrameworkSettings(const Job& job, const Attempt& att
   // No estimate is made for expandable segments today (colo estimate replays the allocator
   // without them), so PyTorch keeps its default, the allocator the plan was made for.
   plan.expandable_segments = false;
-  return DeriveFrameworkEnv(plan, job.slurm ? std::vector<std::string>() : job.env);
+  return DeriveFrameworkEnv(plan, job.slurm ? SharedStrings() : job.env);
 }
 
 // --- Exit ---

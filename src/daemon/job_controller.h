@@ -183,7 +183,7 @@ class JobController {
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
   Result<std::string> CancelOne(const Identity& who, JobId id);
   // Stores every task of an array (the first task's id names it) and queues them; all or none.
-  Result<JobId> SubmitArray(Job base, const api::ArraySpec& array);
+  Result<JobId> SubmitArray(Job base, const api::ArraySpec& array, std::string_view token);
   // Queues a job that waited outside the scheduler; an array task under a cap waits its turn.
   void Enqueue(Job& job, std::string_view when);
   // Queues the tasks of capped arrays whose turn came.

@@ -24,11 +24,20 @@ class CrashingStore final : public JobStore {
     after_ = after;
   }
 
-  Status Insert(Job& job, const std::vector<JobEvent>& events) override {
-    return Write([&] { return inner_.Insert(job, events); });
+  using JobStore::Insert;
+  using JobStore::InsertReserved;
+  Status Insert(Job& job, const std::vector<JobEvent>& events, std::string_view token) override {
+    return Write([&] { return inner_.Insert(job, events, token); });
   }
   Status Update(const Job& job, const std::vector<JobEvent>& events) override {
     return Write([&] { return inner_.Update(job, events); });
+  }
+  Status UpdateMany(const std::vector<JobChange>& changes) override {
+    return Write([&] { return inner_.UpdateMany(changes); });
+  }
+  Result<std::optional<JobId>> SubmittedWith(unsigned uid, std::string_view token,
+                                             WallTime since) override {
+    return inner_.SubmittedWith(uid, token, since);
   }
   Result<JobId> ReserveIds(int count) override {
     Result<JobId> first = InvalidArgument("not reserved");
@@ -38,9 +47,9 @@ class CrashingStore final : public JobStore {
     });
     return s.ok() ? first : Result<JobId>(s);
   }
-  Status InsertReserved(const std::vector<Job>& jobs,
-                        const std::vector<JobEvent>& events) override {
-    return Write([&] { return inner_.InsertReserved(jobs, events); });
+  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events,
+                        std::string_view token) override {
+    return Write([&] { return inner_.InsertReserved(jobs, events, token); });
   }
   Status AddEvents(const std::vector<JobEvent>& events) override {
     return inner_.AddEvents(events);
@@ -188,6 +197,34 @@ TEST_F(JobControllerTest, AFailedWriteRefusesTheSubmitAndTheNextOneGetsAFreshId)
   const JobId next = Submit();
   EXPECT_GT(next, first);
   EXPECT_EQ(controller_->live_jobs().size(), 2u);
+}
+
+TEST_F(JobControllerTest, ASubmitSentAgainWithItsTokenGetsTheJobStoredTheFirstTime) {
+  api::SubmitRequest request = Request({"true"});
+  request.token = "0123abcd";
+  auto first = controller_->Submit(kAlice, request);
+  ASSERT_TRUE(first.ok());
+  // Its reply was lost; after a restart even, the same submit finds its job.
+  Start();
+  auto again = controller_->Submit(kAlice, request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(controller_->live_jobs().size(), 1u);
+  // Another user's token is theirs; a fresh token is a new job.
+  EXPECT_NE(*controller_->Submit(kBob, request), *first);
+  request.token = "fedc";
+  EXPECT_NE(*controller_->Submit(kAlice, request), *first);
+  // An array: its id, and no task twice.
+  api::SubmitRequest array = Request({"true"});
+  array.array = api::ArraySpec{{0, 1, 2}, 0};
+  array.token = "array-1";
+  auto tasks = controller_->Submit(kAlice, array);
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ(*controller_->Submit(kAlice, array), *tasks);
+  EXPECT_EQ(controller_->live_jobs().size(), 6u);
+  // Once its lifetime is over, a token is a new submit.
+  clock_.Advance(kSubmitTokenLifetime + Seconds(1));
+  EXPECT_NE(*controller_->Submit(kAlice, array), *tasks);
 }
 
 TEST_F(JobControllerTest, RequestsThatCanNeverRunAreRefusedWithTheReason) {
