@@ -979,7 +979,6 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     const auto value = [](int64_t v) { return v < 0 ? RLIM_INFINITY : static_cast<rlim_t>(v); };
     limits.push_back({*resource, value(limit.soft), value(limit.hard)});
   }
-  const mode_t job_umask = static_cast<mode_t>(spec.context.umask.value_or(022) & 0777);
 
   // A cgroup of its own where possible; without one the attempt is tracked by its session.
   std::string cgroup;
