@@ -61,7 +61,7 @@ TOML
       ${ballast:+--ballast "$held/ballast.json"} || echo "drive.py failed for $mode"
     # Past its time limit: end what is left, so that the next mode starts on idle GPUs.
     if colo queue --json | grep -q '"id"'; then
-      for state in PD RQ R; do colo cancel -t "$state" > /dev/null 2>&1; done
+      for state in PD RO R; do colo cancel -t "$state" > /dev/null 2>&1; done
       sleep 5
     fi
   fi

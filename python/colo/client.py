@@ -309,6 +309,7 @@ class Client:
                    "workdir": os.path.abspath(workdir or os.getcwd()),
                    "env": [f"{k}={v}" for k, v in (os.environ if env is None else env).items()],
                    "share": share or "any", "source": "python"}
+        _check_runnable(command[0], request["workdir"], request["env"])
         if memory is not None:
             request["memory"] = parse_bytes(memory)
         if threads is not None:
@@ -469,6 +470,28 @@ def submitter_context():
                        "soft": -1 if soft == resource.RLIM_INFINITY else soft,
                        "hard": -1 if hard == resource.RLIM_INFINITY else hard})
     return {"umask": mask, "limits": limits}
+
+
+def _check_runnable(program, workdir, env):
+    """Refuses a job whose first word cannot start, as `colo submit` does, here where the caller's
+    files are: a path (from `workdir`) must be a file the caller may run, and a bare name must be
+    on the PATH the job gets (execvp's /bin:/usr/bin when it gets none)."""
+    if "/" in program:
+        path = os.path.join(workdir, program)
+        if not os.path.exists(path):
+            raise InvalidArgument(f"cannot run {program}: no such file (in {workdir})")
+        if os.path.isdir(path):
+            raise InvalidArgument(f"cannot run {program}: it is a directory")
+        if not os.access(path, os.X_OK):
+            raise InvalidArgument(f"cannot run {program}: it is not executable")
+        return
+    search = next((e[len("PATH="):] for e in env if e.startswith("PATH=")), "/bin:/usr/bin")
+    for entry in search.split(":"):
+        candidate = os.path.join(workdir, entry, program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return
+    raise InvalidArgument(f"cannot run {program}: no file of that name in {workdir}, and no "
+                          "command of that name on the job's PATH")
 
 
 def submit_many(client: Client, commands: Iterable[Sequence[str]], **options) -> list:

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -21,14 +22,17 @@
 #include "api/output_pattern.h"
 #include "cli/conda.h"
 #include "cli/control_commands.h"
+#include "cli/eff_command.h"
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
+#include "cli/report_command.h"
 #include "common/resource_limits.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
 #include "formats/job_script.h"
 #include "formats/rad.h"
+#include "formats/slurm_options.h"
 
 extern char** environ;
 
@@ -87,14 +91,53 @@ std::string PrintableLines(std::string_view text) {
   return out;
 }
 
-std::optional<std::string> FindOnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  for (const std::string& dir : Split(path ? path : "", ':')) {
-    if (dir.empty()) continue;
-    const std::string candidate = dir + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+bool IsExecutableFile(const fs::path& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// Where execvp finds `program` on `path` (colon-separated; an empty or relative entry is taken
+// from `dir`, the directory the program starts in), checked as the user running colo.
+std::optional<std::string> FindOnPath(const std::string& program, std::string_view path,
+                                      const fs::path& dir) {
+  for (const std::string& entry : Split(path, ':')) {
+    const fs::path candidate = (entry.empty() ? dir : dir / entry) / program;
+    if (IsExecutableFile(candidate)) return candidate.string();
   }
   return std::nullopt;
+}
+
+// The job's command can start: its program is a file the submitter may run (a path taken from
+// the working directory), or a command on the PATH the job gets (execvp's own when it gets none).
+// Checked here, as the user, since colod never looks at a user's files as root; sbatch refuses
+// a script it cannot open the same way.
+Status CheckRunnable(const api::SubmitRequest& r) {
+  const std::string& program = r.command.front();
+  const fs::path workdir(r.context.workdir);
+  if (program.find('/') != std::string::npos) {
+    const fs::path file = workdir / program;  // an absolute `program` replaces the workdir
+    struct stat st {};
+    if (stat(file.c_str(), &st) != 0)
+      return InvalidArgument(fmt::format(
+          "cannot run {}: {}{}", Printable(program), strerror(errno),
+          fs::path(program).is_absolute() ? "" : " (in " + Printable(r.context.workdir) + ")"));
+    if (S_ISDIR(st.st_mode))
+      return InvalidArgument(fmt::format("cannot run {}: it is a directory", Printable(program)));
+    if (!IsExecutableFile(file))
+      return InvalidArgument(
+          fmt::format("cannot run {}: it is not executable (chmod +x it, or name what runs it: "
+                      "colo submit -- sh {})",
+                      Printable(program), Printable(program)));
+    return Status::Ok();
+  }
+  std::string path = "/bin:/usr/bin";  // execvp's when the environment has no PATH
+  for (const std::string& entry : r.env) {
+    if (entry.starts_with("PATH=")) path = entry.substr(5);
+  }
+  if (FindOnPath(program, path, workdir)) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "cannot run {}: no file of that name in {}, and no command of that name on the job's PATH",
+      Printable(program), Printable(r.context.workdir)));
 }
 
 // A job's log, opened as the user running colo (the kernel decides whether they may), and only
@@ -147,8 +190,11 @@ Status ApplyRadTask(const std::string& path, const std::vector<std::string>& env
   } else {
     // `conda activate ENV` in the file: the command runs inside that environment.
     const char* conda_exe = std::getenv("CONDA_EXE");
-    std::optional<std::string> conda =
-        conda_exe && *conda_exe ? std::optional<std::string>(conda_exe) : FindOnPath("conda");
+    const char* search = std::getenv("PATH");
+    std::optional<std::string> conda = conda_exe && *conda_exe
+                                           ? std::optional<std::string>(conda_exe)
+                                       : search ? FindOnPath("conda", search, fs::current_path())
+                                                : std::nullopt;
     if (!conda) {
       return FailedPrecondition(fmt::format(
           "{} runs in the conda environment '{}', but conda is not on PATH (and CONDA_EXE is "
@@ -188,6 +234,7 @@ Status ApplyJobScript(const std::vector<std::string>& words, api::SubmitRequest&
   auto directives = ParseJobScript(*text, path);
   if (!directives.ok()) return directives.status();
   const ScriptDirectives& d = *directives;
+  for (const std::string& warning : d.warnings) fmt::print(stderr, "colo: warning: {}\n", warning);
   if (o.gpus == 0 && d.gpus) o.gpus = *d.gpus;
   if (o.memory.empty() && d.memory) o.memory = *d.memory;
   if (o.share.empty() && d.share) o.share = *d.share;
@@ -272,6 +319,8 @@ int Submit(const ClientOptions& options) {
   if (!reply.ok()) return Fail(options, reply.status());
   if (options.json)
     fmt::print("{}\n", api::EncodeReply(*reply));
+  else if (options.parsable)
+    fmt::print("{}\n", reply->job);
   else if (request->array)
     fmt::print("Submitted array job {} ({} tasks)\n", reply->job, request->array->tasks.size());
   else
@@ -362,11 +411,6 @@ class AttemptLogs {
   std::vector<Wanted> wanted_;
 };
 
-bool Ended(JobState state) {
-  return state == JobState::kSucceeded || state == JobState::kFailed ||
-         state == JobState::kCancelled || state == JobState::kLost || state == JobState::kRequeued;
-}
-
 constexpr auto kFollowInterval = std::chrono::milliseconds(500);
 
 // colo logs -f: waits for the job to start, prints each attempt's output as it is written
@@ -375,8 +419,8 @@ int FollowLogs(const ClientOptions& o) {
   auto latest = Call(o, api::LogsRequest{o.job, std::nullopt});
   if (!latest.ok()) return Fail(o, latest.status());
   bool said_waiting = false;
-  while (latest->attempt == 0 && !Ended(latest->state)) {
-    if (!said_waiting) fmt::print(stderr, "colo: job {} has not started yet; waiting\n", o.job);
+  while (latest->attempt == 0 && !IsTerminal(latest->state)) {
+    if (!said_waiting) fmt::print(stderr, "colo: job {} has not started yet; waiting\n", o.job_ref);
     said_waiting = true;
     std::this_thread::sleep_for(kFollowInterval);
     latest = Call(o, api::LogsRequest{o.job, std::nullopt});
@@ -385,19 +429,19 @@ int FollowLogs(const ClientOptions& o) {
   for (int attempt = o.attempt > 0 ? o.attempt : 1; attempt <= latest->attempt; ++attempt) {
     auto files = Call(o, api::LogsRequest{o.job, attempt});
     if (!files.ok()) return Fail(o, files.status());
-    if (latest->attempt > 1) fmt::print(stderr, "==> job {} attempt {} <==\n", o.job, attempt);
+    if (latest->attempt > 1) fmt::print(stderr, "==> job {} attempt {} <==\n", o.job_ref, attempt);
     AttemptLogs logs(o, *files);
     for (;;) {
       if (Status s = logs.Drain(false); !s.ok()) return Fail(o, s);
       latest = Call(o, api::LogsRequest{o.job, std::nullopt});
       if (!latest.ok()) return Fail(o, latest.status());
       // Its last words: the attempt ended (the job ended, or a retry started).
-      if (latest->attempt != attempt || Ended(latest->state) ||
+      if (latest->attempt != attempt || IsTerminal(latest->state) ||
           latest->state == JobState::kRecovering) {
         if (Status s = logs.Drain(true); !s.ok()) return Fail(o, s);
-        if (latest->attempt != attempt || Ended(latest->state)) break;
+        if (latest->attempt != attempt || IsTerminal(latest->state)) break;
         // Recovering: wait for the next attempt (or for the job to end) without re-reading.
-        while (latest->attempt == attempt && !Ended(latest->state)) {
+        while (latest->attempt == attempt && !IsTerminal(latest->state)) {
           std::this_thread::sleep_for(kFollowInterval);
           latest = Call(o, api::LogsRequest{o.job, std::nullopt});
           if (!latest.ok()) return Fail(o, latest.status());
@@ -408,7 +452,7 @@ int FollowLogs(const ClientOptions& o) {
     }
   }
   if (latest->state == JobState::kSucceeded) return kExitOk;
-  fmt::print(stderr, "colo: job {} {}\n", o.job, ToString(latest->state));
+  fmt::print(stderr, "colo: job {} {}\n", o.job_ref, ToString(latest->state));
   return kExitError;
 }
 
@@ -422,8 +466,8 @@ int Logs(const ClientOptions& o) {
     fmt::print("{}\n", api::EncodeReply(*reply));
     return kExitOk;
   }
-  if (reply->attempt == 0 && !Ended(reply->state)) {
-    fmt::print(stderr, "colo: job {} has not started yet (colo logs -f waits for it)\n", o.job);
+  if (reply->attempt == 0 && !IsTerminal(reply->state)) {
+    fmt::print(stderr, "colo: job {} has not started yet (colo logs -f waits for it)\n", o.job_ref);
     return kExitOk;
   }
   if (reply->attempt > 0) {
@@ -431,22 +475,88 @@ int Logs(const ClientOptions& o) {
     if (Status s = logs.Drain(true); !s.ok()) return Fail(o, s);
   }
   // Like -f: a job that ended other than well makes the exit code say so.
-  if (!Ended(reply->state) || reply->state == JobState::kSucceeded) return kExitOk;
-  fmt::print(stderr, "colo: job {} {}{}\n", o.job, ToString(reply->state),
+  if (!IsTerminal(reply->state) || reply->state == JobState::kSucceeded) return kExitOk;
+  fmt::print(stderr, "colo: job {} {}{}\n", o.job_ref, ToString(reply->state),
              reply->attempt == 0 ? " before it started" : "");
   return kExitError;
 }
 
+// sacct's selections, over ended jobs: -S (ended at or after), -E (submitted at or before),
+// -s states, -u users, -j jobs (an array's id: all its tasks), --name names.
+class HistoryFilter {
+ public:
+  static Result<HistoryFilter> Make(const ClientOptions& o) {
+    HistoryFilter f;
+    const double now = Now();
+    if (!o.since.empty()) {
+      auto t = ParseReportTime(o.since, now);
+      if (!t.ok()) return InvalidArgument("--starttime: " + t.status().message());
+      f.since_ = *t;
+    }
+    if (!o.until.empty()) {
+      auto t = ParseReportTime(o.until, now);
+      if (!t.ok()) return InvalidArgument("--endtime: " + t.status().message());
+      f.until_ = *t;
+    }
+    for (const std::string& word : Words(o.state_filter)) {
+      auto state = StateNamed(word);
+      if (!state)
+        return InvalidArgument(
+            fmt::format("--state: '{}' is not a state (colo history --help "
+                        "lists them)",
+                        Printable(word)));
+      f.states_.insert(*state);
+    }
+    for (const std::string& word : Words(o.jobs_filter)) {
+      if (!IsJobRef(word))
+        return InvalidArgument(fmt::format("--jobs: '{}' is not a job id", Printable(word)));
+      f.jobs_.insert(word);
+    }
+    for (const std::string& word : Words(o.user)) f.users_.insert(word);
+    for (const std::string& word : Words(o.name)) f.names_.insert(word);
+    return f;
+  }
+
+  bool Matches(const api::JobSummary& j) const {
+    if (since_ && j.finished < *since_) return false;
+    if (until_ && j.submitted > *until_) return false;
+    if (!states_.empty() && !states_.count(j.state)) return false;
+    if (!users_.empty() && !users_.count(j.user)) return false;
+    if (!names_.empty() && !names_.count(j.name)) return false;
+    if (!jobs_.empty() && !jobs_.count(std::to_string(j.id)) && !jobs_.count(JobIdText(j)) &&
+        !(j.array_job && jobs_.count(std::to_string(*j.array_job))))
+      return false;
+    return true;
+  }
+  bool others() const { return !users_.empty(); }
+
+ private:
+  static std::vector<std::string> Words(const std::string& list) {
+    std::vector<std::string> words;
+    for (const std::string& w : Split(list, ','))
+      if (!Trim(w).empty()) words.emplace_back(Trim(w));
+    return words;
+  }
+  std::optional<double> since_, until_;
+  std::set<JobState> states_;
+  std::set<std::string> users_, names_, jobs_;
+};
+
 int History(const ClientOptions& o) {
-  // Pages of at most kMaxHistoryPage, so a long history never holds colod up for others.
+  auto filter = HistoryFilter::Make(o);
+  if (!filter.ok()) return ReportError(filter.status(), o.json, kExitUsage);
+  // Pages of at most kMaxHistoryPage, so a long history never holds colod up for others; with
+  // filters, pages until --limit jobs matched or the history ends.
   std::vector<api::JobSummary> jobs;
   api::HistoryRequest request;
-  request.all = o.all;
+  request.all = o.all || filter->others();
+  request.limit = api::kMaxHistoryPage;
   while (static_cast<int>(jobs.size()) < o.limit) {
-    request.limit = std::min(api::kMaxHistoryPage, o.limit - static_cast<int>(jobs.size()));
     auto page = Call(o, request);
     if (!page.ok()) return Fail(o, page.status());
-    jobs.insert(jobs.end(), page->jobs.begin(), page->jobs.end());
+    for (const api::JobSummary& j : page->jobs) {
+      if (filter->Matches(j) && static_cast<int>(jobs.size()) < o.limit) jobs.push_back(j);
+    }
     if (!page->next) break;
     request.before = page->next;
   }
@@ -459,9 +569,11 @@ int History(const ClientOptions& o) {
 
 void PrintShow(const api::JobDetail& j) {
   const api::JobSummary& s = j.summary;
-  fmt::print("JobId={}{} Name={} User={} State={} Attempts={}\n", s.id,
-             s.slurm_job ? fmt::format(" SlurmJobId={}", *s.slurm_job) : "", Printable(s.name),
-             Printable(s.user), ToString(s.state), s.attempts);
+  fmt::print(
+      "JobId={}{}{} Name={} User={} State={} Attempts={}\n", s.id,
+      s.array_job ? fmt::format(" ArrayJobId={} ArrayTaskId={}", *s.array_job, s.array_task) : "",
+      s.slurm_job ? fmt::format(" SlurmJobId={}", *s.slurm_job) : "", Printable(s.name),
+      Printable(s.user), StateWord(s.state), s.attempts);
   std::vector<std::string> words;
   for (const std::string& w : j.command) words.push_back(Printable(w));
   fmt::print("   Command={}\n   WorkDir={} Source={}{}\n", Join(words, " "),
@@ -471,9 +583,17 @@ void PrintShow(const api::JobDetail& j) {
     fmt::print("   StdOut={} StdErr={}\n", j.output_file.empty() ? "-" : Printable(j.output_file),
                j.error_file.empty() ? "-" : Printable(j.error_file));
   }
-  fmt::print("   Gpus={} Memory={} Need={} ({}) Share={}\n", s.gpus,
-             s.memory ? FormatBytes(*s.memory) : "unknown", j.need ? FormatBytes(*j.need) : "-",
-             j.need_source.empty() ? "-" : j.need_source, ToString(s.share));
+  // Once a job has ended colod plans nothing for it: its need is what its last attempt ran with.
+  const api::AttemptInfo* last = j.attempt_list.empty() ? nullptr : &j.attempt_list.back();
+  std::string need = "-";
+  if (j.need)
+    need =
+        fmt::format("{} ({})", FormatBytes(*j.need), j.need_source.empty() ? "-" : j.need_source);
+  else if (last && last->memory_limit > Bytes(0))
+    need =
+        fmt::format("{} (planned for attempt {})", FormatBytes(last->memory_limit), last->number);
+  fmt::print("   Gpus={} Memory={} Need={} Share={}\n", s.gpus,
+             s.memory ? FormatBytes(*s.memory) : "unknown", need, ToString(s.share));
   if (j.estimate) {
     const api::JobEstimate& e = *j.estimate;
     fmt::print("   Estimate={} peak={} GiB upper={} GiB ({})\n", Printable(e.estimator),
@@ -495,7 +615,9 @@ void PrintShow(const api::JobDetail& j) {
     }
     fmt::print("   Smact={:.2f} ({})\n", *j.smact, source);
   }
-  fmt::print("   SubmitTime={} EndTime={}\n", WallTimeText(s.submitted), WallTimeText(s.finished));
+  fmt::print("   TimeLimit={} SubmitTime={} StartTime={} EndTime={}\n",
+             TimeLimitText(s.time_limit_s), WallTimeText(s.submitted), WallTimeText(s.started),
+             WallTimeText(s.finished));
   if (!s.reason.empty()) fmt::print("   Reason={}\n", Printable(s.reason));
   for (const api::AttemptInfo& a : j.attempt_list) {
     std::vector<std::string> indices;
@@ -519,13 +641,24 @@ void PrintShow(const api::JobDetail& j) {
     fmt::print("   {} {:<10} {}\n", WallTimeText(e.time), Printable(e.kind), Printable(e.detail));
 }
 
-void PrintGpus(const api::GpusReply& r) {
+// `name` for the job the command names: as typed when that was ARRAY_TASK, else as the queue
+// knows it (a task of an array as ARRAY_TASK), else its id.
+std::string JobNamed(const ClientOptions& o) {
+  if (o.job_ref.find('_') != std::string::npos) return o.job_ref;
+  const auto names = LiveJobIdTexts(o);
+  const auto it = names.find(o.job);
+  return it != names.end() ? it->second : std::to_string(o.job);
+}
+
+void PrintGpus(const api::GpusReply& r, const std::map<JobId, std::string>& names) {
   fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", "GPU", "NAME",
              "USED", "TOTAL", "FREE4JOB", "SMACT", "SMOCC", "POWER", "ENERGY_kJ", "MODE", "JOBS");
   for (const api::GpuInfoReply& g : r.gpus) {
     std::string jobs;
     for (const api::GpuJobInfo& j : g.jobs)
-      jobs += fmt::format("{}{}({},{})", jobs.empty() ? "" : " ", j.id, Printable(j.user), j.mode);
+      jobs += fmt::format("{}{}({},{})", jobs.empty() ? "" : " ",
+                          names.count(j.id) ? names.at(j.id) : std::to_string(j.id),
+                          Printable(j.user), j.mode);
     fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", g.index,
                Cell(g.name, 24), g.memory_used ? Gib(*g.memory_used) : "-", Gib(g.memory_total),
                Gib(g.free_for_placement), Pct(g.smact), Pct(g.smocc),
@@ -548,6 +681,11 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
                                               const std::vector<std::string>& environment) {
   ClientOptions o = options;  // the file's directives fill what the options left open
   if (o.command.empty()) return InvalidArgument("nothing to submit: give a job file or -- COMMAND");
+  if (!o.gres.empty() && o.gpus == 0) {
+    auto gpus = ParseGpuGres(o.gres);
+    if (!gpus.ok()) return gpus.status();
+    o.gpus = *gpus;
+  }
   api::SubmitRequest r;
   r.command = o.command;
   // A copy: the command is rebuilt below, and this names what the user typed.
@@ -642,6 +780,7 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
           fmt::format("{}: directory {} does not exist", flag, Printable(directory)));
     *field = *pattern;
   }
+  COLO_RETURN_IF_ERROR(CheckRunnable(r));
   r.hold = o.hold;
   r.priority = o.priority - o.nice;
   if (r.priority < -api::kMaxPriority || r.priority > api::kMaxPriority)
@@ -659,17 +798,28 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "submit a job (like sbatch): colo submit [options] -- CMD ARGS, a job script (job.sh "
       "[ARGS]) or a "
       "CARMA task (task.rad)");
-  submit->add_option("--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)")
-      ->check(CLI::Range(1, 64));
-  // Checked while parsing, so that a bad value is a usage error (exit 2) like any other.
+  // Checked while parsing, so that a bad value is a usage error (exit 2) like any other. CLI11
+  // names the option itself.
   auto parses = [](auto parse) {
     return CLI::Validator(
         [parse](std::string& text) {
           auto parsed = parse(text);
-          return parsed.ok() ? std::string() : parsed.status().message();
+          if (parsed.ok()) return std::string();
+          std::string message = parsed.status().message();
+          if (message.starts_with("--") && message.find(": ") != std::string::npos)
+            message.erase(0, message.find(": ") + 2);
+          return message;
         },
         "");
   };
+  auto* gpus_option =
+      submit->add_option("-G,--gpus", o.gpus, "GPUs the job needs, all on one server (default 1)")
+          ->check(CLI::Range(1, 64));
+  submit
+      ->add_option("--gres", o.gres,
+                   "Slurm's form of --gpus: gpu:N (gpu:TYPE:N: the type is not chosen here)")
+      ->check(parses([](const std::string& t) { return ParseGpuGres(t); }))
+      ->excludes(gpus_option);
   submit->add_option("--mem", o.memory, "peak GPU memory per GPU, e.g. 12GiB")
       ->check(parses([](const std::string& t) { return ParseBytes(t); }));
   submit->add_option("--share", o.share, "mps, plain or exclusive (default: the GPU's mode)")
@@ -681,15 +831,20 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                    "the job's SM activity when alone, 0..1 (e.g. from a solo run): sets its MPS "
                    "thread share")
       ->check(CLI::Range(0.0, 1.0));
-  submit->add_option("--name", o.name, "job name (default: the command)");
+  submit->add_option("-J,--name,--job-name", o.name, "job name (default: the command)");
   submit->add_option("-D,--chdir,--workdir", o.workdir,
                      "working directory (default: the current one)");
-  submit->add_option("-t,--time", o.time_limit,
-                     "time limit: MIN, MIN:SEC, H:MIN:SEC or D-H[:MIN[:SEC]]; then SIGTERM, "
-                     "SIGKILL after the grace, state timeout");
-  submit->add_option("-d,--dependency", o.dependency,
-                     "start after other jobs end: afterok:ID[:ID],afterany:ID,afternotok:ID");
-  submit->add_option("--after", o.after, "ID[:ID...]: start after these jobs end (afterany)");
+  submit
+      ->add_option("-t,--time", o.time_limit,
+                   "time limit: MIN, MIN:SEC, H:MIN:SEC or D-H[:MIN[:SEC]]; then SIGTERM, "
+                   "SIGKILL after the grace, state timeout")
+      ->check(parses([](const std::string& t) { return ParseTimeLimit(t); }));
+  submit
+      ->add_option("-d,--dependency", o.dependency,
+                   "start after other jobs end: afterok:ID[:ID],afterany:ID,afternotok:ID")
+      ->check(parses([](const std::string& t) { return ParseDependencyList(t); }));
+  submit->add_option("--after", o.after, "ID[:ID...]: start after these jobs end (afterany)")
+      ->check(parses([](const std::string& t) { return ParseDependencyList("afterany:" + t); }));
   submit->add_flag("-H,--hold", o.hold, "submit held: it starts after colo release");
   submit
       ->add_option("--priority", o.priority,
@@ -698,27 +853,46 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       ->check(CLI::Range(-10000, 10000));
   submit->add_option("--nice", o.nice, "lowers --priority by this much")
       ->check(CLI::Range(-10000, 10000));
-  submit->add_option("-a,--array", o.array,
-                     "a job array: 0-99, 1,3,5 or 0-15:4, with %N to run at most N at once; "
-                     "each task gets COLO_ARRAY_JOB_ID and COLO_ARRAY_TASK_ID; %A and %a in "
-                     "--name become them");
-  submit->add_option("-o,--output", o.output,
-                     "also write the job's stdout (and its stderr, without -e) to this file: "
-                     "%j job id, %A array id, %a task id, %u user, %x name, %N host, %% a "
-                     "percent sign (relative to --chdir)");
-  submit->add_option("-e,--error", o.error, "also write the job's stderr to this file (as -o)");
-  submit->add_option("--export", o.export_env,
-                     "environment for the job: ALL (default), NONE, or NAME[=value],... (with "
-                     "ALL: added to yours)");
+  submit
+      ->add_option("-a,--array", o.array,
+                   "a job array: 0-99, 1,3,5 or 0-15:4, with %N to run at most N at once; "
+                   "each task gets COLO_ARRAY_JOB_ID and COLO_ARRAY_TASK_ID; %A and %a in "
+                   "--name become them")
+      ->check(parses([](const std::string& t) { return ParseArraySpec(t); }));
+  const auto output_pattern = [](const std::string& t) -> Result<bool> {
+    COLO_RETURN_IF_ERROR(api::CheckOutputPattern(t));
+    return true;
+  };
+  submit
+      ->add_option("-o,--output", o.output,
+                   "also write the job's stdout (and its stderr, without -e) to this file: "
+                   "%j job id, %A array id, %a task id, %u user, %x name, %N host, %% a "
+                   "percent sign (relative to --chdir)")
+      ->check(parses(output_pattern));
+  submit->add_option("-e,--error", o.error, "also write the job's stderr to this file (as -o)")
+      ->check(parses(output_pattern));
+  submit
+      ->add_option("--export", o.export_env,
+                   "environment for the job: ALL (default), NONE, or NAME[=value],... (with "
+                   "ALL: added to yours)")
+      ->check(parses([](const std::string& t) { return ApplyExport(t, {}); }));
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");
   submit->add_option("--batch", o.batch, "batch size, with --estimate-from");
   submit->add_option("--gpu-model", o.estimate_gpu,
                      "GPU model whose calibration the estimate uses (default: the first shipped)");
   submit->add_option("command", o.command, "the command, or a job file")->expected(-1);
-  submit->add_flag("--json", o.json);
+  submit->add_flag("--parsable", o.parsable, "print only the job's id (an array's: its id)");
+  submit->footer(
+      "Words after the job's command or script are its own, as with sbatch; -- marks where a "
+      "command starts. A job script's #SBATCH lines are read for -J, -G/--gpus, --gres, -t, -o, "
+      "-e, -a and -d (every other option is named in a warning), its #COLO lines for colo's "
+      "options (--mem, --share, ...); the command line wins over both, #COLO over #SBATCH. The "
+      "command's first word must be a file you may run (a path from the working directory) or a "
+      "command on the PATH the job gets.");
+  submit->add_flag("--json", o.json, kJsonHelp);
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
   queue->add_option("--user", o.user, "only this user's jobs");
-  queue->add_flag("--json", o.json);
+  queue->add_flag("--json", o.json, kJsonHelp);
   queue->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (auto [name, help] :
        {std::pair{"show", "everything about one of your jobs"},
@@ -727,7 +901,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
     sub->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
         ->required()
         ->check(JobRefValidator());
-    sub->add_flag("--json", o.json);
+    sub->add_flag("--json", o.json, kJsonHelp);
   }
   auto* logs = app.add_subcommand("logs", "a job's output (your own jobs)");
   logs->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
@@ -746,20 +920,36 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "(an out-of-memory retry's after a line '==> job N attempt K <==' on stderr) and exits "
       "like the job: 0 when it succeeded, 1 when it failed or was cancelled.");
   auto* gpus = app.add_subcommand("gpus", "live per-GPU memory, SMACT, power and jobs");
-  gpus->add_flag("--json", o.json);
+  gpus->add_flag("--json", o.json, kJsonHelp);
   auto* history = app.add_subcommand("history", "jobs that ended (like sacct)");
   history->add_option("--limit", o.limit, "how many")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000000));
-  history->add_flag("--all", o.all, "every user's jobs (details of others' stay private)");
-  history->add_flag("--json", o.json);
+  history->add_flag("-a,--all,--allusers", o.all,
+                    "every user's jobs (details of others' stay private)");
+  history->add_option("-S,--starttime", o.since,
+                      "jobs that ended at or after: a duration ago (2h, 1d), seconds since the "
+                      "epoch or a local time (2024-05-01T09:00)");
+  history->add_option("-E,--endtime", o.until, "jobs submitted at or before (likewise)");
+  history->add_option("-s,--state", o.state_filter,
+                      "only these states, comma-separated: CD,F,CA,TO,LO,RQ (or COMPLETED, ...)");
+  history->add_option("-u,--user", o.user, "only these users' jobs, comma-separated");
+  history->add_option("-j,--jobs", o.jobs_filter,
+                      "only these jobs, comma-separated (ID, ARRAY_TASK, or an array's id: all "
+                      "its tasks)");
+  history->add_option("--name", o.name, "only jobs with these names, comma-separated");
+  history->add_flag("--json", o.json, kJsonHelp);
   history->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (CLI::App* table : {queue, history}) {
-    table->add_option("-o,--format", o.format,
-                      "columns as squeue's --format: e.g. '%.7i %20j %.3t %N' (codes below)");
+    table
+        ->add_option("-o,--format", o.format,
+                     "columns: squeue's codes ('%.7i %20j %.3t %N') or sacct's names "
+                     "(JobID,State,Elapsed%12); both below")
+        ->check(parses([](const std::string& t) { return JobFormat::Parse(t); }));
     table->add_flag("--noheader", o.no_header, "no header line");
   }
   AddControlCommands(app, o);
+  AddEffCommand(app, o);
 }
 
 int ReportError(const Status& error, bool json, int exit_code) {
@@ -791,6 +981,7 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
   if (app.got_subcommand("submit")) return Submit(o);
   if (app.got_subcommand("logs")) return Logs(o);
   if (app.got_subcommand("history")) return History(o);
+  if (app.got_subcommand("eff")) return RunEffCommand(o);
   auto print = [&](const auto& reply, auto&& human) {
     if (!reply.ok()) return Fail(o, reply.status());
     if (o.json) {
@@ -813,12 +1004,15 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
   if (int code = RunControlCommand(app, o); code >= 0) return code;
   if (app.got_subcommand("explain"))
     return print(Call(o, api::ExplainRequest{o.job}), [&](const api::ExplainReply& r) {
-      fmt::print("job {} ({}): {}\n", r.job, ToString(r.state), Printable(r.summary));
+      fmt::print("job {} ({}): {}\n", JobNamed(o), StateWord(r.state), Printable(r.summary));
       if (r.position > 0) fmt::print("  position {} in the {} queue\n", r.position, r.queue);
       for (const api::GateInfo& g : r.gpus)
         fmt::print("  GPU {:<3} {:<14} {}\n", g.gpu, g.gate, Printable(g.detail));
     });
-  if (app.got_subcommand("gpus")) return print(Call(o, api::GpusRequest{}), PrintGpus);
+  if (app.got_subcommand("gpus"))
+    return print(Call(o, api::GpusRequest{}), [&](const api::GpusReply& r) {
+      PrintGpus(r, r.gpus.empty() ? std::map<JobId, std::string>{} : LiveJobIdTexts(o));
+    });
   return -1;
 }
 

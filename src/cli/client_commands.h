@@ -19,7 +19,9 @@ struct ClientOptions {
   std::string socket;
   bool json = false;
   // submit
-  int gpus = 0;  // 0: from the file's directives, else 1
+  int gpus = 0;           // 0: from the file's directives, else 1
+  std::string gres;       // Slurm's --gres=gpu:N, for --gpus
+  bool parsable = false;  // sbatch's --parsable: only the job's id
   std::string memory, share, name, workdir, estimate_from, estimate_gpu;
   int threads = 0, batch = 0;
   double smact = -1;  // expected SM activity alone, 0..1; -1: unknown
@@ -44,6 +46,8 @@ struct ClientOptions {
   int attempt = 0;         // logs: this attempt's output; 0: the latest
   int limit = 50;
   std::string user;
+  // history: sacct's filters (-S/-E times as colo report takes them; comma-separated lists)
+  std::string since, until, jobs_filter;
   // queue, history: squeue-style columns (cli/job_table.h)
   std::string format;
   bool no_header = false;
@@ -53,6 +57,11 @@ void AddClientCommands(CLI::App& app, ClientOptions& options);
 // Runs the subcommand that was parsed; returns the exit code (kExitOk, kExitError, kExitUsage),
 // or -1 if none of ours was given.
 int RunClientCommand(CLI::App& app, const ClientOptions& options);
+
+// What --json does for every command that asks colod.
+constexpr const char* kJsonHelp =
+    "print the API's reply as JSON (sizes in bytes, times in seconds since the epoch), and an "
+    "error as {\"error\": {\"code\", \"message\"}}";
 
 // colo's exit codes, the same for every command.
 constexpr int kExitOk = 0;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "api/client.h"
+#include "cli/job_table.h"
 #include "common/strings.h"
 #include "common/text.h"
 
@@ -43,13 +44,14 @@ std::string CallerName() {
   return pw ? pw->pw_name : "";
 }
 
-// "queued" for "PD", "pending", "queued"...; empty when the word is none of them.
-std::optional<std::vector<JobState>> StatesNamed(std::string_view text) {
-  const std::string word = Lower(text);
-  if (word == "pd" || word == "pending" || word == "queued")
+// The live states a cancel filter names: PD (also what waits after running out of memory), R
+// or RO, as codes, Slurm's words or the API's; empty when it names none of them.
+std::optional<std::vector<JobState>> LiveStatesNamed(std::string_view text) {
+  const std::optional<JobState> state = StateNamed(text);
+  if (state == JobState::kQueued)
     return std::vector<JobState>{JobState::kQueued, JobState::kRecovering};
-  if (word == "r" || word == "running") return std::vector<JobState>{JobState::kRunning};
-  if (word == "rq" || word == "recovering") return std::vector<JobState>{JobState::kRecovering};
+  if (state == JobState::kRunning || state == JobState::kRecovering)
+    return std::vector<JobState>{*state};
   return std::nullopt;
 }
 
@@ -59,6 +61,22 @@ std::optional<std::vector<JobState>> StatesNamed(std::string_view text) {
 // sent in requests of their own.
 int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector<JobId>& jobs,
                 const std::set<long long>& alone = {}) {
+  // Asked before acting, while the jobs are live: a task of an array answers as ARRAY_TASK, an
+  // array's id acting for the whole array as itself.
+  std::map<JobId, std::string> names;
+  if (!o.json) {
+    for (const auto& [id, text] : LiveJobIdTexts(o)) {
+      if (std::find(jobs.begin(), jobs.end(), id) == jobs.end()) continue;
+      names[id] = alone.count(id) || text.find('_') == std::string::npos ||
+                          !text.starts_with(std::to_string(id) + "_")
+                      ? text
+                      : std::to_string(id);
+    }
+  }
+  const auto name = [&](JobId id) {
+    const auto it = names.find(id);
+    return it != names.end() ? it->second : std::to_string(id);
+  };
   std::vector<api::ControlResult> results;
   for (const bool each_alone : {false, true}) {
     std::vector<JobId> group;
@@ -79,10 +97,16 @@ int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector
     fmt::print("{}\n", api::EncodeReply(api::ControlReply{results}));
   } else {
     for (const api::ControlResult& r : results) {
-      if (r.ok)
-        fmt::print("job {}: {}\n", r.job, Printable(r.state));
-      else
-        fmt::print(stderr, "colo: job {}: {}\n", r.job, Printable(r.error));
+      if (r.ok) {
+        fmt::print("job {}: {}\n", name(r.job), Printable(r.state));
+      } else {
+        // colod's reason names the job itself ("job 12 is running; ...").
+        const bool named = r.error.starts_with(fmt::format("job {} ", r.job));
+        fmt::print(
+            stderr, "colo: {}{}\n",
+            named ? fmt::format("job {} ", name(r.job)) : fmt::format("job {}: ", name(r.job)),
+            Printable(named ? r.error.substr(fmt::format("job {} ", r.job).size()) : r.error));
+      }
     }
   }
   return failed ? 1 : 0;
@@ -94,24 +118,23 @@ int Cancel(const ClientOptions& o) {
   if (jobs.empty() && !filtered)
     return Fail(o, InvalidArgument("cancel what? give job ids, or --user, --name or --state"),
                 kExitUsage);
-  if (jobs.size() == 1 && !filtered && o.named_as_task.empty()) {
+  if (jobs.size() == 1 && !filtered && o.named_as_task.empty() && o.json) {
     // One job: the cancel request and reply of one job, as before there were several.
     auto reply = Call(o, api::CancelRequest{jobs.front()});
     if (!reply.ok()) return Fail(o, reply.status());
-    if (o.json)
-      fmt::print("{}\n", api::EncodeReply(*reply));
-    else
-      fmt::print("job {}: {}\n", reply->job, reply->state);
+    fmt::print("{}\n", api::EncodeReply(*reply));
     return 0;
   }
   if (filtered) {
     std::optional<std::vector<JobState>> states;
     if (!o.state_filter.empty()) {
-      states = StatesNamed(o.state_filter);
+      states = LiveStatesNamed(o.state_filter);
       if (!states)
-        return Fail(o, InvalidArgument(fmt::format(
-                           "--state: '{}' is not pending (PD), running (R) or recovering (RQ)",
-                           Printable(o.state_filter))));
+        return Fail(o,
+                    InvalidArgument(fmt::format(
+                        "--state: '{}' is not PENDING (PD), RUNNING (R) or RECOVERING (RO)",
+                        Printable(o.state_filter))),
+                    kExitUsage);
     }
     // One's own jobs unless another user is named (root may name anyone; others are refused).
     const std::string user = o.user.empty() && getuid() != 0 ? CallerName() : o.user;
@@ -146,8 +169,6 @@ int ExitStatusOf(const api::JobSummary& job) {
   return 1;
 }
 
-Result<std::vector<JobId>> ArrayTasks(const ClientOptions& o, JobId array);  // below
-
 int Wait(const ClientOptions& o) {
   // An array's id waits for every task of it (sbatch --wait), unless named as ARRAY_TASK.
   std::vector<JobId> jobs;
@@ -175,7 +196,7 @@ int Wait(const ClientOptions& o) {
       if (IsTerminal(reply->job.summary.state)) {
         summary = reply->job.summary;
         if (!o.json)
-          fmt::print("job {}: {}{}\n", id, ToString(summary->state),
+          fmt::print("job {}: {}{}\n", JobIdText(*summary), ToString(summary->state),
                      summary->exit_code ? fmt::format(" (exit code {})", *summary->exit_code) : "");
       } else {
         all = false;
@@ -199,6 +220,14 @@ int Wait(const ClientOptions& o) {
 }
 
 }  // namespace
+
+std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& o) {
+  std::map<JobId, std::string> names;
+  auto queue = Call(o, api::QueueRequest{});
+  if (!queue.ok()) return names;  // the ids alone, then; the command itself reports the error
+  for (const api::JobSummary& j : queue->jobs) names[j.id] = JobIdText(j);
+  return names;
+}
 
 Result<int64_t> ParseTimeLimit(std::string_view text) {
   const std::string lower = Lower(text);
@@ -394,7 +423,8 @@ Status ScanJobs(const ClientOptions& o, JobId lowest,
   }
 }
 
-// Every task of the array `array` (its first task's id), live or ended, by id.
+}  // namespace
+
 Result<std::vector<JobId>> ArrayTasks(const ClientOptions& o, JobId array) {
   std::set<JobId> tasks;
   COLO_RETURN_IF_ERROR(ScanJobs(o, array, [&](const api::JobSummary& j) {
@@ -403,7 +433,6 @@ Result<std::vector<JobId>> ArrayTasks(const ClientOptions& o, JobId array) {
   }));
   return std::vector<JobId>(tasks.begin(), tasks.end());
 }
-}  // namespace
 
 Result<JobId> ResolveJobRef(const ClientOptions& o, std::string_view text) {
   const std::optional<JobRef> ref = ParseJobRef(text);
@@ -425,8 +454,9 @@ void AddControlCommands(CLI::App& app, ClientOptions& o) {
       ->check(JobRefValidator());
   cancel->add_option("-u,--user", o.user, "only this user's jobs (default with filters: yours)");
   cancel->add_option("-n,--name", o.name, "only jobs with this name");
-  cancel->add_option("-t,--state", o.state_filter, "only jobs in this state: PD, R or RQ");
-  cancel->add_flag("--json", o.json);
+  cancel->add_option("-t,--state", o.state_filter,
+                     "only jobs in this state: PD (pending), R (running) or RO (recovering)");
+  cancel->add_flag("--json", o.json, kJsonHelp);
   for (auto [name, help] :
        {std::pair{"hold", "keep waiting jobs from starting (like scontrol hold)"},
         std::pair{"release", "let held jobs start (like scontrol release)"},
@@ -440,7 +470,7 @@ void AddControlCommands(CLI::App& app, ClientOptions& o) {
     sub->add_option("jobs", o.job_refs, "job ids (ARRAY_TASK for one task of an array)")
         ->required()
         ->check(JobRefValidator());
-    sub->add_flag("--json", o.json);
+    sub->add_flag("--json", o.json, kJsonHelp);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,11 @@ bool IsJobRef(std::string_view text);
 Result<JobId> ResolveJobRef(const ClientOptions& options, std::string_view text);
 // The check CLI11 runs on a job argument, so that a malformed one is a usage error.
 CLI::Validator JobRefValidator();
+
+// Every task of the array `array` (its first task's id), live or ended, by id.
+Result<std::vector<JobId>> ArrayTasks(const ClientOptions& options, JobId array);
+// How the user knows each live job: ARRAY_TASK (12_3) for a task of an array, else its id.
+std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& options);
 
 void AddControlCommands(CLI::App& app, ClientOptions& options);
 // Runs cancel, hold, release, requeue or wait; -1 when none of them was given.

@@ -14,6 +14,10 @@
 
 #include "api/client.h"
 #include "cli/client_commands.h"
+#include "cli/job_table.h"
+#include "cli/run_report_html.h"
+#include "cli/run_summary.h"
+#include "common/stats.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -29,15 +33,6 @@ double NowSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string LocalTime(double epoch) {
-  const std::time_t t = static_cast<std::time_t>(epoch);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char text[64];
-  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S %Z", &tm);
-  return text;
-}
-
 // The attempt's end as the report draws it: how it ended, or "running".
 std::string Outcome(const std::string& exit_kind) {
   if (exit_kind.empty()) return "running";
@@ -45,19 +40,6 @@ std::string Outcome(const std::string& exit_kind) {
   if (exit_kind == "success") return "done";
   if (exit_kind == "failure") return "failed";
   return exit_kind;  // cancelled, lost
-}
-
-double Nearest(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-double Mean(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  double sum = 0;
-  for (double x : v) sum += x;
-  return sum / static_cast<double>(v.size());
 }
 
 std::string Cell(const std::optional<double>& v) {
@@ -239,12 +221,13 @@ SimResult RunToSimResult(const api::RunReportReply& run, double origin) {
   }
   if (std::isfinite(first_submit) && last_end > first_submit)
     m.total_time_s = last_end - first_submit;
-  m.wait_avg_s = Mean(waits), m.wait_p50_s = Nearest(waits, 0.5);
-  m.wait_p95_s = Nearest(waits, 0.95), m.wait_p99_s = Nearest(waits, 0.99);
-  m.exec_avg_s = Mean(execs), m.exec_p50_s = Nearest(execs, 0.5);
-  m.exec_p95_s = Nearest(execs, 0.95);
-  m.jct_avg_s = Mean(jcts), m.jct_p50_s = Nearest(jcts, 0.5), m.jct_p95_s = Nearest(jcts, 0.95);
-  m.jct_p99_s = Nearest(jcts, 0.99);
+  m.wait_avg_s = Mean(waits), m.wait_p50_s = NearestRank(waits, 0.5);
+  m.wait_p95_s = NearestRank(waits, 0.95), m.wait_p99_s = NearestRank(waits, 0.99);
+  m.exec_avg_s = Mean(execs), m.exec_p50_s = NearestRank(execs, 0.5);
+  m.exec_p95_s = NearestRank(execs, 0.95);
+  m.jct_avg_s = Mean(jcts), m.jct_p50_s = NearestRank(jcts, 0.5),
+  m.jct_p95_s = NearestRank(jcts, 0.95);
+  m.jct_p99_s = NearestRank(jcts, 0.99);
   return result;
 }
 
@@ -302,10 +285,7 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
                "left out\n");
 
   // Time 0 of the report: its start, or the first thing recorded when it asked for everything.
-  double origin = run->until;
-  for (const api::RunGpuPoint& p : run->gpu_points) origin = std::min(origin, p.time);
-  for (const api::RunJob& j : run->jobs) origin = std::min(origin, j.summary.submitted);
-  origin = std::max(origin, run->since);
+  const double origin = ReportStart(*run);
   SimResult result = RunToSimResult(*run, origin);
   ReportContext context;
   context.trace = "recorded";
@@ -313,7 +293,8 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
   context.title = "colo report";
   context.description = fmt::format(
       "Recorded by colod ({} GPUs, {}) from {} to {}; policy {}{}.", run->gpus.size(), run->backend,
-      LocalTime(origin), LocalTime(run->until), run->policy,
+      LocalTimeText(origin, "%Y-%m-%d %H:%M:%S %Z"),
+      LocalTimeText(run->until, "%Y-%m-%d %H:%M:%S %Z"), run->policy,
       run->bucket_seconds > 0 ? fmt::format("; samples averaged over {:.0f} s", run->bucket_seconds)
                               : "");
   const std::vector<SimResult> results{result};
@@ -337,16 +318,14 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
     else if (ext == ".csv")
       text = GpuCsv(*run);
     else
-      text = ToHtml(context, results, "");
+      text = RunReportHtml(*run, Summarize(*run), context.description);
     if (Status s = WriteFile(path, text); !s.ok()) return fail(s);
     fmt::print(stderr, "report: {}\n", std::filesystem::absolute(path).string());
   }
   if (o.json) {
     fmt::print("{}", json);
   } else if (o.output.empty() && o.csv_dir.empty()) {
-    fmt::print("{} to {}: {} jobs, {} GPU samples\n", LocalTime(origin), LocalTime(run->until),
-               run->jobs.size(), run->gpu_points.size());
-    fmt::print("{}", FormatTable(results, ""));
+    fmt::print("{}\n{}", context.description, FormatRunSummary(Summarize(*run)));
   }
   if (run->history_points > 0)
     fmt::print(stderr, "history: colod wrote {} points in {} transactions, {:.1f} us per point\n",

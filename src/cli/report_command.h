@@ -1,6 +1,7 @@
 // `colo report`: a run as colod recorded it (GPU samples, job memory and placement, the queue),
-// drawn with the simulator's report code, exported as CSV, or given in the simulator's JSON shape
-// so that `colo sim --compare-with` can put it beside a simulation.
+// summed up per user, per GPU and in notable events (run_summary.h), drawn over wall-clock time
+// (run_report_html.h), exported as CSV, or given in the simulator's JSON shape so that
+// `colo sim --compare-with` can put it beside a simulation.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,6 +1,7 @@
 #include "cli/top.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -27,13 +28,22 @@ void OnStopSignal(int) {
   g_stop = 1;
 }
 
-// SIGINT, SIGTERM and SIGHUP end the loop, which restores the terminal. Set before initscr, so
-// ncurses keeps its own handlers off them; without SA_RESTART, so a wait for a key ends at once.
+// SIGINT, SIGTERM and SIGHUP end the loop, which restores the terminal (what is left of it). Set
+// before initscr, so ncurses keeps its own handlers off them; without SA_RESTART, so a wait for a
+// key ends at once.
 void CatchStopSignals() {
   struct sigaction action {};
   action.sa_handler = OnStopSignal;
   sigemptyset(&action.sa_mask);
   for (int stop : {SIGINT, SIGTERM, SIGHUP}) sigaction(stop, &action, nullptr);
+}
+
+// A terminal that hung up polls as POLLHUP, and every read is an immediate end of file (getch
+// returns ERR without waiting). SIGHUP alone does not tell: it goes to the session's leader,
+// which may ignore it and not pass it on.
+bool TerminalHungUp() {
+  pollfd terminal{STDIN_FILENO, POLLIN, 0};
+  return poll(&terminal, 1, 0) > 0 && (terminal.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 double WallSeconds() {
@@ -131,9 +141,10 @@ void TopSession::Cancel(JobId job) {
     return;
   }
   auto reply = client->Call(api::CancelRequest{job});
+  const std::string name = JobIdOf(snapshot_, job);
   state_.message = reply.ok()
-                       ? fmt::format("job {}: {}", reply->job, reply->state)
-                       : fmt::format("cannot cancel job {}: {}", job, reply.status().message());
+                       ? fmt::format("job {}: {}", name, reply->state)
+                       : fmt::format("cannot cancel job {}: {}", name, reply.status().message());
 }
 
 void TopSession::OnFilterKey(int key) {
@@ -224,7 +235,7 @@ int TopSession::Run(double delay) {
     if (g_stop) return kExitOk;
     Draw();
     const int key = getch();
-    if (g_stop) return kExitOk;
+    if (g_stop || (key == ERR && TerminalHungUp())) return kExitOk;
     if (key != ERR) {
       // The selection stays on its job as the list changes; a key pins it.
       if (!OnKey(key)) return kExitOk;

@@ -90,8 +90,9 @@ std::vector<TopLine> GpuLines(const TopSnapshot& s, int width, int room) {
     std::string legend = "   ";
     for (size_t k = 0; k < g.jobs.size(); ++k) {
       const api::GpuJobInfo& j = g.jobs[k];
-      legend += fmt::format(" {}={} {} {} {}/{}G", JobLetter(k, true), j.id, Cell(j.user, 8),
-                            Cell(j.name, 12), Gib(j.used), Gib(std::max(j.reservation, j.used)));
+      legend +=
+          fmt::format(" {}={} {} {} {}/{}G", JobLetter(k, true), JobIdOf(s, j.id), Cell(j.user, 8),
+                      Cell(j.name, 12), Gib(j.used), Gib(std::max(j.reservation, j.used)));
     }
     legends.push_back(TopLine{Fit(legend, width)});
   }
@@ -120,10 +121,11 @@ std::string JobRow(const api::JobSummary& j, double now, bool selected, int widt
     where = "(" + j.reason + ")";
   }
   const double elapsed = j.state == JobState::kRunning ? now - j.started : 0;
-  return Fit(fmt::format("{}{:>6} {:<8} {:<14} {:>2} {:>3} {:>6} {:>8}  {}", selected ? ">" : " ",
-                         j.id, Cell(j.user, 8), Cell(j.name, 14), StateCode(j.state), j.gpus,
-                         j.memory ? Gib(*j.memory) + "G" : "-", Elapsed(elapsed), Printable(where)),
-             width);
+  return Fit(
+      fmt::format("{}{:>6} {:<8} {:<14} {:>2} {:>3} {:>6} {:>8}  {}", selected ? ">" : " ",
+                  JobIdText(j), Cell(j.user, 8), Cell(j.name, 14), StateCode(j.state), j.gpus,
+                  j.memory ? Gib(*j.memory) + "G" : "-", Elapsed(elapsed), Printable(where)),
+      width);
 }
 
 std::vector<TopLine> HelpLines(int width) {
@@ -170,6 +172,14 @@ TopSort NextSort(TopSort sort) {
       break;
   }
   return TopSort::kId;
+}
+
+std::string JobIdOf(const TopSnapshot& s, JobId id) {
+  if (s.queue) {
+    for (const api::JobSummary& j : s.queue->jobs)
+      if (j.id == id) return JobIdText(j);
+  }
+  return std::to_string(id);
 }
 
 std::vector<api::JobSummary> VisibleJobs(const TopSnapshot& snapshot, const TopViewState& state) {
@@ -309,9 +319,10 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
       std::string about;
       for (const auto& j : jobs) {
         if (j.id != selected) continue;
-        about = Waiting(j.state) ? fmt::format("job {} waits: {}", j.id, Printable(j.reason))
-                                 : fmt::format("job {} {} on {}", j.id, ToString(j.state),
-                                               Printable(Join(j.gpu_uuids, ",")));
+        about = Waiting(j.state)
+                    ? fmt::format("job {} waits: {}", JobIdText(j), Printable(j.reason))
+                    : fmt::format("job {} {} on {}", JobIdText(j), ToString(j.state),
+                                  Printable(Join(j.gpu_uuids, ",")));
       }
       Add(lines, width, about);
     }
@@ -323,8 +334,9 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
       for (const api::RecentEvent& e : snapshot.events->events) {
         if (shown >= event_rows - 1) break;
         Add(lines, width,
-            fmt::format("{} {:>6} {:<8} {:<10} {}", ClockTime(e.time), e.job, Cell(e.user, 8),
-                        Cell(e.kind, 10), e.redacted ? "(private)" : Printable(e.detail)));
+            fmt::format("{} {:>6} {:<8} {:<10} {}", ClockTime(e.time), JobIdOf(snapshot, e.job),
+                        Cell(e.user, 8), Cell(e.kind, 10),
+                        e.redacted ? "(private)" : Printable(e.detail)));
         ++shown;
       }
     }
@@ -341,7 +353,8 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
     for (const auto& j : VisibleJobs(snapshot, state)) {
       if (j.id == state.confirm_job) name = " (" + Cell(j.name, 24) + ")";
     }
-    status = {fmt::format("cancel job {}{}? y/n", state.confirm_job, name), LineStyle::kAlert};
+    status = {fmt::format("cancel job {}{}? y/n", JobIdOf(snapshot, state.confirm_job), name),
+              LineStyle::kAlert};
   } else if (!snapshot.unreachable.empty()) {
     status = {"colod unreachable, retrying: " + Printable(snapshot.unreachable), LineStyle::kAlert};
   } else if (!state.message.empty()) {

@@ -51,6 +51,10 @@ struct TopLine {
 };
 
 // The live jobs shown, in the chosen order, after the filter and "mine only".
+// A job as colo names it (a task of an array: ARRAY_TASK), from the queue it is in; its id when
+// it is not there.
+std::string JobIdOf(const TopSnapshot& snapshot, JobId id);
+
 std::vector<api::JobSummary> VisibleJobs(const TopSnapshot& snapshot, const TopViewState& state);
 
 // The job the selection is on (the first shown when `state.selected` is not among them); 0 when

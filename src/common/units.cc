@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -30,15 +31,18 @@ Result<Bytes> ParseBytes(const std::string& text) {
   std::string unit;
   COLO_RETURN_IF_ERROR(SplitNumber(text, &number, &unit));
   double scale = 0;
-  if (unit.empty() || unit == "M" || unit == "MiB" || unit == "MB") {
+  // In any case, as Slurm takes 12g: every unit is binary, so GB and gib are GiB too.
+  std::string lower = unit;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.empty() || lower == "m" || lower == "mib" || lower == "mb") {
     scale = 1 << 20;
-  } else if (unit == "B") {
+  } else if (lower == "b") {
     scale = 1;
-  } else if (unit == "K" || unit == "KiB" || unit == "KB") {
+  } else if (lower == "k" || lower == "kib" || lower == "kb") {
     scale = 1 << 10;
-  } else if (unit == "G" || unit == "GiB" || unit == "GB") {
+  } else if (lower == "g" || lower == "gib" || lower == "gb") {
     scale = 1 << 30;
-  } else if (unit == "T" || unit == "TiB" || unit == "TB") {
+  } else if (lower == "t" || lower == "tib" || lower == "tb") {
     scale = static_cast<double>(int64_t{1} << 40);
   } else {
     return InvalidArgument(

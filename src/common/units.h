@@ -60,7 +60,8 @@ inline Bytes GiBf(double n) {
 }
 
 // Parses "12GiB", "512MiB", "40000" (MiB when no unit, as CARMA's files give), "1.5GB" (GB is read
-// as GiB: GPU tools report binary units under decimal names).
+// as GiB: GPU tools report binary units under decimal names), "12g" (units in any case, as Slurm
+// takes them).
 Result<Bytes> ParseBytes(const std::string& text);
 // "11.5 GiB", "512 MiB".
 std::string FormatBytes(Bytes b);

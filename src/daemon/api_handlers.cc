@@ -115,7 +115,7 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
     s.mode = std::string(ToString(a->mode));
   }
   s.peak = c_.controller.CurrentPeak(job);
-  if (job.slurm) s.slurm_job = job.slurm->job;
+  if (job.external && job.external->engine == "slurm") s.slurm_job = job.external->id;
   s.time_limit_s = job.time_limit_s;
   if (job.array) {
     s.array_job = job.array->job;
@@ -362,6 +362,15 @@ Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::Gp
                           c_.controller.CurrentPeak(job),
                           slot < rec->current_use.size() ? rec->current_use[slot] : Bytes(0),
                           scheduler.Reservation(*rec)});
+    }
+    // The mode the GPU serves its jobs in now, as they run (a job placed for MPS runs plainly
+    // where MPS could not start); an idle GPU's is what it offers the next job.
+    if (!r.jobs.empty()) {
+      const auto runs = [&](std::string_view mode) {
+        return std::any_of(r.jobs.begin(), r.jobs.end(),
+                           [&](const api::GpuJobInfo& j) { return j.mode == mode; });
+      };
+      r.mode = runs("exclusive") ? "exclusive" : runs("mps") ? "mps" : "plain";
     }
     (void)caller;
     reply.gpus.push_back(std::move(r));

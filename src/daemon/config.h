@@ -1,5 +1,5 @@
-// colod's configuration (TOML). Every key is optional; docs/colod.toml documents each one with
-// its default.
+// colod's configuration (TOML). Every key is optional; packaging/colod.toml (installed as
+// PREFIX/etc/colo/colod.toml) documents each one with its default.
 #pragma once
 
 #include <map>

@@ -163,11 +163,16 @@ Status Daemon::Init() {
       COLO_RETURN_IF_ERROR(mps_->EnsureRunning());
       return mps_->ClientEnv(threads, limit, gpus);
     };
+  } else {
+    // Why a job that asked for MPS shares plainly, in its events: fake GPUs have no MPS at all.
+    const std::string why = gpus_.name() == "fake"
+                                ? "fake GPUs (--fake-gpus) have no MPS"
+                                : "MPS is off in colod's config ([mps] enabled = false)";
+    controller_options.mps_env = [why](int, Bytes, int) -> Result<std::vector<std::string>> {
+      return Unavailable(why);
+    };
   }
   controller_options.tenant_wait_limit = config_.slurm_wait_limit;
-  controller_options.hand_back = [this](const TenantHandback& handback) {
-    if (slurm_) slurm_->HandBack(handback);
-  };
   controller_options.log = [](const JobEvent& e) {
     fmt::print(stderr, "colod: {}{}: {}\n", e.job ? fmt::format("job {} ", e.job) : "", e.kind,
                Printable(e.detail));
@@ -483,6 +488,10 @@ Status Daemon::Run() {
     }
     if (slurm_) slurm_->Tick();
     controller_->Tick();
+    // The runs the controller gave back to Slurm this turn: the bridge requeues them there.
+    for (const TenantHandback& handback : controller_->TakeHandbacks()) {
+      if (slurm_) slurm_->HandBack(handback);
+    }
     CheckMps();
     CheckReserve();
   }

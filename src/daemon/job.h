@@ -50,11 +50,13 @@ struct Attempt {
 };
 std::string_view ToString(Attempt::Phase phase);
 
-// A Slurm job on this node: Slurm runs its processes (slurmstepd, as the user); colod chose its
-// GPUs and watches for its end, which the SPANK plugin reports.
-struct SlurmTenancy {
-  uint32_t job = 0;  // Slurm's job id
-  int restarts = 0;  // Slurm's restart count of the run this record is
+// A run an outside engine started on this node (a Slurm job: slurmstepd runs its processes, as
+// the user); colod chose its GPUs and learns of its end when the engine says so (Slurm's SPANK
+// plugin). Its attempts are a TenantRunner's (attempt_runner.h).
+struct ExternalRun {
+  std::string engine = "slurm";
+  uint32_t id = 0;   // the engine's id of the job
+  int restarts = 0;  // the engine's restart count of the run this record is
   // Out-of-memory crashes of its earlier runs (on any node): the retry cap counts them too.
   int earlier_ooms = 0;
 };
@@ -77,7 +79,7 @@ struct Job {
   bool cancel_requested = false;
   std::vector<Attempt> attempts;
   std::optional<api::JobEstimate> estimate;
-  std::optional<SlurmTenancy> slurm;  // set: a tenant, not a process colod started
+  std::optional<ExternalRun> external;  // set: an engine's run, not a process colod started
   // Slurm habits. A job held or with dependencies not yet met waits outside the scheduler's
   // queues (state queued, the reason says why).
   int64_t time_limit_s = 0;  // 0: none; counted from its attempt's start

@@ -464,14 +464,18 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
   // Its context as the API describes it (api::JobContext): workdir, source.
   if (r.ok()) api::ReadFields(record, "", job.context, shared.error);
   r.Int("threads", job.spec.threads);
-  // Added within schema 2: absent in records written before colod knew Slurm.
-  if (const json* slurm_json = r.Optional("slurm")) {
-    FieldReader slurm(*slurm_json, "slurm", shared);
-    SlurmTenancy& t = job.slurm.emplace();
-    slurm.Uint("job", t.job);
-    slurm.Int("restarts", t.restarts);
-    slurm.Int("earlier_ooms", t.earlier_ooms);
-    if (slurm.ok() && t.job == 0) slurm.Fail("job", "must be a Slurm job id");
+  // Added within schema 2: absent in records written before colod knew Slurm. A Slurm job's run
+  // is "slurm"; another engine's would be "external", naming its engine.
+  for (const char* key : {"slurm", "external"}) {
+    const json* run_json = r.Optional(key);
+    if (!run_json) continue;
+    FieldReader run(*run_json, key, shared);
+    ExternalRun& t = job.external.emplace();
+    if (std::string_view(key) == "external") run.String("engine", t.engine);
+    run.Uint("job", t.id);
+    run.Int("restarts", t.restarts);
+    run.Int("earlier_ooms", t.earlier_ooms);
+    if (run.ok() && t.id == 0) run.Fail("job", "must be the engine's job id");
   }
   DecodeSlurmHabits(r, job, shared);
   if (r.Member("estimate") && r.Optional("estimate")) {
@@ -627,10 +631,16 @@ std::string EncodeJob(const Job& job) {
   api::WriteFields(job.context, record);
   record["threads"] = job.spec.threads;
   record["estimate"] = job.estimate ? EncodeEstimate(*job.estimate) : json(nullptr);
-  if (job.slurm)
-    record["slurm"] = {{"job", job.slurm->job},
-                       {"restarts", job.slurm->restarts},
-                       {"earlier_ooms", job.slurm->earlier_ooms}};
+  if (const std::optional<ExternalRun>& run = job.external) {
+    json fields = {
+        {"job", run->id}, {"restarts", run->restarts}, {"earlier_ooms", run->earlier_ooms}};
+    if (run->engine == "slurm") {
+      record["slurm"] = std::move(fields);
+    } else {
+      fields["engine"] = ValidUtf8(run->engine);
+      record["external"] = std::move(fields);
+    }
+  }
   if (job.time_limit_s > 0) record["time_limit_s"] = job.time_limit_s;
   if (job.timed_out) record["timed_out"] = true;
   if (job.held) record["held"] = true;

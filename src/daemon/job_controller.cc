@@ -26,11 +26,6 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-bool StartsWithAny(const std::string& text, std::initializer_list<std::string_view> prefixes) {
-  return std::any_of(prefixes.begin(), prefixes.end(),
-                     [&](std::string_view p) { return text.compare(0, p.size(), p) == 0; });
-}
-
 int OutOfMemoryAttempts(const Job& job) {
   return static_cast<int>(
       std::count_if(job.attempts.begin(), job.attempts.end(),
@@ -41,13 +36,6 @@ int OutOfMemoryAttempts(const Job& job) {
 TimePoint MonotonicStart(const Clock& clock, WallTime started) {
   const Duration ago = std::chrono::duration_cast<Duration>(clock.WallNow() - started);
   return clock.Now() - std::max(Duration::zero(), ago);
-}
-
-// CUDA_VISIBLE_DEVICES for an attempt: its GPUs by UUID, which no renumbering changes.
-std::string VisibleDevices(const Attempt& attempt) {
-  std::string visible;
-  for (const std::string& uuid : attempt.gpu_uuids) visible += (visible.empty() ? "" : ",") + uuid;
-  return visible;
 }
 
 // How an attempt colod stopped ended. Its shim killed after the grace leaves no record of the
@@ -75,6 +63,7 @@ JobController::JobController(const Clock& clock, Scheduler& scheduler, JobStore&
       store_(store),
       launcher_(launcher),
       options_(std::move(options)),
+      processes_(launcher),
       admission_(store, options_.admission) {}
 
 JobEvent JobController::Event(JobId job, std::string kind, std::string detail) const {
@@ -133,16 +122,7 @@ void JobController::ForgetIfDone(JobId id) {
   (void)scheduler_.Cancel(id);
   scheduler_.Forget(id);
   running_.erase(id);
-  tenant_deadline_.erase(id);
-  if (const auto& slurm = it->second.slurm; slurm && FindTenant(slurm->job) == &it->second) {
-    // (A later run of the same Slurm job may have taken the entry while this one's record
-    // waited to be stored: that one stays.)
-    tenants_.erase(slurm->job);
-    // A bounded memory: the oldest Slurm ids go first.
-    constexpr size_t kEndedTenantsKept = 4096;
-    if (ended_tenants_.size() >= kEndedTenantsKept) ended_tenants_.erase(ended_tenants_.begin());
-    ended_tenants_[slurm->job] = EndedTenant{slurm->restarts, TenantReply(it->second)};
-  }
+  if (it->second.external) tenants_.Forget(it->second, TenantReply(it->second));
   admission_.Uncount(it->second);
   live_.erase(it);
 }
@@ -170,17 +150,6 @@ JobSpec JobController::Planned(const Job& job) const {
   if (options_.plan_without_estimates && spec.memory.source != MemorySource::kLearned)
     spec.memory = MemoryNeed{};
   return spec;
-}
-
-AttemptRef JobController::RefOf(const Job& job) const {
-  AttemptRef ref;
-  ref.job = job.id();
-  ref.owner = job.owner;
-  if (const Attempt* a = job.current()) {
-    ref.attempt = a->number;
-    ref.process = ProcessHandle{a->pid, a->pid_start};
-  }
-  return ref;
 }
 
 // --- Submit ---
@@ -390,7 +359,7 @@ void JobController::AdmitArrayTasks() {
 
 void JobController::AddLive(Job job) {
   admission_.Count(job);
-  if (job.slurm) tenants_[job.slurm->job] = job.id();
+  if (job.external) tenants_.Track(job);
   live_.emplace(job.id(), std::move(job));
 }
 
@@ -434,11 +403,7 @@ Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
   if (who.uid != 0 && who.uid != job.owner.uid)
     return PermissionDenied(fmt::format(
         "job {} belongs to {}; only its owner or root may cancel it", id, job.owner.user));
-  if (job.slurm) {
-    // Slurm runs its processes and owns its place in the cluster's queue.
-    return FailedPrecondition(fmt::format("job {} is Slurm job {}: cancel it with scancel {}", id,
-                                          job.slurm->job, job.slurm->job));
-  }
+  COLO_RETURN_IF_ERROR(RunnerFor(job).MayControl(job, "cancel"));
   if (job.state == JobState::kRunning) {
     if (!job.cancel_requested) {
       // Stored first: if colod stops now, the restart still knows the end was asked for.
@@ -456,7 +421,7 @@ Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
       job.cancel_requested = true;
       // Once: signalling every process of a job is not free, and asking again changes nothing
       // (SIGKILL follows when the grace is over).
-      launcher_.Signal(RefOf(job), SIGTERM);
+      RunnerFor(job).Signal(job, SIGTERM);
       running_[id].kill_at = clock_.Now() + options_.cancel_grace;
     }
     return std::string("cancelling");
@@ -484,10 +449,7 @@ Status JobController::MayControl(const Identity& who, const Job& job, std::strin
   if (who.uid != 0 && who.uid != job.owner.uid)
     return PermissionDenied(fmt::format("job {} belongs to {}; only its owner or root may {} it",
                                         job.id(), job.owner.user, what));
-  if (job.slurm)
-    return FailedPrecondition(fmt::format("job {} is Slurm job {}: use scontrol {} {}", job.id(),
-                                          job.slurm->job, what, job.slurm->job));
-  return Status::Ok();
+  return RunnerFor(job).MayControl(job, what);
 }
 
 Result<Job> JobController::EndedJobFor(const Identity& who, JobId id, std::string_view what) const {
@@ -578,7 +540,7 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
                            s.message());
       Log(event);
       job.requeue_requested = true;
-      launcher_.Signal(RefOf(job), SIGTERM);
+      RunnerFor(job).Signal(job, SIGTERM);
       running_[id].kill_at = clock_.Now() + options_.cancel_grace;
     }
     return std::string("requeueing");
@@ -654,7 +616,9 @@ void JobController::CheckTimeLimits(TimePoint now) {
     if (!r.timeout_at || now < *r.timeout_at) continue;
     r.timeout_at.reset();
     auto it = live_.find(id);
-    if (it == live_.end() || it->second.state != JobState::kRunning || it->second.slurm) continue;
+    if (it == live_.end() || it->second.state != JobState::kRunning ||
+        !RunnerFor(it->second).enforces_time_limit())
+      continue;
     Job& job = it->second;
     if (job.timed_out || job.cancel_requested || job.requeue_requested) continue;
     job.timed_out = true;  // kept in memory and stored again should the store fail now
@@ -664,7 +628,7 @@ void JobController::CheckTimeLimits(TimePoint now) {
                                     FormatTimeLimit(job.time_limit_s),
                                     job.current() ? job.current()->number : 0,
                                     ToSeconds(options_.timeout_grace)))});
-    launcher_.Signal(RefOf(job), SIGTERM);
+    RunnerFor(job).Signal(job, SIGTERM);
     r.kill_at = now + options_.timeout_grace;
   }
 }
@@ -744,15 +708,15 @@ void JobController::Tick() {
       running_.erase(id);
       continue;
     }
-    if (it->second.slurm) continue;  // its end is reported, not watched
-    if (auto end = launcher_.Check(RefOf(it->second))) FinishAttempt(it->second, *end);
+    if (auto end = RunnerFor(it->second).Check(it->second)) FinishAttempt(it->second, *end);
   }
   const TimePoint now = clock_.Now();
   CheckTimeLimits(now);
   // Cancels whose grace is over.
   for (auto& [id, r] : running_) {
     if (r.kill_at && now >= *r.kill_at) {
-      if (const Job* job = FindLive(id)) launcher_.Signal(RefOf(*job), SIGKILL);
+      if (auto job = live_.find(id); job != live_.end())
+        RunnerFor(job->second).Signal(job->second, SIGKILL);
       r.kill_at = now + options_.cancel_grace;  // again, should anything survive
     }
   }
@@ -765,26 +729,20 @@ void JobController::Tick() {
     }
     if (Persist(it->second, {})) {
       Log(Event(id, "stored", "the job's record is stored again"));
-      if (auto handback = unsent_handbacks_.extract(id); !handback.empty() && options_.hand_back)
-        options_.hand_back(handback.mapped());
+      tenants_.Stored(id);
       ForgetIfDone(id);
     }
   }
   // Tenants that waited here too long go back to Slurm, to run on another node.
-  std::vector<JobId> overdue;
-  for (const auto& [id, deadline] : tenant_deadline_) {
-    if (now >= deadline) overdue.push_back(id);
-  }
-  for (JobId id : overdue) {
+  for (JobId id : tenants_.TakeOverdue(now)) {
     auto it = live_.find(id);
-    tenant_deadline_.erase(id);
     if (it == live_.end() || it->second.state == JobState::kRunning || !it->second.live()) continue;
     Job& job = it->second;
     const std::string why = WaitReason(job);
     HandBack(job,
-             TenantHandback{job.slurm->job, id,
+             TenantHandback{job.external->id, id,
                             job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
-                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
+                            job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
                             fmt::format("no GPU of this node could take it within {:.0f} s ({})",
                                         ToSeconds(options_.tenant_wait_limit), why),
                             /*avoid_this_node=*/true},
@@ -813,7 +771,7 @@ std::optional<TimePoint> JobController::NextWakeup() const {
   }
   if (admission_.dependencies_changed()) earlier(clock_.Now() + kStoreRetry);
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
-  for (const auto& [id, deadline] : tenant_deadline_) earlier(deadline);
+  if (const auto deadline = tenants_.NextDeadline()) earlier(*deadline);
   return wake;
 }
 
@@ -866,8 +824,9 @@ void JobController::Launch(const colo::Launch& launch) {
           launch.job, "mps", "MPS unavailable, sharing without it: " + env.status().message()));
     }
   }
-  if (job.slurm) return LaunchTenant(job, std::move(attempt), std::move(launch_events));
-  // The intent first: once it is stored, a restart can never start this attempt a second time.
+  AttemptRunner& runner = RunnerFor(job);
+  // The intent first: once it is stored, a restart can never start this attempt a second time,
+  // and knows which GPUs an engine's run was given.
   job.attempts.push_back(attempt);
   job.state = JobState::kRunning;
   if (Status s = store_.Update(job, {}); !s.ok()) {
@@ -882,51 +841,25 @@ void JobController::Launch(const colo::Launch& launch) {
     return;
   }
   running_[launch.job] = Running{};
-  if (job.time_limit_s > 0)
+  if (job.time_limit_s > 0 && runner.enforces_time_limit())
     running_[launch.job].timeout_at = clock_.Now() + Seconds(job.time_limit_s);
+  if (job.external) tenants_.StopWaiting(launch.job);
 
-  const std::string visible = VisibleDevices(attempt);
-  LaunchSpec spec;
-  spec.job = launch.job;
-  spec.attempt = attempt.number;
-  spec.owner = job.owner;
-  spec.argv = job.spec.command;
-  spec.context = job.context;
-  spec.output_file = OutputFileOf(job, job.output_pattern);
-  spec.error_file = OutputFileOf(job, job.error_pattern);
-  // The first attempt starts the files afresh; a retry's output follows its predecessor's.
-  spec.append_output = attempt.number > 1;
-  for (const std::string& e : job.env) {
-    // colo decides which GPUs and which MPS server the job talks to.
-    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT=",
-                          "COLO_GPU_MEMORY=", "COLO_ARRAY_JOB_ID=", "COLO_ARRAY_TASK_ID="}))
-      continue;
-    spec.env.push_back(e);
-  }
-  spec.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
-  spec.env.push_back(fmt::format("COLO_JOB_ID={}", launch.job));
-  spec.env.push_back(fmt::format("COLO_ATTEMPT={}", attempt.number));
-  if (job.array) {
-    spec.env.push_back(fmt::format("COLO_ARRAY_JOB_ID={}", job.array->job));
-    spec.env.push_back(fmt::format("COLO_ARRAY_TASK_ID={}", job.array->task));
-  }
-  // What colo planned per GPU, as a Slurm job's steps see it: its MPS limit, or its budget when
-  // sharing plainly.
-  if (attempt.memory_limit > Bytes(0))
-    spec.env.push_back(fmt::format("COLO_GPU_MEMORY={}", attempt.memory_limit.count()));
-  spec.env.insert(spec.env.end(), mps_env.begin(), mps_env.end());
-  const FrameworkEnv frameworks = FrameworkSettings(job, attempt);
-  spec.env.insert(spec.env.end(), frameworks.set.begin(), frameworks.set.end());
+  const AttemptEnv env = EnvOf(job, attempt, std::move(mps_env));
+  const FrameworkEnv& frameworks = env.frameworks;
   if (!frameworks.set.empty() || !frameworks.kept.empty()) {
+    // An engine's steps choose their own values: these are offered.
     launch_events.push_back(Event(
         launch.job, "env",
-        fmt::format(
-            "framework settings set by colod: {}{}",
-            frameworks.set.empty() ? "none" : Join(frameworks.set, " "),
-            frameworks.kept.empty() ? "" : "; the job's own kept: " + Join(frameworks.kept, " "))));
+        job.external ? "framework settings offered to its steps (a step's own values win): " +
+                           Join(frameworks.set, " ")
+                     : fmt::format("framework settings set by colod: {}{}",
+                                   frameworks.set.empty() ? "none" : Join(frameworks.set, " "),
+                                   frameworks.kept.empty()
+                                       ? ""
+                                       : "; the job's own kept: " + Join(frameworks.kept, " "))));
   }
-
-  auto started = launcher_.Start(spec);
+  auto started = runner.Start(job, attempt, env);
   Attempt& current = *job.current();
   if (!started.ok()) {
     const std::string why = TruncateUtf8(started.status().message(), kMaxDetailBytes);
@@ -938,12 +871,14 @@ void JobController::Launch(const colo::Launch& launch) {
     TakeSchedulerState(job);
     launch_events.push_back(Event(launch.job, "failure", why));
     Persist(job, std::move(launch_events));
-    launcher_.Release(RefOf(job));
+    runner.Release(job);
     ForgetIfDone(launch.job);
     return;
   }
-  current.pid = started->pid;
-  current.pid_start = started->start_ticks;
+  if (const std::optional<ProcessHandle>& process = *started) {
+    current.pid = process->pid;
+    current.pid_start = process->start_ticks;
+  }
   current.phase = Attempt::Phase::kRunning;
   counters_.placements++;
   if (current.number == 1) {
@@ -951,36 +886,29 @@ void JobController::Launch(const colo::Launch& launch) {
   }
   launch_events.push_back(
       Event(launch.job, "started",
-            fmt::format("attempt {} on {} ({}{}), pid {}", current.number, visible,
+            fmt::format("attempt {} on {} ({}{}), {}", current.number, VisibleDevices(current),
                         ToString(current.mode),
                         current.mode == SharingMode::kMps
                             ? fmt::format(", {}% threads, {} limit", current.thread_percent,
                                           FormatBytes(current.memory_limit))
                             : "",
-                        current.pid)));
+                        runner.Describe(job, current))));
   Persist(job, std::move(launch_events));
 }
 
-FrameworkEnv JobController::FrameworkSettings(const Job& job, const Attempt& attempt) const {
-  FrameworkPlan plan;
-  plan.sharing = attempt.mode != SharingMode::kExclusive;
-  // The reservation it was placed with: its MPS limit, or its plan when sharing plainly.
-  plan.planned = attempt.memory_limit;
-  bool first = true;
+AttemptEnv JobController::EnvOf(const Job& job, const Attempt& attempt,
+                                std::vector<std::string> mps) const {
+  // The largest of its GPUs: a fraction of it is at most the plan on every one of them.
+  GpuInfo largest;
   for (const std::string& uuid : attempt.gpu_uuids) {
     for (size_t g = 0; g < scheduler_.gpu_count(); ++g) {
       const GpuInfo& info = scheduler_.gpu_info(static_cast<GpuIndex>(g));
-      // The largest of its GPUs: a fraction of it is at most the plan on every one of them.
-      if (info.uuid != uuid || (!first && info.capacity <= plan.capacity)) continue;
-      plan.capacity = info.capacity;
-      plan.cuda_context = info.cuda_context;
-      first = false;
+      if (info.uuid == uuid && info.capacity > largest.capacity) largest = info;
     }
   }
-  // No estimate is made for expandable segments today (colo estimate replays the allocator
-  // without them), so PyTorch keeps its default, the allocator the plan was made for.
-  plan.expandable_segments = false;
-  return DeriveFrameworkEnv(plan, job.slurm ? SharedStrings() : job.env);
+  // An engine's steps set their own environment: the frameworks' settings are offered to them.
+  return MakeAttemptEnv(job, attempt, largest, std::move(mps),
+                        job.external ? SharedStrings() : job.env);
 }
 
 // --- Exit ---
@@ -1040,7 +968,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
     Persist(job,
             {Event(id, "requeued",
                    fmt::format("attempt {}: {}; waits again", attempt.number, attempt.detail))});
-    launcher_.Release(RefOf(job));
+    RunnerFor(job).Release(job);
     ForgetIfDone(id);
     return;
   }
@@ -1066,11 +994,11 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
                     FormatBytes(job.spec.memory.Upper()), r ? r->need_basis : "")));
   }
   events.front().detail = TruncateUtf8(detail, kMaxEventDetailBytes);
-  if (job.slurm && action == ExitAction::kRequeuedForRecovery) {
-    // Its next run is Slurm's to start, on whichever node Slurm picks, with the raised need.
+  if (RunnerFor(job).reruns_through_engine() && action == ExitAction::kRequeuedForRecovery) {
+    // Its next run is the engine's to start, on whichever node it picks, with the raised need.
     HandBack(job,
-             TenantHandback{job.slurm->job, id, job.spec.memory.peak,
-                            job.slurm->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
+             TenantHandback{job.external->id, id, job.spec.memory.peak,
+                            job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
                             fmt::format("out of memory; runs again needing {} per GPU",
                                         FormatBytes(job.spec.memory.peak)),
                             /*avoid_this_node=*/false},
@@ -1078,7 +1006,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
     return;
   }
   const bool stored = Persist(job, std::move(events));
-  if (!job.slurm) launcher_.Release(RefOf(job));
+  RunnerFor(job).Release(job);
   // Only a stored run may teach other jobs (the store answers the history's questions), and
   // only one that measured something (core's Teaches).
   if (stored && !job.live() && Teaches(EvidenceOf(attempt))) RefineQueuedJobs(job);
@@ -1190,7 +1118,8 @@ Status JobController::Recover() {
       admission_.DependenciesChanged();
     } else {
       Enqueue(job, "after a restart");
-      if (job.slurm && job.live()) tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
+      if (job.external && job.live())
+        tenants_.WaitUntil(id, clock_.Now() + options_.tenant_wait_limit);
     }
     ForgetIfDone(id);
   }
@@ -1221,9 +1150,10 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
     if (auto it = by_uuid.find(uuid); it != by_uuid.end()) gpus.push_back(it->second);
   }
   std::vector<JobEvent> events;
-  if (attempt.phase == Attempt::Phase::kLaunching && !job.slurm) {
-    // colod stopped between storing the intent and storing the process.
-    const auto found = launcher_.FindLaunched(RefOf(job));
+  AttemptRunner& runner = RunnerFor(job);
+  if (attempt.phase == Attempt::Phase::kLaunching) {
+    // colod stopped between storing the intent and storing the start.
+    const AttemptRunner::Recovered found = runner.Recover(job);
     if (found.running) {
       attempt.pid = found.running->pid;
       attempt.pid_start = found.running->start_ticks;
@@ -1253,11 +1183,9 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
                   MonotonicStart(clock_, attempt.started), ooms)
            .ok()) {
     // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted
-    // (a tenant's are Slurm's: its record ends, and the step keeps what it was given).
-    if (!job.slurm) {
-      launcher_.Signal(RefOf(job), SIGKILL);
-      launcher_.Release(RefOf(job));
-    }
+    // (an engine's are the engine's: its record ends, and its steps keep what they were given).
+    runner.Signal(job, SIGKILL);
+    runner.Release(job);
     attempt.phase = Attempt::Phase::kEnded;
     attempt.ended = clock_.WallNow();
     attempt.exit = ExitKind::kLost;
@@ -1275,33 +1203,35 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
     running_[id].kill_at = clock_.Now() + options_.cancel_grace;
   if (job.timed_out) running_[id].kill_at = clock_.Now() + options_.timeout_grace;
   // The limit counts from the attempt's start, not from colod's.
-  if (job.time_limit_s > 0 && !job.timed_out && !job.slurm)
+  if (job.time_limit_s > 0 && !job.timed_out && runner.enforces_time_limit())
     running_[id].timeout_at = MonotonicStart(clock_, attempt.started) + Seconds(job.time_limit_s);
   if (events.empty())
     events.push_back(Event(id, "adopted",
-                           job.slurm
-                               ? fmt::format("run {} of Slurm job {} taken back after a restart",
-                                             attempt.number, job.slurm->job)
-                               : fmt::format("attempt {} (pid {}) taken back after a restart",
-                                             attempt.number, attempt.pid)));
+                           fmt::format("attempt {} ({}) taken back after a restart", attempt.number,
+                                       runner.Describe(job, attempt))));
   Persist(job, std::move(events));
 }
 
-// --- Slurm tenants ---
-
 const Job* JobController::FindTenant(uint32_t slurm_job) const {
-  auto it = tenants_.find(slurm_job);
-  return it == tenants_.end() ? nullptr : FindLive(it->second);
+  const std::optional<JobId> id = tenants_.Find(slurm_job);
+  return id ? FindLive(*id) : nullptr;
+}
+
+std::vector<const Job*> JobController::Tenants() const {
+  std::vector<const Job*> jobs;
+  for (JobId id : tenants_.live()) {
+    if (const Job* job = FindLive(id)) jobs.push_back(job);
+  }
+  return jobs;
 }
 
 Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& request) {
   if (const Job* live = FindTenant(request.slurm_job)) {
-    if (live->slurm->restarts >= request.restarts) return TenantReply(*live);
+    if (live->external->restarts >= request.restarts) return TenantReply(*live);
     // A run of it whose end never reached colod (colod was down): Slurm has started it again.
     EndTenant(request.slurm_job, AttemptEnd{ProcessEnd{true, 0, /*known=*/false}, "", ""});
-  } else if (auto ended = ended_tenants_.find(request.slurm_job);
-             ended != ended_tenants_.end() && ended->second.restarts >= request.restarts) {
-    return ended->second.reply;
+  } else if (auto ended = tenants_.EndedReply(request.slurm_job, request.restarts)) {
+    return *ended;
   }
   if (request.owner.user.empty())
     return PermissionDenied(
@@ -1309,7 +1239,7 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
                     request.slurm_job, request.owner.uid));
   Job job;
   job.owner = request.owner;
-  job.slurm = SlurmTenancy{request.slurm_job, request.restarts, request.earlier_ooms};
+  job.external = ExternalRun{"slurm", request.slurm_job, request.restarts, request.earlier_ooms};
   job.spec.owner = request.owner.user;
   job.spec.command = {fmt::format("(Slurm job {})", request.slurm_job)};
   job.spec.name =
@@ -1354,80 +1284,15 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
     return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, {}, job.reason};
   }
   AddLive(std::move(job));
-  tenant_deadline_[id] = clock_.Now() + options_.tenant_wait_limit;
+  tenants_.WaitUntil(id, clock_.Now() + options_.tenant_wait_limit);
   // At once, so that a job that fits starts without waiting for colod's next turn.
   PlacementPass();
   const Job* now = FindLive(id);
   if (!now) {
-    if (auto ended = ended_tenants_.find(request.slurm_job); ended != ended_tenants_.end())
-      return ended->second.reply;
+    if (auto ended = tenants_.EndedReply(request.slurm_job, request.restarts)) return *ended;
     return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, {}, "ended at once"};
   }
   return TenantReply(*now);
-}
-
-void JobController::LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent> events) {
-  const JobId id = job.id();
-  const JobState before = job.state;
-  attempt.phase = Attempt::Phase::kRunning;
-  job.attempts.push_back(attempt);
-  job.state = JobState::kRunning;
-  const std::string visible = VisibleDevices(attempt);
-  events.push_back(Event(
-      id, "placed",
-      fmt::format("Slurm job {} on {} ({}{})", job.slurm->job, visible, ToString(attempt.mode),
-                  attempt.mode == SharingMode::kMps
-                      ? fmt::format(", {}% threads, {} limit", attempt.thread_percent,
-                                    FormatBytes(attempt.memory_limit))
-                      : "")));
-  if (Status s = store_.Update(job, events); !s.ok()) {
-    // Not placed until stored: a restart must know which GPUs the job was given.
-    job.attempts.pop_back();
-    job.state = before;
-    (void)scheduler_.AbortLaunch(id);
-    counters_.store_failures++;
-    Log(Event(id, "store-error",
-              "the placement could not be recorded, so the job waits: " + s.message()));
-    return;
-  }
-  for (const JobEvent& e : events) Log(e);
-  if (const FrameworkEnv frameworks = FrameworkSettings(job, *job.current());
-      !frameworks.set.empty()) {
-    const JobEvent offered =
-        Event(id, "env",
-              "framework settings offered to its steps (a step's own values win): " +
-                  Join(frameworks.set, " "));
-    Log(offered);
-    (void)store_.AddEvents({offered});
-  }
-  tenant_deadline_.erase(id);
-  running_[id] = Running{};
-  counters_.placements++;
-  if (job.attempts.size() == 1) {
-    counters_.wait.Observe(std::chrono::duration<double>(clock_.WallNow() - job.submitted).count());
-  }
-}
-
-std::vector<std::string> JobController::TenantEnv(const Job& job) const {
-  const Attempt* a = job.current();
-  if (!a) return {};
-  const std::string visible = VisibleDevices(*a);
-  std::vector<std::string> env = {
-      "CUDA_VISIBLE_DEVICES=" + visible,
-      fmt::format("COLO_JOB_ID={}", job.id()),
-      fmt::format("COLO_ATTEMPT={}", a->number),
-  };
-  // What colo planned per GPU: the job's limit under MPS, its budget when sharing plainly.
-  const Bytes planned = a->memory_limit > Bytes(0) ? a->memory_limit
-                        : job.spec.memory.known()  ? job.spec.memory.Upper()
-                                                   : Bytes(0);
-  if (planned > Bytes(0)) env.push_back(fmt::format("COLO_GPU_MEMORY={}", planned.count()));
-  if (a->mode == SharingMode::kMps && options_.mps_env) {
-    auto mps =
-        options_.mps_env(a->thread_percent, a->memory_limit, static_cast<int>(a->gpu_uuids.size()));
-    if (mps.ok()) env.insert(env.end(), mps->begin(), mps->end());
-  }
-  return env;
 }
 
 std::string JobController::WaitReason(const Job& job) const {
@@ -1448,12 +1313,22 @@ api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
   api::SlurmAttachReply reply;
   reply.job = job.id();
   switch (job.state) {
-    case JobState::kRunning:
+    case JobState::kRunning: {
       reply.state = api::SlurmPlacement::kPlaced;
-      reply.env = TenantEnv(job);
+      const Attempt* attempt = job.current();
+      if (!attempt) break;
+      std::vector<std::string> mps;
+      if (attempt->mode == SharingMode::kMps && options_.mps_env) {
+        auto env = options_.mps_env(attempt->thread_percent, attempt->memory_limit,
+                                    static_cast<int>(attempt->gpu_uuids.size()));
+        if (env.ok()) mps = *std::move(env);
+      }
+      AttemptEnv env = EnvOf(job, *attempt, std::move(mps));
+      reply.env = std::move(env.colo);
       // Its steps' own values win: a step's environment is its owner's to choose.
-      if (job.current()) reply.env_defaults = FrameworkSettings(job, *job.current()).set;
+      reply.env_defaults = std::move(env.frameworks.set);
       break;
+    }
     case JobState::kQueued:
     case JobState::kRecovering: {
       reply.state = api::SlurmPlacement::kWaiting;
@@ -1482,18 +1357,16 @@ void JobController::HandBack(Job& job, TenantHandback handback, std::vector<JobE
   job.finished = clock_.WallNow();
   job.env.clear();
   events.push_back(Event(id, "requeued", job.reason));
-  if (!Persist(job, std::move(events))) {
-    unsent_handbacks_[id] = std::move(handback);  // sent once stored (Tick)
-    return;
-  }
-  if (options_.hand_back) options_.hand_back(handback);
-  ForgetIfDone(id);
+  const bool stored = Persist(job, std::move(events));
+  // Slurm hears of it once its record is stored (at a later turn, where the store failed now).
+  tenants_.HandBack(std::move(handback), stored);
+  if (stored) ForgetIfDone(id);
 }
 
 std::optional<JobId> JobController::EndTenant(uint32_t slurm_job, const AttemptEnd& end) {
-  auto found = tenants_.find(slurm_job);
-  if (found == tenants_.end()) return std::nullopt;
-  const JobId id = found->second;
+  const std::optional<JobId> found = tenants_.Find(slurm_job);
+  if (!found) return std::nullopt;
+  const JobId id = *found;
   auto it = live_.find(id);
   if (it == live_.end()) return std::nullopt;
   Job& job = it->second;

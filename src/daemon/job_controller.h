@@ -28,34 +28,10 @@
 #include "daemon/job.h"
 #include "daemon/job_store.h"
 #include "daemon/process_launcher.h"
+#include "daemon/tenant_runner.h"
 #include "gpu/gpu.h"
 
 namespace colo {
-
-// A Slurm job asking for its GPUs on this node: api::SlurmAttachRequest with the owner's
-// identity from the passwd database, and what earlier runs left in Slurm's record of the job.
-struct TenantRequest {
-  uint32_t slurm_job = 0;
-  Identity owner;
-  std::string name;
-  int gpus = 1;
-  std::optional<Bytes> memory;  // per GPU; absent: whole GPUs
-  SharingPreference share = SharingPreference::kAny;
-  int restarts = 0;
-  std::optional<Bytes> raised_need;  // what an out-of-memory crash of an earlier run raised it to
-  int earlier_ooms = 0;
-};
-
-// A tenant given back to Slurm's queue, and what its next run (on any node) needs.
-struct TenantHandback {
-  uint32_t slurm_job = 0;
-  JobId job = 0;
-  Bytes need;    // per GPU
-  int ooms = 0;  // out-of-memory crashes over all its runs
-  int gpus = 1;
-  std::string reason;
-  bool avoid_this_node = false;  // this node could not place it in time
-};
 
 struct ControllerOptions {
   // A cancelled job gets SIGTERM, then SIGKILL after this long.
@@ -76,8 +52,6 @@ struct ControllerOptions {
   // How long a Slurm job may wait here for GPUs before it is given back to Slurm (to go to
   // another node): Slurm counts a node's GPU memory, not how it is split between GPUs.
   Duration tenant_wait_limit = Seconds(60);
-  // Gives a tenant back to Slurm's queue (scontrol requeue); called after the record is stored.
-  std::function<void(const TenantHandback&)> hand_back;
   // Where events go besides the store (colod's log).
   std::function<void(const JobEvent&)> log;
 };
@@ -111,7 +85,7 @@ struct ControllerCounters {
       {10, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600}};
 };
 
-class JobController {
+class JobController final : public TenantHost {
  public:
   JobController(const Clock& clock, Scheduler& scheduler, JobStore& store,
                 ProcessLauncher& launcher, ControllerOptions options);
@@ -140,15 +114,15 @@ class JobController {
     return Admission::HeldReason(job, scheduler_.job(job.id()) != nullptr);
   }
 
-  // A Slurm job on this node asks for its GPUs: the first ask queues it (and places it at once
-  // if it fits); every later ask, by any of its steps, gets the same answer.
-  Result<api::SlurmAttachReply> AttachTenant(const TenantRequest& request);
-  // A tenant's run ended (its batch script's end, or Slurm's word that the job is over).
-  // Returns colo's id of it, or nullopt when no run of it is live here.
-  std::optional<JobId> EndTenant(uint32_t slurm_job, const AttemptEnd& end);
-  const Job* FindTenant(uint32_t slurm_job) const;
-  // Whether a tenant's give-back to Slurm waits for its record to be stored.
-  bool HandBackUnsent(JobId id) const { return unsent_handbacks_.count(id) > 0; }
+  // TenantHost: the Slurm bridge's questions.
+  Result<api::SlurmAttachReply> AttachTenant(const TenantRequest& request) override;
+  std::optional<JobId> EndTenant(uint32_t slurm_job, const AttemptEnd& end) override;
+  const Job* FindTenant(uint32_t slurm_job) const override;
+  bool HandBackUnsent(JobId id) const override { return tenants_.Unsent(id); }
+  std::vector<const Job*> Tenants() const override;
+  // The runs to give back to Slurm's queue, each once its record is stored: colod's loop hands
+  // them to the Slurm bridge (the controller never calls it).
+  std::vector<TenantHandback> TakeHandbacks() { return tenants_.TakeHandbacks(); }
 
   // A sample of every GPU, in the scheduler's order, with the processes on each.
   void OnSample(TimePoint time, const std::vector<DeviceSample>& devices);
@@ -191,12 +165,9 @@ class JobController {
   void Launch(const Launch& launch);
   // Placement pass and its launches.
   void PlacementPass();
-  // A tenant's placement needs no process: it is recorded, and its steps ask for it.
-  void LaunchTenant(Job& job, Attempt attempt, std::vector<JobEvent> events);
   api::SlurmAttachReply TenantReply(const Job& job) const;
   // Why a queued job is not running: the gates that stopped it, else who is ahead of it.
   std::string WaitReason(const Job& job) const;
-  std::vector<std::string> TenantEnv(const Job& job) const;
   void HandBack(Job& job, TenantHandback handback, std::vector<JobEvent> events);
   void AddLive(Job job);
   void FinishAttempt(Job& job, const AttemptEnd& end);
@@ -222,11 +193,17 @@ class JobController {
   // A running job used more than it planned, and the scheduler raised its need: said once per
   // attempt, counted per GPU.
   void OverPlan(Job& job, const NeedRaised& raised);
-  // What colod adds to an attempt's environment for the frameworks (and what the job keeps).
-  FrameworkEnv FrameworkSettings(const Job& job, const Attempt& attempt) const;
+  // Who runs the job's attempts: colod's own processes, or the engine whose run it is.
+  AttemptRunner& RunnerFor(const Job& job) {
+    return job.external ? static_cast<AttemptRunner&>(tenants_) : processes_;
+  }
+  const AttemptRunner& RunnerFor(const Job& job) const {
+    return job.external ? static_cast<const AttemptRunner&>(tenants_) : processes_;
+  }
+  // What colod gives the attempt's processes (`mps`: its MPS client settings, if any).
+  AttemptEnv EnvOf(const Job& job, const Attempt& attempt, std::vector<std::string> mps) const;
   // Takes the job's state, need and reason from the scheduler after it decided.
   void TakeSchedulerState(Job& job);
-  AttemptRef RefOf(const Job& job) const;
   // The job as the scheduler plans it (ControllerOptions::plan_without_estimates).
   JobSpec Planned(const Job& job) const;
   // Stores the job with these events; on failure keeps both to store again at the next turn.
@@ -241,21 +218,11 @@ class JobController {
   JobStore& store_;
   ProcessLauncher& launcher_;
   ControllerOptions options_;
+  ProcessRunner processes_;  // colod's own attempts
+  TenantRunner tenants_;     // Slurm's runs on this node
   std::map<JobId, Job> live_;
   std::map<JobId, Running> running_;
-  std::map<uint32_t, JobId> tenants_;  // live tenants by Slurm job id
-  // When a waiting tenant is given back to Slurm.
-  std::map<JobId, TimePoint> tenant_deadline_;
-  // How recent tenants ended, by Slurm job id, so a step still asking learns it (bounded).
-  struct EndedTenant {
-    int restarts = 0;
-    api::SlurmAttachReply reply;
-  };
-  std::map<uint32_t, EndedTenant> ended_tenants_;
   std::set<JobId> unsaved_;
-  // Give-backs whose record could not be stored yet: Slurm hears of one only once it is stored
-  // (a restart before then would queue the job here again while Slurm runs it elsewhere).
-  std::map<JobId, TenantHandback> unsent_handbacks_;
   Admission admission_;  // what may enter the scheduler's queue, and when
   std::map<JobId, std::vector<JobEvent>> pending_events_;
   ControllerCounters counters_;

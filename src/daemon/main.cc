@@ -11,13 +11,52 @@
 #include "gpu/fake_gpus.h"
 
 namespace {
-constexpr std::string_view kManDescription =
-    "colod runs deep-learning training jobs that users submit with colo on this server's GPUs, "
-    "as the users who submitted them, several to a GPU when their memory and SM activity "
-    "allow. It runs as root for every local user (systemd unit colod.service, socket "
-    "/run/colo/colod.sock) or as a user for that user alone (a personal daemon, socket "
-    "$XDG_RUNTIME_DIR/colo/colod.sock). colod --check-config prints every effective setting as "
-    "a config file.";
+// colod(8) beside its options.
+colo::ManPage ColodManPage() {
+  return colo::ManPage{
+      "colod runs deep-learning training jobs that users submit with colo on this server's GPUs, "
+      "as the users who submitted them, several to a GPU when their memory and SM activity "
+      "allow. It runs as root for every local user (systemd unit colod.service, socket "
+      "/run/colo/colod.sock) or as a user for that user alone (a personal daemon, socket "
+      "$XDG_RUNTIME_DIR/colo/colod.sock). colod --check-config prints every effective setting as "
+      "a config file.\n\n"
+      "colod places each job with its policy and gates (memory planned with the job's peak, SM "
+      "activity, a launch grace), starts it through colo-shim as its user in a session and "
+      "cgroup of its own with its GPUs in CUDA_VISIBLE_DEVICES and, under MPS, its limits; it "
+      "runs its own MPS control daemon. A job that runs out of GPU memory is queued again with a "
+      "larger need. Every job is stored before it is acknowledged: kill -9 colod loses nothing, "
+      "and a restarted colod takes back the jobs still running.",
+      {{"colod --fake-gpus 2", "a personal colod with two fake GPUs: no GPU needed, to try colo"},
+       {"colod --config /etc/colo/colod.toml --check-config",
+        "check a config file and print every effective setting"},
+       {"systemctl enable --now colod", "the system colod, as installed (make install)"},
+       {"systemctl reload colod", "re-read the config (SIGHUP)"},
+       {"colod --config /etc/colo/colod.toml --slurm-node gpu01",
+        "the node layer of a Slurm node named gpu01 in slurm.conf"}},
+      {{"XDG_STATE_HOME, HOME",
+        "a personal colod's state: $XDG_STATE_HOME/colo, else ~/.local/state/colo"},
+       {"XDG_RUNTIME_DIR", "a personal colod's socket: $XDG_RUNTIME_DIR/colo/colod.sock"},
+       {"SLURM_CONF",
+        "the Slurm configuration scontrol and squeue read, unless [slurm] conf is set"}},
+      {{"/etc/colo/colod.toml",
+        "the configuration as installed (PREFIX/etc/colo); every key with its default is in the "
+        "sample, packaging/colod.toml in the source"},
+       {"/var/lib/colo",
+        "state (root): colo.db (the jobs, SQLite), history.db (colo report), "
+        "jobs/N/ (each job's output, its owner's), mps/ (colod's MPS daemon)"},
+       {"/run/colo/colod.sock", "the API socket (root), for every local user"},
+       {"~/.local/state/colo, $XDG_RUNTIME_DIR/colo/colod.sock",
+        "a personal colod's state and socket"},
+       {"PREFIX/lib/systemd/system/colod.service", "the systemd unit"}},
+      {{"0",
+        "stopped by SIGTERM or SIGINT (running jobs keep running), or --check-config found the "
+        "config good"},
+       {"1",
+        "could not start: no GPU or driver (see --fake-gpus), the state directory, the socket"},
+       {"2", "a usage error or a bad config: the message names the option or the key"}},
+      "colo(1), nvidia-smi(1), nvidia-cuda-mps-control(1), slurm.conf(5). The guides: docs/ in "
+      "colo's source (admin.md, slurm-sites.md, metrics.md)."};
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,7 +67,11 @@ int main(int argc, char** argv) {
   bool check_only = false;
   int metrics_port = 0;
   std::string slurm_node;
-  app.add_option("-c,--config", config_path, "TOML config (see docs/colod.toml)");
+  app.add_option(
+      "-c,--config", config_path,
+      "TOML config file; every key is optional (the sample with every key and its "
+      "default: PREFIX/etc/colo/colod.toml as installed, packaging/colod.toml in the source; "
+      "colod --check-config prints them all)");
   app.add_flag("--check-config", check_only,
                "validate the config, print the effective settings, exit");
   app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)");
@@ -55,7 +98,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (!generate.empty()) {
-    fmt::print("{}", GenerateDoc(app, generate, kManDescription));
+    fmt::print("{}", GenerateDoc(app, generate, ColodManPage()));
     return 0;
   }
   // The effective config: the file, then the command line's overrides, then the defaults. A

@@ -428,11 +428,11 @@ Result<std::string> SlurmCliCommands::TailAsUser(const Identity& who, const std:
 
 // --- The bridge ---
 
-SlurmBridge::SlurmBridge(const Clock& clock, JobController& controller,
+SlurmBridge::SlurmBridge(const Clock& clock, TenantHost& host,
                          std::unique_ptr<SlurmCommands> commands, SlurmBridgeOptions options,
                          std::function<void()> wake)
     : clock_(clock),
-      controller_(controller),
+      host_(host),
       commands_(std::move(commands)),
       options_(std::move(options)),
       wake_(std::move(wake)),
@@ -540,7 +540,7 @@ Status CheckAgainstBooking(const api::SlurmAttachRequest& request, const std::st
 
 Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest& asked) {
   api::SlurmAttachRequest request = asked;
-  const Job* live = controller_.FindTenant(request.job);
+  const Job* live = host_.FindTenant(request.job);
   bool ask_slurm = false;
   if (auto run = runs_.find(request.job); run != runs_.end()) {
     // The prolog's word: which run, and what Slurm booked. The step's own numbers are not used.
@@ -563,7 +563,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
                                    "--gres=gpu:N)"};
     }
   } else if (live && live->live()) {
-    request.restarts = std::max(request.restarts, live->slurm->restarts);  // another step
+    request.restarts = std::max(request.restarts, live->external->restarts);  // another step
   } else {
     // Which run of the job this is and what it booked, slurmd's prolog says (Slurm 22.05 gives
     // the batch step no restart count). It runs beside the batch step's launch and may come a
@@ -581,7 +581,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
     // No word from it (colod was down then): Slurm's record says.
     ask_slurm = true;
   }
-  const bool known = live && live->slurm->restarts >= request.restarts;
+  const bool known = live && live->external->restarts >= request.restarts;
   if (ask_slurm || (request.restarts > 0 && !known)) {
     // A run after a requeue: an earlier run (here or on another node) may have raised its need.
     auto it = lookups_.find(request.job);
@@ -660,18 +660,18 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
   }
   lookups_.erase(request.job);
   prolog_waits_.erase(request.job);
-  return controller_.AttachTenant(tenant);
+  return host_.AttachTenant(tenant);
 }
 
 Result<api::SlurmEndReply> SlurmBridge::End(const api::SlurmEndRequest& request) {
   // The epilog: this run is over on the node; a later run here is a new one, which its prolog
   // announces.
   if (!request.wait_status) runs_.erase(request.job);
-  const Job* tenant = controller_.FindTenant(request.job);
+  const Job* tenant = host_.FindTenant(request.job);
   const JobId id = tenant ? tenant->id() : 0;
   if (!tenant || !tenant->live()) {
     // This run is over here already (a repeated ask while its requeue goes on, or a late one).
-    if (requeuing_.count(request.job) || (tenant && controller_.HandBackUnsent(id)))
+    if (requeuing_.count(request.job) || (tenant && host_.HandBackUnsent(id)))
       return api::SlurmEndReply{id, "ending"};
     if ((tenant && tenant->state == JobState::kRequeued) ||
         std::find(requeued_.begin(), requeued_.end(), request.job) != requeued_.end())
@@ -682,11 +682,11 @@ Result<api::SlurmEndReply> SlurmBridge::End(const api::SlurmEndRequest& request)
   if (!request.wait_status) {
     // Slurm's epilog: the whole job is over on this node (a job of steps without a batch
     // script ends here; a batch job's script reported its own end before).
-    controller_.EndTenant(request.job, AttemptEnd{ProcessEnd{true, 0, true}, "", ""});
+    host_.EndTenant(request.job, AttemptEnd{ProcessEnd{true, 0, true}, "", ""});
     return api::SlurmEndReply{id, "ended"};
   }
   if (*request.wait_status == 0) {
-    controller_.EndTenant(request.job, AttemptEnd{EndOfWaitStatus(*request.wait_status), "", ""});
+    host_.EndTenant(request.job, AttemptEnd{EndOfWaitStatus(*request.wait_status), "", ""});
     return api::SlurmEndReply{id, "ended"};
   }
   FinishEnd(request.job, id, tenant->owner, *request.wait_status);
@@ -725,8 +725,8 @@ void SlurmBridge::FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int w
                         slurm_job, problem));
       }
       ending_.erase(slurm_job);
-      const Job* tenant = controller_.FindTenant(slurm_job);
-      if (tenant && tenant->id() == job) controller_.EndTenant(slurm_job, end);
+      const Job* tenant = host_.FindTenant(slurm_job);
+      if (tenant && tenant->id() == job) host_.EndTenant(slurm_job, end);
     };
   });
 }
@@ -797,12 +797,13 @@ void SlurmBridge::Reconcile() {
   };
   std::vector<Watched> watched;
   std::vector<uint32_t> ids;
-  for (const auto& [id, job] : controller_.live_jobs()) {
+  for (const Job* job : host_.Tenants()) {
     // Waiting tenants too: one whose Slurm job ended while it waited (its epilog's word lost)
     // would otherwise hold its place at the head of the queue until the wait limit.
-    if (!job.slurm || !job.live() || ending_.count(job.slurm->job)) continue;
-    watched.push_back({job.slurm->job, job.slurm->restarts, id, job.owner});
-    ids.push_back(job.slurm->job);
+    const ExternalRun& run = *job->external;
+    if (!job->live() || ending_.count(run.id)) continue;
+    watched.push_back({run.id, run.restarts, job->id(), job->owner});
+    ids.push_back(run.id);
   }
   if (watched.empty()) return;
   reconciling_ = true;
@@ -813,30 +814,30 @@ void SlurmBridge::Reconcile() {
       reconciling_ = false;
       if (!records.ok()) return;  // Slurm did not answer: asked again at the next round
       for (const Watched& r : watched) {
-        const Job* tenant = controller_.FindTenant(r.slurm_job);
+        const Job* tenant = host_.FindTenant(r.slurm_job);
         if (!tenant || tenant->id() != r.id || ending_.count(r.slurm_job)) continue;
         const auto it = records->find(r.slurm_job);
         if (it == records->end()) {
           // Its end never reached colod (colod was down, or the plugin could not tell), and
           // Slurm has forgotten it since.
-          controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
+          host_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
           continue;
         }
         const SlurmJobInfo& info = it->second;
         if (!Ended(info.state) && info.state != "PENDING" && info.restarts <= r.restarts) continue;
         if (tenant->state != JobState::kRunning) {
           // It never started here: Slurm ended or requeued it meanwhile.
-          controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
+          host_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{true, 0, false}, "", ""});
           continue;
         }
         if (info.state == "PENDING" || info.restarts > r.restarts) {
           // Requeued by someone else (scontrol requeue, a node failure): this run is over.
-          controller_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{false, SIGKILL, false}, "", ""});
+          host_.EndTenant(r.slurm_job, AttemptEnd{ProcessEnd{false, SIGKILL, false}, "", ""});
           continue;
         }
         const ProcessEnd end = EndOf(info);
         if (end.exited && end.code == 0) {
-          controller_.EndTenant(r.slurm_job, AttemptEnd{end, "", ""});
+          host_.EndTenant(r.slurm_job, AttemptEnd{end, "", ""});
           continue;
         }
         FinishEnd(r.slurm_job, r.id, r.owner, end.exited ? (end.code << 8) : end.code);

@@ -1,5 +1,6 @@
 // colod as the node layer under Slurm. The SPANK plugin (src/slurm) asks, as root, for a Slurm
-// job's GPUs and reports its end; this bridge turns those asks into JobController tenants, and
+// job's GPUs and reports its end; this bridge turns those asks into tenants of colod (TenantHost,
+// which the job controller is), and
 // carries out what only Slurm can do — requeue a job, tell where its output went — on a worker
 // thread, so that a slow or absent slurmctld never holds up colod's loop.
 //
@@ -21,7 +22,7 @@
 
 #include "api/types.h"
 #include "common/clock.h"
-#include "daemon/job_controller.h"
+#include "daemon/tenant_runner.h"
 
 namespace colo {
 
@@ -127,9 +128,8 @@ struct SlurmBridgeOptions {
 
 class SlurmBridge {
  public:
-  SlurmBridge(const Clock& clock, JobController& controller,
-              std::unique_ptr<SlurmCommands> commands, SlurmBridgeOptions options,
-              std::function<void()> wake);
+  SlurmBridge(const Clock& clock, TenantHost& host, std::unique_ptr<SlurmCommands> commands,
+              SlurmBridgeOptions options, std::function<void()> wake);
   ~SlurmBridge();
 
   // From the API, after the caller was checked to be root.
@@ -152,7 +152,7 @@ class SlurmBridge {
   void Reconcile();
 
   const Clock& clock_;
-  JobController& controller_;
+  TenantHost& host_;
   std::unique_ptr<SlurmCommands> commands_;
   SlurmBridgeOptions options_;
   std::function<void()> wake_;

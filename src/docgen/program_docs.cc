@@ -30,7 +30,7 @@ std::vector<std::string> Names(const CLI::Option* o) {
 }
 
 bool TakesValue(const CLI::Option* o) {
-  return o->get_type_size() > 0;
+  return o->get_expected_max() > 0 && o->get_type_size() > 0;
 }
 
 std::string Upper(std::string s) {
@@ -58,11 +58,17 @@ std::string Roff(std::string_view text) {
 std::string ManOptions(const CLI::App& app) {
   std::string out;
   for (const CLI::Option* o : Options(app)) {
+    // Every command has -h; the page says so once, for the program.
+    if (app.get_parent() && o->check_lname("help")) continue;
     std::string head;
     if (o->nonpositional()) {
       for (const std::string& n : Names(o))
         head += (head.empty() ? "" : ", ") + ("\\fB" + Roff(n) + "\\fR");
-      if (TakesValue(o)) head += " \\fI" + Roff(Upper(o->get_type_name())) + "\\fR";
+      // The value's kind alone: CLI11 appends its checks ("INT:INT in [1 - 64]").
+      if (TakesValue(o)) {
+        const std::string type = o->get_type_name();
+        head += " \\fI" + Roff(Upper(type.substr(0, type.find_first_of(": ")))) + "\\fR";
+      }
     } else {
       head = "\\fI" + Roff(o->get_name(true)) + "\\fR";
     }
@@ -90,7 +96,15 @@ std::string Paragraphs(std::string_view text) {
   return out;
 }
 
-std::string Man(const CLI::App& app, std::string_view description) {
+// A term and its meaning per entry (.TP), the term in bold.
+std::string Entries(const ManPage::Entries& entries) {
+  std::string out;
+  for (const auto& [term, meaning] : entries)
+    out += ".TP\n\\fB" + Roff(term) + "\\fR\n" + Roff(meaning) + "\n";
+  return out;
+}
+
+std::string Man(const CLI::App& app, const ManPage& page) {
   const std::string name = app.get_name();
   std::string out = fmt::format(".TH {} {} \"\" \"{}\" \"User Commands\"\n", Upper(name),
                                 name == "colod" ? 8 : 1, name);
@@ -99,7 +113,7 @@ std::string Man(const CLI::App& app, std::string_view description) {
   out += ".SH NAME\n" + Roff(name) + " \\- " + Roff(summary) + "\n";
   out += ".SH SYNOPSIS\n.B " + Roff(name) + "\n[\\fIOPTIONS\\fR]";
   out += Commands(app).empty() ? "\n" : " \\fICOMMAND\\fR [\\fIARGS\\fR]\n";
-  out += ".SH DESCRIPTION\n" + Paragraphs(description);
+  out += ".SH DESCRIPTION\n" + Paragraphs(page.description);
   out += ".SH OPTIONS\n" + ManOptions(app);
   if (!Commands(app).empty()) {
     out += ".SH COMMANDS\n";
@@ -111,6 +125,11 @@ std::string Man(const CLI::App& app, std::string_view description) {
     }
   }
   if (!app.get_footer().empty()) out += ".SH NOTES\n" + Paragraphs(app.get_footer());
+  if (!page.examples.empty()) out += ".SH EXAMPLES\n" + Entries(page.examples);
+  if (!page.environment.empty()) out += ".SH ENVIRONMENT\n" + Entries(page.environment);
+  if (!page.files.empty()) out += ".SH FILES\n" + Entries(page.files);
+  if (!page.exit_status.empty()) out += ".SH EXIT STATUS\n" + Entries(page.exit_status);
+  if (!page.see_also.empty()) out += ".SH SEE ALSO\n" + Paragraphs(page.see_also);
   return out;
 }
 
@@ -217,9 +236,8 @@ std::string Zsh(const CLI::App& app) {
 
 }  // namespace
 
-std::string GenerateDoc(const CLI::App& app, std::string_view format,
-                        std::string_view description) {
-  if (format == "man") return Man(app, description);
+std::string GenerateDoc(const CLI::App& app, std::string_view format, const ManPage& page) {
+  if (format == "man") return Man(app, page);
   if (format == "bash") return Bash(app);
   return Zsh(app);
 }

@@ -8,11 +8,13 @@
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
+#include "formats/slurm_options.h"
 
 namespace colo {
 namespace {
 
 constexpr std::string_view kDirectivePrefix = "#COLO";
+constexpr std::string_view kSbatchPrefix = "#SBATCH";
 // No directive needs more: a longer #COLO line is a mistake, not something to read slowly.
 constexpr size_t kMaxDirectiveLineBytes = 4096;
 constexpr size_t kMaxNameBytes = 256;
@@ -21,6 +23,8 @@ constexpr size_t kMaxTextValueBytes = 4096;
 constexpr Bytes kMaxMemory = Bytes(int64_t{1} << 50);  // 1 PiB
 // What Linux reads of a #! line (BINPRM_BUF_SIZE, less the newline).
 constexpr size_t kMaxShebangBytes = 255;
+// Warnings about #SBATCH options colo does not read, at most: the rest are counted.
+constexpr size_t kMaxWarnings = 16;
 // Of a value quoted back in an error message.
 constexpr size_t kMaxQuotedBytes = 64;
 
@@ -37,6 +41,12 @@ std::string Quote(std::string_view text) {
   std::string shown = TruncateUtf8(text, kMaxQuotedBytes);
   const bool cut = shown.size() < ValidUtf8(text).size();
   return "'" + Printable(shown) + (cut ? "...'" : "'");
+}
+
+// An option's name for a message: as it is when it prints so, else quoted like a value.
+std::string QuoteName(std::string_view name) {
+  return name.size() <= kMaxQuotedBytes && Printable(name) == name ? std::string(name)
+                                                                   : Quote(name);
 }
 
 // Prints as itself: valid UTF-8 without control characters (tab included) or bidirectional
@@ -158,10 +168,93 @@ Status ApplyDirective(std::string_view word, ScriptDirectives* d) {
   return Status::Ok();
 }
 
+// sbatch's options that colo reads, and the #COLO directive each becomes.
+struct SbatchOption {
+  std::string_view short_name, long_name;
+  std::string_view directive;  // empty: a GPU count (--gpus, --gres)
+};
+constexpr SbatchOption kSbatchOptions[] = {
+    {"-J", "--job-name", "--name"},
+    {"-G", "--gpus", ""},
+    {"", "--gres", ""},
+    {"-t", "--time", "--time"},
+    {"-o", "--output", "--output"},
+    {"-e", "--error", "--error"},
+    {"-a", "--array", "--array"},
+    {"-d", "--dependency", "--dependency"},
+};
+
+const SbatchOption* FindSbatchOption(std::string_view name) {
+  for (const SbatchOption& o : kSbatchOptions) {
+    if (name == o.long_name || (!o.short_name.empty() && name == o.short_name)) return &o;
+  }
+  return nullptr;
+}
+
+// The words of one #SBATCH line into `d` (what sbatch would take), warnings into `warnings`.
+Status ApplySbatchWords(const std::vector<std::string>& words, std::string_view where,
+                        ScriptDirectives* d, std::vector<std::string>* warnings) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    if (word.starts_with("#")) break;  // a comment ends the line, as for sbatch
+    if (word.size() < 2 || word[0] != '-') {
+      warnings->push_back(fmt::format("{}: #SBATCH {} ignored: not an option", where, Quote(word)));
+      continue;
+    }
+    // --name=value, --name value, -Xvalue, -X value
+    std::string name = word, value;
+    bool attached = false;
+    if (word.starts_with("--")) {
+      if (const size_t eq = word.find('='); eq != std::string::npos) {
+        name = word.substr(0, eq);
+        value = word.substr(eq + 1);
+        attached = true;
+      }
+    } else if (word.size() > 2) {
+      name = word.substr(0, 2);
+      value = word.substr(word[2] == '=' ? 3 : 2);
+      attached = true;
+    }
+    const SbatchOption* known = FindSbatchOption(name);
+    const bool takes_value = known || SlurmOptionTakesValue(name) ||
+                             (SlurmOptionHint(name).empty() && i + 1 < words.size() &&
+                              !words[i + 1].starts_with("-") && !words[i + 1].starts_with("#"));
+    if (!attached && takes_value && i + 1 < words.size()) {
+      value = words[++i];
+      attached = true;
+    }
+    if (!known) {
+      const std::string_view hint = SlurmOptionHint(name);
+      warnings->push_back(fmt::format("{}: #SBATCH {} ignored: {}", where, QuoteName(name),
+                                      hint.empty() ? "colo has no such option" : hint));
+      continue;
+    }
+    if (!attached || value.empty())
+      return InvalidArgument(fmt::format("#SBATCH {} needs a value", QuoteName(name)));
+    if (!known->directive.empty()) {
+      if (Status s = ApplyDirective(fmt::format("{}={}", known->directive, value), d); !s.ok())
+        return InvalidArgument(fmt::format("#SBATCH {}: {}", name, s.message()));
+      continue;
+    }
+    std::string type;
+    auto gpus = name == "--gres" ? ParseGpuGres(value, &type) : ParseGpuCount(value, &type);
+    if (!gpus.ok()) return InvalidArgument(fmt::format("#SBATCH {}", gpus.status().message()));
+    if (!type.empty())
+      warnings->push_back(fmt::format(
+          "{}: #SBATCH {}: the GPU type {} is not chosen here: colod places the job on any GPU "
+          "with room",
+          where, QuoteName(name), Quote(type)));
+    d->gpus = *gpus;
+    d->any = true;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ScriptDirectives> ParseJobScript(std::string_view text, std::string_view origin) {
   ScriptDirectives d;
+  ScriptDirectives slurm;  // what #SBATCH lines ask for: #COLO lines win
   size_t line_number = 0;
   size_t start = 0;
   while (start < text.size()) {
@@ -173,21 +266,50 @@ Result<ScriptDirectives> ParseJobScript(std::string_view text, std::string_view 
     const std::string_view line = Trim(raw);  // CRLF endings and indentation
     if (line.empty()) continue;
     if (line[0] != '#') break;  // the first command ends the directives, as #SBATCH's
-    // "#COLO" and then a blank or nothing: "#COLOR" is a comment.
-    if (!line.starts_with(kDirectivePrefix) ||
-        (line.size() > kDirectivePrefix.size() && !IsBlank(line[kDirectivePrefix.size()])))
-      continue;
+    // "#COLO" or "#SBATCH", then a blank or nothing: "#COLOR" is a comment.
+    const auto is = [&](std::string_view prefix) {
+      return line.starts_with(prefix) &&
+             (line.size() == prefix.size() || IsBlank(line[prefix.size()]));
+    };
+    const bool sbatch = is(kSbatchPrefix);
+    if (!sbatch && !is(kDirectivePrefix)) continue;
+    const std::string where = fmt::format("{}:{}", Printable(origin), line_number);
     const auto fail = [&](std::string_view why) {
-      return InvalidArgument(fmt::format("{}:{}: {}", Printable(origin), line_number, why));
+      return InvalidArgument(fmt::format("{}: {}", where, why));
     };
     if (line.size() > kMaxDirectiveLineBytes)
-      return fail(fmt::format("#COLO line longer than {} bytes", kMaxDirectiveLineBytes));
-    auto words = DirectiveWords(line.substr(kDirectivePrefix.size()));
+      return fail(fmt::format("{} line longer than {} bytes",
+                              sbatch ? kSbatchPrefix : kDirectivePrefix, kMaxDirectiveLineBytes));
+    auto words =
+        DirectiveWords(line.substr(sbatch ? kSbatchPrefix.size() : kDirectivePrefix.size()));
     if (!words.ok()) return fail(words.status().message());
+    if (sbatch) {
+      if (Status s = ApplySbatchWords(*words, where, &slurm, &d.warnings); !s.ok())
+        return fail(s.message());
+      continue;
+    }
     for (const std::string& word : *words) {
       if (const Status s = ApplyDirective(word, &d); !s.ok()) return fail(s.message());
     }
   }
+  if (d.warnings.size() > kMaxWarnings) {
+    const size_t more = d.warnings.size() - kMaxWarnings;
+    d.warnings.resize(kMaxWarnings);
+    d.warnings.push_back(
+        fmt::format("{}: and {} more #SBATCH options ignored", Printable(origin), more));
+  }
+  // What only #SBATCH lines said.
+  const auto fill = [](auto& field, const auto& from) {
+    if (!field && from) field = from;
+  };
+  fill(d.gpus, slurm.gpus);
+  fill(d.name, slurm.name);
+  fill(d.output, slurm.output);
+  fill(d.error, slurm.error);
+  fill(d.time_limit, slurm.time_limit);
+  fill(d.array, slurm.array);
+  fill(d.dependency, slurm.dependency);
+  d.any = d.any || slurm.any;
   return d;
 }
 

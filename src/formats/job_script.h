@@ -1,8 +1,8 @@
 // Job scripts as `colo submit job.sh` reads them: the `#COLO --gpus=2 --mem=8GiB` directive lines
-// at the top (read like #SBATCH lines: they end at the first command), and what runs a script
-// that is not executable (its #! line, else /bin/sh). A script may hold any bytes: errors are a
-// Status naming `origin`, the line and the directive, and quote what they found bounded and
-// escaped.
+// at the top (read like #SBATCH lines: they end at the first command), the #SBATCH lines among
+// them, and what runs a script that is not executable (its #! line, else /bin/sh). A script may
+// hold any bytes: errors are a Status naming `origin`, the line and the directive, and quote what
+// they found bounded and escaped.
 #pragma once
 
 #include <optional>
@@ -27,11 +27,17 @@ struct ScriptDirectives {
   // name: output/error file patterns, time limit, array, dependencies.
   std::optional<std::string> output, error, time_limit, array, dependency;
   bool any = false;  // the script has at least one directive
+  // "job.sh:4: #SBATCH --partition ignored: ..." for each #SBATCH option colo does not read.
+  std::vector<std::string> warnings;
 };
 
 // The directives of a job script: `#COLO` lines before its first command, each with one or more
 // `--key=value` words (a value may be quoted to hold blanks: --name="bert large"). A later
 // directive overrides an earlier one; unknown directives and bad values are errors.
+// `#SBATCH` lines among them are read as sbatch reads them (-J NAME, --job-name=NAME, -G N,
+// --gpus=N, --gres=gpu:N, -t, -o, -e, -a, -d; a value attached or as the next word) for what
+// the #COLO lines leave open; a bad value is an error, and every other option a warning naming
+// it.
 Result<ScriptDirectives> ParseJobScript(std::string_view text, std::string_view origin);
 
 // The argv prefix that runs a script that is not executable: its interpreter and the script's

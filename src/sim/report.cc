@@ -8,10 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-namespace colo {
+#include "common/strings.h"
 
-// Chart.js, minified (chartjs_embed.cc, generated at build time from libjs-chart.js).
-std::string ChartJsSource();
+namespace colo {
 
 namespace {
 
@@ -25,29 +24,6 @@ const Metrics* FindBaseline(const std::vector<SimResult>& results, const std::st
 std::string Ratio(double value, const Metrics* base, double base_value) {
   if (!base || base_value <= 0) return "-";
   return fmt::format("{:.2f}", value / base_value);
-}
-
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 struct Column {
@@ -89,6 +65,29 @@ std::vector<Column> Columns() {
 }
 
 }  // namespace
+
+std::string HtmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
 
 std::string FormatTable(const std::vector<SimResult>& results, const std::string& baseline) {
   const Metrics* base = FindBaseline(results, baseline);
@@ -418,8 +417,9 @@ std::string JobTable(const SimResult& r) {
     html += fmt::format(
         "<tr><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td>{:.2f}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td></tr>",
-        j.id, Escape(j.name), ToString(j.state), j.submit_s / 3600, minutes(j.submit_s, j.start_s),
-        minutes(j.start_s, j.end_s), j.attempts, j.ooms, Escape(j.reason));
+        j.id, HtmlEscape(j.name), ToString(j.state), j.submit_s / 3600,
+        minutes(j.submit_s, j.start_s), minutes(j.start_s, j.end_s), j.attempts, j.ooms,
+        HtmlEscape(j.reason));
   }
   return html + "</table></div></details>";
 }
@@ -431,10 +431,6 @@ constexpr const char kReportScript[] = R"js(
   const errors = [];
   window.addEventListener('error', e => errors.push(String(e.message)));
   const data = JSON.parse(document.getElementById('report-data').textContent);
-  Chart.defaults.animation = false;
-  Chart.defaults.responsive = true;
-  Chart.defaults.maintainAspectRatio = false;
-  Chart.defaults.font.size = 12;
   const horizon = Math.max(1e-3, ...data.runs.map(r => r.horizon_h));
   const timeAxis = {type: 'linear', min: 0, max: horizon,
                     title: {display: true, text: 'hours since ' + data.time_origin}};
@@ -447,7 +443,7 @@ constexpr const char kReportScript[] = R"js(
     const lines = [];
     for (const part of label.split(',')) {
       const last = lines.length - 1;
-      if (last >= 0 && lines[last].length + part.length < 30) lines[last] += ',' + part;
+      if (last >= 0 && lines[last].length + part.length < 40) lines[last] += ',' + part;
       else lines.push(lines.length ? ',' + part : part);
     }
     return lines;
@@ -462,17 +458,20 @@ constexpr const char kReportScript[] = R"js(
       options: {indexAxis: 'y', plugins: {legend: {display: false},
                                           title: {display: true, text: bar.title}},
                 scales: {x: {beginAtZero: true, title: {display: true, text: bar.unit}},
-                         y: {ticks: {autoSkip: false}}}}});
+                         y: {ticks: {autoSkip: false, font: {size: 11}}}}}});
   }
   for (const [key, title] of [['wait_min', 'Wait before the first start'],
                               ['jct_min', 'Job completion time (succeeded jobs)']]) {
+    // The runs' legend is the page's, above both charts: long policy names would fill the plot.
     chart('cdf-' + key, {type: 'line',
       data: {datasets: data.runs.map(r => ({
         label: r.label, borderColor: r.colour, backgroundColor: r.colour, pointRadius: 0,
         borderDash: r.dash,
         stepped: true, borderWidth: 1.5,
         data: r[key].map((v, i) => ({x: v, y: (i + 1) / r[key].length}))}))},
-      options: {parsing: false, plugins: {title: {display: true, text: title + ' (share of jobs at or below)'}},
+      options: {parsing: false,
+                plugins: {legend: {display: false},
+                          title: {display: true, text: title + ' (share of jobs at or below)'}},
                 scales: {x: {type: 'linear', beginAtZero: true, title: {display: true, text: 'minutes'}},
                          y: {min: 0, max: 1, title: {display: true, text: 'share of jobs'}}}}});
   }
@@ -511,6 +510,19 @@ constexpr const char kReportScript[] = R"js(
       options: {parsing: false, plugins: {title: {display: true, text: run.queue_recorded ? 'Jobs waiting and running (as colod counted them)' : 'Jobs waiting and running (from the jobs\' submit and start times)'}},
                 scales: {x: timeAxis, y: {beginAtZero: true, title: {display: true, text: 'jobs'}}}}});
   });
+  coloCheckCharts(charts, errors);
+})();
+)js";
+
+// Every report's charts: drawn at once, filling the boxes the page gives them. Each report's
+// script ends with coloCheckCharts: the result goes into the title, which a browser test reads
+// ("colo-report:ok:DRAWN/CHARTS:SMALLEST-PLOT-PX", or the first error).
+constexpr const char kChartCheck[] = R"js(
+Chart.defaults.animation = false;
+Chart.defaults.responsive = true;
+Chart.defaults.maintainAspectRatio = false;
+Chart.defaults.font.size = 12;
+function coloCheckCharts(charts, errors) {
   // Every chart must have drawn something: a canvas with no opaque pixel is an error.
   let drawn = 0;
   for (const c of charts) {
@@ -520,14 +532,22 @@ constexpr const char kReportScript[] = R"js(
     for (let i = 3; i < pixels.length; i += 4) if (pixels[i] !== 0) { any = true; break; }
     if (any) ++drawn; else errors.push('chart ' + canvas.id + ' is empty');
   }
+  // The smallest plot area of any chart, in pixels, for a check that none is crowded out.
+  const side = c => Math.min(c.chartArea.height, c.chartArea.width);
+  const plot = Math.min(...charts.map(side));
+  document.body.dataset.smallest = charts.filter(c => side(c) === plot).map(c => c.canvas.id).join(' ');
   document.body.dataset.charts = charts.length;
   document.body.dataset.drawn = drawn;
   document.title = errors.length ? 'colo-report:error:' + errors[0]
-                                 : `colo-report:ok:${drawn}/${charts.length}`;
-})();
+                                 : `colo-report:ok:${drawn}/${charts.length}:${Math.floor(plot)}`;
+}
 )js";
 
 }  // namespace
+
+std::string ChartCheckScript() {
+  return kChartCheck;
+}
 
 std::string ToHtml(const ReportContext& context, const std::vector<SimResult>& results,
                    const std::string& baseline) {
@@ -579,18 +599,22 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
 .grid{{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}}
 .box{{position:relative;height:var(--h,260px);min-width:0}}
 .legend span{{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}}
+.runs{{font-size:12px;line-height:1.8}}
+.runs>span{{display:inline-block;margin-right:14px;white-space:nowrap}}
+.swatch{{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}}
 </style></head><body>)",
-      Escape(title));
-  html += fmt::format("<h1>{}</h1>", Escape(title));
+      HtmlEscape(title));
+  html += fmt::format("<h1>{}</h1>", HtmlEscape(title));
   if (!context.description.empty()) {
-    html += fmt::format("<p>{}</p>", Escape(context.description));
+    html += fmt::format("<p>{}</p>", HtmlEscape(context.description));
   } else {
-    html += fmt::format("<p>Trace <b>{}</b> on {} × {} (seed {}).", Escape(context.trace),
-                        context.servers, Escape(context.server), context.seed);
+    html += fmt::format("<p>Trace <b>{}</b> on {} × {} (seed {}).", HtmlEscape(context.trace),
+                        context.servers, HtmlEscape(context.server), context.seed);
   }
-  if (!context.gates.empty()) html += fmt::format(" Gates: {}.", Escape(context.gates));
+  if (!context.gates.empty()) html += fmt::format(" Gates: {}.", HtmlEscape(context.gates));
   const Metrics* base = FindBaseline(results, baseline);
-  if (base) html += fmt::format(" Ratios (x) are to <b>{}</b>; lower is better.", Escape(baseline));
+  if (base)
+    html += fmt::format(" Ratios (x) are to <b>{}</b>; lower is better.", HtmlEscape(baseline));
   html += "</p><div class=\"scroll\"><table><tr>";
   const auto columns = Columns();
   for (const auto& c : columns) html += fmt::format("<th>{}</th>", c.header);
@@ -600,8 +624,8 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     for (size_t c = 0; c < columns.size(); ++c) {
       const std::string cell = c == 0 ? labels[i] : columns[c].cell(results[i].metrics, base);
       html += c == 0 ? fmt::format("<td><span style=\"color:{}\">■</span> {}</td>",
-                                   kRunPalette[i % std::size(kRunPalette)], Escape(cell))
-                     : fmt::format("<td>{}</td>", Escape(cell));
+                                   kRunPalette[i % std::size(kRunPalette)], HtmlEscape(cell))
+                     : fmt::format("<td>{}</td>", HtmlEscape(cell));
     }
     html += "</tr>";
   }
@@ -609,14 +633,33 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
   html +=
       "<p>The estimator column names the memory estimate each run planned with; a policy's "
       "settings are in its name (colo sim --list-policies).</p>";
-  const int bar_height = std::max(160, 60 + 34 * static_cast<int>(results.size()));
+  // Every bar's row holds the longest label, wrapped at commas as the script wraps it.
+  int label_lines = 1;
+  for (const std::string& label : labels) {
+    size_t line = 0;
+    int lines = 1;
+    for (const std::string& part : Split(label, ',')) {
+      if (line > 0 && line + part.size() >= 40) {
+        ++lines;
+        line = 0;
+      }
+      line += part.size() + 1;
+    }
+    label_lines = std::max(label_lines, lines);
+  }
+  const int bar_height =
+      std::max(160, 70 + (13 * label_lines + 12) * static_cast<int>(results.size()));
   html += "<h2>Per policy</h2><div class=\"grid\">";
   for (const Bar& b : bars)
     html += fmt::format("<div class=\"box\" style=\"--h:{}px\"><canvas id=\"{}\"></canvas></div>",
                         bar_height, b.id);
-  html += "</div><h2>Distributions</h2><div class=\"grid\">";
-  html += "<div class=\"box\"><canvas id=\"cdf-wait_min\"></canvas></div>";
-  html += "<div class=\"box\"><canvas id=\"cdf-jct_min\"></canvas></div></div>";
+  html += "</div><h2>Distributions</h2><p class=\"runs\">";
+  for (size_t i = 0; i < results.size(); ++i)
+    html += fmt::format("<span><span class=\"swatch\" style=\"background:{}\"></span>{}</span>",
+                        kRunPalette[i % std::size(kRunPalette)], HtmlEscape(labels[i]));
+  html += "</p><div class=\"grid\">";
+  html += "<div class=\"box\" style=\"--h:360px\"><canvas id=\"cdf-wait_min\"></canvas></div>";
+  html += "<div class=\"box\" style=\"--h:360px\"><canvas id=\"cdf-jct_min\"></canvas></div></div>";
   html += "<h2>Over time</h2><p>Every chart of every run shares one time axis. Job bars: ";
   for (const auto& [outcome, colour] : kOutcomeColours)
     html += fmt::format("<span class=\"legend\"><span style=\"background:{}\"></span>{}</span>",
@@ -630,11 +673,11 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     for (const auto& lanes : data["runs"][i]["lanes"]) rows += lanes.get<int>();
     // Not collapsed: a chart in a closed section has no size to draw in.
     html += fmt::format("<section><h3><span style=\"color:{}\">■</span> {} (estimator {})</h3>",
-                        kRunPalette[i % std::size(kRunPalette)], Escape(labels[i]),
-                        Escape(r.metrics.estimator));
+                        kRunPalette[i % std::size(kRunPalette)], HtmlEscape(labels[i]),
+                        HtmlEscape(r.metrics.estimator));
     html +=
         fmt::format("<div class=\"box\" style=\"--h:{}px\"><canvas id=\"gantt-{}\"></canvas></div>",
-                    std::max(160, 110 + 24 * rows), i);
+                    std::max(220, 130 + 26 * rows), i);
     html += "<div class=\"grid\">";
     for (const char* chart : {"memory", "smact", "power", "queue"})
       html += fmt::format("<div class=\"box\"><canvas id=\"{}-{}\"></canvas></div>", chart, i);
@@ -644,7 +687,7 @@ summary{{cursor:pointer;font-weight:bold;margin:10px 0}}
     html +=
         "<p>Arrival times of the thesis traces come from the Microsoft Philly trace (Jeon et al., "
         "ATC'19; CC-BY-4.0).</p>";
-  html += "<script>" + ChartJsSource() + "</script>";
+  html += "<script>" + ChartJsSource() + ChartCheckScript() + "</script>";
   html += "<script id=\"report-data\" type=\"application/json\">" + json + "</script>";
   html += std::string("<script>") + kReportScript + "</script></body></html>\n";
   return html;

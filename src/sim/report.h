@@ -34,6 +34,15 @@ struct ReportContext {
   std::string gates;
 };
 
+// Chart.js 3, minified, as every HTML report embeds it (from libjs-chart.js at build time).
+std::string ChartJsSource();
+// What every report's script shares: Chart.js's defaults for reports, and the check each script
+// ends with, coloCheckCharts(charts, errors): that each chart drew something and how small the
+// smallest plot is, stated in the page's title.
+std::string ChartCheckScript();
+// Text for HTML: < > & and " as entities.
+std::string HtmlEscape(std::string_view text);
+
 // Ratios are to the run labelled `baseline` when present (normally "exclusive").
 std::string FormatTable(const std::vector<SimResult>& results, const std::string& baseline);
 std::string ToJson(const ReportContext& context, const std::vector<SimResult>& results,

@@ -411,7 +411,10 @@ std::optional<CarmaModel> CarmaModelOfScript(std::string_view script) {
 Result<Trace> ReadCarmaScript(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  // Absolute, so that the search for task files climbs above a relative script's directory
+  // (carma:traces/x.sh finds ../tasks/a.rad from traces/).
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(path, ec).parent_path();
   Trace trace;
   trace.name = std::filesystem::path(path).stem().string();
   const std::vector<std::string> lines = Split(*text, '\n');

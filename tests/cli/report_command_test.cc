@@ -1,9 +1,13 @@
-// colo report's client half: the times it takes, and a recorded run as the simulator's result.
+// colo report's client half: the times it takes, a recorded run as the simulator's result, and
+// what the run tells per user, per GPU and in its notable events (text and HTML).
 #include "cli/report_command.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include "cli/run_report_html.h"
+#include "cli/run_summary.h"
 
 namespace colo {
 namespace {
@@ -21,6 +25,96 @@ TEST(ReportCommand, ParsesTimes) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'yesterday' is not a time"), std::string::npos);
   EXPECT_FALSE(ParseReportTime("", now).ok());
+}
+
+api::RunReportReply TwoUsersRun() {
+  api::RunReportReply run;
+  run.since = 1000;
+  run.until = 4600;  // an hour
+  run.gpus = {{0, "GPU-a", "A100", Bytes(int64_t{40} << 30)},
+              {1, "GPU-b", "A100", Bytes(int64_t{40} << 30)}};
+  run.gpu_points = {{1000, 0, 4.0 * (1 << 30), 0.5, 0.2, std::nullopt, 200, 3.6e6},
+                    {4600, 0, 6.0 * (1 << 30), 0.7, 0.3, std::nullopt, 300, 7.2e6}};
+  api::RunJob a;  // alice: planned 8 GiB, used 2 GiB, for half an hour on GPU 0 after 10 min
+  a.summary.id = 1;
+  a.summary.user = "alice";
+  a.summary.state = JobState::kSucceeded;
+  a.summary.submitted = 1000;
+  a.summary.finished = 3400;
+  api::AttemptInfo run_a;
+  run_a.number = 1;
+  run_a.gpus = {0};
+  run_a.started = 1600;
+  run_a.ended = 3400;
+  run_a.exit_kind = "success";
+  run_a.memory_limit = Bytes(int64_t{8} << 30);
+  run_a.peak = Bytes(int64_t{2} << 30);
+  a.attempts = {run_a};
+  api::RunJob b;  // bob: out of memory once, then a time limit, on both GPUs
+  b.summary.id = 2;
+  b.summary.array_job = 2;
+  b.summary.array_task = 0;
+  b.summary.user = "bob";
+  b.summary.state = JobState::kTimeout;
+  b.summary.submitted = 1000;
+  b.summary.started = 2000;
+  b.summary.finished = 4000;
+  b.summary.time_limit_s = 1800;
+  api::AttemptInfo oom = run_a;
+  oom.gpus = {0, 1};
+  oom.started = 1000;
+  oom.ended = 1600;
+  oom.exit_kind = "out-of-memory";
+  oom.memory_limit = Bytes(int64_t{1} << 30);
+  oom.peak = Bytes(int64_t{1} << 30);
+  api::AttemptInfo late = oom;
+  late.number = 2;
+  late.started = 2200;
+  late.ended = 4000;
+  late.exit_kind = "timeout";
+  b.attempts = {oom, late};
+  run.jobs = {a, b};
+  return run;
+}
+
+TEST(RunSummary, PerUserPerGpuAndNotableEvents) {
+  const RunSummary s = Summarize(TwoUsersRun());
+  ASSERT_EQ(s.users.size(), 2u);
+  const UserRow& bob = s.users[0];  // most GPU-hours first
+  EXPECT_EQ(bob.user, "bob");
+  EXPECT_DOUBLE_EQ(bob.gpu_hours, 2 * (600.0 + 1800.0) / 3600);
+  EXPECT_EQ((std::pair{bob.timeouts, bob.out_of_memory}), (std::pair{1, 1}));
+  EXPECT_DOUBLE_EQ(*bob.wait_mean_s, 0);
+  const UserRow& alice = s.users[1];
+  EXPECT_DOUBLE_EQ(alice.gpu_hours, 0.5);
+  EXPECT_DOUBLE_EQ(*alice.wait_mean_s, 600);
+  EXPECT_DOUBLE_EQ(*alice.memory_used_of_planned, 0.25);
+  EXPECT_DOUBLE_EQ(alice.planned_unused_gib_hours, 6 * 0.5);
+  ASSERT_EQ(s.gpus.size(), 2u);
+  // GPU 0 ran bob 1000-1600 and 2200-4000, alice 1600-3400: 3000 s of the hour.
+  EXPECT_DOUBLE_EQ(s.gpus[0].busy_share, 3000.0 / 3600);
+  EXPECT_DOUBLE_EQ(*s.gpus[0].energy_kwh, 1.0);
+  EXPECT_DOUBLE_EQ(*s.gpus[0].smact_mean, 0.6);
+  EXPECT_FALSE(s.gpus[1].smact_mean) << "no samples: nothing, not 0";
+  ASSERT_EQ(s.events.size(), 2u);
+  EXPECT_EQ(s.events[0].kind, "out-of-memory");
+  EXPECT_EQ(s.events[0].job, "2_0");
+  EXPECT_NE(s.events[0].what.find("attempt 2 started at"), std::string::npos) << s.events[0].what;
+  EXPECT_EQ(s.events[1].kind, "timeout");
+  EXPECT_NE(s.events[1].what.find("time limit (0:30:00)"), std::string::npos);
+  ASSERT_EQ(s.jobs.size(), 2u);
+  EXPECT_EQ(s.jobs[0].state, "COMPLETED");
+  const std::string text = FormatRunSummary(s);
+  EXPECT_NE(text.find("bob"), std::string::npos);
+  EXPECT_NE(text.find("job 2_0 (bob) out-of-memory"), std::string::npos) << text;
+}
+
+TEST(RunSummary, TheHtmlReportDrawsEveryUserAndGpu) {
+  const api::RunReportReply run = TwoUsersRun();
+  const std::string html = RunReportHtml(run, Summarize(run), "a test");
+  for (const char* needle : {"id=\"memory-0\"", "id=\"activity-1\"", "id=\"gantt\"",
+                             "</span>alice</td>", "</span>bob</td>", ">timeout<", "2_0"})
+    EXPECT_NE(html.find(needle), std::string::npos) << needle;
 }
 
 TEST(ReportCommand, RunBecomesASimResult) {

@@ -129,6 +129,22 @@ TEST(TopView, At80x24EverythingIsOnScreen) {
   EXPECT_TRUE(Has(lines, "q quit"));
 }
 
+TEST(TopView, ArrayTasksAreNamedAsTasks) {
+  TopSnapshot s = Snapshot();
+  for (api::JobSummary& j : s.queue->jobs) {
+    if (j.id == 1 || j.id == 3) j.array_job = 1, j.array_task = j.id == 1 ? 0 : 2;
+  }
+  TopViewState state;
+  state.selected = 3;
+  const auto lines = RenderTop(s, state, 100, 30);
+  EXPECT_TRUE(Has(lines, "A=1_0 alice")) << Screen(lines);             // the GPU's legend
+  EXPECT_TRUE(Has(lines, "    1_0 alice    train")) << Screen(lines);  // the job list
+  EXPECT_TRUE(Has(lines, "job 1_2 waits: not enough memory")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, "   1_0 alice    started")) << Screen(lines);  // its event
+  EXPECT_EQ(JobIdOf(s, 2), "2");
+  EXPECT_EQ(JobIdOf(s, 99), "99");
+}
+
 TEST(TopView, SortFilterMineAndSelection) {
   const TopSnapshot s = Snapshot();
   TopViewState state;

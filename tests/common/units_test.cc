@@ -11,6 +11,11 @@ TEST(ParseBytes, AcceptsUnitsAndDefaultsToMiB) {
   EXPECT_EQ(*ParseBytes("40000"), MiB(40000));
   EXPECT_EQ(*ParseBytes("1.5GB"), GiBf(1.5));
   EXPECT_EQ(*ParseBytes("7B"), Bytes(7));
+  // Any case, as Slurm takes --mem=12g.
+  EXPECT_EQ(*ParseBytes("12g"), GiB(12));
+  EXPECT_EQ(*ParseBytes("12gib"), GiB(12));
+  EXPECT_EQ(*ParseBytes("512mb"), MiB(512));
+  EXPECT_EQ(*ParseBytes("2t"), GiB(2048));
 }
 
 TEST(ParseBytes, RejectsGarbageWithAReason) {

@@ -106,7 +106,6 @@ class JobControllerTest : public ::testing::Test {
     options.cancel_grace = Seconds(10);
     options.log = [this](const JobEvent& e) { log_.push_back(e); };
     options.tenant_wait_limit = Seconds(60);
-    options.hand_back = [this](const TenantHandback& h) { handbacks_.push_back(h); };
     controller_ = std::make_unique<JobController>(clock_, *scheduler_, crashing_, launcher_,
                                                   std::move(options));
     ASSERT_TRUE(controller_->Recover().ok());
@@ -159,6 +158,11 @@ class JobControllerTest : public ::testing::Test {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobController> controller_;
   std::vector<JobEvent> log_;
+  // The runs the controller gave back to Slurm so far (colod's loop takes them for the bridge).
+  const std::vector<TenantHandback>& Handbacks() {
+    for (TenantHandback& h : controller_->TakeHandbacks()) handbacks_.push_back(std::move(h));
+    return handbacks_;
+  }
   std::vector<TenantHandback> handbacks_;
   bool crashed_ = false;
 };
@@ -611,14 +615,14 @@ TEST_F(JobControllerTest, ASlurmJobIsPlacedAtOnceAndEveryStepGetsTheSamePlacemen
   EXPECT_EQ(controller_->live_jobs().size(), 1u) << "a step is not a second job";
   EXPECT_FALSE(launcher_.IsRunning(first->job, 1)) << "colod starts no process for Slurm";
   auto stored = Stored(first->job);
-  ASSERT_TRUE(stored && stored->slurm);
-  EXPECT_EQ(stored->slurm->job, 501u);
+  ASSERT_TRUE(stored && stored->external);
+  EXPECT_EQ(stored->external->id, 501u);
   EXPECT_EQ(stored->state, JobState::kRunning) << "the placement is stored before it is given";
   // The batch script ends well: the GPUs are free, the record says so.
   EXPECT_EQ(controller_->EndTenant(501, AttemptEnd{ProcessEnd{true, 0, true}, "", ""}), first->job);
   EXPECT_EQ(StoredState(first->job), JobState::kSucceeded);
   EXPECT_EQ(controller_->FindTenant(501), nullptr);
-  EXPECT_TRUE(handbacks_.empty());
+  EXPECT_TRUE(Handbacks().empty());
 }
 
 TEST_F(JobControllerTest, AnOutOfMemoryCrashGivesTheSlurmJobBackNeedingMore) {
@@ -628,11 +632,11 @@ TEST_F(JobControllerTest, AnOutOfMemoryCrashGivesTheSlurmJobBackNeedingMore) {
                                          "torch.OutOfMemoryError: CUDA out of memory. Tried to "
                                          "allocate 2.00 GiB",
                                          ""});
-  ASSERT_EQ(handbacks_.size(), 1u);
-  EXPECT_EQ(handbacks_[0].slurm_job, 502u);
-  EXPECT_GT(handbacks_[0].need, GiB(10)) << "the next run plans with a larger need";
-  EXPECT_EQ(handbacks_[0].ooms, 1);
-  EXPECT_FALSE(handbacks_[0].avoid_this_node) << "any node may run it again";
+  ASSERT_EQ(Handbacks().size(), 1u);
+  EXPECT_EQ(Handbacks()[0].slurm_job, 502u);
+  EXPECT_GT(Handbacks()[0].need, GiB(10)) << "the next run plans with a larger need";
+  EXPECT_EQ(Handbacks()[0].ooms, 1);
+  EXPECT_FALSE(Handbacks()[0].avoid_this_node) << "any node may run it again";
   EXPECT_EQ(StoredState(placed->job), JobState::kRequeued);
   // A step of the run that crashed still asking learns it, and starts nothing.
   auto late = controller_->AttachTenant(Tenant(502, GiB(10)));
@@ -640,13 +644,13 @@ TEST_F(JobControllerTest, AnOutOfMemoryCrashGivesTheSlurmJobBackNeedingMore) {
   EXPECT_EQ(late->state, api::SlurmPlacement::kRequeue);
   // Slurm's next run (restart 1) comes with what the crash taught, from the job's record.
   TenantRequest next = Tenant(502, GiB(10), 1);
-  next.raised_need = handbacks_[0].need;
-  next.earlier_ooms = handbacks_[0].ooms;
+  next.raised_need = Handbacks()[0].need;
+  next.earlier_ooms = Handbacks()[0].ooms;
   auto rerun = controller_->AttachTenant(next);
   ASSERT_TRUE(rerun.ok()) << rerun.status().message();
   EXPECT_EQ(rerun->state, api::SlurmPlacement::kPlaced);
   EXPECT_NE(rerun->job, placed->job);
-  EXPECT_EQ(EnvValue(rerun->env, "COLO_GPU_MEMORY"), std::to_string(handbacks_[0].need.count()));
+  EXPECT_EQ(EnvValue(rerun->env, "COLO_GPU_MEMORY"), std::to_string(Handbacks()[0].need.count()));
 }
 
 TEST_F(JobControllerTest, TheRetryCapCountsOutOfMemoryCrashesOfEveryRun) {
@@ -656,7 +660,7 @@ TEST_F(JobControllerTest, TheRetryCapCountsOutOfMemoryCrashesOfEveryRun) {
   ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
   controller_->EndTenant(
       503, AttemptEnd{ProcessEnd{true, 1, true}, "RuntimeError: CUDA out of memory.", ""});
-  EXPECT_TRUE(handbacks_.empty()) << "past the cap the job fails rather than run again";
+  EXPECT_TRUE(Handbacks().empty()) << "past the cap the job fails rather than run again";
   EXPECT_EQ(StoredState(placed->job), JobState::kFailed);
 }
 
@@ -674,14 +678,14 @@ TEST_F(JobControllerTest, ASlurmJobThatCannotBePlacedInTimeGoesToAnotherNode) {
       << "nothing shares a GPU Slurm gave a job whole";
   clock_.Advance(Seconds(59));
   Turn();
-  EXPECT_TRUE(handbacks_.empty());
+  EXPECT_TRUE(Handbacks().empty());
   ASSERT_TRUE(controller_->NextWakeup());
   clock_.Advance(Seconds(2));
   Turn();
-  ASSERT_EQ(handbacks_.size(), 1u);
-  EXPECT_EQ(handbacks_[0].slurm_job, 512u);
-  EXPECT_TRUE(handbacks_[0].avoid_this_node);
-  EXPECT_NE(handbacks_[0].reason.find("within 60 s"), std::string::npos) << handbacks_[0].reason;
+  ASSERT_EQ(Handbacks().size(), 1u);
+  EXPECT_EQ(Handbacks()[0].slurm_job, 512u);
+  EXPECT_TRUE(Handbacks()[0].avoid_this_node);
+  EXPECT_NE(Handbacks()[0].reason.find("within 60 s"), std::string::npos) << Handbacks()[0].reason;
   auto asked = controller_->AttachTenant(Tenant(512, GiB(4)));
   ASSERT_TRUE(asked.ok());
   EXPECT_EQ(asked->state, api::SlurmPlacement::kRequeue);
@@ -710,15 +714,15 @@ TEST_F(JobControllerTest, SlurmHearsOfAGiveBackOnlyOnceItIsStored) {
   store_.FailAllWrites(Unavailable("disk full"));
   controller_->EndTenant(530, AttemptEnd{ProcessEnd{true, 1, true},
                                          "torch.OutOfMemoryError: CUDA out of memory.", ""});
-  EXPECT_TRUE(handbacks_.empty());
+  EXPECT_TRUE(Handbacks().empty());
   EXPECT_TRUE(controller_->HandBackUnsent(placed->job));
   Turn();
-  EXPECT_TRUE(handbacks_.empty()) << "still not stored";
+  EXPECT_TRUE(Handbacks().empty()) << "still not stored";
   store_.HealWrites();
   clock_.Advance(Seconds(2));
   Turn();
-  ASSERT_EQ(handbacks_.size(), 1u);
-  EXPECT_EQ(handbacks_[0].slurm_job, 530u);
+  ASSERT_EQ(Handbacks().size(), 1u);
+  EXPECT_EQ(Handbacks()[0].slurm_job, 530u);
   EXPECT_FALSE(controller_->HandBackUnsent(placed->job));
   EXPECT_EQ(StoredState(placed->job), JobState::kRequeued);
   EXPECT_EQ(controller_->FindTenant(530), nullptr);

@@ -224,5 +224,31 @@ class ActivitySource(DocumentedTest):
                                r'Hostname="[^"]*",source="utilization"\} 1')
 
 
+class CarmaTraceInTheSimulator(harness.E2ETest):
+    def test_relative_script_path_finds_task_files_above_it(self):
+        """`colo sim --trace carma:x.sh` from the script's own directory, carma:traces/x.sh
+        from the one above, and the absolute path: the task files one directory above the
+        script are found each way, and the runs are the same."""
+        repo = self.mkdir("repo")
+        traces = self.mkdir("repo", "traces")
+        for name in ("mytask", "other"):  # no catalogued name: only the file says what it is
+            shutil.copy(os.path.join(harness.DATA_DIR, "carma", "resnet50_64.rad"),
+                        os.path.join(repo, name + ".rad"))
+        script = self.write(os.path.join(traces, "x.sh"),
+                            "cd experiments\npython3 submit.py --task mytask.rad\nsleep 30\n"
+                            "python3 submit.py --task other.rad\n")
+        runs = []
+        for trace, cwd in (("carma:x.sh", traces), ("carma:traces/x.sh", repo),
+                           ("carma:" + script, self.tmp)):
+            with self.subTest(trace=trace):
+                r = self.colo("sim", "--trace", trace, "--policy", "magm", "--estimator",
+                              "rad:horus", "--json", "--with-jobs", cwd=cwd)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                [run] = json.loads(r.stdout)["runs"]
+                self.assertEqual(sorted(j["name"] for j in run["job_results"]),
+                                 ["mytask", "other"])
+                runs.append(run)
+        self.assertEqual(len({json.dumps(run, sort_keys=True) for run in runs}), 1)
+
 if __name__ == "__main__":
     harness.main()

@@ -104,6 +104,30 @@ class CliTest(harness.E2ETest):
         self.finished(ok)
         self.assertEqual(self.colo("logs", "-f", ok).returncode, 0)
 
+    def test_logs_of_a_job_that_hit_its_time_limit(self):
+        """`colo logs -f` of a job that runs into its --time returns when the job ends (also
+        when it was following the job while it ran), and `colo logs`, with or without -f,
+        exits 1 saying the job timed out."""
+        job = self.submit("-t", "0:2", "--", "sh", "-c", "echo begun; exec sleep 60")
+        self.wait_state(job, "running")
+        follow = subprocess.Popen([harness.COLO, "logs", "-f", str(job)],
+                                  env=self.client_env(socket_path=self.daemon.socket,
+                                                      path_prefix=self.bin),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = follow.communicate(timeout=60)
+        finally:
+            if follow.poll() is None:
+                follow.kill()
+                follow.wait()
+        self.assertEqual((follow.returncode, out), (1, "begun\n"), err)
+        self.assertIn(f"colo: job {job} timeout", err)
+        self.assertEqual(self.show(job)["state"], "timeout")
+        for args in (("logs", job), ("logs", "-f", job)):
+            r = self.colo(*args, timeout=20)
+            self.assertEqual((r.returncode, r.stdout, r.stderr),
+                             (1, "begun\n", f"colo: job {job} timeout\n"), args)
+
     def test_logs_does_not_follow_a_link_in_the_job_directory(self):
         """The job's output file replaced by a link to a file colo must not show: refused."""
         secret = self.write(os.path.join(self.tmp, "secret"), "secret\n", 0o600)
@@ -136,7 +160,7 @@ class CliTest(harness.E2ETest):
         self.assertEqual(pending.split()[3], "PD")
         custom = self.colo_ok("queue", "--format", "%i|%.5N|%T|%b|%j", "--noheader").stdout
         self.assertIn(f"{job}|  0,1|RUNNING|gpu:2|two\n", custom)
-        self.assertIn(f"{waiting}|    -|QUEUED|gpu:2|true\n", custom)
+        self.assertIn(f"{waiting}|    -|PENDING|gpu:2|true\n", custom)
         bad = self.colo("queue", "--format", "%i %Z")
         self.assertEqual(bad.returncode, 2)
         self.assertIn("unknown field %Z", bad.stderr)
@@ -219,8 +243,8 @@ class CliTest(harness.E2ETest):
     def test_help_has_the_state_legend_and_the_format_codes(self):
         for args in (("--help",), ("queue", "--help"), ("history", "--help")):
             out = self.colo_ok(*args).stdout
-            self.assertRegex(out, r"\n  PD +queued ")
-            self.assertRegex(out, r"\n  CD +succeeded ")
+            self.assertRegex(out, r"\n  PD +PENDING ")
+            self.assertRegex(out, r"\n  CD +COMPLETED ")
         self.assertIn("%N  GPUS", self.colo_ok("queue", "--help").stdout)
         self.assertIn("Exit codes: 0 ok; 1", self.colo_ok("--help").stdout)
 
@@ -247,6 +271,49 @@ class CliTest(harness.E2ETest):
         r = self.colo("queue", "--json", env=self.client_env(socket_path=gone))
         self.assertEqual(r.returncode, 1)
         self.assertEqual(json.loads(r.stdout)["error"]["code"], "unavailable")
+
+    def test_bad_option_values_are_usage_errors(self):
+        """A value an option cannot take is a usage error: exit 2 and a message naming the
+        option, before anything is asked of colod (and --json gives it as JSON)."""
+        cases = [(("submit", "--time", "2h", "--", "true"), "--time: '2h' is not a time limit"),
+                 (("submit", "-d", "singleton", "--", "true"), "'singleton'"),
+                 (("submit", "--after", "twelve", "--", "true"), "--after"),
+                 (("submit", "--array", "5-1", "--", "true"), "--array"),
+                 (("submit", "--export", "=x", "--", "true"), "--export"),
+                 (("submit", "-o", "out-%q.txt", "--", "true"), "--output"),
+                 (("submit", "--mem", "12q", "--", "true"), "--mem"),
+                 (("submit", "--gres", "tpu:2", "--", "true"), "--gres"),
+                 (("submit", "--gpus", "0", "--", "true"), "--gpus"),
+                 (("cancel", "--state", "bogus"), "--state"),
+                 (("queue", "--format", "%i %Z"), "unknown field %Z"),
+                 (("history", "--format", "JobID,Bogus"), "Bogus"),
+                 (("report", "--since", "yesterday"), "--since")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.colo(*args)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
+        r = self.colo("submit", "--json", "--time", "2h", "--", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "invalid_argument")
+        self.assertEqual(self.colo_json("queue")["jobs"], [])
+
+    def test_hold_and_release_answer_once_per_job(self):
+        """`colo hold` of a running job says why once, naming the job once; of a waiting one
+        says it is held."""
+        release = os.path.join(self.work, "release")
+        running = self.submit("--gpus", "2", "--share", "exclusive", "--", "wait-for", release)
+        self.wait_state(running, "running")
+        waiting = self.submit("--", "true")
+        r = self.colo("hold", running)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, f"colo: job {running} is running; only a waiting job can be "
+                                   "held\n")
+        r = self.colo_ok("hold", waiting)
+        self.assertEqual(r.stdout, f"job {waiting}: held\n")
+        self.assertEqual(self.colo_ok("release", waiting).stdout, f"job {waiting}: queued\n")
+        self.write(release, "")
+        self.finished(waiting)
 
     def test_the_socket_lookup_ends_at_the_system_socket(self):
         """Without --socket and $COLO_SOCKET (and no personal colod), colo asks the system's."""

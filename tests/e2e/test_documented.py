@@ -73,7 +73,7 @@ echo "python3 of conda env $CONDA_DEFAULT_ENV: $*"
 """
 
 GIB = 1 << 30
-TERMINAL = {"succeeded", "failed", "cancelled", "lost"}
+TERMINAL = {"succeeded", "failed", "cancelled", "lost", "timeout"}
 
 
 class DocumentedTest(harness.E2ETest):
@@ -264,6 +264,23 @@ class SubmitForms(DocumentedTest):
         kinds = {e["kind"]: e["detail"] for e in detail["events"]}
         self.assertIn("mps", kinds, "the job's events do not say it ran without MPS")
         self.assertIn("without", kinds["mps"])
+        self.assertIn("fake GPUs (--fake-gpus) have no MPS", kinds["mps"])
+        self.assertNotIn("config", kinds["mps"])
+
+    def test_gpus_shows_the_mode_its_jobs_run_in(self):
+        """A job placed for MPS that runs plainly (no MPS here): `colo gpus` shows its GPU as
+        plain, as the job runs, not mps."""
+        job, release = self.wait_job("--share", "mps", "--mem", "1GiB")
+        [attempt] = self.show(job)["attempt_list"]
+        self.assertEqual(attempt["mode"], "plain")
+        gpus = self.colo_json("gpus")["gpus"]
+        on = gpus[attempt["gpus"][0]]
+        self.assertEqual([(j["id"], j["mode"]) for j in on["jobs"]], [(job, "plain")])
+        self.assertEqual(on["mode"], "plain")
+        row = self.colo_ok("gpus").stdout.splitlines()[1 + attempt["gpus"][0]]
+        self.assertIn(f" plain     {job}({self.user.name},plain)", row)
+        self.release(release)
+        self.assert_succeeded(job)
 
     def test_estimate_from_model_summary(self):
         """`colo submit --estimate-from model.json --smact 0.2 -- python train.py`: the client
@@ -446,15 +463,55 @@ class SubmitForms(DocumentedTest):
         self.assertEqual(self.logs(job),
                          "python3 of conda env torch: train.py --model resnet50 --batch-size 64\n")
 
-    def test_unknown_command_fails_as_a_job(self):
-        """A command that does not exist is the job's failure (exit 127), told in its reason."""
-        job = self.submit("--", "no-such-program-colo")
+    def test_a_command_that_cannot_run_is_refused_at_submit(self):
+        """`colo submit resnet50.rad`, `colo submit jbo.sh`, `./jbo.sh` or `-- no-such-program`
+        (no such file, nothing of that name on the job's PATH), a file that is not executable
+        or a directory: refused at submit with the reason (as sbatch's "Unable to open file"),
+        nothing queued. What is on the job's PATH (not colo's) runs, and so does a file named
+        relative to --chdir; a script that is not executable runs with its interpreter."""
+        cases = [(["resnet50.rad"], "no file of that name in"),
+                 (["jbo.sh"], "no command of that name on the job's PATH"),
+                 (["./jbo.sh"], "No such file or directory"),
+                 (["--", "no-such-program-colo", "--flag"], "cannot run no-such-program-colo"),
+                 (["--", "/tmp"], "is a directory"),
+                 (["--export", "NONE", "--", "wait-for", "x"], "cannot run wait-for")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.colo("submit", *args)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertEqual(r.stdout, "")
+        self.assertEqual(self.colo_json("queue")["jobs"], [])
+        self.assertEqual(self.colo_json("history")["jobs"], [])
+        other_bin = self.mkdir("home", "other-bin", user=self.user)
+        self.write(os.path.join(other_bin, "only-there"), "#!/bin/sh\necho there\n", 0o755,
+                   self.user)
+        job = self.submit("--export", f"ALL,PATH={other_bin}:/usr/bin:/bin", "--", "only-there")
+        self.assert_succeeded(job)
+        self.assertEqual(self.logs(job), "there\n")
+        sub = self.mkdir("home", "work", "sub", user=self.user)
+        self.write(os.path.join(sub, "here.sh"), "#!/bin/sh\necho here\n", 0o755, self.user)
+        job = self.submit("-D", sub, "--", "./here.sh")
+        self.assert_succeeded(job)
+        self.assertEqual(self.logs(job), "here\n")
+        self.write(os.path.join(self.work, "not-exec.sh"), "echo plain\n", 0o644, self.user)
+        job = self.submit("./not-exec.sh")
+        self.assert_succeeded(job)
+        self.assertEqual(self.logs(job), "plain\n")
+
+    def test_a_command_gone_by_its_start_fails_as_a_job(self):
+        """A program that was there at submit and is gone when the job starts: the job fails
+        with exit 127, told in its reason and its stderr."""
+        program = self.write(os.path.join(self.bin, "vanishes"), "#!/bin/sh\n", 0o755, self.user)
+        job = self.submit("--hold", "--", "vanishes")
+        os.unlink(program)
+        self.colo_ok("release", job)
         detail = self.wait_state(job, TERMINAL)
         self.assertEqual(detail["state"], "failed")
         self.assertIn("127", detail["reason"])
         logs = self.colo("logs", job, "--stderr")
         self.assertEqual(logs.returncode, 1, "colo logs exits like the job")
-        self.assertIn("no-such-program-colo", logs.stdout)
+        self.assertIn("vanishes", logs.stdout)
 
 
 class Commands(DocumentedTest):
@@ -471,7 +528,7 @@ class Commands(DocumentedTest):
         q = self.colo_json("queue")
         self.assertEqual([(j["id"], j["state"]) for j in q["jobs"]], [(job, "running")])
         show = self.colo_ok("show", job).stdout
-        self.assertIn(f"JobId={job} Name=waiter User={self.user.name} State=running", show)
+        self.assertIn(f"JobId={job} Name=waiter User={self.user.name} State=RUNNING", show)
         self.assertIn("Command=wait-for " + release, show)
         wait_until(lambda: "started" in self.logs(job), 10, "the job's first line")
         self.assertEqual(self.logs(job), f"started {job}\n")
@@ -560,7 +617,7 @@ class Commands(DocumentedTest):
         second = self.submit("--mem", "1GiB", "--", "true")
         self.assertEqual(self.show(waiting)["state"], "queued")
         text = self.colo_ok("explain", waiting).stdout
-        self.assertIn(f"job {waiting} (queued):", text)
+        self.assertIn(f"job {waiting} (PENDING):", text)
         self.assertIn("position 1 in the main queue", text)
         self.assertRegex(text, r"GPU 0 +memory")
         self.assertRegex(text, r"GPU 1 +memory")

@@ -3,6 +3,7 @@ packagers do), then the installed programs run a job, the systemd unit points at
 colod, the bash completion completes subcommands and options, and the man pages render."""
 
 import os
+import re
 import shutil
 import subprocess
 
@@ -87,6 +88,32 @@ class InstallTest(harness.E2ETest):
             text = f.read()
         self.assertTrue(text.startswith("#compdef colo\n"))
         self.assertIn("'queue:jobs waiting and running (like squeue)'", text)
+
+    def test_man_pages_have_content_and_name_files_that_exist(self):
+        """colo(1) and colod(8) say more than --help: examples, environment, files, exit status,
+        see also; every file of the source they (or --help) point at exists."""
+        for page, section in (("colo.1", "man1"), ("colod.8", "man8")):
+            with open(self.installed("share", "man", section, page)) as f:
+                roff = f.read()
+            for heading in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES",
+                            "ENVIRONMENT", "FILES", "EXIT STATUS", "SEE ALSO"):
+                self.assertIn(f"\n.SH {heading}\n", roff, f"{page}: no {heading}")
+            examples = roff.split(".SH EXAMPLES\n")[1].split(".SH ")[0]
+            self.assertGreaterEqual(examples.count(".TP"), 5, page)
+            status = roff.split(".SH EXIT STATUS\n")[1].split(".SH ")[0]
+            self.assertEqual(re.findall(r"\\fB(\d)\\fR", status), ["0", "1", "2"], page)
+            if ".SH COMMANDS" in roff:
+                self.assertNotIn("\\fB\\-h\\fR, \\fB\\-\\-help\\fR",
+                                 roff.split(".SH COMMANDS")[1], "every command's -h repeated")
+        helps = [subprocess.run([self.installed("bin", program), "--help"], capture_output=True,
+                                text=True, timeout=30).stdout for program in ("colo", "colod")]
+        for page, section in (("colo.1", "man1"), ("colod.8", "man8")):
+            with open(self.installed("share", "man", section, page)) as f:
+                helps.append(f.read().replace("\\-", "-"))
+        for text in helps:
+            for path in re.findall(r"\b((?:docs|packaging|tests|bench|examples)/[\w./-]*\w)", text):
+                self.assertTrue(os.path.exists(os.path.join(harness.SOURCE_DIR, path)),
+                                f"{path} is named but does not exist")
 
     def test_man_pages_render(self):
         for page, section, needle in (("colo.1", "man1", "colo logs"),

@@ -109,7 +109,7 @@ class JobControlTest(Base):
         for bad in ("abc", "1:2:3:4", "-5", "0", "1-", "400-0"):
             with self.subTest(time=bad):
                 r = self.colo("submit", "--time", bad, "--", "true")
-                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.returncode, 2, r.stderr)  # a usage error
                 self.assertIn("--time", r.stderr)
         for good, seconds in (("90", 5400), ("1:30", 90), ("1:00:00", 3600), ("2-1", 176400),
                               ("1-0:0:5", 86405)):
@@ -153,7 +153,7 @@ class JobControlTest(Base):
         for bad in ("after:1", "afterok", "afterok:x", "singleton"):
             with self.subTest(dependency=bad):
                 r = self.colo("submit", "--dependency", bad, "--", "true")
-                self.assertEqual(r.returncode, 1)
+                self.assertEqual(r.returncode, 2)
                 self.assertIn("--dependency", r.stderr)
 
     def test_dependency_survives_a_restart(self):
@@ -251,7 +251,7 @@ class JobControlTest(Base):
         self.assertEqual([x["ok"] for x in reply["results"]], [True, False])
         self.assertEqual(reply["results"][1]["code"], "failed_precondition")
         self.assertEqual(self.wait_state(running, TERMINAL)["state"], "cancelled")
-        self.assertEqual(self.colo("cancel", "--state", "bogus").returncode, 1)
+        self.assertEqual(self.colo("cancel", "--state", "bogus").returncode, 2)
 
     def start_wait(self, *ids):
         """`colo wait IDS` in the background, as the test's user."""
@@ -291,7 +291,7 @@ class JobControlTest(Base):
         out, err = proc.communicate(timeout=30)
         self.assertEqual(proc.returncode, 1, out + err)  # task 1's exit code comes first
         for i, state in enumerate(("succeeded", "failed (exit code 1)", "failed (exit code 2)")):
-            self.assertIn(f"job {array + i}: {state}", out)
+            self.assertIn(f"job {array}_{i}: {state}", out)
 
     # --- Arrays ---
 
@@ -335,7 +335,7 @@ class JobControlTest(Base):
         self.assertEqual(r.returncode, 1)
         self.assertIn("max_array_size", r.stderr)
         r = self.colo("submit", "--array", "5-1", "--", "true")
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 2)
         self.assertIn("--array", r.stderr)
 
     # --- Priority, environment ---
@@ -432,13 +432,13 @@ class JobControlTest(Base):
         """A bad pattern or a missing directory is refused at submit; a file that cannot be
         opened when the job starts fails the job with the reason (as Slurm does)."""
         r = self.colo("submit", "-o", "x-%q.txt", "--", "true")
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 2)
         self.assertIn("%q is not a code colo knows", r.stderr)
         r = self.colo("submit", "-e", "no-such-dir/x.txt", "--", "true")
         self.assertEqual(r.returncode, 1)
         self.assertIn("no-such-dir does not exist", r.stderr)
         r = self.colo("submit", "--json", "-o", "x-%", "--", "true")
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 2)
         self.assertEqual(json.loads(r.stdout)["error"]["code"], "invalid_argument")
         job = self.submit("-o", "missing-%j/out.txt", "--", "sh", "-c", "echo ran")
         detail = self.wait_state(job, TERMINAL)
@@ -478,7 +478,7 @@ class JobControlTest(Base):
         """ARRAY_ID cancels the whole array, ARRAY_0 its first task alone; cancel by filters
         cancels each matching task once (the array's id among them is its first task)."""
         array = int(self.colo_ok("submit", "--hold", "-a", "0-2", "--", "true").stdout.split()[3])
-        self.assertEqual(self.colo_ok("cancel", f"{array}_0").stdout, f"job {array}: cancelled\n")
+        self.assertEqual(self.colo_ok("cancel", f"{array}_0").stdout, f"job {array}_0: cancelled\n")
         self.assertEqual([self.show(array + i)["state"] for i in range(3)],
                          ["cancelled", "queued", "queued"])
         second = int(self.colo_ok("submit", "--hold", "-a", "0-3", "--", "true").stdout.split()[3])

@@ -120,6 +120,23 @@ class PythonClientTest(harness.E2ETest):
         with self.assertRaises(TimeoutError):
             self.client.wait(self.submit(["sleep", "30"], memory="1GiB"), timeout=0.5)
 
+    def test_a_command_that_cannot_run_is_refused(self):
+        """As `colo submit`: a first word that is no file of the caller's and on no PATH the
+        job gets is refused before colod is asked; the job's own PATH is the one searched."""
+        for command, message in ((["no-such-program-colo"], "no command of that name"),
+                                 (["./missing.sh"], "no such file"),
+                                 (["/tmp"], "is a directory")):
+            with self.subTest(command=command):
+                with self.assertRaises(colo.InvalidArgument) as raised:
+                    self.submit(command)
+                self.assertIn(message, raised.exception.message)
+        self.assertEqual(self.client.queue(), [])
+        mine = self.mkdir("mine")
+        self.write(os.path.join(mine, "only-here"), "#!/bin/sh\necho here\n", 0o755)
+        env = dict(self.env, PATH=mine + ":" + self.env["PATH"])
+        job = self.submit(["only-here"], env=env)
+        self.assertEqual(self.client.wait(job, timeout=30).state, "succeeded")
+
 
 if __name__ == "__main__":
     harness.main()

@@ -115,12 +115,16 @@ class ReportTest(harness.E2ETest):
         self.assertIn("Chart.js v3", text)
         data = json.loads(text.split('<script id="report-data" type="application/json">')[1]
                           .split("</script>")[0])
-        [run] = data["runs"]
-        self.assertEqual(len(run["series"]), 2)
-        self.assertTrue(any(p[2] and p[2] > 50 for p in run["series"][0] + run["series"][1]),
+        self.assertEqual(len(data["gpus"]), 2)
+        self.assertTrue(any(p[2] and p[2] > 50 for g in data["gpus"] for p in g["points"]),
                         "SMACT of the computing GPUs")
-        self.assertEqual({s[5] for s in run["segments"]}, set(jobs))
-        self.assertLess(run["max_watts"], 700, "the fake GPU's own power range")
+        self.assertEqual({s[6].split()[0] for s in data["segments"]}, {str(j) for j in jobs})
+        self.assertTrue(all(g["max_watts"] < 700 for g in data["gpus"]),
+                        "the fake GPU's own power range")
+        # Each GPU's memory by job: the job that ran there, at its 1 GiB.
+        for gpu in data["gpus"]:
+            [job] = gpu["memory"]["jobs"]
+            self.assertAlmostEqual(max(job["gib"]), 1.0, places=2)
 
         csv_dir = os.path.join(self.tmp, "series")
         self.colo_ok("report", "--csv", csv_dir)
@@ -137,8 +141,12 @@ class ReportTest(harness.E2ETest):
 
         # The README's forms: a summary table; a duration ago; local calendar times.
         table = self.colo_ok("report").stdout
-        self.assertIn("colod: worst-fit", table)
-        self.assertIn("2 jobs", table)
+        self.assertIn("policy worst-fit", table)
+        self.assertIn(": 2 jobs, ", table)
+        user = self.show(jobs[0], daemon=self.daemon)["user"]
+        row = next(line for line in table.splitlines() if line.startswith(user + " "))
+        self.assertEqual(row.split()[1:3], ["2", "2"])  # jobs, completed
+        self.assertRegex(table, r"\n  0 Fake GPU +\d+% ")
         recent = self.report_json("--since", "2h")["runs"][0]
         self.assertEqual(recent["jobs"], 2)
         day = time.strftime("%Y-%m-%dT%H:%M", time.localtime(time.time() - 86400))

@@ -8,6 +8,7 @@ where tmux is not installed.
 
 import json
 import os
+import pty
 import re
 import shlex
 import shutil
@@ -227,6 +228,61 @@ class TopTest(harness.E2ETest):
         self.wait_text("term", "RECENT EVENTS")
         os.kill(self.top_pid("term"), signal.SIGTERM)
         self.assert_restored("term", stty)
+
+    def test_array_tasks_are_named_as_tasks(self):
+        """A task of an array is ARRAY_TASK in colo top's GPU legend, job list and events."""
+        array = self.submit("--array", "0-1", "--name", "sweep", "--mem", "4GiB", "--share",
+                            "exclusive", "--", "use-memory", self.gpu_dir, str(GIB), self.release)
+        for job in (array, array + 1):
+            self.wait_state(job, "running")
+        stty = self.start_top("array")
+        screen = self.wait_text("array", f"{array}_1 ")
+        self.assertRegex(screen, rf"[AB]={array}_1 ")  # a GPU's legend
+        self.assertRegex(screen, rf"\n>? *{array}_0 +\S+ +sweep ")  # the job list
+        self.keys("array", "q")
+        self.assert_restored("array", stty)
+        self.write(self.release, "")
+
+    def test_a_terminal_that_hangs_up_ends_it(self):
+        """The terminal goes away (its pty closed) under a session leader that ignores SIGHUP
+        and so never passes it on: colo top sees the hangup and ends."""
+        env = self.client_env(self.user, self.daemon.socket, {"TERM": "xterm"}, self.bin)
+        argv = harness.as_user(self.user, ["sh", "-c", f"trap '' HUP; {harness.COLO} top"])
+        pid, master = pty.fork()
+        if pid == 0:  # the child: the session leader on the new terminal
+            try:
+                os.execvpe(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        token = self.token.split("=", 1)[1]
+
+        def top_processes():
+            found = []
+            for p in harness.processes_with_token(token):
+                try:
+                    with open(f"/proc/{p}/cmdline", "rb") as f:
+                        if f.read().split(b"\0")[1:3] == [b"top", b""]:
+                            found.append(p)
+                except OSError:
+                    pass
+            return found
+
+        try:
+            wait_until(top_processes, 10, "colo top to start")
+            time.sleep(0.5)  # drawing
+            os.close(master)
+            master = None
+            wait_until(lambda: not top_processes(), 10, "colo top to end after the hangup")
+            wait_until(lambda: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, "its shell to end")
+            pid = None
+        finally:
+            if master is not None:
+                os.close(master)
+            if pid is not None:
+                for p in top_processes():
+                    os.kill(p, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
 
     def test_without_a_terminal_it_says_so(self):
         r = self.colo("top")

@@ -55,6 +55,50 @@ TEST(JobScript, SlurmHabitsAreKeptAsWrittenForSubmitToRead) {
             std::string::npos);
 }
 
+TEST(JobScript, SbatchLinesGiveWhatColoHasAndNameTheRest) {
+  const ScriptDirectives d = Parse(
+      "#!/bin/bash\n#SBATCH -J bert --gres=gpu:2\n#SBATCH --time=2:00:00 -o out-%j.txt\n"
+      "#SBATCH -e err.txt -a 0-3 -d afterok:7\n#SBATCH --partition=gpu -c 8\n"
+      "#SBATCH --mem=32G  # host memory in Slurm\npython train.py\n#SBATCH --gpus=4\n");
+  EXPECT_TRUE(d.any);
+  EXPECT_EQ(d.name, "bert");
+  EXPECT_EQ(d.gpus, 2);
+  EXPECT_EQ(d.time_limit, "2:00:00");
+  EXPECT_EQ(d.output, "out-%j.txt");
+  EXPECT_EQ(d.error, "err.txt");
+  EXPECT_EQ(d.array, "0-3");
+  EXPECT_EQ(d.dependency, "afterok:7");
+  EXPECT_FALSE(d.memory) << "Slurm's --mem is host memory, never colo's GPU memory";
+  ASSERT_EQ(d.warnings.size(), 3u);
+  EXPECT_NE(d.warnings[0].find("job.sh:5: #SBATCH --partition ignored: colo runs jobs on this"),
+            std::string::npos)
+      << d.warnings[0];
+  EXPECT_NE(d.warnings[1].find("job.sh:5: #SBATCH -c ignored: colo does not allocate CPUs"),
+            std::string::npos)
+      << d.warnings[1];
+  EXPECT_NE(d.warnings[2].find("#SBATCH --mem ignored: Slurm's --mem is host memory"),
+            std::string::npos)
+      << d.warnings[2];
+}
+
+TEST(JobScript, ColoLinesWinOverSbatchLines) {
+  const ScriptDirectives d =
+      Parse("#SBATCH --job-name=slurm-name -G a100:3 -t 10\n#COLO --name=colo-name\nrun\n");
+  EXPECT_EQ(d.name, "colo-name");
+  EXPECT_EQ(d.gpus, 3);
+  EXPECT_EQ(d.time_limit, "10");
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_NE(d.warnings[0].find("the GPU type 'a100' is not chosen here"), std::string::npos);
+}
+
+TEST(JobScript, BadSbatchValuesAreErrors) {
+  EXPECT_NE(Error("#SBATCH --gres=tpu:2\n").find("job.sh:1: #SBATCH --gres: colo has GPUs only"),
+            std::string::npos);
+  EXPECT_NE(Error("#SBATCH -G 0\n").find("not a number of GPUs"), std::string::npos);
+  EXPECT_NE(Error("#SBATCH -J\n").find("-J needs a value"), std::string::npos);
+  EXPECT_NE(Error("#SBATCH --job-name=\"a\x01b\"\n").find("control character"), std::string::npos);
+}
+
 TEST(JobScript, WithoutDirectivesNothingIsSet) {
   for (const std::string text : {"", "#!/bin/sh\necho hi\n", "python x.py\n#COLO --gpus=2\n",
                                  "#COLOR --gpus=2\n#COLONEL\n", "#COLO\n"}) {

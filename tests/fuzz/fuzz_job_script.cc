@@ -1,5 +1,6 @@
-// libFuzzer target: ParseJobScript and ScriptInterpreter on any bytes give values within their
-// documented bounds, or errors that name the file and print as they are (no raw control bytes).
+// libFuzzer target: ParseJobScript (#COLO and #SBATCH lines) and ScriptInterpreter on any bytes
+// give values within their documented bounds, or errors and warnings that name the file and print
+// as they are (no raw control bytes).
 #include <string>
 
 #include "common/check.h"
@@ -44,6 +45,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     COLO_CHECK(d->any == (d->gpus || d->threads || d->smact || d->memory || d->share || d->name ||
                           d->output || d->error || d->time_limit || d->array || d->dependency));
+    // #SBATCH options colo does not read: each named with the file and line, printable.
+    for (const std::string& warning : d->warnings) {
+      COLO_CHECK(warning.starts_with("fuzz.sh:") && PrintsAsItIs(warning));
+      COLO_CHECK(warning.size() <= 512);
+    }
   } else {
     COLO_CHECK(d.status().message().starts_with("fuzz.sh:"));
     COLO_CHECK(PrintsAsItIs(d.status().message()));

@@ -408,6 +408,35 @@ running() {
   return 1
 }
 
+# Whether the machine has this script's bridge or namespaces while nothing of a cluster runs: no
+# process in any node's namespace and nothing listening on slurmctld's port. A run killed before
+# `down` (SIGKILL of the test, a machine's shutdown of the test's container) leaves that behind,
+# and it must not keep every later cluster from coming up. The lock held above keeps another
+# cluster.sh from being half way through `up` meanwhile.
+leftover_network() {
+  local node ns any=1
+  ip link show "$BRIDGE" >/dev/null 2>&1 && any=0
+  for node in "${NODES[@]}"; do
+    ns=$(node_ns "$node")
+    [ -e "/run/netns/$ns" ] || continue
+    any=0
+    [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] || return 1
+  done
+  [ "$any" -eq 0 ] || return 1
+  ! ss -Hltn "sport = :$CTLD_PORT" 2>/dev/null | grep -q .
+}
+
+remove_leftover_network() {
+  local node veth
+  log "removing the network a killed cluster left (bridge $BRIDGE, namespaces colo-slurm-*)"
+  for node in "${NODES[@]}"; do
+    if [ -e "/run/netns/$(node_ns "$node")" ]; then ip netns del "$(node_ns "$node")" || true; fi
+    veth=$(node_veth "$node")
+    if ip link show "$veth" >/dev/null 2>&1; then ip link del "$veth" || true; fi
+  done
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then ip link del "$BRIDGE" || true; fi
+}
+
 cmd_up() {
   [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, munge, slurmd)"
   local p
@@ -417,6 +446,9 @@ cmd_up() {
   [ -x "$COLOD" ] || die "no colod at $COLOD (build it, or set COLOD)"
   [ -f "$JOB_SUBMIT_LUA" ] || die "no $JOB_SUBMIT_LUA"
   if [ -d "$DIR" ] && running; then die "$DIR already has a running cluster (cluster.sh down $DIR)"; fi
+  if leftover_network; then
+    remove_leftover_network
+  fi
   ip link show "$BRIDGE" >/dev/null 2>&1 && die "bridge $BRIDGE exists: another cluster runs on this machine"
   for p in "${NODES[@]}"; do
     [ -e "/run/netns/$(node_ns "$p")" ] && die "namespace $(node_ns "$p") exists: another cluster runs here"

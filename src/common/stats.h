@@ -1,0 +1,14 @@
+// Summaries of a sample of numbers, as reports print them.
+#pragma once
+
+#include <vector>
+
+namespace colo {
+
+// The mean; 0 for no values.
+double Mean(const std::vector<double>& values);
+// The q-quantile (0..1) by nearest rank: the smallest value with at least q of the values at or
+// below it; 0 for no values.
+double NearestRank(std::vector<double> values, double q);
+
+}  // namespace colo
