@@ -379,8 +379,18 @@ class Client:
         return Job.from_json(self.call("show", job=int(job))["job"])
 
     def queue(self, user="") -> list:
-        """Jobs waiting and running (`colo queue`); `user` restricts it to one user's."""
-        return [Job.from_json(j) for j in self.call("queue", user=user)["jobs"]]
+        """Jobs waiting and running (`colo queue`); `user` restricts it to one user's. colod
+        answers a page at a time (each page a request of its own); this follows every page."""
+        jobs, after = [], None
+        while True:
+            fields = {"user": user}
+            if after is not None:
+                fields["after"] = after
+            reply = self.call("queue", **fields)
+            jobs.extend(Job.from_json(j) for j in reply["jobs"])
+            after = reply.get("next")
+            if after is None:
+                return jobs
 
     def history(self, limit=50, all_users=False) -> list:
         """Jobs that ended, newest first (`colo history`), following pages up to `limit`."""

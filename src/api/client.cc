@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <thread>
 
 namespace colo::api {
@@ -48,6 +49,22 @@ Client::Client(Client&& other) noexcept
 
 Client::~Client() {
   if (fd_ >= 0) close(fd_);
+}
+
+Result<QueueReply> Client::WholeQueue(QueueRequest request) {
+  QueueReply whole;
+  for (;;) {
+    auto page = Call(request);
+    if (!page.ok()) return page.status();
+    whole.jobs.insert(whole.jobs.end(), std::make_move_iterator(page->jobs.begin()),
+                      std::make_move_iterator(page->jobs.end()));
+    whole.main_queue = page->main_queue;
+    whole.recovery_queue = page->recovery_queue;
+    whole.running = page->running;
+    whole.waiting = page->waiting;
+    if (!page->next) return whole;
+    request.after = page->next;
+  }
 }
 
 Result<std::string> Client::RoundTrip(const std::string& request) {

@@ -28,6 +28,10 @@ class Client {
     return DecodeReply<typename ReplyOf<Req>::type>(*line);
   }
 
+  // Every page of the queue from `request` on, as one reply: each page is a request of its own,
+  // so colod serves others between them. The counts are the last page's.
+  Result<QueueReply> WholeQueue(QueueRequest request);
+
   // One raw line out, one raw line back (without the newlines).
   Result<std::string> RoundTrip(const std::string& line);
   // Whether colod answered the last call: when it did not (the connection broke, or no reply

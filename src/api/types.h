@@ -274,11 +274,18 @@ constexpr auto Fields(Of<ControlRequest>) {
                     Field("each_alone", &C::each_alone).OmitDefault()};
 }
 void CheckFields(ControlRequest& control, field_json::Reader& fields);  // at least one job
+// The live jobs a page at a time, by id: one reply costs colod a bounded time whatever the queue
+// holds (a page of 500 takes a few milliseconds).
+constexpr int kMaxQueuePage = 500;
 struct QueueRequest {
   std::string user;  // only this user's jobs; empty: everyone's
+  int limit = kMaxQueuePage;
+  std::optional<JobId> after;  // only jobs with a larger id (the previous page's `next`)
 };
 constexpr auto Fields(Of<QueueRequest>) {
-  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256)};
+  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256),
+                    Field("limit", &QueueRequest::limit).Range(1, kMaxQueuePage),
+                    Field("after", &QueueRequest::after).Range(0, kMaxJobId)};
 }
 // The requests that name one job.
 template <typename R>
@@ -580,11 +587,18 @@ constexpr auto Fields(Of<JobDetail>) {
 struct QueueReply {
   std::vector<JobSummary> jobs;
   int main_queue = 0, recovery_queue = 0;
+  std::optional<JobId> next;  // pass as `after` for the next page; absent on the last page
+  // Of every page together (the jobs of the user asked for, or everyone's): those running and
+  // those waiting (queued, held or recovering).
+  int running = 0, waiting = 0;
 };
 constexpr auto Fields(Of<QueueReply>) {
   return std::tuple{Field("jobs", &QueueReply::jobs),
                     Field("main_queue", &QueueReply::main_queue).Range(0, 1 << 30),
-                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30)};
+                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30),
+                    Field("next", &QueueReply::next).Range(0, kMaxJobId),
+                    Field("running", &QueueReply::running).Range(0, 1 << 30),
+                    Field("waiting", &QueueReply::waiting).Range(0, 1 << 30)};
 }
 struct ShowReply {
   JobDetail job;

@@ -996,7 +996,7 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
     }
   };
   if (app.got_subcommand("queue"))
-    return print(Call(o, api::QueueRequest{o.user}),
+    return print(CallQueue(o, o.user),
                  [&](const api::QueueReply& r) { return PrintJobs(o, r.jobs, false); });
   if (app.got_subcommand("show"))
     return print(Call(o, api::ShowRequest{o.job}),

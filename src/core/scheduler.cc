@@ -611,15 +611,15 @@ void Scheduler::Backfill(const JobRecord& head, ClusterView& view, std::vector<L
   }
 }
 
-std::vector<Launch> Scheduler::Schedule() {
+std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
   if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return {};
-  std::vector<Launch> launches = Pass();
-  changed_ = false;
+  std::vector<Launch> launches = Pass(max_launches);
+  changed_ = launches.size() >= max_launches;  // cut short: the next call goes on
   wake_at_ = ComputeNextWakeup();
   return launches;
 }
 
-std::vector<Launch> Scheduler::Pass() {
+std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   std::vector<Launch> launches;
   head_blocked_by_utilization_ = false;
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
@@ -636,7 +636,7 @@ std::vector<Launch> Scheduler::Pass() {
   };
 
   // The recovery queue has strict priority: while its head waits, nothing else starts.
-  while (!recovery_queue_.empty()) {
+  while (!recovery_queue_.empty() && launches.size() < max_launches) {
     JobRecord& head = Get(recovery_queue_.front());
     const Outcome outcome = TryPlace(head, view, launches, nullptr);
     if (outcome == Outcome::kWaiting) {
@@ -645,7 +645,7 @@ std::vector<Launch> Scheduler::Pass() {
     }
     recovery_queue_.pop_front();
   }
-  while (!main_queue_.empty()) {
+  while (!main_queue_.empty() && launches.size() < max_launches) {
     JobRecord& head = Get(main_queue_.front());
     const Outcome outcome = TryPlace(head, view, launches, nullptr);
     if (outcome == Outcome::kWaiting) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <deque>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -165,8 +166,10 @@ class Scheduler {
   ExitAction OnJobExit(JobId id, const JobExit& exit);
 
   // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order
-  // (one owner's jobs among themselves by JobSpec::priority, in the places they hold).
-  std::vector<Launch> Schedule();
+  // (one owner's jobs among themselves by JobSpec::priority, in the places they hold). At most
+  // `max_launches`: a pass cut short goes on at the next call (the daemon's next turn), which
+  // bounds what one pass costs.
+  std::vector<Launch> Schedule(size_t max_launches = std::numeric_limits<size_t>::max());
   // When the scheduler wants to run again even if no event arrives (grace ends, reservations
   // settle, utilization windows slide). nullopt: only events can change its mind.
   std::optional<TimePoint> NextWakeup() const;
@@ -201,7 +204,7 @@ class Scheduler {
     std::optional<TimePoint> last_placement;
   };
 
-  std::vector<Launch> Pass();
+  std::vector<Launch> Pass(size_t max_launches);
   void OrderOwnersJobs(const std::string& owner);
   void FillView(ClusterView& view) const;
   std::optional<TimePoint> ComputeNextWakeup() const;

@@ -298,7 +298,7 @@ Status Daemon::Listen() {
                                    strerror(bound ? errno : bind_error)));
   own_socket_ = true;
   api_clients_ = std::make_unique<ConnectionSet>(
-      api_fd_, ConnectionSet::Protocol::kJsonLines, ApiLimits(config_),
+      clock_, api_fd_, ConnectionSet::Protocol::kJsonLines, ApiLimits(config_),
       [this](const Identity& caller, std::string_view line) {
         return handlers_->Handle(caller, line);
       },
@@ -324,7 +324,7 @@ Status Daemon::Listen() {
                config_.metrics_address, config_.metrics_port);
   }
   metrics_clients_ = std::make_unique<ConnectionSet>(
-      metrics_fd_, ConnectionSet::Protocol::kHttp, MetricsLimits(config_),
+      clock_, metrics_fd_, ConnectionSet::Protocol::kHttp, MetricsLimits(config_),
       [this](const Identity&, std::string_view request) { return ServeMetrics(request); },
       [](unsigned, unsigned) -> Result<Identity> { return Identity{}; });
   return Status::Ok();
@@ -453,7 +453,7 @@ Status Daemon::Run() {
           metrics_clients_ ? metrics_clients_->NextDeadline() : std::nullopt}) {
       if (deadline && *deadline < wake_at) wake_at = *deadline;
     }
-    // Requests already read but not served (their turn's budget ran out) are served now.
+    // Requests already read but not served (their turn's time ran out) are served now.
     if (api_clients_->HasBufferedWork()) wake_at = clock_.Now();
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - clock_.Now()).count() + 1;
@@ -475,7 +475,6 @@ Status Daemon::Run() {
     }
     const TimePoint now = clock_.Now();
     api_clients_->OnReady(fds, now);
-    api_clients_->ServeBuffered(now);
     api_clients_->ExpireIdle(now);
     if (metrics_clients_) {
       metrics_clients_->OnReady(fds, now);

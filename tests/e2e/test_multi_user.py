@@ -12,7 +12,9 @@ import shutil
 import signal
 import sqlite3
 import stat
+import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -632,6 +634,112 @@ class Connections(MultiUserTest):
         finally:
             for s in idle + [busy]:
                 s.close()
+
+
+class ServedInTurn(MultiUserTest):
+    """colod serves users in turn, not connections, and no request of one user costs much."""
+
+    def test_a_user_pipelining_on_every_connection_does_not_hold_up_another(self):
+        """Alice pipelines 100 queue requests (pages of 500 held jobs) on each of her 4
+        connections; bob's one request, sent after all of hers, is answered after a few of hers,
+        not after a turn of each of her connections (64 and more, as colod served before)."""
+        array = self.submit_as(ALICE, "--hold", "--array", "0-499", "--", "true")
+        conns = harness.connect_as(self.d.socket, ALICE, count=4)
+        [bob] = harness.connect_as(self.d.socket, BOB)
+        answered = []  # the monotonic time of each of alice's replies
+        lock = threading.Lock()
+
+        def read_replies(sock, count):
+            buffered = b""
+            while count:
+                try:
+                    chunk = sock.recv(1 << 20)
+                except socket.timeout:
+                    return
+                if not chunk:
+                    return
+                buffered += chunk
+                while b"\n" in buffered and count:
+                    _, buffered = buffered.split(b"\n", 1)
+                    count -= 1
+                    with lock:
+                        answered.append(time.monotonic())
+
+        line = json.dumps({"api": 1, "op": "queue"}).encode() + b"\n"
+        readers = []
+        try:
+            for s in conns:
+                s.settimeout(60)
+                reader = threading.Thread(target=read_replies, args=(s, 100))
+                reader.start()
+                readers.append(reader)
+                s.sendall(line * 100)
+            reply = harness.request(bob, {"api": 1, "op": "queue"}, deadline=60)
+            bob_answered = time.monotonic()
+            self.assertTrue(reply["ok"], reply)
+            self.assertEqual(len(reply["jobs"]), 500)
+            self.assertEqual(reply["waiting"], 500)
+            for reader in readers:
+                reader.join(60)
+            self.assertEqual(len(answered), 400, "alice's requests were not all answered")
+            before_bob = sum(1 for t in answered if t < bob_answered)
+            self.assertLess(before_bob, 40, f"{before_bob} of alice's 400 requests were answered "
+                            "before bob's one")
+        finally:
+            for s in conns + [bob]:
+                s.close()
+        self.assertEqual(self.as_(ALICE, "cancel", str(array)).returncode, 0)
+
+    def test_the_queue_comes_a_page_at_a_time(self):
+        """A queue request answers at most 500 jobs with where the next page starts, and counts
+        every job; colo queue follows the pages (1,200 jobs here), --user too."""
+        first = self.submit_as(ALICE, "--hold", "--array", "0-999", "--", "true")
+        self.submit_as(BOB, "--hold", "--array", "0-199", "--", "true")
+        [s] = harness.connect_as(self.d.socket, BOB)
+        with s:
+            page = harness.request(s, {"api": 1, "op": "queue"})
+            self.assertEqual(len(page["jobs"]), 500)
+            self.assertEqual((page["running"], page["waiting"]), (0, 1200))
+            self.assertEqual(page["next"], first + 499)
+            rest = harness.request(s, {"api": 1, "op": "queue", "after": page["next"],
+                                       "limit": 10})
+            self.assertEqual([j["id"] for j in rest["jobs"]], list(range(first + 500, first + 510)))
+            mine = harness.request(s, {"api": 1, "op": "queue", "user": BOB.name})
+            self.assertEqual(len(mine["jobs"]), 200)
+            self.assertNotIn("next", mine)
+            refused = harness.request(s, {"api": 1, "op": "queue", "limit": 501})
+            self.assertFalse(refused["ok"])
+            self.assertIn("limit", refused["error"])
+        everyone = self.json_as(BOB, "queue")["jobs"]
+        self.assertEqual(len(everyone), 1200)
+        self.assertEqual(len({j["id"] for j in everyone}), 1200)
+        self.assertEqual(len(self.json_as(BOB, "queue", "--user", ALICE.name)["jobs"]), 1000)
+
+    def test_a_thousand_holds_and_releases_are_one_request_each(self):
+        """Releasing and holding again 1,000 tasks (behind a running job, so that none starts)
+        answers every one of them, each as it is now, and a restart finds them as they were
+        left (stored, all of them)."""
+        blocker, release = self.running_job(ALICE)
+        first = self.submit_as(ALICE, "--hold", "--after", str(blocker), "--array", "0-999",
+                               "--", "true")
+        ids = list(range(first, first + 1000))
+        [s] = harness.connect_as(self.d.socket, ALICE)
+        with s:
+            for action, state in (("release", "waiting for its dependencies"), ("hold", "held")):
+                control = {"api": 1, "op": "control", "action": action, "jobs": ids}
+                reply = harness.request(s, control, deadline=60)
+                self.assertTrue(reply["ok"], reply)
+                self.assertEqual({r.get("state", r.get("error")) for r in reply["results"]},
+                                 {state})
+                self.assertEqual(len(reply["results"]), 1000)
+        self.d.kill9()
+        self.d.start()
+        jobs = [j for j in self.json_as(ALICE, "queue")["jobs"] if j["id"] != blocker]
+        self.assertEqual(len(jobs), 1000)
+        self.assertTrue(all("held" in j["reason"] for j in jobs), jobs[0])
+        self.assertEqual(self.as_(ALICE, "cancel", str(first)).returncode, 0)
+        self.assertEqual([j["id"] for j in self.json_as(ALICE, "queue")["jobs"]], [blocker])
+        self.release(release)
 
 
 class AllConnections(MultiUserTest):
