@@ -100,6 +100,13 @@ struct Infeasible {
 };
 using PlacementDecision = std::variant<Placed, Wait, Infeasible>;
 
+// The window statistics a policy reads of each GPU signal: the scheduler computes no more.
+struct WindowReads {
+  SummaryDepth smact = SummaryDepth::kAll;
+  SummaryDepth smocc = SummaryDepth::kAll;
+  SummaryDepth drama = SummaryDepth::kAll;
+};
+
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
@@ -108,6 +115,14 @@ class PlacementPolicy {
                                   const PlacementRequest& request) const = 0;
   // How the GPUs' utilization windows this policy reads compute their median and p95.
   virtual QuantileMethod window_quantiles() const { return QuantileMethod::kNearestRank; }
+  // Which of the windows' statistics Place() reads (every one, unless the policy says less).
+  virtual WindowReads window_reads() const { return {}; }
+  // Whether Place() may read this GPU's window statistics for this request. A GPU it would rule
+  // out before looking at them (or never look at) needs no summary: the scheduler's pass leaves
+  // those out, as most GPUs fail a cheaper gate first.
+  virtual bool NeedsWindows(const GpuView& /*gpu*/, const PlacementRequest& /*request*/) const {
+    return true;
+  }
   // Whether its launch grace counts from the job's first process on the GPU (GpuView's
   // process_grace) rather than from the placement.
   virtual bool grace_from_process() const { return false; }

@@ -20,7 +20,7 @@ std::string_view ToString(RecoveryMode mode) {
 }
 
 Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config)
-    : clock_(clock), policy_(policy), config_(config) {}
+    : clock_(clock), policy_(policy), reads_(policy.window_reads()), config_(config) {}
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   gpus_.emplace_back(info, config_.window_samples, config_.sample_interval,
@@ -341,9 +341,8 @@ void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
   }
 }
 
-Bytes Scheduler::Reservation(const JobRecord& job) const {
+Bytes Scheduler::Reservation(const JobRecord& job, TimePoint now) const {
   const Bytes planned = job.need.Upper();
-  const TimePoint now = clock_.Now();
   const bool quiet = job.attempt_peak > Bytes(0) && now - job.last_growth >= config_.steady_after;
   const bool reached_plan = job.attempt_peak >= planned.Scaled(0.9);
   const bool steady = quiet && (reached_plan || now - job.started >= config_.settle_timeout);
@@ -455,10 +454,9 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   return ExitAction::kRequeuedForRecovery;
 }
 
-GpuView Scheduler::MakeView(GpuIndex index) const {
+void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v) const {
   const GpuRecord& g = gpus_[index];
-  const TimePoint now = clock_.Now();
-  GpuView v;
+  v = GpuView{};
   v.index = index;
   v.node = g.info.node;
   v.capacity = g.info.capacity;
@@ -469,12 +467,10 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
   Bytes reserved, observed;
   for (const JobRecord* record : g.jobs) {
     const JobRecord& job = *record;
-    reserved += Reservation(job);
-    for (size_t i = 0; i < job.gpus.size(); ++i) {
-      if (job.gpus[i] == index) observed += job.current_use[i];
-    }
+    reserved += Reservation(job, now);
     for (size_t i = 0; i < job.gpus.size(); ++i) {
       if (job.gpus[i] != index) continue;
+      observed += job.current_use[i];
       const TimePoint grace_end = job.process_seen[i] ? *job.process_seen[i] + config_.launch_grace
                                                       : job.started + config_.process_wait;
       if (grace_end > now) {
@@ -488,28 +484,46 @@ GpuView Scheduler::MakeView(GpuIndex index) const {
   }
   const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
-  v.smact = g.smact.Summarize(now);
-  v.smocc = g.smocc.Summarize(now);
-  v.drama = g.drama.Summarize(now);
   if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
     v.placed_recently = true;
     v.grace_left = *g.last_placement + config_.launch_grace - now;
   }
-  return v;
 }
 
 ClusterView Scheduler::View() const {
+  return View(reads_);
+}
+
+ClusterView Scheduler::View(const WindowReads& reads) const {
   ClusterView view;
-  FillView(view);
+  FillView(view, &reads);
   return view;
 }
 
-void Scheduler::FillView(ClusterView& view) const {
+void Scheduler::FillView(ClusterView& view, const WindowReads* reads) const {
   view.now = clock_.Now();
   view.last_placed = last_placed_;
-  view.gpus.clear();
-  view.gpus.reserve(gpus_.size());
-  for (size_t i = 0; i < gpus_.size(); ++i) view.gpus.push_back(MakeView(static_cast<GpuIndex>(i)));
+  view.gpus.resize(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    MakeView(static_cast<GpuIndex>(i), view.now, view.gpus[i]);
+    if (reads) SummarizeWindows(static_cast<GpuIndex>(i), view.now, *reads, view.gpus[i]);
+  }
+}
+
+void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowReads& reads,
+                                 GpuView& v) const {
+  const GpuRecord& g = gpus_[index];
+  v.smact = g.smact.Summarize(now, reads.smact);
+  v.smocc = g.smocc.Summarize(now, reads.smocc);
+  v.drama = g.drama.Summarize(now, reads.drama);
+}
+
+void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
+  for (size_t i = 0; i < view.gpus.size(); ++i) {
+    if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
+    SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
+    summarized_[i] = 1;
+  }
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -546,8 +560,11 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   for (GpuIndex g : placed.gpus) room = std::min(room, view.gpus[g].free_for_placement);
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
-  for (GpuIndex g : placed.gpus) view.gpus[g] = MakeView(g);
-  const Bytes reservation = Reservation(job);
+  for (GpuIndex g : placed.gpus) {
+    MakeView(g, now, view.gpus[g]);
+    summarized_[g] = 0;
+  }
+  const Bytes reservation = Reservation(job, now);
   job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
   launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
                             reservation, job.placed_limit, job.attempts});
@@ -557,6 +574,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
                                        std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
   PlacementRequest request = MakeRequest(job);
+  SummarizeWhereNeeded(view, request);
   PlacementDecision decision;
   if (earmarked) {
     // Hide the head's GPUs from the backfill candidate by presenting them as unusable.
@@ -625,7 +643,9 @@ std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   if (main_queue_.empty() && recovery_queue_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
-  FillView(view);
+  // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
+  FillView(view, nullptr);
+  summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;
@@ -670,11 +690,12 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
   };
+  const bool grace_from_process = policy_.grace_from_process();
   for (const GpuRecord& g : gpus_) {
     if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
     for (const JobRecord* job_record : g.jobs) {
       const JobRecord& job = *job_record;
-      if (policy_.grace_from_process()) {
+      if (grace_from_process) {
         for (const auto& seen : job.process_seen)
           consider(seen ? *seen + config_.launch_grace : job.started + config_.process_wait);
       }

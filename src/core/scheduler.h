@@ -182,9 +182,11 @@ class Scheduler {
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
   size_t gpu_count() const { return gpus_.size(); }
   const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
-  // The snapshot policies see, as of now.
+  // The snapshot policies see, as of now, with the window statistics this scheduler's policy
+  // reads; or with those `reads` asks for (what a display shows).
   ClusterView View() const;
-  Bytes Reservation(const JobRecord& job) const;
+  ClusterView View(const WindowReads& reads) const;
+  Bytes Reservation(const JobRecord& job) const { return Reservation(job, clock_.Now()); }
   const SchedulerConfig& config() const { return config_; }
   const PlacementPolicy& policy() const { return policy_; }
 
@@ -206,9 +208,15 @@ class Scheduler {
 
   std::vector<Launch> Pass(size_t max_launches);
   void OrderOwnersJobs(const std::string& owner);
-  void FillView(ClusterView& view) const;
+  // Every GPU's view, with the window summaries `reads` asks for (none: null).
+  void FillView(ClusterView& view, const WindowReads* reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
-  GpuView MakeView(GpuIndex g) const;
+  // A GPU's view but for its windows' summaries (left empty).
+  void MakeView(GpuIndex g, TimePoint now, GpuView& v) const;
+  void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
+  // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
+  void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
+  Bytes Reservation(const JobRecord& job, TimePoint now) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
@@ -222,6 +230,7 @@ class Scheduler {
 
   const Clock& clock_;
   const PlacementPolicy& policy_;
+  const WindowReads reads_;  // what policy_ reads of the windows
   SchedulerConfig config_;
   std::vector<GpuRecord> gpus_;
   int max_gpus_per_node_ = 0;
@@ -237,6 +246,7 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   ClusterView pass_view_;
+  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };
 
 }  // namespace colo

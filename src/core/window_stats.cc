@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "common/check.h"
@@ -30,6 +32,7 @@ double SignalWindow::DecayOver(double steps) const {
 
 void SignalWindow::Add(TimePoint t, double value) {
   settled_at_.reset();
+  memo_of_.reset();
   if (!points_.empty()) {
     if (t < last_sample_) return;  // late sample: ignore rather than reorder history
     last_sample_ = t;
@@ -108,48 +111,54 @@ bool SignalWindow::CannotFall(TimePoint now) const {
   return true;
 }
 
-WindowSummary SignalWindow::Summarize(TimePoint now) const {
+WindowSummary SignalWindow::Summarize(TimePoint now, SummaryDepth depth) const {
   WindowSummary s;
   if (points_.empty()) return s;
   s.empty = false;
   s.last = points_.back().value;
+  if (depth == SummaryDepth::kLast) return s;
+  if (memo_of_ && memo_of_->first == now && memo_of_->second == depth) return memo_;
+  memo_ = Compute(now, depth, s);
+  memo_of_ = {now, depth};
+  return memo_;
+}
+
+WindowSummary SignalWindow::Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const {
   const TimePoint end = WindowEnd(now);
   const TimePoint begin = end - window_;
   // The pieces tile [max(first point, begin), end] without gaps, so the total weight is known
-  // before the walk and both quantiles fall out of one pass in value order.
+  // before the walk and both quantiles fall out of the same pass in value order.
   // Weights stay in integer microseconds: exact, and cheaper than converting every piece.
   const int64_t total = (end - std::max(points_.front().time, begin)).count();
-  const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
-  s.ema = s.last + (ema_ - s.last) * DecayOver(steps);
-  if (std::abs(s.ema - s.last) <= kEmaSettled) s.ema = s.last;
+  if (depth == SummaryDepth::kAll) {
+    // An EMA within kEmaSettled of the latest value only comes closer: it reads as that value.
+    s.ema = s.last;
+    if (std::abs(ema_ - s.last) > kEmaSettled) {
+      const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
+      s.ema = s.last + (ema_ - s.last) * DecayOver(steps);
+      if (std::abs(s.ema - s.last) <= kEmaSettled) s.ema = s.last;
+    }
+  }
   if (total <= 0) {
-    s.mean = s.median = s.p95 = s.last;
+    s.mean = s.last;
+    if (depth == SummaryDepth::kAll) s.median = s.p95 = s.last;
     return s;
   }
-  double weighted = 0;
-  for (const Piece& p : by_value_) {
-    const int64_t w = (std::min(p.to, end) - std::max(p.from, begin)).count();
-    if (w > 0) weighted += static_cast<double>(w) * p.value;
+  if (depth == SummaryDepth::kMean) {
+    s.mean = Walk<int64_t>(begin, end, 1, nullptr, nullptr, 0) / static_cast<double>(total);
+    return s;
   }
-  s.mean = weighted / static_cast<double>(total);
-  s.median = Quantile(50, begin, end, total);
-  s.p95 = Quantile(95, begin, end, total);
-  return s;
-}
-
-double SignalWindow::Quantile(int percent, TimePoint begin, TimePoint end, int64_t total) const {
-  auto weight = [&](const Piece& p) {
-    return std::max<int64_t>(0, (std::min(p.to, end) - std::max(p.from, begin)).count());
-  };
+  // A quantile the walk never reaches (rounding at the very top) is the latest value.
+  double values[4] = {s.last, s.last, s.last, s.last};
   if (quantiles_ == QuantileMethod::kNearestRank) {
-    // Smallest value whose cumulative weight reaches `percent` of the total (exact integers).
-    const int64_t at = (total * percent + 99) / 100;
-    int64_t acc = 0;
-    for (const Piece& p : by_value_) {
-      acc += weight(p);
-      if (weight(p) > 0 && acc >= at) return p.value;
-    }
-    return points_.back().value;
+    // The smallest value whose cumulative weight reaches `percent` of the total (exact integers):
+    // the first at which it exceeds that weight less one microsecond.
+    auto rank = [&](int percent) { return (total * percent + 99) / 100 - 1; };
+    const int64_t positions[2] = {rank(50), rank(95)};
+    s.mean = Walk<int64_t>(begin, end, 1, positions, values, 2) / static_cast<double>(total);
+    s.median = values[0];
+    s.p95 = values[1];
+    return s;
   }
   // Linear: the window as n samples (one per interval; sampling jitter is spread evenly over
   // them), sample k covering [k, k+1) of the cumulative weight in value order, so the k-th order
@@ -158,25 +167,52 @@ double SignalWindow::Quantile(int percent, TimePoint begin, TimePoint end, int64
   const double n = std::max<double>(
       1.0, std::round(static_cast<double>(total) / static_cast<double>(interval_.count())));
   const double scale = n / static_cast<double>(total);
-  const double h = percent / 100.0 * (n - 1);
-  const double lower_at = std::floor(h) + 0.5;
-  const double upper_at = std::min(std::floor(h) + 1, n - 1) + 0.5;
-  double acc = 0, lower = points_.back().value, upper = lower;
-  bool have_lower = false;
-  for (const Piece& p : by_value_) {
-    const int64_t w = weight(p);
-    if (w <= 0) continue;
-    acc += static_cast<double>(w) * scale;
-    if (!have_lower && acc > lower_at) {
-      lower = p.value;
-      have_lower = true;
+  auto position = [&](int percent) { return percent / 100.0 * (n - 1); };
+  const double h50 = position(50), h95 = position(95);
+  const double positions[4] = {std::floor(h50) + 0.5, std::min(std::floor(h50) + 1, n - 1) + 0.5,
+                               std::floor(h95) + 0.5, std::min(std::floor(h95) + 1, n - 1) + 0.5};
+  s.mean = Walk<double>(begin, end, scale, positions, values, 4) / static_cast<double>(total);
+  s.median = values[0] + (h50 - std::floor(h50)) * (values[1] - values[0]);
+  s.p95 = values[2] + (h95 - std::floor(h95)) * (values[3] - values[2]);
+  return s;
+}
+
+template <typename Weight>
+double SignalWindow::Walk(TimePoint begin, TimePoint end, Weight scale, const Weight* positions,
+                          double* values, int count) const {
+  // The positions in ascending order, closed by one the running weight never exceeds: each piece
+  // then compares its running weight with the next position only.
+  constexpr int kMost = 4;
+  COLO_CHECK(count <= kMost);
+  Weight at[kMost + 1] = {};
+  int slot[kMost] = {};
+  for (int i = 0; i < count; ++i) {
+    int j = i;
+    for (; j > 0 && at[j - 1] > positions[i]; --j) {
+      at[j] = at[j - 1];
+      slot[j] = slot[j - 1];
     }
-    if (acc > upper_at) {
-      upper = p.value;
-      break;
-    }
+    at[j] = positions[i];
+    slot[j] = i;
   }
-  return lower + (h - std::floor(h)) * (upper - lower);
+  at[count] = std::numeric_limits<Weight>::max();
+  const int64_t from = begin.time_since_epoch().count(), to = end.time_since_epoch().count();
+  double weighted = 0;
+  Weight acc = 0;
+  int next = 0;
+  for (const Piece& p : by_value_) {
+    const int64_t w = std::min(p.to.time_since_epoch().count(), to) -
+                      std::max(p.from.time_since_epoch().count(), from);
+    if (w <= 0) continue;
+    weighted += static_cast<double>(w) * p.value;
+    if constexpr (std::is_floating_point_v<Weight>) {
+      acc += static_cast<double>(w) * scale;
+    } else {
+      acc += w;
+    }
+    while (acc > at[next]) values[slot[next++]] = p.value;
+  }
+  return weighted;
 }
 
 }  // namespace colo

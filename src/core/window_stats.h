@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/units.h"
@@ -27,6 +28,16 @@ enum class QuantileMethod {
   kLinear,
 };
 
+// How much of a window a summary computes. `last` (and whether the window is empty) is always
+// there; the mean takes a walk over the window, the median, p95 and EMA come with the same walk at
+// kAll. Placement asks only for what its policy reads: this runs for every GPU at every pass.
+enum class SummaryDepth {
+  kLast,
+  kMean,
+  kAll,
+};
+
+// A statistic the depth did not ask for stays 0.
 struct WindowSummary {
   double last = 0;
   double mean = 0;
@@ -44,7 +55,7 @@ class SignalWindow {
                QuantileMethod quantiles = QuantileMethod::kNearestRank);
 
   void Add(TimePoint t, double value);
-  WindowSummary Summarize(TimePoint now) const;
+  WindowSummary Summarize(TimePoint now, SummaryDepth depth = SummaryDepth::kAll) const;
   // The time from which the window holds only the latest value (its statistics stop changing).
   TimePoint SettledAt() const;
   // True when, without new samples, no statistic of the window can fall after `now`: the latest
@@ -65,11 +76,17 @@ class SignalWindow {
     TimePoint to;
   };
   TimePoint WindowEnd(TimePoint now) const;
+  // Summarize's work past the latest value, which `s` holds.
+  WindowSummary Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const;
   void InsertPiece(const Piece& piece);
   std::vector<Piece>::iterator FindPiece(TimePoint from);
 
-  // Reads a percentile off the pieces in value order (total weight `total`), as `quantiles_` says.
-  double Quantile(int percent, TimePoint begin, TimePoint end, int64_t total) const;
+  // One walk over the pieces in value order, over [begin, end): the weighted sum of the values
+  // (for the mean), and for each of `count` positions the value of the first piece at which the
+  // running weight, in units of `Weight` (each piece's microseconds times `scale`), exceeds it.
+  template <typename Weight>
+  double Walk(TimePoint begin, TimePoint end, Weight scale, const Weight* positions, double* values,
+              int count) const;
 
   Duration window_;
   Duration interval_;
@@ -78,9 +95,13 @@ class SignalWindow {
   double log_decay_;  // its logarithm: decay^steps = exp(steps * log_decay_)
   double DecayOver(double steps) const;
   mutable std::optional<TimePoint> settled_at_;  // SettledAt() until the next Add
-  std::deque<Point> points_;                     // change points, oldest first
-  std::vector<Piece> by_value_;                  // the same points as pieces, ordered by value
-  double ema_ = 0;                               // EMA of the signal up to ema_time_
+  // The last summary and what it was asked for, until the next Add: a pass looks at a GPU more
+  // than once at one instant (the simulator's reads of a server, then its pass).
+  mutable WindowSummary memo_;
+  mutable std::optional<std::pair<TimePoint, SummaryDepth>> memo_of_;
+  std::deque<Point> points_;     // change points, oldest first
+  std::vector<Piece> by_value_;  // the same points as pieces, ordered by value
+  double ema_ = 0;               // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts
 };

@@ -328,7 +328,9 @@ Result<api::LogsReply> ApiHandlers::Handle(const Identity& caller,
 
 Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::GpusRequest&) {
   const Scheduler& scheduler = c_.controller.scheduler();
-  const ClusterView view = scheduler.View();
+  // Every GPU's SMACT risk is shown, whatever the policy reads.
+  const ClusterView view =
+      scheduler.View(WindowReads{SummaryDepth::kAll, SummaryDepth::kLast, SummaryDepth::kLast});
   api::GpusReply reply;
   reply.backend = c_.gpus.name();
   const auto& sample = c_.latest_sample;

@@ -491,6 +491,7 @@ Status Daemon::Run() {
     for (const TenantHandback& handback : controller_->TakeHandbacks()) {
       if (slurm_) slurm_->HandBack(handback);
     }
+    sampler_->ReadProcessesOf(controller_->GpusRunningJobs());
     CheckMps();
     CheckReserve();
   }

@@ -30,11 +30,21 @@ std::optional<GpuSampleSet> GpuSampler::TakeNew() {
   return latest_;
 }
 
+void GpuSampler::ReadProcessesOf(const std::vector<bool>& devices) {
+  std::lock_guard lock(mutex_);
+  with_processes_ = devices;
+}
+
 void GpuSampler::Loop() {
   uint64_t seq = 0;
+  std::vector<bool> with_processes;
   for (;;) {
     const auto began = std::chrono::steady_clock::now();
-    std::vector<DeviceSample> samples = gpus_.SampleAll();
+    {
+      std::lock_guard lock(mutex_);
+      with_processes = with_processes_;
+    }
+    std::vector<DeviceSample> samples = gpus_.SampleAll(with_processes);
     {
       std::lock_guard lock(mutex_);
       if (stop_) break;

@@ -31,6 +31,8 @@ class GpuSampler {
 
   // The newest sample if it was not taken before.
   std::optional<GpuSampleSet> TakeNew();
+  // Which devices' processes the next samples list (those running jobs); none until told.
+  void ReadProcessesOf(const std::vector<bool>& devices);
 
  private:
   void Loop();
@@ -44,6 +46,7 @@ class GpuSampler {
   bool stop_ = false;
   bool exited_ = false;
   std::optional<GpuSampleSet> latest_;
+  std::vector<bool> with_processes_;
   uint64_t taken_seq_ = 0;
   std::thread thread_;
 };

@@ -792,6 +792,12 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       auto it = live_.find(id);
       if (it == live_.end() || !it->second.current()) continue;
       Job& job = it->second;
+      if (here.size() == 1 && s.smact > kComputingSmact) {
+        running_[id].solo_smact_sum += s.smact;
+        running_[id].solo_samples++;
+      }
+      // Not listed (the job started after the sample began): its use is as last seen.
+      if (!s.processes_read) continue;
       const Attempt& attempt = *job.current();
       const auto seen = per_job.find(id);
       if (seen != per_job.end()) scheduler_.OnJobProcessSeen(id, gpu);
@@ -800,12 +806,19 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
         used += scheduler_.gpu_info(gpu).mps_uncounted_context;
       if (const auto raised = scheduler_.OnJobMemory(id, gpu, used)) OverPlan(job, *raised);
-      if (here.size() == 1 && s.smact > kComputingSmact) {
-        running_[id].solo_smact_sum += s.smact;
-        running_[id].solo_samples++;
-      }
     }
   }
+}
+
+std::vector<bool> JobController::GpusRunningJobs() const {
+  std::vector<bool> busy(scheduler_.gpu_count(), false);
+  for (const auto& [id, running] : running_) {
+    const JobRecord* r = scheduler_.job(id);
+    if (!r || r->state != JobState::kRunning) continue;
+    for (GpuIndex g : r->gpus)
+      if (static_cast<size_t>(g) < busy.size()) busy[static_cast<size_t>(g)] = true;
+  }
+  return busy;
 }
 
 void JobController::OverPlan(Job& job, const NeedRaised& raised) {

@@ -128,8 +128,11 @@ class JobController final : public TenantHost {
   // them to the Slurm bridge (the controller never calls it).
   std::vector<TenantHandback> TakeHandbacks() { return tenants_.TakeHandbacks(); }
 
-  // A sample of every GPU, in the scheduler's order, with the processes on each.
+  // A sample of every GPU, in the scheduler's order, with the processes on each where they were
+  // read. A GPU whose processes were not read keeps its jobs' last memory readings.
   void OnSample(TimePoint time, const std::vector<DeviceSample>& devices);
+  // The GPUs (in the scheduler's order) where a job runs: the samples list their processes.
+  std::vector<bool> GpusRunningJobs() const;
   // One turn of work: attempts that ended, cancels to escalate, records to store again, then a
   // placement pass and its launches.
   void Tick();

@@ -1,6 +1,7 @@
 #include "daemon/metrics.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,15 @@ std::string Escape(std::string_view value) {
     }
   }
   return out;
+}
+
+double ProcessCpuSeconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 std::string Hostname() {
@@ -149,6 +159,25 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
       }
     }
   }
+  // What sampling the GPUs costs colod, per kind of driver call: the figures that say where its
+  // own CPU goes on real GPUs.
+  const std::vector<CallCost> costs = gpus.call_costs();
+  if (!costs.empty()) {
+    w.Family("colo_gpu_backend_calls_total", "counter",
+             "Driver calls colod made to sample the GPUs, by kind of call.");
+    for (const CallCost& c : costs)
+      w.Sample("colo_gpu_backend_calls_total", fmt::format("call=\"{}\"", c.call),
+               static_cast<double>(c.calls));
+    w.Family("colo_gpu_backend_cpu_seconds_total", "counter",
+             "CPU time colod's sampling thread spent in those calls, by kind of call.");
+    for (const CallCost& c : costs)
+      w.Sample("colo_gpu_backend_cpu_seconds_total", fmt::format("call=\"{}\"", c.call),
+               c.cpu_seconds);
+  }
+  w.Family("process_cpu_seconds_total", "counter",
+           "User and system CPU time colod has spent, all its threads together.");
+  w.Sample("process_cpu_seconds_total", "", ProcessCpuSeconds());
+
   w.Family("colo_gpu_activity_source", "gauge",
            "Where the GPU's SM activity comes from (gpm, dcgm, fake; utilization: neither GPM "
            "nor DCGM, placement uses NVML's utilization; none: not yet); always 1.");
@@ -162,7 +191,9 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
            "Energy the board used since the driver loaded; absent where unknown.");
   for (size_t i = 0; i < sampled; ++i)
     w.Sample("colo_gpu_energy_joules_total", gpu_labels[i], latest->devices[i].energy_joules);
-  const ClusterView view = scheduler.View();
+  // Only the free memory is read here.
+  const ClusterView view =
+      scheduler.View(WindowReads{SummaryDepth::kLast, SummaryDepth::kLast, SummaryDepth::kLast});
   w.Family("colo_gpu_free_for_placement_bytes", "gauge",
            "Memory a new job could be placed in on the GPU (its capacity less every job's "
            "reservation).");

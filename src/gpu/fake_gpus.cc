@@ -30,7 +30,7 @@ FakeGpus::FakeGpus(int count, Bytes capacity, std::string state_dir)
   }
 }
 
-std::vector<DeviceSample> FakeGpus::SampleAll() {
+std::vector<DeviceSample> FakeGpus::SampleAll(const std::vector<bool>& with_processes) {
   std::unique_lock lock(mutex_);
   released_.wait(lock, [&] { return !hung_; });
   std::vector<std::map<int, Bytes>> processes = processes_;
@@ -41,8 +41,9 @@ std::vector<DeviceSample> FakeGpus::SampleAll() {
   for (size_t i = 0; i < devices_.size(); ++i) {
     DeviceSample s;
     s.memory_total = devices_[i].memory_total;
+    s.processes_read = i < with_processes.size() && with_processes[i];
     for (const auto& [pid, used] : processes[i]) {
-      s.processes.push_back({pid, used});
+      if (s.processes_read) s.processes.push_back({pid, used});
       s.memory_used += used;
     }
     s.utilization = smact[i] > 0 ? 1.0 : 0.0;

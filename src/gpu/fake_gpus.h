@@ -21,7 +21,7 @@ class FakeGpus : public GpuBackend {
 
   std::string name() const override { return "fake"; }
   const std::vector<DeviceInfo>& devices() const override { return devices_; }
-  std::vector<DeviceSample> SampleAll() override;
+  std::vector<DeviceSample> SampleAll(const std::vector<bool>& with_processes) override;
   std::string activity_note() const override {
     return "a fake GPU without GPM or DCGM (its nogpm file)";
   }

@@ -61,9 +61,20 @@ struct DeviceSample {
   ActivitySource activity_source = ActivitySource::kNone;  // of smact, smocc and drama
   double power_watts = -1;
   double energy_joules = -1;  // the board's running total since the driver loaded
+  // The processes using the device; processes_read is false where they were not read (not asked
+  // for: SampleAll's with_processes, or the query failed), and then says nothing of them.
   std::vector<ProcessMemory> processes;
+  bool processes_read = true;
   bool ok = true;
   std::string error;  // why the sample is incomplete, if it is
+};
+
+// What reading the devices has cost so far, per kind of driver call: how many were made and the
+// CPU time of the thread that made them.
+struct CallCost {
+  std::string call;
+  int64_t calls = 0;
+  double cpu_seconds = 0;
 };
 
 class GpuBackend {
@@ -71,9 +82,13 @@ class GpuBackend {
   virtual ~GpuBackend() = default;
   virtual std::string name() const = 0;
   virtual const std::vector<DeviceInfo>& devices() const = 0;
-  // One sample of every device, in the order of devices(). May block on the driver; the daemon
-  // calls it from a thread of its own.
-  virtual std::vector<DeviceSample> SampleAll() = 0;
+  // One sample of every device, in the order of devices(). The processes of device i are listed
+  // only where with_processes[i] is true: the process query is among the driver's slowest calls,
+  // and only a device running jobs needs it. May block on the driver; the daemon calls it from a
+  // thread of its own.
+  virtual std::vector<DeviceSample> SampleAll(const std::vector<bool>& with_processes) = 0;
+  // Thread-safe; empty where the backend does not count.
+  virtual std::vector<CallCost> call_costs() const { return {}; }
   // Why some GPU's SM activity is only NVML's utilization (no GPM, and DCGM could not be used);
   // empty when every GPU has a real source.
   virtual std::string activity_note() const { return ""; }

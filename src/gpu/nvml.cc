@@ -1,66 +1,28 @@
 // The NVML backend. libnvidia-ml is opened with dlopen so colo builds and runs without the CUDA
-// toolkit; the few declarations it needs are our own, checked against NVML's documented ABI
-// (all of them stable across the 5xx drivers).
+// toolkit; the few declarations it needs are our own (gpu/nvml_abi.h).
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
+#include "common/clock.h"
 #include "gpu/dcgm.h"
+#include "gpu/energy_counter.h"
 #include "gpu/gpu.h"
+#include "gpu/nvml_abi.h"
 
 namespace colo {
 namespace {
 
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct NvmlDevice*;
-using nvmlGpmSample_t = struct NvmlGpmSample*;
-constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kInsufficientSize = 7;
-
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-struct nvmlUtilization_t {
-  unsigned int gpu, memory;
-};
-struct nvmlProcessInfo_t {  // the layout the _v3 process queries fill
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
-struct nvmlGpmSupport_t {
-  unsigned int version;
-  unsigned int isSupportedDevice;
-};
-struct nvmlGpmMetric_t {
-  unsigned int metricId;
-  nvmlReturn_t nvmlReturn;
-  double value;
-  struct {
-    char* shortName;
-    char* longName;
-    char* unit;
-  } metricInfo;
-};
-// The driver fills only the first numMetrics entries; the array is sized generously so a newer
-// driver's larger maximum can never write past it.
-struct nvmlGpmMetricsGet_t {
-  unsigned int version;
-  unsigned int numMetrics;
-  nvmlGpmSample_t sample1;
-  nvmlGpmSample_t sample2;
-  nvmlGpmMetric_t metrics[512];
-};
-constexpr unsigned int kGpmSupportVersion = 1;
-constexpr unsigned int kGpmMetricsGetVersion = 1;
-constexpr unsigned int kGpmSmUtil = 2;       // SM activity, percent (DCGM's SMACT)
-constexpr unsigned int kGpmSmOccupancy = 3;  // percent (DCGM's SMOCC)
-constexpr unsigned int kGpmDramBwUtil = 10;  // percent (DCGM's DRAMA)
+// NVML's own names, as its ABI has them.
+using namespace nvml;
 
 struct NvmlApi {
   void* library = nullptr;
@@ -96,11 +58,40 @@ bool Bind(void* library, const char* symbol, F*& out) {
   return out != nullptr;
 }
 
+// The driver calls a sample makes, for CallCost.
+enum class Call {
+  kMemory,
+  kProcesses,
+  kUtilization,
+  kPower,
+  kEnergy,
+  kGpmSample,
+  kGpmMetrics,
+  kDcgm
+};
+constexpr const char* kCallNames[] = {"memory", "processes",  "utilization", "power",
+                                      "energy", "gpm_sample", "gpm_metrics", "dcgm"};
+constexpr size_t kCalls = std::size(kCallNames);
+
+int64_t ThreadCpuNanos() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+// How often the board's energy counter is read; between reads the power samples carry it
+// (gpu/energy_counter.h says why).
+constexpr Duration kEnergyReadEvery = std::chrono::seconds(10);
+
 class NvmlGpus : public GpuBackend {
  public:
   struct Target {
     nvmlDevice_t handle = nullptr;
-    nvmlGpmSample_t previous = nullptr;  // GPM metrics are rates between two samples
+    // GPM metrics are rates between two samples: two buffers, taken in turn, for the device's
+    // whole life (allocated at its first reading).
+    nvmlGpmSample_t gpm[2] = {nullptr, nullptr};
+    int gpm_latest = -1;  // the buffer holding the latest sample; -1 before the first
+    EnergyCounter energy{kEnergyReadEvery};
   };
 
   NvmlGpus(NvmlApi api, std::vector<DeviceInfo> devices, std::vector<Target> targets,
@@ -109,10 +100,12 @@ class NvmlGpus : public GpuBackend {
         devices_(std::move(devices)),
         targets_(std::move(targets)),
         dcgm_(std::move(dcgm)),
-        activity_note_(std::move(activity_note)) {}
+        activity_note_(std::move(activity_note)),
+        metrics_get_(std::make_unique<nvmlGpmMetricsGet_t>()) {}
   ~NvmlGpus() override {
     for (auto& t : targets_) {
-      if (t.previous) api_.GpmSampleFree(t.previous);
+      for (nvmlGpmSample_t sample : t.gpm)
+        if (sample) api_.GpmSampleFree(sample);
     }
   }
 
@@ -120,15 +113,39 @@ class NvmlGpus : public GpuBackend {
   std::string activity_note() const override { return activity_note_; }
   const std::vector<DeviceInfo>& devices() const override { return devices_; }
 
-  std::vector<DeviceSample> SampleAll() override {
+  std::vector<DeviceSample> SampleAll(const std::vector<bool>& with_processes) override {
     std::vector<DeviceSample> out;
     out.reserve(devices_.size());
-    for (size_t i = 0; i < devices_.size(); ++i) out.push_back(Sample(devices_[i], targets_[i]));
+    for (size_t i = 0; i < devices_.size(); ++i)
+      out.push_back(
+          Sample(devices_[i], targets_[i], i < with_processes.size() && with_processes[i]));
+    return out;
+  }
+
+  std::vector<CallCost> call_costs() const override {
+    std::vector<CallCost> out;
+    for (size_t c = 0; c < kCalls; ++c) {
+      out.push_back(
+          CallCost{kCallNames[c], costs_[c].calls.load(std::memory_order_relaxed),
+                   static_cast<double>(costs_[c].nanos.load(std::memory_order_relaxed)) / 1e9});
+    }
     return out;
   }
 
  private:
-  DeviceSample Sample(const DeviceInfo& info, Target& target) {
+  // Makes one driver call, counting it and the CPU time it took (the driver may spin while the
+  // GPU's firmware answers: that is colod's CPU too).
+  template <typename F>
+  auto Timed(Call call, F&& f) {
+    Cost& cost = costs_[static_cast<size_t>(call)];
+    const int64_t began = ThreadCpuNanos();
+    auto result = f();
+    cost.nanos.fetch_add(ThreadCpuNanos() - began, std::memory_order_relaxed);
+    cost.calls.fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
+
+  DeviceSample Sample(const DeviceInfo& info, Target& target, bool with_processes) {
     DeviceSample s;
     auto note = [&](const char* what, nvmlReturn_t r) {
       s.ok = false;
@@ -136,28 +153,41 @@ class NvmlGpus : public GpuBackend {
       s.error += fmt::format("{}: {}", what, api_.Error(r));
     };
     nvmlMemory_t memory{};
-    if (nvmlReturn_t r = api_.GetMemoryInfo(target.handle, &memory); r == kSuccess) {
+    if (nvmlReturn_t r =
+            Timed(Call::kMemory, [&] { return api_.GetMemoryInfo(target.handle, &memory); });
+        r == kSuccess) {
       s.memory_total = Bytes(static_cast<int64_t>(memory.total));
       s.memory_used = Bytes(static_cast<int64_t>(memory.used));
     } else {
       note("memory", r);
     }
-    ReadProcesses(target.handle, s, note);
+    s.processes_read = false;
+    if (with_processes) ReadProcesses(target.handle, s, note);
     if (info.mig_index < 0) {
       nvmlUtilization_t util{};
-      if (api_.GetUtilizationRates(target.handle, &util) == kSuccess)
+      if (Timed(Call::kUtilization,
+                [&] { return api_.GetUtilizationRates(target.handle, &util); }) == kSuccess)
         s.utilization = util.gpu / 100.0;
       unsigned int milliwatts = 0;
-      if (api_.GetPowerUsage(target.handle, &milliwatts) == kSuccess)
+      if (Timed(Call::kPower, [&] { return api_.GetPowerUsage(target.handle, &milliwatts); }) ==
+          kSuccess)
         s.power_watts = milliwatts / 1000.0;
+      const TimePoint now = clock_.Now();
       unsigned long long millijoules = 0;
-      if (api_.GetTotalEnergyConsumption(target.handle, &millijoules) == kSuccess)
-        s.energy_joules = static_cast<double>(millijoules) / 1000.0;
+      if (target.energy.Due(now) && Timed(Call::kEnergy, [&] {
+                                      return api_.GetTotalEnergyConsumption(target.handle,
+                                                                            &millijoules);
+                                    }) == kSuccess)
+        s.energy_joules =
+            target.energy.Read(now, static_cast<double>(millijoules) / 1000.0, s.power_watts);
+      else
+        s.energy_joules = target.energy.Carry(now, s.power_watts);
       if (info.gpm_supported) {
         ReadGpm(target, s);
         if (s.smact >= 0) s.activity_source = ActivitySource::kGpm;
       } else if (dcgm_) {
-        const DcgmReading r = dcgm_->Read(static_cast<unsigned>(info.index));
+        const DcgmReading r =
+            Timed(Call::kDcgm, [&] { return dcgm_->Read(static_cast<unsigned>(info.index)); });
         s.smact = r.smact;
         s.smocc = r.smocc;
         s.drama = r.drama;
@@ -171,12 +201,15 @@ class NvmlGpus : public GpuBackend {
 
   template <typename Note>
   void ReadProcesses(nvmlDevice_t handle, DeviceSample& s, Note& note) {
-    std::vector<nvmlProcessInfo_t> infos(16);
+    // One buffer for every device and sample (the sampling thread's alone).
+    if (process_infos_.empty()) process_infos_.resize(16);
     for (int tries = 0; tries < 4; ++tries) {
-      unsigned int count = static_cast<unsigned int>(infos.size());
-      const nvmlReturn_t r = api_.GetComputeRunningProcesses(handle, &count, infos.data());
+      unsigned int count = static_cast<unsigned int>(process_infos_.size());
+      const nvmlReturn_t r = Timed(Call::kProcesses, [&] {
+        return api_.GetComputeRunningProcesses(handle, &count, process_infos_.data());
+      });
       if (r == kInsufficientSize) {
-        infos.resize(count + 16);  // processes may start between the two calls
+        process_infos_.resize(count + 16);  // processes may start between the two calls
         continue;
       }
       if (r != kSuccess) {
@@ -185,50 +218,64 @@ class NvmlGpus : public GpuBackend {
       }
       for (unsigned int i = 0; i < count; ++i) {
         // NVML reports "not available" as the all-ones value (e.g. without permission).
-        const auto used = infos[i].usedGpuMemory;
-        s.processes.push_back({static_cast<int>(infos[i].pid),
+        const auto used = process_infos_[i].usedGpuMemory;
+        s.processes.push_back({static_cast<int>(process_infos_[i].pid),
                                Bytes(used == ~0ULL ? 0 : static_cast<int64_t>(used))});
       }
+      s.processes_read = true;
       return;
     }
     note("processes", kInsufficientSize);
   }
 
   void ReadGpm(Target& target, DeviceSample& s) {
-    nvmlGpmSample_t current = nullptr;
-    if (api_.GpmSampleAlloc(&current) != kSuccess) return;
-    if (api_.GpmSampleGet(target.handle, current) != kSuccess) {
-      api_.GpmSampleFree(current);
-      return;
+    for (nvmlGpmSample_t& sample : target.gpm) {
+      if (!sample && api_.GpmSampleAlloc(&sample) != kSuccess) return;
     }
-    if (target.previous) {
-      auto get = std::make_unique<nvmlGpmMetricsGet_t>();
-      std::memset(get.get(), 0, sizeof(nvmlGpmMetricsGet_t));
-      get->version = kGpmMetricsGetVersion;
-      get->numMetrics = 3;
-      get->sample1 = target.previous;
-      get->sample2 = current;
-      get->metrics[0].metricId = kGpmSmUtil;
-      get->metrics[1].metricId = kGpmSmOccupancy;
-      get->metrics[2].metricId = kGpmDramBwUtil;
-      if (api_.GpmMetricsGet(get.get()) == kSuccess) {
+    const int current = target.gpm_latest == 0 ? 1 : 0;
+    nvmlGpmSample_t sample = target.gpm[current];
+    if (Timed(Call::kGpmSample, [&] { return api_.GpmSampleGet(target.handle, sample); }) !=
+        kSuccess)
+      return;
+    if (target.gpm_latest >= 0) {
+      nvmlGpmMetricsGet_t& get = *metrics_get_;
+      // The driver fills only the first numMetrics entries; their outputs are cleared each time.
+      std::memset(&get, 0, offsetof(nvmlGpmMetricsGet_t, metrics) + 3 * sizeof(nvmlGpmMetric_t));
+      get.version = kGpmMetricsGetVersion;
+      get.numMetrics = 3;
+      get.sample1 = target.gpm[target.gpm_latest];
+      get.sample2 = sample;
+      get.metrics[0].metricId = kGpmSmUtil;
+      get.metrics[1].metricId = kGpmSmOccupancy;
+      get.metrics[2].metricId = kGpmDramBwUtil;
+      if (Timed(Call::kGpmMetrics, [&] { return api_.GpmMetricsGet(&get); }) == kSuccess) {
         auto fraction = [](const nvmlGpmMetric_t& m) {
           return m.nvmlReturn == kSuccess ? std::clamp(m.value / 100.0, 0.0, 1.0) : -1.0;
         };
-        s.smact = fraction(get->metrics[0]);
-        s.smocc = fraction(get->metrics[1]);
-        s.drama = fraction(get->metrics[2]);
+        s.smact = fraction(get.metrics[0]);
+        s.smocc = fraction(get.metrics[1]);
+        s.drama = fraction(get.metrics[2]);
       }
-      api_.GpmSampleFree(target.previous);
     }
-    target.previous = current;
+    target.gpm_latest = current;
   }
 
+  struct Cost {
+    std::atomic<int64_t> calls{0};
+    std::atomic<int64_t> nanos{0};
+  };
+
   NvmlApi api_;
+  SystemClock clock_;
   std::vector<DeviceInfo> devices_;
   std::vector<Target> targets_;
   std::unique_ptr<DcgmProfiler> dcgm_;  // for the whole GPUs without GPM
   std::string activity_note_;
+  // Scratch of the sampling thread, kept between samples: the GPM metrics request (20 KB) and
+  // the process list.
+  std::unique_ptr<nvmlGpmMetricsGet_t> metrics_get_;
+  std::vector<nvmlProcessInfo_t> process_infos_;
+  std::array<Cost, kCalls> costs_;
 };
 
 }  // namespace
@@ -322,7 +369,7 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
         d.name = fmt::format("{} MIG {}", name.data(), m);
         d.memory_total = Bytes(static_cast<int64_t>(mig_memory.total));
         devices.push_back(d);
-        targets.push_back({mig_handle, nullptr});
+        targets.push_back({mig_handle});
       }
       continue;
     }
@@ -333,7 +380,7 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
     d.memory_total = Bytes(static_cast<int64_t>(memory.total));
     d.gpm_supported = has_gpm;
     devices.push_back(d);
-    targets.push_back({handle, nullptr});
+    targets.push_back({handle});
   }
   // GPUs without GPM (Ampere) read SM activity, occupancy and DRAM activity from DCGM, where it
   // is installed; else only NVML's utilization stands in, and colo says so.

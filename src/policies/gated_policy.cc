@@ -14,6 +14,24 @@ int ThreadPercentFor(double expected_smact) {
   return std::clamp(pct, 20, 100);
 }
 
+WindowReads GatedPolicy::window_reads() const {
+  WindowReads reads{SummaryDepth::kLast, SummaryDepth::kLast, SummaryDepth::kLast};
+  if (GatesUtilization() || OrdersByUtilization()) reads.smact = DepthFor(gates_.stat);
+  if (GatesUtilization() && gates_.compound)
+    reads.smocc = reads.drama = DepthFor(UtilizationStat::kRisk);
+  return reads;
+}
+
+bool GatedPolicy::NeedsWindows(const GpuView& gpu, const PlacementRequest& request) const {
+  // The utilization gate reads a busy GPU that passed every other gate; a chooser ordering by
+  // utilization reads every GPU that passes them all. Those that fail the gates most GPUs fail
+  // (memory, then the launch grace) are ruled out here; the rest are summarized whether or not a
+  // rarer gate would stop them, which is cheaper than checking every gate twice.
+  if (!OrdersByUtilization() && !(GatesUtilization() && !gpu.idle())) return false;
+  if (gates_.memory && !CheckMemory(gpu, request, gates_).fits()) return false;
+  return gpu.idle() || !gates_.launch_grace || !InLaunchGrace(gpu, gates_);
+}
+
 bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
   switch (chooser_) {
     case Chooser::kFirstFit:

@@ -32,6 +32,8 @@ class GatedPolicy final : public PlacementPolicy {
   std::string_view name() const override { return name_; }
   PlacementDecision Place(const ClusterView& view, const PlacementRequest& request) const override;
   QuantileMethod window_quantiles() const override { return gates_.quantiles; }
+  WindowReads window_reads() const override;
+  bool NeedsWindows(const GpuView& gpu, const PlacementRequest& request) const override;
   bool grace_from_process() const override {
     return gates_.launch_grace && gates_.grace_from_process;
   }
@@ -41,6 +43,11 @@ class GatedPolicy final : public PlacementPolicy {
  private:
   // True if GPU a should be preferred over GPU b.
   bool Before(const GpuView& a, const GpuView& b, const ClusterView& view) const;
+  bool OrdersByUtilization() const {
+    return chooser_ == Chooser::kLeastUtilized || chooser_ == Chooser::kConsolidate;
+  }
+  // The utilization gate looks at GPUs that run jobs, which an idle-only policy never takes.
+  bool GatesUtilization() const { return gates_.utilization && !gates_.idle_only; }
 
   std::string name_;
   Chooser chooser_;

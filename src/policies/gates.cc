@@ -15,6 +15,18 @@ double UtilizationOf(const GpuView& gpu, UtilizationStat stat) {
   return gpu.smact.Risk();
 }
 
+SummaryDepth DepthFor(UtilizationStat stat) {
+  switch (stat) {
+    case UtilizationStat::kLast:
+      return SummaryDepth::kLast;
+    case UtilizationStat::kMean:
+      return SummaryDepth::kMean;
+    case UtilizationStat::kRisk:
+      return SummaryDepth::kAll;
+  }
+  return SummaryDepth::kAll;
+}
+
 SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config) {
   if (config.idle_only || request.sharing == SharingPreference::kExclusive || gpu.mig_instance) {
     return SharingMode::kExclusive;
@@ -32,8 +44,16 @@ Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config) {
   return config.grace_from_process ? gpu.process_grace_left : gpu.grace_left;
 }
 
-GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
-                          const GateConfig& config) {
+MemoryCheck CheckMemory(const GpuView& gpu, const PlacementRequest& request,
+                        const GateConfig& config) {
+  return {gpu.free_for_placement - config.free_reserve, request.memory_need + config.memory_margin};
+}
+
+namespace {
+
+// Every gate before the utilization gate, the last and the only one that reads the windows.
+GateVerdict EvaluateGatesBeforeUtilization(const GpuView& gpu, const PlacementRequest& request,
+                                           const GateConfig& config) {
   GateVerdict v;
   v.gpu = gpu.index;
   auto fail = [&](Gate gate, double value, double limit) {
@@ -61,13 +81,21 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
     }
   }
   if (config.memory) {
-    const Bytes required = request.memory_need + config.memory_margin;
-    const Bytes free = gpu.free_for_placement - config.free_reserve;
-    if (free < required) {
-      return fail(Gate::kMemory, static_cast<double>(free.count()),
-                  static_cast<double>(required.count()));
+    const MemoryCheck memory = CheckMemory(gpu, request, config);
+    if (!memory.fits()) {
+      return fail(Gate::kMemory, static_cast<double>(memory.free.count()),
+                  static_cast<double>(memory.required.count()));
     }
   }
+  return v;
+}
+
+}  // namespace
+
+GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
+                          const GateConfig& config) {
+  GateVerdict v = EvaluateGatesBeforeUtilization(gpu, request, config);
+  if (v.gate != Gate::kPass) return v;
   if (config.utilization && !gpu.idle()) {
     const double smact = UtilizationOf(gpu, config.stat);
     bool excluded = smact > config.smact_max;
@@ -77,7 +105,11 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
       excluded =
           smact >= config.smact_max && (smocc >= config.smocc_max || drama >= config.drama_max);
     }
-    if (excluded) return fail(Gate::kUtilization, smact, config.smact_max);
+    if (excluded) {
+      v.gate = Gate::kUtilization;
+      v.value = smact;
+      v.limit = config.smact_max;
+    }
   }
   return v;
 }

@@ -41,6 +41,16 @@ struct GateConfig {
   bool operator==(const GateConfig&) const = default;
 };
 
+// The memory gate's two sides: the GPU's memory free for placement less what the policy holds
+// back, and the job's need with the margin.
+struct MemoryCheck {
+  Bytes free;
+  Bytes required;
+  bool fits() const { return free >= required; }
+};
+MemoryCheck CheckMemory(const GpuView& gpu, const PlacementRequest& request,
+                        const GateConfig& config);
+
 // The mode a job would run in on this GPU.
 SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
 
@@ -54,5 +64,7 @@ Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config);
 
 // The SMACT figure the utilization gate and the utilization-ordering choosers use.
 double UtilizationOf(const GpuView& gpu, UtilizationStat stat);
+// How much of a window summary that figure needs.
+SummaryDepth DepthFor(UtilizationStat stat);
 
 }  // namespace colo

@@ -220,5 +220,123 @@ TEST(SignalWindowLinear, SamplingJitterStillCountsOneSampleEach) {
   EXPECT_NEAR(s.p95, 0.58, 1e-9);
 }
 
+// The statistics computed from the samples directly, each by its own walk over the pieces in
+// value order with the arithmetic Summarize has always used: the one merged walk must agree to
+// the bit, or simulations would no longer reproduce.
+struct Sample {
+  int64_t micros;
+  double value;
+};
+WindowSummary Reference(const std::vector<Sample>& samples, int n, QuantileMethod method,
+                        int64_t now) {
+  const int64_t interval = 1'000'000, window = n * interval;
+  struct Piece {
+    double value;
+    int64_t from, to;
+  };
+  std::vector<Piece> pieces;
+  for (const Sample& s : samples) {
+    if (!pieces.empty() && pieces.back().value == s.value) continue;  // held, not a change
+    if (!pieces.empty()) pieces.back().to = s.micros;
+    pieces.push_back({s.value, s.micros, INT64_MAX});
+  }
+  const int64_t end = std::max(now, samples.back().micros + interval), begin = end - window;
+  const int64_t total = end - std::max(pieces.front().from, begin);
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const Piece& a, const Piece& b) { return a.value < b.value; });
+  const auto weight = [&](const Piece& p) {
+    return std::max<int64_t>(0, std::min(p.to, end) - std::max(p.from, begin));
+  };
+  WindowSummary s;
+  s.empty = false;
+  s.last = samples.back().value;
+  if (total <= 0) {
+    s.mean = s.median = s.p95 = s.last;
+    return s;
+  }
+  double weighted = 0;
+  for (const Piece& p : pieces)
+    if (weight(p) > 0) weighted += static_cast<double>(weight(p)) * p.value;
+  s.mean = weighted / static_cast<double>(total);
+  const auto quantile = [&](int percent) {
+    if (method == QuantileMethod::kNearestRank) {
+      const int64_t at = (total * percent + 99) / 100;
+      int64_t acc = 0;
+      for (const Piece& p : pieces) {
+        acc += weight(p);
+        if (weight(p) > 0 && acc >= at) return p.value;
+      }
+      return s.last;
+    }
+    const double count = std::max<double>(
+        1.0, std::round(static_cast<double>(total) / static_cast<double>(interval)));
+    const double scale = count / static_cast<double>(total);
+    const double h = percent / 100.0 * (count - 1);
+    const double lower_at = std::floor(h) + 0.5;
+    const double upper_at = std::min(std::floor(h) + 1, count - 1) + 0.5;
+    double acc = 0, lower = s.last, upper = lower;
+    bool have_lower = false;
+    for (const Piece& p : pieces) {
+      if (weight(p) <= 0) continue;
+      acc += static_cast<double>(weight(p)) * scale;
+      if (!have_lower && acc > lower_at) {
+        lower = p.value;
+        have_lower = true;
+      }
+      if (acc > upper_at) {
+        upper = p.value;
+        break;
+      }
+    }
+    return lower + (h - std::floor(h)) * (upper - lower);
+  };
+  s.median = quantile(50);
+  s.p95 = quantile(95);
+  return s;
+}
+
+TEST(SignalWindow, OneWalkGivesEveryStatisticToTheBit) {
+  Rng rng(11);
+  for (QuantileMethod method : {QuantileMethod::kNearestRank, QuantileMethod::kLinear}) {
+    for (int trial = 0; trial < 300; ++trial) {
+      const int n = 1 + static_cast<int>(rng.Below(40));
+      SignalWindow w(n, Seconds(1), method);
+      std::vector<Sample> samples;
+      int64_t t = static_cast<int64_t>(rng.Below(5'000'000));
+      const int count = 1 + static_cast<int>(rng.Below(120));
+      for (int i = 0; i < count; ++i) {
+        // Regular 1 s samples, jittered ones, and the simulator's sparse change points; values
+        // from a small set (ties, repeats) or anywhere.
+        const uint64_t kind = rng.Below(3);
+        t += kind == 0   ? 1'000'000
+             : kind == 1 ? 1 + static_cast<int64_t>(rng.Below(2'000'000))
+                         : static_cast<int64_t>(rng.Below(40'000'000)) + 1;
+        const double value = rng.Below(2) ? static_cast<double>(rng.Below(5)) / 4 : rng.Uniform();
+        samples.push_back({t, value});
+        w.Add(TimePoint(Duration(t)), value);
+        for (int64_t after : {int64_t{0}, int64_t{400'000}, int64_t{7'000'000}}) {
+          const TimePoint now(Duration(t + after));
+          const WindowSummary got = w.Summarize(now);
+          const WindowSummary want = Reference(samples, n, method, t + after);
+          ASSERT_EQ(got.mean, want.mean) << "trial " << trial << " sample " << i;
+          ASSERT_EQ(got.median, want.median) << "trial " << trial << " sample " << i;
+          ASSERT_EQ(got.p95, want.p95) << "trial " << trial << " sample " << i;
+          ASSERT_EQ(got.last, want.last);
+          // Shallower summaries give the same figures they compute, and nothing else.
+          const WindowSummary mean = w.Summarize(now, SummaryDepth::kMean);
+          ASSERT_EQ(mean.mean, got.mean);
+          ASSERT_EQ(mean.last, got.last);
+          ASSERT_EQ(mean.median, 0.0);
+          ASSERT_EQ(mean.ema, 0.0);
+          const WindowSummary last = w.Summarize(now, SummaryDepth::kLast);
+          ASSERT_EQ(last.last, got.last);
+          ASSERT_FALSE(last.empty);
+          ASSERT_EQ(last.mean, 0.0);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace colo

@@ -582,6 +582,41 @@ TEST_F(JobControllerTest, SmActivityIsTheUsersThenWhatRunsMeasuredThenThePredict
       << "the user's number stands";
 }
 
+TEST_F(JobControllerTest, OnlyTheGpusRunningJobsHaveTheirProcessesReadAndAnUnreadListKeepsTheUse) {
+  const JobId id = Submit();
+  EXPECT_EQ(controller_->GpusRunningJobs(), std::vector<bool>({false, false}));
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(id, 1));
+  const int gpu = controller_->FindLive(id)->current()->gpu_uuids.at(0) == "GPU-0" ? 0 : 1;
+  std::vector<bool> busy(2, false);
+  busy[static_cast<size_t>(gpu)] = true;
+  EXPECT_EQ(controller_->GpusRunningJobs(), busy);
+  std::vector<DeviceSample> devices(2);
+  devices[static_cast<size_t>(gpu)].processes.push_back(
+      ProcessMemory{launcher_.process(id, 1)->handle.pid, GiB(6)});
+  controller_->OnSample(clock_.Now(), devices);
+  const JobRecord* record = controller_->scheduler().job(id);
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->current_use.at(0), GiB(6));
+  // A sample that did not list the GPU's processes (taken as the job started, or the query
+  // failed) says nothing of the job's use: it stays as last seen, not 0.
+  for (auto& d : devices) {
+    d.processes.clear();
+    d.processes_read = false;
+  }
+  clock_.Advance(Seconds(1));
+  controller_->OnSample(clock_.Now(), devices);
+  EXPECT_EQ(record->current_use.at(0), GiB(6));
+  // A list read without the job's processes: it no longer uses the GPU.
+  for (auto& d : devices) d.processes_read = true;
+  clock_.Advance(Seconds(1));
+  controller_->OnSample(clock_.Now(), devices);
+  EXPECT_EQ(record->current_use.at(0), Bytes(0));
+  launcher_.Succeed(id, 1);
+  controller_->Tick();
+  EXPECT_EQ(controller_->GpusRunningJobs(), std::vector<bool>({false, false}));
+}
+
 // --- Slurm tenants: Slurm runs the processes; colod places them and watches for their end. ---
 
 TenantRequest Tenant(uint32_t slurm_job, std::optional<Bytes> memory = GiB(30), int restarts = 0) {

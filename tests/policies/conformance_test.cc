@@ -144,6 +144,88 @@ INSTANTIATE_TEST_SUITE_P(AllPolicies, PolicyConformance, ::testing::ValuesIn(All
                            return n;
                          });
 
+// A random summary whose statistics all differ, so that reading one the scheduler left out shows.
+WindowSummary RandomSummary(Rng& rng) {
+  WindowSummary s;
+  if (rng.Uniform() < 0.1) return s;
+  s.empty = false;
+  s.last = rng.Uniform();
+  s.mean = rng.Uniform();
+  s.median = rng.Uniform();
+  s.p95 = rng.Uniform();
+  s.ema = rng.Uniform();
+  return s;
+}
+
+// What the scheduler computes at `depth`: the statistics beyond it stay 0.
+WindowSummary Truncated(const WindowSummary& full, SummaryDepth depth) {
+  if (depth == SummaryDepth::kAll) return full;
+  WindowSummary s;
+  s.empty = full.empty;
+  s.last = full.last;
+  if (depth == SummaryDepth::kMean) s.mean = full.mean;
+  return s;
+}
+
+TEST(PolicyWindowReads, DecisionsNeedNoStatisticBeyondThoseDeclaredWhereDeclared) {
+  std::vector<std::string> specs = AllPolicies();
+  for (const std::string name : {"worst-fit", "least-utilized", "consolidate"}) {
+    for (const char* settings :
+         {":stat=last", ":stat=mean", ":compound=on", ":compound=on,stat=mean", ":preset=carma",
+          ":gates=none", ":utilization=off"})
+      specs.push_back(name + settings);
+  }
+  specs.push_back("OR-LUG");
+  specs.push_back("exclusive:utilization=on");
+  for (const std::string& spec : specs) {
+    auto made = MakePolicy(spec);
+    ASSERT_TRUE(made.ok()) << spec;
+    const GatedPolicy& policy = **made;
+    const WindowReads reads = policy.window_reads();
+    Rng rng(std::hash<std::string>{}(spec));
+    for (int trial = 0; trial < 2000; ++trial) {
+      ClusterView full = RandomView(rng);
+      for (GpuView& g : full.gpus) {
+        // A GPU whose job ended within the launch grace, or whose new job has not appeared yet.
+        if (rng.Uniform() < 0.2) g.placed_recently = g.process_grace = true;
+        g.smact = RandomSummary(rng);
+        g.smocc = RandomSummary(rng);
+        g.drama = RandomSummary(rng);
+      }
+      ClusterView partial = full;
+      for (GpuView& g : partial.gpus) {
+        g.smact = Truncated(g.smact, reads.smact);
+        g.smocc = Truncated(g.smocc, reads.smocc);
+        g.drama = Truncated(g.drama, reads.drama);
+      }
+      const PlacementRequest request = RandomRequest(rng);
+      // The scheduler's pass: only the GPUs the policy may read for this job are summarized.
+      ClusterView lazy = partial;
+      for (GpuView& g : lazy.gpus) {
+        if (policy.NeedsWindows(g, request)) continue;
+        g.smact = g.smocc = g.drama = WindowSummary{};
+      }
+      const PlacementDecision want = policy.Place(full, request);
+      for (const ClusterView* view : {&partial, &lazy}) {
+        const PlacementDecision got = policy.Place(*view, request);
+        ASSERT_EQ(got.index(), want.index()) << spec << ", trial " << trial;
+        if (const auto* placed = std::get_if<Placed>(&want)) {
+          ASSERT_EQ(std::get<Placed>(got).gpus, placed->gpus) << spec << ", trial " << trial;
+          ASSERT_EQ(std::get<Placed>(got).mode, placed->mode);
+        } else if (const auto* wait = std::get_if<Wait>(&want)) {
+          const Wait& other = std::get<Wait>(got);
+          ASSERT_EQ(other.per_gpu.size(), wait->per_gpu.size());
+          for (size_t i = 0; i < wait->per_gpu.size(); ++i) {
+            ASSERT_EQ(other.per_gpu[i].gate, wait->per_gpu[i].gate) << spec << ", trial " << trial;
+            ASSERT_EQ(other.per_gpu[i].value, wait->per_gpu[i].value)
+                << spec << ", trial " << trial;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PolicyRegistry, UnknownNamesAndSettingsAreTypedErrors) {
   auto unknown = MakePolicy("fastest-fit");
   ASSERT_FALSE(unknown.ok());
