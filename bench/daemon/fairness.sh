@@ -52,7 +52,7 @@ as "$flooder" "$bin/colo-loadgen" --socket "$socket" flood --seconds 1 --workdir
   --connections 1 --roles array-keep
 after=$(awk '/^VmRSS/ {print $2}' "/proc/$colod/status")
 echo "   colod's RSS grew by $(awk "BEGIN {printf \"%.1f\", ($after - $before) / 1024}") MiB" \
-  "($((before / 1024)) to $((after / 1024)) MiB); database now $(du -h "$work/state/colo.db" | cut -f1)"
+  "($((before / 1024)) to $((after / 1024)) MiB); database now $(du -ch "$work/state/colo.db"* | tail -1 | cut -f1) with its WAL"
 echo "== $prober's queue alone for 10 s"
 as "$prober" "$bin/colo-loadgen" --socket "$socket" probe --seconds 10
 echo "== $flooder floods on 32 connections for $seconds s while $prober asks for the queue"

@@ -708,6 +708,7 @@ void JobController::CheckDependencies() {
   if (changes.size() > kDependencySlice) {
     changes.resize(kDependencySlice);
     admission_.DependenciesChanged();
+    more_work_ = true;
   }
   std::vector<std::pair<Job*, std::vector<JobEvent>>> stores;
   for (Admission::DependencyChange& change : changes) {

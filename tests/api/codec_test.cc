@@ -51,9 +51,9 @@ TEST(Codec, RequestsRoundTrip) {
   EXPECT_EQ(t.estimate->upper, GiB(7));
   EXPECT_EQ(t.estimate->signature, "abc-b32");
 
-  for (const Request& r : std::vector<Request>{HelloRequest{}, QueueRequest{"bob"}, ShowRequest{7},
-                                               CancelRequest{8}, ExplainRequest{9}, LogsRequest{10},
-                                               GpusRequest{}, HistoryRequest{20, 500, true}}) {
+  for (const Request& r : std::vector<Request>{
+           HelloRequest{}, QueueRequest{"bob", 50, 9}, ShowRequest{7}, CancelRequest{8},
+           ExplainRequest{9}, LogsRequest{10}, GpusRequest{}, HistoryRequest{20, 500, true}}) {
     auto decoded = DecodeRequest(EncodeRequest(r));
     ASSERT_TRUE(decoded.ok()) << decoded.status().message();
     EXPECT_EQ(decoded->index(), r.index());

@@ -216,9 +216,9 @@ TEST(TopView, AsksOnlyForWhatItShows) {
   s.queue->next = 4;
   s.queue->running = 7;
   s.queue->waiting = 1200;
-  EXPECT_TRUE(Has(RenderTop(s, state, 80, 24), "[7 R 1200 PD]"));
+  EXPECT_TRUE(Has(RenderTop(s, state, 100, 24), "[7 R 1200 PD]"));
   s.queue->next.reset();
-  EXPECT_TRUE(Has(RenderTop(s, state, 80, 24), "[2 R 2 PD]"));
+  EXPECT_TRUE(Has(RenderTop(s, state, 100, 24), "[2 R 2 PD]"));
 }
 
 TEST(TopView, TheSelectionStaysInViewOnAShortScreen) {

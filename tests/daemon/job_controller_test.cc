@@ -931,6 +931,52 @@ TEST_F(JobControllerTest, HoldAndReleaseAreStoredBeforeActingAndOnlyForWaitingJo
   (void)b;
 }
 
+TEST_F(JobControllerTest, ManyJobsAreHeldInOneWriteAndAReleaseStormIsTakenInSlices) {
+  const JobId first = Submit();
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(first, 1));
+  std::vector<JobId> dependents;
+  for (int i = 0; i < 600; ++i) {
+    api::SubmitRequest r = Request({"python", "next.py"});
+    r.dependencies = {{api::DependencyKind::kAfterOk, first}};
+    auto id = controller_->Submit(kAlice, r);
+    ASSERT_TRUE(id.ok());
+    dependents.push_back(*id);
+  }
+  // One transaction for all of them: a failed write holds none.
+  store_.FailWrites(1, Unavailable("disk full"));
+  for (const auto& held : controller_->ControlMany(kAlice, api::JobAction::kHold, dependents, true))
+    EXPECT_EQ(held.status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(controller_->FindLive(dependents.front())->held);
+  for (const auto& held :
+       controller_->ControlMany(kAlice, api::JobAction::kHold, dependents, true)) {
+    ASSERT_TRUE(held.ok());
+    EXPECT_EQ(*held, "held");
+  }
+  EXPECT_TRUE(Stored(dependents.back())->held);
+  for (const auto& released :
+       controller_->ControlMany(kAlice, api::JobAction::kRelease, dependents, true)) {
+    ASSERT_TRUE(released.ok());
+    EXPECT_EQ(*released, "waiting for its dependencies");
+  }
+  // Their dependency met, 256 are taken a turn, and colod's loop is asked back at once.
+  launcher_.Succeed(first, 1);
+  const auto met = [&] {
+    return std::count_if(dependents.begin(), dependents.end(), [&](JobId id) {
+      const Job* job = controller_->FindLive(id);
+      return !job || job->dependencies.empty();
+    });
+  };
+  controller_->Tick();
+  EXPECT_EQ(met(), 256);
+  EXPECT_EQ(controller_->NextWakeup(), clock_.Now());
+  controller_->Tick();
+  EXPECT_EQ(met(), 512);
+  controller_->Tick();
+  EXPECT_EQ(met(), 600);
+  EXPECT_TRUE(Stored(dependents.back())->dependencies.empty()) << "stored too";
+}
+
 TEST_F(JobControllerTest, RequeueRunsARunningJobAgainAndAnEndedOneWithAMinimalEnvironment) {
   const JobId id = Submit();
   controller_->Tick();

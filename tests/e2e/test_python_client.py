@@ -5,6 +5,7 @@ the API's errors as exceptions with their codes. The package is imported from th
 `colo-profile --python-path` names), so this tests what is shipped.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -89,6 +90,17 @@ class PythonClientTest(harness.E2ETest):
         self.client.cancel(job)
         self.assertEqual(self.client.wait(job, timeout=30).state, "cancelled")
         self.assertNotIn(job, [j.id for j in self.client.queue()])
+
+    def test_the_queue_follows_every_page(self):
+        """colod answers the queue 500 jobs a page; the client's queue() has all 600 held."""
+        r = self.colo("submit", "--json", "--hold", "--array", "0-599", "--", "true",
+                      daemon=self.daemon, cwd=self.work)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first = int(json.loads(r.stdout)["job"])
+        jobs = self.client.queue()
+        self.assertEqual([j.id for j in jobs], list(range(first, first + 600)))
+        self.client.cancel(first)
+        self.assertEqual(self.client.queue(), [])
 
     def test_submit_with_an_estimate_from_a_profile(self):
         src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")
