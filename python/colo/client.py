@@ -327,7 +327,7 @@ class Client:
         request.update(submitter_context())
         request["token"] = token or uuid.uuid4().hex
         give_up = time.monotonic() + patience
-        pause, first = 0.1, True
+        pause, first, unanswered = 0.1, True, 0
         while True:
             try:
                 return int(self.call("submit", **request)["job"])
@@ -336,7 +336,10 @@ class Client:
                 if first or time.monotonic() + pause > give_up:
                     raise
             except Unanswered:
-                if time.monotonic() + pause > give_up:
+                # A restarting colod refuses connections, then answers: one that takes the
+                # submit three times without answering is not restarting.
+                unanswered += 1
+                if unanswered >= 3 or time.monotonic() + pause > give_up:
                     raise
             first = False
             time.sleep(pause)

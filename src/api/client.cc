@@ -131,12 +131,22 @@ Result<SubmitReply> SubmitOnce(const std::string& socket_path, const SubmitReque
                                std::chrono::milliseconds patience) {
   const auto give_up = std::chrono::steady_clock::now() + patience;
   auto pause = std::chrono::milliseconds(100);
+  // A colod that restarts refuses connections until it listens again, then answers; one that
+  // takes the submit and never answers, again and again, is not restarting: so many tries, then
+  // the error.
+  constexpr int kMaxUnanswered = 3;
+  int unanswered = 0;
   for (bool first = true;; first = false) {
     auto client = Client::Connect(socket_path);
     Status lost;
     if (client.ok()) {
       auto reply = client->Call(request);
       if (reply.ok() || client->answered() || request.token.empty()) return reply;
+      if (++unanswered >= kMaxUnanswered)
+        return Unavailable(fmt::format(
+            "{}; colod took the submit {} times without an answer, and may or may not have "
+            "stored it",
+            reply.status().message(), kMaxUnanswered));
       lost = reply.status();
     } else if (first) {
       return client.status();

@@ -53,7 +53,7 @@ std::string NewSubmitToken();
 // Sends a submit (its token set) and, should its reply be lost (the connection broke, colod
 // restarted), sends it again for up to `patience`: colod answers with the job the first one
 // stored, if it stored one, so the job is never submitted twice. colod unreachable at the first
-// try is an error at once.
+// try is an error at once, and so is the third connection it takes without answering.
 Result<SubmitReply> SubmitOnce(const std::string& socket_path, const SubmitRequest& request,
                                std::chrono::milliseconds patience = std::chrono::seconds(60));
 
