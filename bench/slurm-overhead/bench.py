@@ -4,11 +4,14 @@
 before `sbatch` to the job's first output line (the job prints `date +%s.%N` and exits).
 
     bench.py DIR OUT [--jobs 200] [--wave 10] [--colo-options "--colo-mem=4GiB --colo-share=mps"]
+             [--busy]
 
 Jobs go in waves of --wave at once, as colo-alice; a wave ends when all its jobs have ended in
 Slurm. Waves alternate between the two kinds in the order plain, colo, colo, plain, ... so that
 drift (load, Slurm's state) reaches both alike. Writes OUT/jobs.csv (one line per job) and
-OUT/summary.json, and prints a summary. Then checks, through each node's colod, that colod had a
+OUT/summary.json, and prints a summary. --busy: first every GPU gets a job of colo-bob's that
+holds it throughout (--gres=shard:40, one per GPU), so that every measured job lands on a GPU
+that runs another job. Then checks, through each node's colod, that colod had a
 job for every colo job and for no plain one.
 """
 
@@ -76,6 +79,8 @@ def main():
     parser.add_argument("--jobs", type=int, default=200, help="jobs of each kind")
     parser.add_argument("--wave", type=int, default=10, help="jobs submitted at once")
     parser.add_argument("--colo-options", default="--colo-mem=4GiB --colo-share=mps")
+    parser.add_argument("--busy", action="store_true",
+                        help="every GPU runs a job of another user's throughout")
     parser.add_argument("--plain-only", action="store_true",
                         help="only jobs without colo options (a cluster without the plugin)")
     args = parser.parse_args()
@@ -92,6 +97,31 @@ def main():
         f.write("#!/bin/sh\ndate +%s.%N\n")
     os.chown(script, pw.pw_uid, pw.pw_gid)
     os.chmod(script, 0o755)
+
+    busy = []
+    if args.busy:
+        # Two per node of 40 of a GPU's 78 shards each: Slurm puts them on different GPUs.
+        for node in NODES:
+            for _ in range(2):
+                argv = ["runuser", "-u", "colo-bob", "--", "env"] + \
+                       [f"{k}={v}" for k, v in env(conf).items()] + \
+                       ["sbatch", "--parsable", "-o", "/dev/null", "--gres=shard:40", "-w", node,
+                        "--wrap", "sleep 3600"]
+                result = subprocess.run(argv, env=env(conf), cwd="/", capture_output=True,
+                                        text=True, stdin=subprocess.DEVNULL)
+                if result.returncode != 0:
+                    sys.exit(f"sbatch of a busy job failed: {result.stderr}")
+                busy.append(result.stdout.strip().split(";")[0])
+        end = time.monotonic() + JOB_DEADLINE
+        while True:
+            result = subprocess.run(["squeue", "-h", "-j", ",".join(busy), "-o", "%T"],
+                                    env=env(conf), capture_output=True, text=True)
+            if result.stdout.split().count("RUNNING") == len(busy):
+                break
+            if time.monotonic() > end:
+                sys.exit(f"the busy jobs did not all start: {result.stdout}")
+            time.sleep(0.2)
+        time.sleep(2)  # past their placement (a launch grace would start with it)
 
     kinds = {"plain": [], "colo": shlex.split(args.colo_options)}
     waves_per_kind = -(-args.jobs // args.wave)
@@ -161,6 +191,8 @@ def main():
         sys.stdout.flush()
     elapsed = time.monotonic() - started
     print(f"\n{len(rows)} jobs in {elapsed:.0f} s")
+    if busy:
+        subprocess.run(["scancel"] + busy, env=env(conf), check=False)
 
     # slurmd's word of when it launched each batch job (its log's ms timestamps): the part of the
     # latency that is Slurm's before slurmstepd (and colo's plugin) runs.
@@ -199,8 +231,9 @@ def main():
                 except ValueError:
                     events = []
                 times = {e.get("kind"): e.get("time") for e in events}
-                if times.get("submitted") and times.get("placed"):
-                    in_colod[int(j["slurm_job"])] = (times["placed"] - times["submitted"]) * 1000
+                placed_at = times.get("started") or times.get("placed")  # older colods: "placed"
+                if times.get("submitted") and placed_at:
+                    in_colod[int(j["slurm_job"])] = (placed_at - times["submitted"]) * 1000
         result = subprocess.run([COLO, "--socket", socket, "queue", "--json"], capture_output=True,
                                 text=True)
         for j in json.loads(result.stdout).get("jobs", []):
@@ -236,6 +269,7 @@ def main():
             w.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()})
 
     summary = {"jobs_per_kind": args.jobs, "wave": args.wave, "colo_options": args.colo_options,
+               "busy": args.busy,
                "elapsed_s": elapsed, "check": check}
     for kind in measured:
         mine = [r for r in rows if r["kind"] == kind]

@@ -11,7 +11,9 @@
 # Needs root, Slurm 22.05 and munge (scripts/install-deps.sh slurm), the users colo-alice and
 # colo-bob, and a build (build/bin/colod, build/bin/colo, build/lib/colo_spank.so). Takes the
 # machine's Slurm test lock (tests/slurm/harness.py's), so that the Slurm tests wait for it and it
-# for them. COLO_LAUNCH_GRACE and COLO_WAIT_LIMIT (seconds) reach cluster.sh's colods.
+# for them. COLO_LAUNCH_GRACE and COLO_WAIT_LIMIT (seconds) reach cluster.sh's colods. BIN_DIR:
+# where colod, colo, colo-shim and colo_spank.so are (default: build/bin and build/lib, copied
+# once no build runs).
 # NO_PLUGIN=1: a cluster without colo's plugin (colods still run, unasked), plain jobs only — the
 # baseline of Slurm alone.
 #
@@ -46,11 +48,16 @@ chmod 0755 "$dir"
 trap 'rm -rf "$dir"' EXIT
 # A copy of the binaries, so that a rebuild while this runs changes nothing under it (taken
 # while no build runs).
-for _ in $(seq 600); do pgrep -x ninja >/dev/null || pgrep -x make >/dev/null || break; sleep 1; done
 mkdir -p "$dir/bin"
-cp "$source_dir/build/bin/colod" "$source_dir/build/bin/colo" "$source_dir/build/lib/colo_spank.so" \
-  "$dir/bin/"
-[ ! -e "$source_dir/build/bin/colo-shim" ] || cp "$source_dir/build/bin/colo-shim" "$dir/bin/"
+if [ -n "${BIN_DIR:-}" ]; then
+  cp -p "$BIN_DIR/colod" "$BIN_DIR/colo" "$BIN_DIR/colo_spank.so" "$dir/bin/"
+  [ ! -e "$BIN_DIR/colo-shim" ] || cp -p "$BIN_DIR/colo-shim" "$dir/bin/"
+else
+  for _ in $(seq 600); do pgrep -x ninja >/dev/null || pgrep -x make >/dev/null || break; sleep 1; done
+  cp -p "$source_dir/build/bin/colod" "$source_dir/build/bin/colo" "$source_dir/build/lib/colo_spank.so" \
+    "$dir/bin/"
+  [ ! -e "$source_dir/build/bin/colo-shim" ] || cp "$source_dir/build/bin/colo-shim" "$dir/bin/"
+fi
 chmod 0755 "$dir/bin" "$dir"/bin/*
 spank=$dir/bin/colo_spank.so
 plain_only=()
@@ -89,11 +96,11 @@ mkdir -p "$out"
   echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
   echo "slurm: $(env SLURM_CONF="$dir/slurm.conf" sbatch --version)"
   echo "source: $(git -C "$source_dir" rev-parse --short HEAD 2>/dev/null || echo unknown)," \
-    "build/bin/colod of $(date -r "$source_dir/build/bin/colod" -Is)," \
-    "build/lib/colo_spank.so of $(date -r "$source_dir/build/lib/colo_spank.so" -Is)"
+    "colod of $(date -r "$dir/bin/colod" -Is)," \
+    "colo_spank.so of $(date -r "$dir/bin/colo_spank.so" -Is)${BIN_DIR:+ (from $BIN_DIR)}"
   echo "colod: $(tr '\n' ' ' <"$dir/colo/n1/colod.toml")"
   echo "plugstack.conf: $(cat "$dir/plugstack.conf")"
-  echo "command: ${NO_PLUGIN:+NO_PLUGIN=1 }$0 $out $*"
+  echo "command: ${NO_PLUGIN:+NO_PLUGIN=1 }${BIN_DIR:+BIN_DIR=$BIN_DIR }$0 $out $*"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/machine.txt"
 status=0

@@ -1,43 +1,53 @@
 --[[
-job_submit/lua for colo under Slurm 22.05: plans the GPU memory of every GPU job as a per-node
-consumable GRES `gpumem` (MiB), so that slurmctld never sends a node more planned GPU memory than
-its GPUs have. Install it as job_submit.lua next to slurm.conf, with JobSubmitPlugins=lua, and
-give every node `Gres=gpu:N,gpumem:<N x GPU memory in MiB>` (GresTypes=gpu,gpumem; gres.conf:
-`Name=gpumem Count=<MiB>`).
+job_submit/lua for colo under Slurm 22.05: every GPU job books its GPUs in Slurm's own per-GPU
+GRES, so that slurmctld picks a GPU that has room and the node's colod runs the job on that GPU.
+GPU memory is booked as `shard`s, each SHARD_MIB of one GPU's memory, listed per GPU in gres.conf
+(`Name=shard Count=<shards> File=/dev/nvidiaN`): a job's shards all come from one GPU, so a GPU
+is never booked past its memory. Install it as job_submit.lua next to slurm.conf with
+JobSubmitPlugins=lua and GresTypes=gpu,shard,mps (docs/slurm-sites.md).
 
   * A colo job (colo's SPANK plugin set COLO_MEM, COLO_GPUS or COLO_SHARE in the job-control
-    environment): gpumem = COLO_MEM (bytes per GPU) x COLO_GPUS (default 1), rounded up to MiB.
-    Without COLO_MEM, or with COLO_SHARE=exclusive, each of its GPUs plans a whole GPU
-    (GPU_MEM_MIB). Any gpumem the user asked for is replaced; the job's
-    other GRES stay as they are.
-  * A job that asks for whole GPUs (--gres=gpu:N, --gpus-per-node=N) without colo options:
-    gpumem = N x GPU_MEM_MIB (replacing any gpumem it asked for).
+    environment) on one GPU per node: shard:ceil(COLO_MEM / SHARD_MIB). Without COLO_MEM, with
+    COLO_SHARE=exclusive or with COLO_GPUS above 1: gpu:COLO_GPUS, whole GPUs (Slurm 22.05 takes
+    a job's shards from one GPU, so a job on several GPUs of a node cannot share them). Any gpu,
+    shard or mps the job asked for besides is replaced.
+  * --gres=gpu:N: whole GPUs, as asked.
+  * --gres=shard:N: N shards of one GPU, as asked (each SHARD_MIB of its memory).
+  * --gres=mps:P (P percent of a GPU): Slurm 22.05 links one sharing GRES to a node's GPUs, so
+    the job is booked as P percent of MPS_FULL_SHARDS shards, and its percentage goes into its
+    Comment (colo:mps=P), from which colod gives it MPS with P percent of the GPU's threads and a
+    memory limit of its booking. (The job's user may change the Comment: the percentage is a
+    setting of the user's own job, and the memory is what Slurm booked.)
   * Any other job is left exactly as it is.
   * Refused, with a message to the user: a COLO_MEM or COLO_GPUS that is not a positive decimal
-    integer, more GPUs than a node has, a gpumem larger than any node's, and (REFUSE_JOB_WIDE_GPUS)
-    GPUs asked for per job, task or socket (--gpus, --gpus-per-task, --gpus-per-socket), whose
-    share of each node Slurm decides only at allocation.
+    integer, more GPUs than a node has, more memory than any one GPU takes (less colod's margin),
+    gpu, shard or mps together in one request, and (REFUSE_JOB_WIDE_GPUS) GPUs asked for per job,
+    task or socket, whose share of each node Slurm decides only at allocation.
 
 Users may not change a job's GPU request afterwards in ways that bypass this (slurm_job_modify);
-root (colo's plugin) may.
+root (colod, an administrator) may.
 ]]
 
 -- Settings of this site ---------------------------------------------------------------------
 
--- The memory of one GPU, in MiB (80 GiB). A whole-GPU job plans this much per GPU.
-GPU_MEM_MIB = 81920
--- The most gpumem (MiB) any node has: the largest `gpumem` count of the node lines.
-MAX_NODE_GPUMEM_MIB = 163840
+-- The GPU memory one shard stands for, in MiB: colod's slurm.shard_size (default 1 GiB).
+SHARD_MIB = 1024
+-- The shards of the largest GPU: its gres.conf Count, floor((GPU memory - colod's margin) /
+-- SHARD_MIB). colod prints the lines for its node: colod --slurm-gres.
+MAX_GPU_SHARDS = 78
 -- The most GPUs any node has.
 MAX_GPUS_PER_NODE = 2
+-- The shards --gres=mps:100 books (mps:P books P percent of it). The shards of the site's
+-- smallest GPU keep every mps request placeable on every GPU.
+MPS_FULL_SHARDS = 78
 -- Refuse GPUs asked for per job, task or socket (their count per node is unknown here).
 REFUSE_JOB_WIDE_GPUS = true
 
 -- ------------------------------------------------------------------------------------------
 
 local MIB = 1048576
-local GPU = "gpu"
-local GPUMEM = "gpumem"
+local GPU, SHARD, MPS = "gpu", "shard", "mps"
+local MPS_NOTE = "colo:mps="
 
 -- The value of NAME in the job-control environment of a job request or record (spank_job_env:
 -- "NAME=value" strings, indexed from 0 in 22.05, so it is walked with pairs, not ipairs), or nil.
@@ -66,7 +76,7 @@ local function is_colo_job(job)
 end
 
 -- A positive decimal integer, or nil. One of more than 15 digits (beyond what Lua's numbers hold
--- exactly) is math.huge: more than any node has.
+-- exactly) is math.huge: more than any GPU has.
 local function positive_integer(text)
   if text == nil or not text:match("^%d+$") then
     return nil
@@ -82,8 +92,8 @@ local function positive_integer(text)
   return n
 end
 
--- The entries of a TRES-per-X string ("gres:gpu:2,gres:gpumem:5"): each {text=, name=, count=}.
--- name is the GRES name (without "gres:" or "gres/"); count is nil when the entry has none.
+-- The entries of a TRES-per-X string ("gres:gpu:2,gres:shard:5"): each {text=, name=, count=}.
+-- name is the GRES name (without "gres:" or "gres/"); count is nil when it cannot be read.
 local function parse_tres(tres)
   local entries = {}
   if tres == nil or tres == "" then
@@ -102,8 +112,7 @@ local function parse_tres(tres)
         local scale = { [""] = 1, k = 1024, m = 1024 ^ 2, g = 1024 ^ 3, t = 1024 ^ 4 }
         entry.count = tonumber(number) * scale[suffix:lower()]
       end
-    end
-    if #fields == 1 then
+    else
       entry.count = 1
     end
     entries[#entries + 1] = entry
@@ -111,61 +120,81 @@ local function parse_tres(tres)
   return entries
 end
 
--- The GPUs an entry list asks for (0 without any).
-local function gpu_count(entries)
+-- The count of GRES `name` an entry list asks for (0 without any); nil when one is unreadable.
+local function count_of(entries, name)
   local n = 0
   for _, e in ipairs(entries) do
-    if e.name == GPU then
-      n = n + (e.count or 1)
+    if e.name == name then
+      if e.count == nil then
+        return nil
+      end
+      n = n + e.count
     end
   end
   return n
 end
 
--- The entries again as a string, without any gpumem, plus gpumem:MIB when mib is given.
-local function with_gpumem(entries, mib)
+-- The entries again as a string, without any gpu, shard or mps, plus `gres` (e.g.
+-- "gres:shard:12") when given.
+local function with_gpu_request(entries, gres)
   local out = {}
   for _, e in ipairs(entries) do
-    if e.name ~= GPUMEM then
+    if e.name ~= GPU and e.name ~= SHARD and e.name ~= MPS then
       out[#out + 1] = e.text
     end
   end
-  if mib then
-    out[#out + 1] = string.format("gres:%s:%d", GPUMEM, mib)
+  if gres then
+    out[#out + 1] = gres
   end
   return table.concat(out, ",")
 end
 
--- Refuses: the message reaches the user (sbatch/srun print it).
-local function refuse(message)
-  slurm.log_user("colo: %s", message)
-  return slurm.ERROR
+-- `comment` with colo's mps note made `percent` (nil: removed); the rest kept.
+local function with_mps_note(comment, percent)
+  local rest = (comment or ""):gsub(MPS_NOTE .. "%d*%s*", "")
+  rest = rest:gsub("%s+$", "")
+  if percent == nil then
+    return rest
+  end
+  if rest ~= "" then
+    rest = rest .. " "
+  end
+  return rest .. MPS_NOTE .. tostring(percent)
+end
+
+local function shards_for_bytes(bytes)
+  return math.ceil(bytes / (SHARD_MIB * MIB))
+end
+
+local function gib(shards)
+  return string.format("%g GiB", shards * SHARD_MIB / 1024)
 end
 
 -- The GPU request of another scope (per job, task or socket), or nil.
 local function job_wide_gpus(job_desc)
   for _, field in ipairs({ "tres_per_job", "tres_per_task", "tres_per_socket" }) do
-    if gpu_count(parse_tres(job_desc[field])) > 0 then
-      return field
+    local entries = parse_tres(job_desc[field])
+    for _, name in ipairs({ GPU, SHARD, MPS }) do
+      if count_of(entries, name) ~= 0 then
+        return field
+      end
     end
   end
   return nil
 end
 
--- The gpumem (MiB) a request plans, or nil and a reason to refuse it.
-local function planned_gpumem(job_desc, entries)
-  local mem_text = spank_env(job_desc, "COLO_MEM")
-  local gpus_text = spank_env(job_desc, "COLO_GPUS")
-  local colo = is_colo_job(job_desc)
-
+-- What a job books on each of its nodes: {gres = "gres:shard:12" or "gres:gpu:2" or nil,
+-- mps = percent or nil}, or nil and a reason to refuse it.
+local function booking(job_desc, entries)
   local wide = job_wide_gpus(job_desc)
   if wide and REFUSE_JOB_WIDE_GPUS then
-    return nil, string.format(
-      "GPUs asked for in %s cannot be planned per node; use --gres=gpu:N or --gpus-per-node=N", wide)
+    return nil, string.format("GPUs asked for in %s cannot be booked per GPU; use "
+      .. "--gres=gpu:N, --gres=shard:N or colo's options (--colo-mem)", wide)
   end
 
-  if colo then
+  if is_colo_job(job_desc) then
     local gpus = 1
+    local gpus_text = spank_env(job_desc, "COLO_GPUS")
     if gpus_text ~= nil then
       gpus = positive_integer(gpus_text)
       if gpus == nil then
@@ -176,68 +205,85 @@ local function planned_gpumem(job_desc, entries)
       return nil, string.format("%s GPUs asked for, but a node has at most %d", gpus_text,
         MAX_GPUS_PER_NODE)
     end
-    local per_gpu_mib = GPU_MEM_MIB
-    -- An exclusive job keeps its GPUs to itself: it plans them whole, whatever it needs.
-    if spank_env(job_desc, "COLO_SHARE") == "exclusive" then
-      return gpus * per_gpu_mib
-    end
+    local mem_text = spank_env(job_desc, "COLO_MEM")
     if mem_text ~= nil then
       local bytes = positive_integer(mem_text)
       if bytes == nil then
         return nil, string.format(
           "COLO_MEM must be a positive whole number of bytes per GPU, not '%s'", mem_text)
       end
-      if math.ceil(bytes / MIB) > MAX_NODE_GPUMEM_MIB then
-        return nil, string.format(
-          "COLO_MEM of %s bytes per GPU is more than any node has (%d MiB)", mem_text,
-          MAX_NODE_GPUMEM_MIB)
+      local shards = shards_for_bytes(bytes)
+      if shards > MAX_GPU_SHARDS then
+        return nil, string.format("%.1f GiB per GPU is more than any GPU here takes: the largest "
+          .. "takes %s (its memory less colod's margin)", bytes / 1024 / MIB, gib(MAX_GPU_SHARDS))
       end
-      local mib = math.ceil(bytes * gpus / MIB)
-      if mib > MAX_NODE_GPUMEM_MIB then
-        return nil, string.format(
-          "%d GPUs x %s bytes is %d MiB of GPU memory, more than any node has (%d MiB)", gpus,
-          mem_text, mib, MAX_NODE_GPUMEM_MIB)
+      if gpus == 1 and spank_env(job_desc, "COLO_SHARE") ~= "exclusive" then
+        return { gres = string.format("gres:%s:%d", SHARD, shards) }
       end
-      return mib
     end
-    return gpus * per_gpu_mib
+    -- Whole GPUs: an exclusive job, one whose need is not known, or one on several GPUs.
+    return { gres = string.format("gres:%s:%d", GPU, gpus) }
   end
 
-  local gpus = gpu_count(entries)
-  if gpus > 0 then
-    local mib = gpus * GPU_MEM_MIB
-    if mib > MAX_NODE_GPUMEM_MIB then
-      return nil, string.format("%d whole GPUs need %d MiB of GPU memory, more than any node has "
-        .. "(%d MiB)", gpus, mib, MAX_NODE_GPUMEM_MIB)
-    end
-    return mib
+  local gpus, shards, mps = count_of(entries, GPU), count_of(entries, SHARD), count_of(entries, MPS)
+  if gpus == nil or shards == nil or mps == nil then
+    return nil, "a gpu, shard or mps request without a readable count"
   end
-  return nil -- neither colo options nor GPUs: nothing to plan
+  local kinds = (gpus > 0 and 1 or 0) + (shards > 0 and 1 or 0) + (mps > 0 and 1 or 0)
+  if kinds > 1 then
+    return nil, "ask for one of gpu, shard or mps, not several: each books the same GPUs"
+  end
+  if gpus > MAX_GPUS_PER_NODE then
+    return nil, string.format("%d whole GPUs asked for, but a node has at most %d", gpus,
+      MAX_GPUS_PER_NODE)
+  end
+  if shards > MAX_GPU_SHARDS then
+    return nil, string.format("shard:%d is more than any GPU has (at most %d, of %s each)",
+      shards, MAX_GPU_SHARDS, gib(1))
+  end
+  if mps > 100 then
+    return nil, string.format("mps:%d is more than a whole GPU (mps:100)", mps)
+  end
+  if mps > 0 then
+    return { gres = string.format("gres:%s:%d", SHARD, math.ceil(mps * MPS_FULL_SHARDS / 100)),
+             mps = mps }
+  end
+  return {} -- as it is: whole GPUs, shards, or no GPU at all
+end
+
+-- Refuses: the message reaches the user (sbatch/srun print it).
+local function refuse(message)
+  slurm.log_user("colo: %s", message)
+  return slurm.ERROR
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
   local before = job_desc.tres_per_node
   local entries = parse_tres(before)
-  local mib, problem = planned_gpumem(job_desc, entries)
+  local booked, problem = booking(job_desc, entries)
   if problem then
     return refuse(problem)
   end
-  if mib == nil then
-    return slurm.SUCCESS -- left exactly as it is
+  if booked.gres then
+    local after = with_gpu_request(entries, booked.gres)
+    if after ~= before then
+      job_desc.tres_per_node = after
+      slurm.log_info("colo: job of uid %d: tres_per_node %s -> %s", submit_uid,
+        tostring(before), after)
+    end
   end
-  local after = with_gpumem(entries, mib)
-  if after ~= before then
-    job_desc.tres_per_node = after
-    slurm.log_info("colo: job of uid %d: tres_per_node %s -> %s", submit_uid, tostring(before),
-      after)
+  if booked.mps then
+    job_desc.comment = with_mps_note(job_desc.comment, booked.mps)
+    slurm.log_user("colo: mps:%d is booked as %s (%d%% of a GPU's threads, under MPS)", booked.mps,
+      booked.gres:match("[^:]+:[^:]+$"), booked.mps)
   end
   return slurm.SUCCESS
 end
 
--- Root (colo's plugin, an administrator) may change anything. A user changing the GPU request
--- of a pending job: a colo job's may not change (its gpumem is colo's); a whole-GPU job's gpumem
--- follows its new GPU count; a request without GPUs passes as it is. (Slurm 22.05 drops
--- messages to the user from job_modify: the user sees "Unspecified error".)
+-- Root (colod, an administrator) may change anything. A user changing the GPU request of a
+-- pending job: a colo job's may not change (its booking is colo's); any other is booked again as
+-- at submission. (Slurm 22.05 drops messages to the user from job_modify: the user sees
+-- "Unspecified error".)
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   if modify_uid == 0 or job_desc.tres_per_node == nil then
     return slurm.SUCCESS
@@ -247,25 +293,26 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
       job_rec.job_id)
     return slurm.ERROR
   end
-  local before = job_desc.tres_per_node
-  local entries = parse_tres(before)
-  local gpus = gpu_count(entries)
-  if gpus == 0 then
-    return slurm.SUCCESS
-  end
-  local mib = gpus * GPU_MEM_MIB
-  if mib > MAX_NODE_GPUMEM_MIB then
-    slurm.log_info("colo: uid %d asked job %d for %d whole GPUs, more than any node has",
-      modify_uid, job_rec.job_id, gpus)
+  local entries = parse_tres(job_desc.tres_per_node)
+  local booked, problem = booking(job_desc, entries)
+  if problem then
+    slurm.log_info("colo: uid %d asked job %d for %s: %s", modify_uid, job_rec.job_id,
+      job_desc.tres_per_node, problem)
     return slurm.ERROR
   end
-  local after = with_gpumem(entries, mib)
-  if after ~= before then
-    job_desc.tres_per_node = after
+  if booked.gres then
+    job_desc.tres_per_node = with_gpu_request(entries, booked.gres)
+  end
+  -- The mps note follows the request (a job that no longer asks for mps loses it).
+  local comment = job_desc.comment or job_rec.comment
+  local note = with_mps_note(comment, booked.mps)
+  if note ~= (comment or "") then
+    job_desc.comment = note
   end
   return slurm.SUCCESS
 end
 
-slurm.log_info("colo: job_submit.lua loaded (GPU_MEM_MIB=%d, MAX_NODE_GPUMEM_MIB=%d)", GPU_MEM_MIB,
-  MAX_NODE_GPUMEM_MIB)
+slurm.log_info("colo: job_submit.lua loaded (SHARD_MIB=%d, MAX_GPU_SHARDS=%d, "
+  .. "MAX_GPUS_PER_NODE=%d, MPS_FULL_SHARDS=%d)", SHARD_MIB, MAX_GPU_SHARDS, MAX_GPUS_PER_NODE,
+  MPS_FULL_SHARDS)
 return slurm.SUCCESS

@@ -385,14 +385,19 @@ struct SlurmRunRequest {
   int restarts = 0;
   std::optional<SharingPreference> share;  // COLO_SHARE: set for a colo job only
   std::optional<Bytes> memory;             // COLO_MEM per GPU (absent: whole GPUs)
-  int gpus = 0;  // COLO_GPUS for a colo job, else the whole GPUs Slurm gave (0: none)
+  int gpus = 0;  // COLO_GPUS for a colo job, else the GPUs Slurm gave (0: none)
+  // The GPUs Slurm gave the job on this node (SLURM_JOB_GPUS): their indexes among the node's
+  // GPUs in gres.conf. colod runs the job on these.
+  std::vector<int> slurm_gpus = {};
 };
 constexpr auto Fields(Of<SlurmRunRequest>) {
   using R = SlurmRunRequest;
-  return std::tuple{SlurmJobIdField<R>(), Field("restarts", &R::restarts).Range(0, 1 << 20),
+  return std::tuple{SlurmJobIdField<R>(),
+                    Field("restarts", &R::restarts).Range(0, 1 << 20),
                     Field("share", &R::share),
                     Field("memory", &R::memory).Range(1, kMaxMemoryBytes),
-                    Field("gpus", &R::gpus).Range(0, kMaxGpusPerJob)};
+                    Field("gpus", &R::gpus).Range(0, kMaxGpusPerJob),
+                    Field("slurm_gpus", &R::slurm_gpus).MaxItems(kMaxGpusPerJob).Range(0, 1023)};
 }
 // The job's batch script ended with this wait status, or (no status) Slurm's epilog says the
 // whole job ended on this node.

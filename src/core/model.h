@@ -55,6 +55,9 @@ struct JobSpec {
   double expected_smact = -1.0;
   // The MPS active-thread percentage the user asked for (1..100); 0: from its SM activity.
   int threads = 0;
+  // The GPUs an outside scheduler (Slurm) chose and booked for the job, by the scheduler's index:
+  // it runs on exactly these, and waits behind no other job. Empty: colo chooses its GPUs.
+  std::vector<GpuIndex> booked_gpus;
 };
 
 // kRequeued: a Slurm job this node handed back to Slurm's queue (to run again here or elsewhere).

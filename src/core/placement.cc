@@ -12,9 +12,11 @@ PlacementRequest RequestFor(const JobSpec& spec, const MemoryNeed& need, bool re
   r.memory = need;
   r.memory_need = need.Upper();
   r.sharing = spec.sharing;
-  r.require_idle = require_idle;
   r.expected_smact = spec.expected_smact;
   r.threads = spec.threads;
+  r.booked = !spec.booked_gpus.empty();
+  // Who shares a booked job's GPUs was decided where they were booked.
+  r.require_idle = require_idle && !r.booked;
   return r;
 }
 

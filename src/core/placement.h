@@ -53,6 +53,13 @@ struct PlacementRequest {
   bool require_idle = false;  // recovery after OOM in the thesis mode, or the last adaptive retry
   double expected_smact = -1;
   int threads = 0;  // the MPS thread percentage the user asked for; 0: the policy's
+  // Its GPUs were chosen, and their memory booked, by an outside scheduler (Slurm): the view holds
+  // only them. The launch grace does not hold it (the booking, not a look at the GPU's memory,
+  // keeps a GPU from being over-committed), and on a GPU whose jobs share it in a way it cannot
+  // join (another user's MPS) it shares plainly.
+  bool booked = false;
+  // The utilization gate does not hold it: a booked job that has waited its bounded delay.
+  bool skip_utilization = false;
 };
 
 // What a policy is asked for a job of `spec` that plans with `need`.

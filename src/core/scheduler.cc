@@ -62,6 +62,9 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   if (spec.memory.uncertainty < 0 || spec.memory.peak < Bytes(0)) {
     return InvalidArgument(fmt::format("job {} has a negative memory need", spec.id));
   }
+  if (!spec.booked_gpus.empty()) {
+    COLO_RETURN_IF_ERROR(CheckBooking(spec));
+  }
   JobRecord record;
   record.spec = spec;
   record.need = spec.memory;
@@ -75,8 +78,15 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
     record.require_idle = config_.recovery == RecoveryMode::kThesis ||
                           prior.out_of_memory >= config_.max_oom_retries ||
                           (spec.memory.known() && spec.memory.peak >= max_capacity_);
+    auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
+    QueueOf(it->second).push_back(spec.id);
+    changed_ = true;
+    return Status::Ok();
+  }
+  if (!spec.booked_gpus.empty()) {
+    // It waits for its own GPUs only: behind no other job, and holding none up.
     jobs_.emplace(spec.id, std::move(record));
-    recovery_queue_.push_back(spec.id);
+    booked_.push_back(spec.id);
     changed_ = true;
     return Status::Ok();
   }
@@ -127,7 +137,9 @@ Status Scheduler::CheckPlaceable(const JobSpec& spec, Bytes idle_used) const {
     return InfeasibleStatus(
         fmt::format("needs {} per GPU; {}", FormatBytes(spec.memory.Upper()), largest));
   }
-  // The policy's own gates on an idle server: what it refuses there it refuses forever.
+  if (!spec.booked_gpus.empty()) COLO_RETURN_IF_ERROR(CheckBooking(spec));
+  // The policy's own gates on an idle server (a booked job's GPUs idle): what it refuses there it
+  // refuses forever.
   ClusterView idle;
   idle.now = clock_.Now();
   for (size_t i = 0; i < gpus_.size(); ++i) {
@@ -144,14 +156,17 @@ Status Scheduler::CheckPlaceable(const JobSpec& spec, Bytes idle_used) const {
   JobRecord probe;
   probe.spec = spec;
   probe.need = spec.memory;
-  const PlacementDecision decision = policy_.Place(idle, MakeRequest(probe));
+  const PlacementDecision decision = Decide(probe, MakeRequest(probe), idle, nullptr);
   if (const auto* no = std::get_if<Infeasible>(&decision)) return InfeasibleStatus(no->reason);
   if (const auto* wait = std::get_if<Wait>(&decision)) {
     for (const GateVerdict& v : wait->per_gpu) {
       if (v.gate == Gate::kMemory) {
-        return InfeasibleStatus(fmt::format("needs {} per GPU including the policy's margin; {}",
-                                            FormatBytes(Bytes(static_cast<int64_t>(v.limit))),
-                                            largest));
+        return InfeasibleStatus(fmt::format(
+            "needs {} per GPU including the policy's margin; {}",
+            FormatBytes(Bytes(static_cast<int64_t>(v.limit))),
+            spec.booked_gpus.empty()
+                ? largest
+                : fmt::format("GPU {} has {}", v.gpu, FormatBytes(gpus_[v.gpu].info.capacity))));
       }
     }
     return InfeasibleStatus(fmt::format("no GPU of {} server could ever take it: {}",
@@ -172,9 +187,8 @@ Status Scheduler::AbortLaunch(JobId id) {
   job.process_seen.clear();
   job.attempts--;
   job.ever_started = job.attempts > 0;
-  const bool recovering = job.oom_count > 0;
-  job.state = recovering ? JobState::kRecovering : JobState::kQueued;
-  (recovering ? recovery_queue_ : main_queue_).push_front(id);
+  job.state = job.oom_count > 0 ? JobState::kRecovering : JobState::kQueued;
+  QueueOf(job).push_front(id);
   changed_ = true;
   return Status::Ok();
 }
@@ -258,7 +272,7 @@ std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
   const JobRecord* record = job(id);
   if (!record || (record->state != JobState::kQueued && record->state != JobState::kRecovering))
     return std::nullopt;
-  return policy_.Place(View(), MakeRequest(*record));
+  return Decide(*record, MakeRequest(*record), View(), nullptr);
 }
 
 Status Scheduler::Cancel(JobId id) {
@@ -271,7 +285,7 @@ Status Scheduler::Cancel(JobId id) {
   if (job.state == JobState::kRunning)
     return Status::Ok();  // the caller stops it; OnJobExit ends it
   changed_ = true;
-  auto& queue = job.state == JobState::kRecovering ? recovery_queue_ : main_queue_;
+  auto& queue = QueueOf(job);
   queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
   job.state = JobState::kCancelled;
   job.finished = clock_.Now();
@@ -426,6 +440,8 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
       unmanaged = std::min(unmanaged, std::max(Bytes(0), gpus_[g].used - observed));
     }
     JobSpec probe = job.spec;
+    // A booked job's next run may be given other GPUs of this server (or of another).
+    probe.booked_gpus.clear();
     const auto placeable = [&](Bytes candidate) {
       probe.memory = MemoryNeed{candidate + unmanaged, MemorySource::kLearned, 0.0};
       return CheckPlaceable(probe).ok();
@@ -450,7 +466,7 @@ ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   job.gpus.clear();
   job.current_use.clear();
   job.process_seen.clear();
-  recovery_queue_.push_back(id);
+  QueueOf(job).push_back(id);
   return ExitAction::kRequeuedForRecovery;
 }
 
@@ -527,7 +543,60 @@ void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& 
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
-  return RequestFor(job.spec, job.need, job.require_idle);
+  PlacementRequest r = RequestFor(job.spec, job.need, job.require_idle);
+  r.skip_utilization = r.booked && clock_.Now() - job.submitted >= config_.booked_busy_wait;
+  return r;
+}
+
+std::deque<JobId>& Scheduler::QueueOf(const JobRecord& job) {
+  if (!job.spec.booked_gpus.empty()) return booked_;
+  return job.state == JobState::kRecovering ? recovery_queue_ : main_queue_;
+}
+
+Status Scheduler::CheckBooking(const JobSpec& spec) const {
+  if (static_cast<int>(spec.booked_gpus.size()) != spec.gpus)
+    return InvalidArgument(fmt::format("job {} asks for {} GPUs but {} were booked for it", spec.id,
+                                       spec.gpus, spec.booked_gpus.size()));
+  for (size_t i = 0; i < spec.booked_gpus.size(); ++i) {
+    const GpuIndex g = spec.booked_gpus[i];
+    if (g < 0 || static_cast<size_t>(g) >= gpus_.size())
+      return InvalidArgument(
+          fmt::format("job {} was booked GPU {}, which this server does not have", spec.id, g));
+    if (std::find(spec.booked_gpus.begin(), spec.booked_gpus.begin() + i, g) !=
+        spec.booked_gpus.begin() + i)
+      return InvalidArgument(fmt::format("job {} was booked GPU {} twice", spec.id, g));
+  }
+  return Status::Ok();
+}
+
+PlacementDecision Scheduler::Decide(const JobRecord& job, const PlacementRequest& request,
+                                    const ClusterView& view,
+                                    const std::vector<bool>* earmarked) const {
+  const std::vector<GpuIndex>& booked = job.spec.booked_gpus;
+  if (!earmarked && booked.empty()) return policy_.Place(view, request);
+  // The GPUs it may not use are shown to the policy as unusable, and their verdicts are not the
+  // job's reason to wait: a booked job sees its own GPUs, a backfill candidate those not
+  // earmarked for the head.
+  auto hidden = [&](GpuIndex g) {
+    if (!booked.empty()) return std::find(booked.begin(), booked.end(), g) == booked.end();
+    return static_cast<bool>((*earmarked)[g]);
+  };
+  ClusterView masked = view;
+  for (GpuView& g : masked.gpus) {
+    if (hidden(g.index)) g.healthy = false;
+  }
+  PlacementDecision decision = policy_.Place(masked, request);
+  if (auto* wait = std::get_if<Wait>(&decision)) {
+    if (!booked.empty()) {
+      std::erase_if(wait->per_gpu, [&](const GateVerdict& v) { return hidden(v.gpu); });
+      wait->gpus_considered = static_cast<int>(booked.size());
+    } else {
+      for (GateVerdict& v : wait->per_gpu) {
+        if (hidden(v.gpu)) v.gate = Gate::kEarmarked;
+      }
+    }
+  }
+  return decision;
 }
 
 void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
@@ -573,24 +642,9 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
 Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
                                        std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
-  PlacementRequest request = MakeRequest(job);
+  const PlacementRequest request = MakeRequest(job);
   SummarizeWhereNeeded(view, request);
-  PlacementDecision decision;
-  if (earmarked) {
-    // Hide the head's GPUs from the backfill candidate by presenting them as unusable.
-    ClusterView masked = view;
-    for (auto& g : masked.gpus) {
-      if ((*earmarked)[g.index]) g.healthy = false;
-    }
-    decision = policy_.Place(masked, request);
-    if (auto* wait = std::get_if<Wait>(&decision)) {
-      for (auto& v : wait->per_gpu) {
-        if ((*earmarked)[v.gpu]) v.gate = Gate::kEarmarked;
-      }
-    }
-  } else {
-    decision = policy_.Place(view, request);
-  }
+  PlacementDecision decision = Decide(job, request, view, earmarked);
   if (auto* placed = std::get_if<Placed>(&decision)) {
     Apply(job, *placed, view, launches);
     return Outcome::kPlaced;
@@ -640,7 +694,8 @@ std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
 std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   std::vector<Launch> launches;
   head_blocked_by_utilization_ = false;
-  if (main_queue_.empty() && recovery_queue_.empty()) return launches;
+  booked_blocked_by_utilization_ = false;
+  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
   // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
@@ -655,6 +710,16 @@ std::vector<Launch> Scheduler::Pass(size_t max_launches) {
     return false;
   };
 
+  // Booked jobs first, each on its own GPUs: they are running in the outside scheduler already.
+  for (size_t pos = 0; pos < booked_.size();) {
+    JobRecord& job = Get(booked_[pos]);
+    if (TryPlace(job, view, launches, nullptr) != Outcome::kWaiting) {
+      booked_.erase(booked_.begin() + static_cast<std::ptrdiff_t>(pos));
+      continue;
+    }
+    booked_blocked_by_utilization_ |= blocked_by_utilization(job);
+    ++pos;
+  }
   // The recovery queue has strict priority: while its head waits, nothing else starts.
   while (!recovery_queue_.empty() && launches.size() < max_launches) {
     JobRecord& head = Get(recovery_queue_.front());
@@ -684,12 +749,16 @@ std::optional<TimePoint> Scheduler::NextWakeup() const {
 }
 
 std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
-  if (main_queue_.empty() && recovery_queue_.empty()) return std::nullopt;
+  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return std::nullopt;
   const TimePoint now = clock_.Now();
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
   };
+  // A booked job held by utilization starts once its bounded delay is over.
+  if (booked_blocked_by_utilization_) {
+    for (JobId id : booked_) consider(jobs_.at(id).submitted + config_.booked_busy_wait);
+  }
   const bool grace_from_process = policy_.grace_from_process();
   for (const GpuRecord& g : gpus_) {
     if (g.last_placement) consider(*g.last_placement + config_.launch_grace);
@@ -707,7 +776,8 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
     // A sliding utilization window changes the gate's answer only gradually: look again each sample
     // interval until it settles, as the daemon's own sampling would. Windows that can only rise
     // (the GPU just got busier) cannot let a waiting job in without a new event: no need to look.
-    if (head_blocked_by_utilization_ && g.smact.SettledAt() > now &&
+    if ((head_blocked_by_utilization_ || booked_blocked_by_utilization_) &&
+        g.smact.SettledAt() > now &&
         !(g.smact.CannotFall(now) && g.smocc.CannotFall(now) && g.drama.CannotFall(now))) {
       consider(std::min(g.smact.SettledAt(), now + config_.sample_interval));
     }

@@ -56,6 +56,10 @@ struct SchedulerConfig {
   // are not earmarked for the head. Off by default, as in the thesis.
   bool backfill = false;
   int backfill_depth = 16;
+  // A job whose GPUs an outside scheduler booked (JobSpec::booked_gpus) waits at most this long
+  // for their utilization to fall below the policy's threshold, then starts anyway: its GPUs are
+  // its own, and every second it waits counts against its time limit there.
+  Duration booked_busy_wait = Seconds(10);
 };
 
 // A decision to start (an attempt of) a job.
@@ -165,8 +169,9 @@ class Scheduler {
   void OnJobProcessSeen(JobId id, GpuIndex gpu);
   ExitAction OnJobExit(JobId id, const JobExit& exit);
 
-  // One placement pass: recovery queue first (strict priority), then the main queue in FIFO order
-  // (one owner's jobs among themselves by JobSpec::priority, in the places they hold). At most
+  // One placement pass: jobs with booked GPUs first, each on its own (none waits behind another),
+  // then the recovery queue (strict priority), then the main queue in FIFO order (one owner's
+  // jobs among themselves by JobSpec::priority, in the places they hold). At most
   // `max_launches`: a pass cut short goes on at the next call (the daemon's next turn), which
   // bounds what one pass costs.
   std::vector<Launch> Schedule(size_t max_launches = std::numeric_limits<size_t>::max());
@@ -180,6 +185,8 @@ class Scheduler {
   std::optional<PlacementDecision> Explain(JobId id) const;
   const std::deque<JobId>& main_queue() const { return main_queue_; }
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
+  // Waiting jobs with booked GPUs, in arrival order.
+  const std::deque<JobId>& booked_jobs() const { return booked_; }
   size_t gpu_count() const { return gpus_.size(); }
   const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
   // The snapshot policies see, as of now, with the window statistics this scheduler's policy
@@ -222,6 +229,14 @@ class Scheduler {
   enum class Outcome { kPlaced, kWaiting, kInfeasible };
   Outcome TryPlace(JobRecord& job, ClusterView& view, std::vector<Launch>& launches,
                    const std::vector<bool>* earmarked);
+  // The policy's decision for a job on `view`, which a booked job sees only its GPUs of, and an
+  // earmarked GPU (backfill) is hidden from.
+  PlacementDecision Decide(const JobRecord& job, const PlacementRequest& request,
+                           const ClusterView& view, const std::vector<bool>* earmarked) const;
+  // The queue a waiting job is in.
+  std::deque<JobId>& QueueOf(const JobRecord& job);
+  // Whether a job's booked GPUs are as many as it asks for, distinct, and this server's.
+  Status CheckBooking(const JobSpec& spec) const;
   void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
              std::vector<Launch>& launches);
   void Detach(JobRecord& job);
@@ -238,8 +253,10 @@ class Scheduler {
   std::unordered_map<JobId, JobRecord> jobs_;
   std::deque<JobId> main_queue_;
   std::deque<JobId> recovery_queue_;
+  std::deque<JobId> booked_;
   GpuIndex last_placed_ = -1;
   bool head_blocked_by_utilization_ = false;
+  bool booked_blocked_by_utilization_ = false;  // a booked job waited for utilization last pass
   bool priorities_used_ = false;  // a job with a priority other than 0 was ever submitted
   // A pass whose inputs have not changed since the last one, before the time the last one said it
   // would change its mind, decides the same: it is skipped. Events set `changed_`.

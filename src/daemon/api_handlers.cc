@@ -51,6 +51,13 @@ Result<api::HelloReply> ApiHandlers::Handle(const Identity& caller, const api::H
 
 Result<api::SubmitReply> ApiHandlers::Handle(const Identity& caller,
                                              const api::SubmitRequest& request) {
+  // A Slurm node's GPUs are Slurm's to book: a job submitted here would run outside its queue,
+  // its accounting and its booking of the GPUs' memory.
+  if (c_.slurm && !c_.direct_submit && caller.uid != 0)
+    return PermissionDenied(
+        "this node's GPUs are booked through Slurm: submit the job with sbatch (e.g. sbatch "
+        "--colo-mem=12GiB job.sh) or srun; colod takes jobs from root only here "
+        "(slurm.direct_submit)");
   auto id = c_.controller.Submit(caller, request);
   if (!id.ok()) return id.status();
   return api::SubmitReply{*id};

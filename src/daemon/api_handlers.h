@@ -38,6 +38,8 @@ struct HandlerContext {
   HistoryStore* history = nullptr;  // absent: no history kept (history_problem says why)
   const std::string* history_problem = nullptr;
   std::string policy = {};  // the policy spec colod places with, gates included
+  // On a Slurm node, whether users other than root may submit here (slurm.direct_submit).
+  bool direct_submit = true;
 };
 
 class ApiHandlers {

@@ -277,9 +277,13 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   size_or_none("limits", "database_reserve", c.database_reserve);
   str("slurm", "node", c.slurm_node);
   str("slurm", "bin_dir", c.slurm_bin_dir);
+  str("slurm", "slurmd", c.slurm_slurmd);
   str("slurm", "conf", c.slurm_conf);
   duration("slurm", "wait_limit", c.slurm_wait_limit);
   duration("slurm", "reconcile_interval", c.slurm_reconcile_interval);
+  read_parsed("slurm", "shard_size", ParseBytes, c.slurm_shard_size);
+  duration("slurm", "busy_wait", c.scheduler.booked_busy_wait);
+  flag("slurm", "direct_submit", c.slurm_direct_submit);
 
   if (!problem.empty()) return InvalidArgument(problem);
   if (c.scheduler.window_samples < 1)
@@ -290,6 +294,10 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
         origin + ": scheduler.oom_growth and scheduler.oom_limit_growth must be between 1 and 10");
   if (c.scheduler.sample_interval <= Duration::zero())
     return InvalidArgument(origin + ": scheduler.sample_interval must be positive");
+  if (c.slurm_shard_size < MiB(1) || c.slurm_shard_size > GiB(1024))
+    return InvalidArgument(origin + ": slurm.shard_size must be between 1MiB and 1TiB");
+  if (c.scheduler.booked_busy_wait < Duration::zero())
+    return InvalidArgument(origin + ": slurm.busy_wait must not be negative");
   if (c.max_clients < 1 || c.max_clients_per_user < 1 || c.metrics_max_clients < 1 ||
       c.max_jobs_per_user < 1)
     return InvalidArgument(origin +
@@ -412,9 +420,13 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"limits.max_array_size", Number(c.max_array_size)},
       {"slurm.node", Quoted(c.slurm_node)},
       {"slurm.bin_dir", Quoted(c.slurm_bin_dir)},
+      {"slurm.slurmd", Quoted(c.slurm_slurmd)},
       {"slurm.conf", Quoted(c.slurm_conf)},
       {"slurm.wait_limit", Secs(c.slurm_wait_limit)},
       {"slurm.reconcile_interval", Secs(c.slurm_reconcile_interval)},
+      {"slurm.shard_size", Quoted(fmt::format("{}B", c.slurm_shard_size.count()))},
+      {"slurm.busy_wait", Secs(c.scheduler.booked_busy_wait)},
+      {"slurm.direct_submit", Flag(c.slurm_direct_submit)},
   };
 }
 

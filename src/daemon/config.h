@@ -77,11 +77,21 @@ struct DaemonConfig {
   // the disk is full, so that storing jobs goes on while users' logs have filled it).
   Bytes database_reserve = Bytes(int64_t{64} << 20);
   // [slurm]: this colod is the node layer of a Slurm cluster (the SPANK plugin asks it)
-  std::string slurm_node;                   // this node's Slurm name; empty: not a Slurm node
-  std::string slurm_bin_dir = "/usr/bin";   // where scontrol is
-  std::string slurm_conf;                   // SLURM_CONF for scontrol; empty: Slurm's default
-  Duration slurm_wait_limit = Seconds(60);  // a job waits here this long, then goes elsewhere
+  std::string slurm_node;                         // this node's Slurm name; empty: not a Slurm node
+  std::string slurm_bin_dir = "/usr/bin";         // where scontrol is
+  std::string slurm_slurmd = "/usr/sbin/slurmd";  // `slurmd -G` lists this node's GPUs
+  std::string slurm_conf;                         // SLURM_CONF for scontrol; empty: Slurm's default
+  // A job Slurm sent here that its GPUs cannot take (something outside Slurm's booking holds
+  // their memory) waits this long, then goes back to Slurm's queue, kept off this node.
+  Duration slurm_wait_limit = Seconds(60);
   Duration slurm_reconcile_interval = Seconds(30);
+  // The GPU memory one `shard` of Slurm's per-GPU booking stands for (job_submit.lua's SHARD_MIB).
+  Bytes slurm_shard_size = GiB(1);
+  // Whether users other than root may submit to colod directly on a Slurm node (their jobs would
+  // run outside Slurm's queue, accounting and booking); read-only commands are always served.
+  bool slurm_direct_submit = false;
+  // How long a job waits for its busy GPU (utilization above gates.smact_max) is
+  // scheduler.booked_busy_wait, [slurm] busy_wait in the file.
 
   // The gates a policy spec starts from: the [gates] settings.
   Result<GateConfig> GateDefaults() const;

@@ -185,9 +185,15 @@ Status Daemon::Init() {
     SlurmBridgeOptions slurm_options;
     slurm_options.node = config_.slurm_node;
     slurm_options.reconcile_interval = config_.slurm_reconcile_interval;
+    slurm_options.devices = gpus_.devices();
+    slurm_options.shard_size = config_.slurm_shard_size;
+    auto margin = ParseBytes(config_.memory_margin);
+    if (!margin.ok()) return InvalidArgument("gates.memory_margin: " + margin.status().message());
+    slurm_options.margin = *margin;
     slurm_ = std::make_unique<SlurmBridge>(
         clock_, *controller_,
-        std::make_unique<SlurmCliCommands>(config_.slurm_bin_dir, std::move(slurm_env)),
+        std::make_unique<SlurmCliCommands>(config_.slurm_bin_dir, config_.slurm_slurmd,
+                                           std::move(slurm_env)),
         std::move(slurm_options), [this] { Wake(); });
   }
   if (config_.history_enabled) {
@@ -203,9 +209,9 @@ Status Daemon::Init() {
       fmt::print(stderr, "colod: {}\n", history_problem_);
     }
   }
-  handlers_ = std::make_unique<ApiHandlers>(
-      HandlerContext{clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_,
-                     slurm_.get(), history_.get(), &history_problem_, SpecText(*policy)});
+  handlers_ = std::make_unique<ApiHandlers>(HandlerContext{
+      clock_, *controller_, *store_, *launcher_, gpus_, latest_sample_, personal_, slurm_.get(),
+      history_.get(), &history_problem_, SpecText(*policy), config_.slurm_direct_submit});
 
   // Jobs that outlive their shim are re-parented to colod, which reaps them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);

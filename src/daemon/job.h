@@ -59,6 +59,8 @@ struct ExternalRun {
   int restarts = 0;  // the engine's restart count of the run this record is
   // Out-of-memory crashes of its earlier runs (on any node): the retry cap counts them too.
   int earlier_ooms = 0;
+  // The GPUs the engine booked for this run here (colod runs it on these); empty: colod chose.
+  std::vector<std::string> gpu_uuids;
 };
 
 // A task of a job array (submit --array).

@@ -475,6 +475,8 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
     run.Uint("job", t.id);
     run.Int("restarts", t.restarts);
     run.Int("earlier_ooms", t.earlier_ooms);
+    // Added later: absent in records written before Slurm booked a run's GPUs.
+    if (run.Optional("gpu_uuids")) run.Strings("gpu_uuids", t.gpu_uuids);
     if (run.ok() && t.id == 0) run.Fail("job", "must be the engine's job id");
   }
   DecodeSlurmHabits(r, job, shared);
@@ -634,6 +636,7 @@ std::string EncodeJob(const Job& job) {
   if (const std::optional<ExternalRun>& run = job.external) {
     json fields = {
         {"job", run->id}, {"restarts", run->restarts}, {"earlier_ooms", run->earlier_ooms}};
+    if (!run->gpu_uuids.empty()) fields["gpu_uuids"] = Strings(run->gpu_uuids);
     if (run->engine == "slurm") {
       record["slurm"] = std::move(fields);
     } else {

@@ -891,14 +891,17 @@ void JobController::Tick() {
     if (it == live_.end() || it->second.state == JobState::kRunning || !it->second.live()) continue;
     Job& job = it->second;
     const std::string why = WaitReason(job);
-    HandBack(job,
-             TenantHandback{job.external->id, id,
-                            job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
-                            job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
-                            fmt::format("no GPU of this node could take it within {:.0f} s ({})",
-                                        ToSeconds(options_.tenant_wait_limit), why),
-                            /*avoid_this_node=*/true},
-             {});
+    HandBack(
+        job,
+        TenantHandback{
+            job.external->id, id, job.spec.memory.known() ? job.spec.memory.peak : Bytes(0),
+            job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
+            fmt::format("{} could take it within {:.0f} s ({})",
+                        job.spec.booked_gpus.empty() ? "no GPU of this node"
+                                                     : "not the GPU(s) Slurm booked for it here",
+                        ToSeconds(options_.tenant_wait_limit), why),
+            /*avoid_this_node=*/true, /*out_of_memory=*/false},
+        {});
   }
   if (admission_.dependencies_changed()) CheckDependencies();
   if (admission_.arrays_changed()) AdmitArrayTasks();
@@ -1166,7 +1169,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
                             job.external->earlier_ooms + OutOfMemoryAttempts(job), job.spec.gpus,
                             fmt::format("out of memory; runs again needing {} per GPU",
                                         FormatBytes(job.spec.memory.peak)),
-                            /*avoid_this_node=*/false},
+                            /*avoid_this_node=*/false, /*out_of_memory=*/true},
              std::move(events));
     return;
   }
@@ -1282,6 +1285,15 @@ Status JobController::Recover() {
       job.state = JobState::kQueued;
       admission_.DependenciesChanged();
     } else {
+      if (job.external) {
+        // Back on the GPUs Slurm booked for it (a GPU gone since cannot take it: it waits, and
+        // goes back to Slurm at its wait limit).
+        job.spec.booked_gpus.clear();
+        for (const std::string& uuid : job.external->gpu_uuids) {
+          if (auto it = by_uuid.find(uuid); it != by_uuid.end())
+            job.spec.booked_gpus.push_back(it->second);
+        }
+      }
       Enqueue(job, "after a restart");
       if (job.external && job.live())
         tenants_.WaitUntil(id, clock_.Now() + options_.tenant_wait_limit);
@@ -1404,13 +1416,20 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
                     request.slurm_job, request.owner.uid));
   Job job;
   job.owner = request.owner;
-  job.external = ExternalRun{"slurm", request.slurm_job, request.restarts, request.earlier_ooms};
+  job.external =
+      ExternalRun{"slurm", request.slurm_job, request.restarts, request.earlier_ooms, {}};
   job.spec.owner = request.owner.user;
   job.spec.command = {fmt::format("(Slurm job {})", request.slurm_job)};
   job.spec.name =
       TruncateUtf8(request.name.empty() ? fmt::format("slurm-{}", request.slurm_job) : request.name,
                    kMaxNameBytes);
   job.spec.gpus = request.gpus;
+  job.spec.booked_gpus = request.booked_gpus;
+  job.spec.threads = request.threads;
+  for (GpuIndex g : request.booked_gpus) {
+    if (g >= 0 && static_cast<size_t>(g) < scheduler_.gpu_count())
+      job.external->gpu_uuids.push_back(scheduler_.gpu_info(g).uuid);
+  }
   job.context.source = fmt::format("slurm {}", request.slurm_job);
   if (request.memory) {
     // The user's declared need is the limit; an out-of-memory crash of an earlier run raised it.
@@ -1427,10 +1446,12 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   }
   job.state = JobState::kQueued;
   job.submitted = clock_.WallNow();
+  const std::string booked = Join(job.external->gpu_uuids, ",");
   JobEvent attached = Event(
       0, "submitted",
-      fmt::format("Slurm job {} (run {}) of {}: {} GPU(s), memory {}", request.slurm_job,
+      fmt::format("Slurm job {} (run {}) of {}: {} GPU(s){}, memory {}", request.slurm_job,
                   request.restarts, job.owner.user, job.spec.gpus,
+                  booked.empty() ? "" : " booked by Slurm: " + booked,
                   job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "whole GPUs"));
   if (Status stored = store_.Insert(job, {attached}); !stored.ok()) {
     counters_.store_failures++;

@@ -143,7 +143,7 @@ class JobController final : public TenantHost {
   const Job* FindLive(JobId id) const;
   const std::map<JobId, Job>& live_jobs() const { return live_; }
   // A live job from memory, an ended one from the store.
-  Result<std::optional<Job>> Find(JobId id) const;
+  Result<std::optional<Job>> Find(JobId id) const override;
   const Scheduler& scheduler() const { return scheduler_; }
   WallTime now() const { return clock_.WallNow(); }
   const ControllerCounters& counters() const { return counters_; }

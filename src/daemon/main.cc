@@ -4,13 +4,32 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
+#include "common/strings.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/slurm_gpus.h"
 #include "docgen/program_docs.h"
 #include "gpu/fake_gpus.h"
 
 namespace {
+// The node's CPU cores as Slurm counts them (distinct package and core ids in sysfs), or its
+// online CPUs where sysfs does not say.
+int CoreCount() {
+  std::set<std::string> cores;
+  for (unsigned cpu = 0; cpu < 4096; ++cpu) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu{}/topology/", cpu);
+    std::ifstream package(dir + "physical_package_id"), core(dir + "core_id");
+    std::string p, c;
+    if (!(package >> p) || !(core >> c)) break;
+    cores.insert(p + ":" + c);
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
 // colod(8) beside its options.
 colo::ManPage ColodManPage() {
   return colo::ManPage{
@@ -75,6 +94,13 @@ int main(int argc, char** argv) {
   app.add_flag("--check-config", check_only,
                "validate the config, print the effective settings, exit");
   app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)");
+  std::string fake_gpu_memory;
+  app.add_option("--fake-gpu-memory", fake_gpu_memory,
+                 "the fake GPUs' memory, one size per GPU (e.g. 80GiB,40GiB; default 80GiB each)");
+  bool slurm_gres = false;
+  app.add_flag("--slurm-gres", slurm_gres,
+               "print the gres.conf lines that book this node's GPUs in Slurm (shards of "
+               "slurm.shard_size, less gates.memory_margin), and exit");
   std::string fake_gpu_dir;
   app.add_option("--fake-gpu-dir", fake_gpu_dir,
                  "tests: the fake GPUs report the per-process memory and SM activity written "
@@ -153,13 +179,31 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (!fake_gpu_dir.empty() && fake_gpus <= 0) {
-    fmt::print(stderr, "colod: --fake-gpu-dir is for --fake-gpus only\n");
+  if ((!fake_gpu_dir.empty() || !fake_gpu_memory.empty()) && fake_gpus <= 0) {
+    fmt::print(stderr, "colod: --fake-gpu-dir and --fake-gpu-memory are for --fake-gpus only\n");
     return 2;
   }
   std::unique_ptr<GpuBackend> gpus;
   if (fake_gpus > 0) {
-    gpus = std::make_unique<FakeGpus>(fake_gpus, GiB(80), fake_gpu_dir);
+    std::vector<Bytes> sizes(static_cast<size_t>(fake_gpus), GiB(80));
+    if (!fake_gpu_memory.empty()) {
+      const std::vector<std::string> given = Split(fake_gpu_memory, ',');
+      if (given.size() != sizes.size()) {
+        fmt::print(stderr, "colod: --fake-gpu-memory gives {} sizes for {} fake GPUs\n",
+                   given.size(), sizes.size());
+        return 2;
+      }
+      for (size_t i = 0; i < given.size(); ++i) {
+        auto size = ParseBytes(given[i]);
+        if (!size.ok() || *size < GiB(1)) {
+          fmt::print(stderr, "colod: --fake-gpu-memory: '{}' is not a size of 1GiB or more\n",
+                     given[i]);
+          return 2;
+        }
+        sizes[i] = *size;
+      }
+    }
+    gpus = std::make_unique<FakeGpus>(sizes, fake_gpu_dir);
     config.mps_enabled = false;  // fake GPUs have no MPS: jobs share them plainly
   } else {
     auto nvml = OpenNvml();
@@ -173,6 +217,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "colod: GPU {}{} {} {} {}{}\n", d.index,
                d.mig_index >= 0 ? fmt::format(" MIG {}", d.mig_index) : "", d.uuid, d.name,
                FormatBytes(d.memory_total), d.gpm_supported ? ", GPM SM activity" : "");
+  }
+  if (slurm_gres) {
+    auto lines = GresConfLines(gpus->devices(), config, CoreCount());
+    if (!lines.ok()) {
+      fmt::print(stderr, "colod: {}\n", lines.status().message());
+      return 2;
+    }
+    fmt::print("{}", *lines);
+    return 0;
   }
   auto daemon = Daemon::Create(Daemon::Options{config, true, effective}, *gpus);
   if (!daemon.ok()) {

@@ -222,6 +222,24 @@ Result<std::map<uint32_t, SlurmJobInfo>> ParseSqueueJobs(std::string_view text) 
     info.restarts = static_cast<int>(
         std::clamp<int64_t>(int_of("restart_cnt").value_or(0), 0, std::numeric_limits<int>::max()));
     info.tres_per_node = text_of("tres_per_node");
+    info.comment = text_of("comment");
+    // gres_detail lists the job's GPUs per node, in the order of its allocated nodes.
+    const auto detail = job.find("gres_detail");
+    const auto resources = job.find("job_resources");
+    if (detail != job.end() && detail->is_array() && resources != job.end() &&
+        resources->is_object()) {
+      const auto nodes = resources->find("allocated_nodes");
+      for (size_t i = 0; nodes != resources->end() && nodes->is_array() && i < nodes->size() &&
+                         i < detail->size();
+           ++i) {
+        const nlohmann::json& node = (*nodes)[i];
+        const nlohmann::json& gres = (*detail)[i];
+        if (!node.is_object() || !gres.is_string()) continue;
+        const auto name = node.find("nodename");
+        if (name == node.end() || !name->is_string()) continue;
+        info.gpus_by_node[name->get<std::string>()] = ParseGresIndexes(gres.get<std::string>());
+      }
+    }
     info.user = text_of("user_name");
     info.name = text_of("name");
     info.work_dir = text_of("current_working_directory");
@@ -256,8 +274,9 @@ Result<std::optional<SlurmJobInfo>> SlurmCommands::ShowJob(uint32_t job) {
   return std::optional<SlurmJobInfo>(std::move(it->second));
 }
 
-SlurmCliCommands::SlurmCliCommands(std::string bin_dir, std::vector<std::string> environment)
-    : bin_dir_(std::move(bin_dir)), env_(std::move(environment)) {
+SlurmCliCommands::SlurmCliCommands(std::string bin_dir, std::string slurmd,
+                                   std::vector<std::string> environment)
+    : bin_dir_(std::move(bin_dir)), slurmd_(std::move(slurmd)), env_(std::move(environment)) {
   env_.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
 }
 
@@ -306,19 +325,80 @@ Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::ShowJobs(
   return wanted;
 }
 
-std::string WithGpumem(const std::string& tres, int64_t mib) {
+std::string WithShards(const std::string& tres, int64_t shards) {
   std::string out;
-  size_t start = 0;
-  while (start <= tres.size()) {
-    const size_t comma = tres.find(',', start);
-    std::string item =
-        tres.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    for (std::string_view prefix : {"gres:gpumem:", "gpumem:"}) {
-      if (item.rfind(prefix, 0) == 0) item = "gres:gpumem:" + std::to_string(mib);
+  for (std::string item : Split(tres, ',')) {
+    for (std::string_view prefix : {"gres:shard:", "gres/shard:", "shard:"}) {
+      if (item.rfind(prefix, 0) == 0) item = "gres:shard:" + std::to_string(shards);
     }
     if (!item.empty()) out += (out.empty() ? "" : ",") + item;
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> ParseGresIndexes(std::string_view detail) {
+  std::vector<int> out;
+  const size_t open = detail.find("(IDX:");
+  if (open == std::string_view::npos) return out;
+  std::string_view list = detail.substr(open + 5);
+  list = list.substr(0, list.find(')'));
+  for (const std::string& item : Split(std::string(list), ',')) {
+    const size_t dash = item.find('-');
+    auto first = ParseInt(item.substr(0, dash));
+    auto last = dash == std::string::npos ? first : ParseInt(item.substr(dash + 1));
+    if (!first.ok() || !last.ok() || *first < 0 || *last < *first || *last > 1023) return {};
+    for (int64_t i = *first; i <= *last && out.size() < 64; ++i) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+SlurmBooking ParseBooking(std::string_view tres, std::string_view comment) {
+  SlurmBooking booking;
+  for (const std::string& item : Split(std::string(tres), ',')) {
+    const std::vector<std::string> parts = Split(item, ':');
+    // gres:NAME:COUNT or gres:NAME:TYPE:COUNT
+    if (parts.size() < 3 || (parts[0] != "gres" && parts[0] != "gres/")) continue;
+    auto count = ParseInt(parts.back());
+    if (!count.ok() || *count <= 0 || *count > (int64_t{1} << 40)) continue;
+    if (parts[1] == "gpu") booking.whole_gpus += static_cast<int>(std::min<int64_t>(*count, 64));
+    if (parts[1] == "shard") booking.shards += *count;
+  }
+  constexpr std::string_view kMpsNote = "colo:mps=";
+  if (const size_t at = comment.find(kMpsNote); at != std::string_view::npos && booking.shards) {
+    int percent = 0;
+    for (char c : comment.substr(at + kMpsNote.size())) {
+      if (c < '0' || c > '9' || percent > 100) break;
+      percent = percent * 10 + (c - '0');
+    }
+    if (percent >= 1 && percent <= 100) booking.mps_percent = percent;
+  }
+  return booking;
+}
+
+std::map<uint32_t, SlurmJobInfo> ParseSqueueBookings(std::string_view text) {
+  std::map<uint32_t, SlurmJobInfo> out;
+  for (const std::string& line : Split(std::string(text), '\n')) {
+    // Three fields, then the Comment whole (it may hold a '|' of its user's).
+    std::vector<std::string> fields;
+    size_t start = 0;
+    for (int i = 0; i < 3; ++i) {
+      const size_t bar = line.find('|', start);
+      if (bar == std::string::npos) break;
+      fields.push_back(std::string(Trim(line.substr(start, bar - start))));
+      start = bar + 1;
+    }
+    if (fields.size() < 3) continue;
+    std::string comment = line.substr(start);
+    if (!comment.empty() && comment.back() == '|') comment.pop_back();
+    const auto id = ParseInt(fields[0]);
+    const auto restarts = ParseInt(fields[1]);
+    if (!id.ok() || *id <= 0 || *id > 0xffffffffLL || !restarts.ok() || *restarts < 0) continue;
+    SlurmJobInfo info;
+    info.job = static_cast<uint32_t>(*id);
+    info.restarts = static_cast<int>(std::min<int64_t>(*restarts, 1 << 20));
+    info.tres_per_node = fields[2] == "N/A" ? "" : fields[2];
+    info.comment = std::string(Trim(comment));
+    out[info.job] = std::move(info);
   }
   return out;
 }
@@ -377,7 +457,7 @@ Status SlurmCliCommands::Requeue(uint32_t job, const SlurmNote& note) {
   return requeued.ok() ? Status::Ok() : requeued.status();
 }
 
-Result<bool> SlurmCliCommands::PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+Result<bool> SlurmCliCommands::PrepareRerun(uint32_t job, const SlurmNote& note, int64_t shards,
                                             const std::string& avoid_node) {
   const std::string id = std::to_string(job);
   // Pending only once its batch step and epilog are through.
@@ -404,11 +484,77 @@ Result<bool> SlurmCliCommands::PrepareRerun(uint32_t job, const SlurmNote& note,
       excluded.push_back(avoid_node);
     update.push_back("ExcNodeList=" + Join(excluded, ","));
   }
-  if (gpumem_mib > 0 && record.tres_per_node.find("gpumem:") != std::string::npos)
-    update.push_back("TresPerNode=" + WithGpumem(record.tres_per_node, gpumem_mib));
+  if (shards > 0 && ParseBooking(record.tres_per_node, "").shards > 0)
+    update.push_back("TresPerNode=" + WithShards(record.tres_per_node, shards));
   auto updated = Run("scontrol", update);
   if (!updated.ok()) return updated.status();
   return true;
+}
+
+Result<std::optional<SlurmJobInfo>> SlurmCliCommands::Booking(uint32_t job) {
+  // Only fields a user cannot write, but the Comment, which comes last whole.
+  auto out =
+      Squeue({job}, {"--noheader", "--Format=JobID:|,RestartCnt:|,tres-per-node:|,Comment:|"});
+  if (!out.ok()) return out.status();
+  if (!*out) return std::optional<SlurmJobInfo>();
+  auto jobs = ParseSqueueBookings(**out);
+  auto it = jobs.find(job);
+  if (it == jobs.end()) return std::optional<SlurmJobInfo>();
+  return std::optional<SlurmJobInfo>(std::move(it->second));
+}
+
+Result<std::string> SlurmCliCommands::SlurmdGres(const std::string& node) {
+  // slurmd -G reads slurm.conf and gres.conf as slurmd would, prints each GRES with its index
+  // and file, and exits; -N names the node where one host runs several slurmds.
+  auto run = RunCommand({slurmd_, "-G", "-N", node}, env_, kCommandTimeout, 1 << 20);
+  if (!run.ok()) return run.status();
+  if (run->timed_out || run->exit_code != 0)
+    return Unavailable(fmt::format("{} -G -N {}: {}", slurmd_, node,
+                                   std::string(Trim(TruncateUtf8(ValidUtf8(run->output), 400)))));
+  return std::move(run->output);
+}
+
+Result<SlurmNodeState> SlurmCliCommands::ShowNode(const std::string& node) {
+  auto out = Run("scontrol", {"show", "node", "-o", node});
+  if (!out.ok()) return out.status();
+  // One line; the reason (an administrator's text) is its last field.
+  SlurmNodeState state;
+  const size_t at = out->find(" State=");
+  if (at != std::string::npos) {
+    const std::string flags = out->substr(at + 7, out->find(' ', at + 7) - at - 7);
+    state.drained = flags.find("DRAIN") != std::string::npos;
+  }
+  if (const size_t reason = out->find(" Reason="); reason != std::string::npos)
+    state.reason = std::string(Trim(out->substr(reason + 8)));
+  return state;
+}
+
+Status SlurmCliCommands::UpdateNode(const std::string& node, bool drain,
+                                    const std::string& reason) {
+  std::vector<std::string> args = {"update", "NodeName=" + node};
+  if (drain) {
+    args.push_back("State=DRAIN");
+    args.push_back("Reason=" + reason);
+  } else {
+    args.push_back("State=RESUME");
+  }
+  auto out = Run("scontrol", args);
+  return out.ok() ? Status::Ok() : out.status();
+}
+
+Status SlurmCliCommands::AppendAsUser(const Identity& who, const std::string& path,
+                                      const std::string& text) {
+  if (path.empty() || path[0] != '/') return InvalidArgument("not an absolute path: " + path);
+  // As the user, as TailAsUser reads: the shell opens the file for appending with the user's
+  // rights alone, and a FIFO costs at most the timeout.
+  auto run = RunCommand(
+      {"/usr/bin/setpriv", fmt::format("--reuid={}", who.uid), fmt::format("--regid={}", who.gid),
+       "--init-groups", "--", "/bin/sh", "-c", "printf '%s\\n' \"$1\" >>\"$2\"", "sh", text, path},
+      env_, Seconds(5), 4096);
+  if (!run.ok()) return run.status();
+  if (run->timed_out || run->exit_code != 0)
+    return Unavailable(fmt::format("{} could not be written as {}", path, who.user));
+  return Status::Ok();
 }
 
 Result<std::string> SlurmCliCommands::TailAsUser(const Identity& who, const std::string& path,
@@ -439,6 +585,7 @@ SlurmBridge::SlurmBridge(const Clock& clock, TenantHost& host,
       next_reconcile_(clock.Now()) {
   for (int i = 0; i < std::max(1, options_.workers); ++i)
     workers_.emplace_back([this] { WorkerLoop(); });
+  LearnNode();
 }
 
 SlurmBridge::~SlurmBridge() {
@@ -501,68 +648,142 @@ Result<api::SlurmRunReply> SlurmBridge::BeginRun(const api::SlurmRunRequest& req
 
 namespace {
 
-// How many of `name` ("gpu", "gpumem") a TRES-per-node string books, e.g. 2 in
-// "gres:gpu:2,gres:gpumem:5".
-int64_t BookedCount(const std::string& tres, std::string_view name) {
-  int64_t total = 0;
-  for (const std::string& item : Split(tres, ',')) {
-    const std::vector<std::string> parts = Split(item, ':');
-    // gres:NAME:COUNT or gres:NAME:TYPE:COUNT (a typed GPU)
-    if (parts.size() < 3 || parts[0] != "gres" || parts[1] != name) continue;
-    auto count = ParseInt(parts.back());
-    if (count.ok() && *count > 0) total += *count;
-  }
-  return total;
+api::SlurmAttachReply Waiting(std::string reason) {
+  return api::SlurmAttachReply{api::SlurmPlacement::kWaiting, 0, {}, {}, std::move(reason)};
 }
 
-constexpr int64_t kMiB = int64_t{1} << 20;
+api::SlurmAttachReply CannotRun(std::string reason) {
+  return api::SlurmAttachReply{api::SlurmPlacement::kFailed, 0, {}, {}, std::move(reason)};
+}
 
 }  // namespace
 
-// What the step asks for, checked against what Slurm booked for the job: the owner of a job
-// controls its steps' options, never its booking. An error says why it cannot run.
-Status CheckAgainstBooking(const api::SlurmAttachRequest& request, const std::string& tres) {
-  if (request.memory) {
-    const int64_t asked = (request.memory->count() * request.gpus + kMiB - 1) / kMiB;
-    const int64_t booked = BookedCount(tres, "gpumem");
-    if (asked > booked)
-      return PermissionDenied(fmt::format(
-          "the job asks colod for {} MiB of GPU memory but Slurm booked {} MiB for it (gpumem)",
-          asked, booked));
-    return Status::Ok();
+void SlurmBridge::LearnNode() {
+  const std::string node = options_.node;
+  Post([this, node]() -> std::function<void()> {
+    auto gres = commands_->SlurmdGres(node);
+    std::map<int, SlurmGpu> gpus;
+    std::string unread;
+    if (gres.ok())
+      gpus = ParseSlurmdGres(*gres);
+    else
+      unread = gres.status().message();
+    SlurmGpuMap map = MapSlurmGpus(gpus, options_.devices, options_.shard_size, options_.margin);
+    if (!unread.empty()) {
+      map.problems.insert(map.problems.begin(),
+                          "slurmd's list of this node's GPUs could not be read (" + unread +
+                              "): Slurm's GPU i is taken to be the GPU of the i-th lowest minor "
+                              "number, as gres.conf lists /dev/nvidia[0-N]");
+    }
+    // gres.conf booking more of a GPU than it has is the one problem Slurm would act on: it would
+    // send jobs there that cannot all fit. The node is drained until that is mended.
+    const std::string overbooked = map.overbooked.empty() ? "" : map.overbooked.front();
+    auto state = commands_->ShowNode(node);
+    Status updated;
+    std::string action;
+    if (!overbooked.empty()) {
+      updated = commands_->UpdateNode(node, true, "colo: " + overbooked.substr(0, 200));
+      action = "drained: " + overbooked;
+    } else if (state.ok() && state->drained && state->reason.rfind("colo:", 0) == 0) {
+      // A drain of colo's own (colod was unreachable, or gres.conf was wrong): colod serves again.
+      updated = commands_->UpdateNode(node, false, "");
+      action = "resumed from a drain of colo's own (" + state->reason + ")";
+    }
+    return [this, map = std::move(map), action, updated] {
+      for (const std::string& problem : map.problems) LogLine("Slurm node: " + problem);
+      if (!action.empty()) {
+        LogLine(updated.ok() ? fmt::format("Slurm node {} {}", options_.node, action)
+                             : fmt::format("Slurm node {} could not be {}: {}", options_.node,
+                                           action.substr(0, action.find(':')), updated.message()));
+      }
+      std::string listed;
+      for (const auto& [index, gpu] : map.by_slurm_index)
+        listed += fmt::format("{}{}=colod GPU {}", listed.empty() ? "" : ", ", index, gpu);
+      LogLine(fmt::format("Slurm node {}: Slurm's GPUs {}", options_.node,
+                          listed.empty() ? "none" : listed));
+      gpus_ = map;
+    };
+  });
+}
+
+Result<TenantRequest> SlurmBridge::Booked(const api::SlurmAttachRequest& request,
+                                          const api::SlurmRunRequest* prolog,
+                                          const Lookup* record) {
+  TenantRequest tenant;
+  tenant.slurm_job = request.job;
+  tenant.owner = IdentityOf(request.uid).value_or(Identity{request.uid, 0, ""});
+  tenant.name = request.name;
+  tenant.restarts = request.restarts;
+  // The GPUs slurmd gave the job here: the prolog's word (slurmd's own environment), else
+  // Slurm's record. Never the step's: its environment is its user's.
+  const std::vector<int>& slurm_gpus = prolog ? prolog->slurm_gpus : record->gpus_here;
+  if (slurm_gpus.empty()) {
+    return InvalidArgument(
+        "Slurm booked no GPU of this node for the job (ask with --colo-mem, --gres=gpu:N or "
+        "--gres=shard:N; is job_submit.lua installed?)");
   }
-  const int64_t booked = BookedCount(tres, "gpu");
-  if (request.gpus > booked)
-    return PermissionDenied(fmt::format(
-        "the job asks colod for {} whole GPU(s) but Slurm gave it {}", request.gpus, booked));
-  return Status::Ok();
+  for (int index : slurm_gpus) {
+    const auto it = gpus_->by_slurm_index.find(index);
+    if (it == gpus_->by_slurm_index.end())
+      return InvalidArgument(fmt::format(
+          "Slurm gave the job GPU {} of this node, which colod does not know (see colod's log "
+          "for how gres.conf's GPUs match this node's)",
+          index));
+    tenant.booked_gpus.push_back(it->second);
+  }
+  tenant.gpus = static_cast<int>(tenant.booked_gpus.size());
+  if (prolog && prolog->share) {
+    // A colo job: what it asked for at submission, from which job_submit.lua booked one GPU's
+    // shards, or whole GPUs (exclusive, of unknown need, or several).
+    if (prolog->gpus != tenant.gpus)
+      return InvalidArgument(
+          fmt::format("the job asked colo for {} GPU(s) per node but Slurm gave it {} here (is "
+                      "job_submit.lua installed?)",
+                      prolog->gpus, tenant.gpus));
+    tenant.memory = prolog->memory;
+    const bool shares =
+        tenant.gpus == 1 && prolog->memory && *prolog->share != SharingPreference::kExclusive;
+    tenant.share = shares ? *prolog->share : SharingPreference::kExclusive;
+    return tenant;
+  }
+  // Slurm's record says what was booked: a plain shard or mps job, whole GPUs, or a colo job
+  // whose prolog colod missed (its step's own numbers then count only within the booking).
+  const SlurmBooking booking = ParseBooking(record->tres_per_node, record->comment);
+  const bool colo_step = !prolog && (request.memory || request.share != SharingPreference::kAny);
+  if (booking.shards > 0) {
+    if (tenant.gpus != 1)
+      return InvalidArgument(
+          fmt::format("Slurm gave the job {} GPUs here for its shards", tenant.gpus));
+    const Bytes booked(booking.shards * options_.shard_size.count());
+    tenant.memory = booked;
+    if (colo_step && request.memory) tenant.memory = std::min(*request.memory, booked);
+    tenant.share = SharingPreference::kPlain;  // as Slurm's shards share a GPU: time-sliced
+    if (colo_step && request.share != SharingPreference::kExclusive) tenant.share = request.share;
+    if (booking.mps_percent > 0) {
+      tenant.share = SharingPreference::kMps;
+      tenant.threads = booking.mps_percent;
+    }
+    return tenant;
+  }
+  if (booking.whole_gpus > 0) {
+    if (colo_step && request.memory) tenant.memory = request.memory;
+    tenant.share = SharingPreference::kExclusive;
+    return tenant;
+  }
+  return InvalidArgument(
+      "Slurm booked no GPU for the job (ask with --colo-mem, --gres=gpu:N or --gres=shard:N)");
 }
 
 Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest& asked) {
+  if (!gpus_) return Waiting("reading slurmd's list of this node's GPUs");
   api::SlurmAttachRequest request = asked;
-  const Job* live = host_.FindTenant(request.job);
+  const Job* live = FindLiveTenant(request.job);
+  const api::SlurmRunRequest* prolog = nullptr;
   bool ask_slurm = false;
   if (auto run = runs_.find(request.job); run != runs_.end()) {
-    // The prolog's word: which run, and what Slurm booked. The step's own numbers are not used.
-    const api::SlurmRunRequest& booked = run->second;
-    request.restarts = std::max(request.restarts, booked.restarts);
-    if (booked.share) {
-      request.share = *booked.share;
-      request.memory = booked.memory;
-      request.gpus = std::max(1, booked.gpus);
-    } else if (booked.gpus > 0) {
-      request.memory.reset();
-      request.share = SharingPreference::kExclusive;
-      request.gpus = booked.gpus;
-    } else {
-      return api::SlurmAttachReply{api::SlurmPlacement::kFailed,
-                                   0,
-                                   {},
-                                   {},
-                                   "Slurm booked no GPU for this job (ask with --colo-mem or "
-                                   "--gres=gpu:N)"};
-    }
-  } else if (live && live->live()) {
+    prolog = &run->second;  // which run, and what Slurm booked: the step's numbers are not used
+    request.restarts = std::max(request.restarts, prolog->restarts);
+  } else if (live) {
     request.restarts = std::max(request.restarts, live->external->restarts);  // another step
   } else {
     // Which run of the job this is and what it booked, slurmd's prolog says (Slurm 22.05 gives
@@ -573,32 +794,42 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
     if (inserted && prolog_waits_.size() > options_.max_pending)
       prolog_waits_.erase(prolog_waits_.begin());
     if (clock_.Now() < wait->second)
-      return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
-                                   0,
-                                   {},
-                                   {},
-                                   "waiting for slurmd's prolog to say which run this is"};
+      return Waiting("waiting for slurmd's prolog to say which run this is");
     // No word from it (colod was down then): Slurm's record says.
     ask_slurm = true;
   }
-  const bool known = live && live->external->restarts >= request.restarts;
-  if (ask_slurm || (request.restarts > 0 && !known)) {
-    // A run after a requeue: an earlier run (here or on another node) may have raised its need.
+  if (live && live->external->restarts >= request.restarts) {
+    // Placed or queued already (an earlier step, an earlier ask): the same answer.
+    TenantRequest same;
+    same.slurm_job = request.job;
+    same.restarts = request.restarts;
+    return host_.AttachTenant(same);
+  }
+  // Slurm's record: for a run after a requeue (an earlier run, here or on another node, may
+  // have raised its need), without the prolog's word, and for a job without colo's options
+  // (what it booked: whole GPUs, shards, an mps percentage).
+  const bool colo_job = prolog && prolog->share;
+  const bool full = ask_slurm || request.restarts > 0;
+  const Lookup* record = nullptr;
+  if (full || !colo_job) {
     auto it = lookups_.find(request.job);
     if (it == lookups_.end() || it->second.restarts != request.restarts) {
-      bool full;
+      bool queue_full;
       {
         std::lock_guard lock(mutex_);
-        full = work_.size() >= options_.max_pending;
+        queue_full = work_.size() >= options_.max_pending;
       }
-      if (full) return Unavailable("colod's queue of work for Slurm is full; try again");
+      if (queue_full) return Unavailable("colod's queue of work for Slurm is full; try again");
       if (lookups_.size() >= options_.max_pending) lookups_.erase(lookups_.begin());
-      lookups_[request.job] = Lookup{request.restarts, {}, {}, {}, {}};
+      lookups_[request.job] = Lookup{request.restarts, {}, 0, {}, {}, {}, {}};
       const uint32_t job = request.job;
       const int restarts = request.restarts;
-      Post([this, job, restarts]() -> std::function<void()> {
-        auto info = commands_->ShowJob(job);
-        return [this, job, restarts, info = std::move(info)] {
+      const std::string node = options_.node;
+      Post([this, job, restarts, full, node]() -> std::function<void()> {
+        // The full record (squeue --json, every job of the cluster in Slurm 22.05) only where
+        // its note or per-node GPUs are needed; else one job's booking.
+        auto info = full ? commands_->ShowJob(job) : commands_->Booking(job);
+        return [this, job, restarts, node, info = std::move(info)] {
           auto found = lookups_.find(job);
           if (found == lookups_.end() || found->second.restarts != restarts) return;
           Lookup& l = found->second;
@@ -606,61 +837,49 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
             l.note = ParseSlurmNote((*info)->admin_comment);
             l.slurm_restarts = (*info)->restarts;
             l.tres_per_node = (*info)->tres_per_node;
+            l.comment = (*info)->comment;
+            if (auto here = (*info)->gpus_by_node.find(node); here != (*info)->gpus_by_node.end())
+              l.gpus_here = here->second;
           } else {
             l.error = info.ok() ? "Slurm does not know the job" : info.status().message();
           }
         };
       });
-      return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
-                                   0,
-                                   {},
-                                   {},
-                                   "reading Slurm's record of the job's earlier runs"};
+      return Waiting("reading Slurm's record of the job");
     }
     const Lookup& l = it->second;
-    if (!l.note && l.error.empty())
-      return api::SlurmAttachReply{api::SlurmPlacement::kWaiting,
-                                   0,
-                                   {},
-                                   {},
-                                   "reading Slurm's record of the job's earlier runs"};
-    if (ask_slurm) {
-      // Without the prolog's word, the step's numbers are held against Slurm's booking.
-      const Status booked =
-          l.note ? CheckAgainstBooking(request, l.tres_per_node)
-                 : Unavailable("Slurm's record of the job could not be read: " + l.error);
-      if (!booked.ok()) {
-        lookups_.erase(it);
-        prolog_waits_.erase(request.job);
-        return api::SlurmAttachReply{api::SlurmPlacement::kFailed, 0, {}, {}, booked.message()};
-      }
+    if (!l.note && l.error.empty()) return Waiting("reading Slurm's record of the job");
+    if (!l.note && (ask_slurm || !colo_job)) {
+      const std::string why = "Slurm's record of the job could not be read: " + l.error;
+      lookups_.erase(it);
+      prolog_waits_.erase(request.job);
+      return CannotRun(why);
     }
     if (l.note) {
       request.restarts = std::max(request.restarts, l.slurm_restarts);
+      record = &l;
     } else {
       LogLine(
           fmt::format("Slurm job {}: its earlier runs are unknown ({}); it plans with what "
-                      "it asks for",
+                      "it asked for",
                       request.job, l.error));
     }
   }
-  TenantRequest tenant;
-  tenant.slurm_job = request.job;
-  tenant.owner = IdentityOf(request.uid).value_or(Identity{request.uid, 0, ""});
-  tenant.name = request.name;
-  tenant.gpus = request.gpus;
-  tenant.memory = request.memory;
-  tenant.share = request.share;
-  tenant.restarts = request.restarts;
-  if (auto it = lookups_.find(request.job); it != lookups_.end() && it->second.note) {
-    if (request.restarts > 0) {
-      tenant.raised_need = it->second.note->need;
-      tenant.earlier_ooms = it->second.note->ooms;
-    }
+  auto tenant = Booked(request, prolog, record);
+  if (tenant.ok() && record && request.restarts > 0) {
+    tenant->raised_need = record->note->need;
+    tenant->earlier_ooms = record->note->ooms;
   }
   lookups_.erase(request.job);
   prolog_waits_.erase(request.job);
-  return host_.AttachTenant(tenant);
+  if (!tenant.ok()) return CannotRun(tenant.status().message());
+  return host_.AttachTenant(*tenant);
+}
+
+// The live tenant of a Slurm job, or nullptr.
+const Job* SlurmBridge::FindLiveTenant(uint32_t slurm_job) const {
+  const Job* job = host_.FindTenant(slurm_job);
+  return job && job->live() ? job : nullptr;
 }
 
 Result<api::SlurmEndReply> SlurmBridge::End(const api::SlurmEndRequest& request) {
@@ -700,10 +919,12 @@ void SlurmBridge::FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int w
   Post([this, slurm_job, job, owner, wait_status]() -> std::function<void()> {
     AttemptEnd end{EndOfWaitStatus(wait_status), "", ""};
     std::vector<std::string> problems;
+    std::string std_err;
     auto info = commands_->ShowJob(slurm_job);
     if (!info.ok()) problems.push_back(info.status().message());
     if (info.ok() && !*info) problems.push_back("Slurm no longer knows the job");
     if (info.ok() && *info) {
+      std_err = (*info)->std_err;
       auto err = commands_->TailAsUser(owner, (*info)->std_err, kTailBytes);
       if (err.ok())
         end.stderr_tail = std::move(*err);
@@ -717,7 +938,8 @@ void SlurmBridge::FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int w
           problems.push_back(out.status().message());
       }
     }
-    return [this, slurm_job, job, end = std::move(end), problems = std::move(problems)] {
+    return [this, slurm_job, job, owner, std_err, end = std::move(end),
+            problems = std::move(problems)] {
       for (const std::string& problem : problems) {
         LogLine(
             fmt::format("Slurm job {}: its output could not be read, so its end is judged "
@@ -726,7 +948,40 @@ void SlurmBridge::FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int w
       }
       ending_.erase(slurm_job);
       const Job* tenant = host_.FindTenant(slurm_job);
-      if (tenant && tenant->id() == job) host_.EndTenant(slurm_job, end);
+      if (!tenant || tenant->id() != job) return;
+      host_.EndTenant(slurm_job, end);
+      TellUser(slurm_job, job, owner, std_err);
+    };
+  });
+}
+
+// What colo made of a failed run goes into the job's own error output, which its user reads:
+// requeued needing more memory, or given up at the retry cap.
+void SlurmBridge::TellUser(uint32_t slurm_job, JobId job, const Identity& owner,
+                           const std::string& std_err) {
+  auto found = host_.Find(job);
+  if (std_err.empty() || !found.ok() || !*found) return;
+  const Job& ended = **found;
+  const Attempt* last = ended.current();
+  if (!last || last->exit != ExitKind::kOutOfMemory) return;
+  std::string text;
+  if (ended.state == JobState::kRequeued) {
+    text = fmt::format("colo: Slurm job {} ran out of GPU memory on {}; {}", slurm_job,
+                       options_.node, ended.reason);
+  } else if (ended.state == JobState::kFailed) {
+    text = fmt::format(
+        "colo: Slurm job {} failed: colo gave up and does not requeue it again: {}. Ask for "
+        "more GPU memory (--colo-mem) or make the job use less.",
+        slurm_job, ended.reason);
+  } else {
+    return;
+  }
+  Post([this, owner, std_err, text, slurm_job]() -> std::function<void()> {
+    const Status written = commands_->AppendAsUser(owner, std_err, text);
+    return [written, slurm_job] {
+      if (!written.ok())
+        LogLine(fmt::format("Slurm job {}: its output could not be told why: {}", slurm_job,
+                            written.message()));
     };
   });
 }
@@ -737,14 +992,17 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
   const std::string avoid = handback.avoid_this_node ? options_.node : "";
   const uint32_t slurm_job = handback.slurm_job;
   const std::string reason = handback.reason;
-  const int64_t gpumem_mib =
-      handback.need > Bytes(0) ? (handback.need.count() + kMiB - 1) / kMiB * handback.gpus : 0;
+  // Its shards, where it books shards: the raised need in whole shards.
+  const int64_t shards =
+      handback.need > Bytes(0)
+          ? (handback.need.count() + options_.shard_size.count() - 1) / options_.shard_size.count()
+          : 0;
   requeuing_.insert(slurm_job);
   // Two steps: the requeue (the batch step, if it is still there, waits for it), then, once
   // Slurm has the job pending, what its next run needs.
-  Post([this, slurm_job, note, gpumem_mib, avoid, reason]() -> std::function<void()> {
+  Post([this, slurm_job, note, shards, avoid, reason]() -> std::function<void()> {
     const Status s = commands_->Requeue(slurm_job, note);
-    return [this, s, slurm_job, note, gpumem_mib, avoid, reason] {
+    return [this, s, slurm_job, note, shards, avoid, reason] {
       requeuing_.erase(slurm_job);
       if (!s.ok()) {
         LogLine(fmt::format("Slurm job {} could not be requeued ({}): {}", slurm_job, reason,
@@ -753,16 +1011,15 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
       }
       requeued_.push_back(slurm_job);
       if (requeued_.size() > options_.max_pending) requeued_.pop_front();
-      PrepareRerun(slurm_job, note, gpumem_mib, avoid, reason,
-                   clock_.Now() + options_.rerun_deadline);
+      PrepareRerun(slurm_job, note, shards, avoid, reason, clock_.Now() + options_.rerun_deadline);
     };
   });
 }
 
-void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpumem_mib,
+void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t shards,
                                std::string avoid, std::string reason, TimePoint deadline) {
   Post([=, this]() -> std::function<void()> {
-    const Result<bool> prepared = commands_->PrepareRerun(slurm_job, note, gpumem_mib, avoid);
+    const Result<bool> prepared = commands_->PrepareRerun(slurm_job, note, shards, avoid);
     return [=, this] {
       if (prepared.ok() && !*prepared) {
         if (clock_.Now() >= deadline) {
@@ -774,7 +1031,7 @@ void SlurmBridge::PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpume
         }
         // Not pending yet: looked at again shortly, never holding a worker meanwhile.
         later_.emplace(clock_.Now() + kRerunRecheck, [=, this] {
-          PrepareRerun(slurm_job, note, gpumem_mib, avoid, reason, deadline);
+          PrepareRerun(slurm_job, note, shards, avoid, reason, deadline);
         });
         return;
       }

@@ -1,8 +1,10 @@
-// colod as the node layer under Slurm. The SPANK plugin (src/slurm) asks, as root, for a Slurm
-// job's GPUs and reports its end; this bridge turns those asks into tenants of colod (TenantHost,
-// which the job controller is), and
-// carries out what only Slurm can do — requeue a job, tell where its output went — on a worker
-// thread, so that a slow or absent slurmctld never holds up colod's loop.
+// colod as the node layer under Slurm. Slurm books each GPU job's GPUs (whole GPUs, or GPU memory
+// as shards of one GPU: docs/slurm-design.md); the SPANK plugin (src/slurm) tells colod, as root,
+// which GPUs slurmd gave a job and what it booked, asks for the job's placement at each step and
+// reports its end. This bridge turns those asks into tenants of colod (TenantHost, which the job
+// controller is) booked on exactly those GPUs, and carries out what only Slurm can do — requeue a
+// job, tell where its output went, drain and resume this node — on worker threads, so that a slow
+// or absent slurmctld never holds up colod's loop.
 //
 // What an out-of-memory crash taught travels with the job in its AdminComment
 // ("colo:need=BYTES,ooms=N"), which only Slurm's administrators (and this root daemon) can set:
@@ -22,7 +24,9 @@
 
 #include "api/types.h"
 #include "common/clock.h"
+#include "daemon/slurm_gpus.h"
 #include "daemon/tenant_runner.h"
+#include "gpu/gpu.h"
 
 namespace colo {
 
@@ -40,7 +44,28 @@ struct SlurmJobInfo {
   int exit_code = 0;    // the batch script's exit code
   int exit_signal = 0;  // or the signal that ended it
   int restarts = 0;
-  std::string tres_per_node;  // e.g. gres:gpu:1,gres:gpumem:4096
+  std::string tres_per_node;  // e.g. gres:gpu:1 or gres:shard:12
+  std::string comment;        // the job's Comment (its user may write it)
+  // The GPUs Slurm gave the job on each of its nodes, by their index in the node's gres.conf
+  // (squeue --json's gres_detail, e.g. "shard:7(IDX:0)").
+  std::map<std::string, std::vector<int>> gpus_by_node;
+};
+
+// What Slurm booked for a job on each of its nodes, from its per-node GRES request.
+struct SlurmBooking {
+  int whole_gpus = 0;  // gres:gpu:N
+  int64_t shards = 0;  // gres:shard:K, all of one GPU
+  // An mps:P request job_submit.lua booked as shards notes P in the job's Comment (colo:mps=P).
+  int mps_percent = 0;
+};
+SlurmBooking ParseBooking(std::string_view tres_per_node, std::string_view comment);
+// The indexes of a gres_detail entry: "gpu:2(IDX:0-1)" -> {0, 1}, "shard:7(IDX:3)" -> {3}.
+std::vector<int> ParseGresIndexes(std::string_view detail);
+
+// A node as `scontrol show node` has it: drained or not, and why.
+struct SlurmNodeState {
+  bool drained = false;
+  std::string reason;
 };
 
 // colo's own note in a job's AdminComment.
@@ -65,29 +90,47 @@ class SlurmCommands {
   virtual Result<std::map<uint32_t, SlurmJobInfo>> JobStates(const std::vector<uint32_t>& jobs) = 0;
   // Puts the job back in Slurm's queue (running or ended), with `note` in its AdminComment.
   virtual Status Requeue(uint32_t job, const SlurmNote& note) = 0;
-  // Once the requeued job is pending: `note` in its AdminComment, its gpumem GRES made
-  // `gpumem_mib` per node (when it has one), kept off `avoid_node` too (when not empty),
+  // Once the requeued job is pending: `note` in its AdminComment, its shards made `shards` per
+  // node (when it books shards and `shards` > 0), kept off `avoid_node` too (when not empty),
   // eligible at once.
   // False (nothing done) while it is not pending yet.
-  virtual Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+  virtual Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t shards,
                                     const std::string& avoid_node) = 0;
+  // What squeue says a job booked (restarts, tres_per_node, comment only: a cheap query of one
+  // job); nullopt when Slurm no longer knows it.
+  virtual Result<std::optional<SlurmJobInfo>> Booking(uint32_t job) = 0;
+  // What `slurmd -G` prints of this node's GRES (each GPU's index, device file and shards).
+  virtual Result<std::string> SlurmdGres(const std::string& node) = 0;
+  virtual Result<SlurmNodeState> ShowNode(const std::string& node) = 0;
+  // Drains the node with `reason`, or (drain false) resumes it.
+  virtual Status UpdateNode(const std::string& node, bool drain, const std::string& reason) = 0;
   // The last `max_bytes` of a file, read as `who` — never as root: the path is the user's.
   virtual Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                          size_t max_bytes) = 0;
+  // Appends `text` to a file as `who` (the job's output: what colo did, in the user's view).
+  virtual Status AppendAsUser(const Identity& who, const std::string& path,
+                              const std::string& text) = 0;
 };
 
 // The real commands: scontrol and squeue of the node's Slurm, setpriv + tail for a user's file.
 class SlurmCliCommands : public SlurmCommands {
  public:
-  // `bin_dir`: where scontrol and squeue are; `environment`: SLURM_CONF and such for them.
-  SlurmCliCommands(std::string bin_dir, std::vector<std::string> environment);
+  // `bin_dir`: where scontrol and squeue are; `slurmd`: slurmd's path; `environment`:
+  // SLURM_CONF and such for them.
+  SlurmCliCommands(std::string bin_dir, std::string slurmd, std::vector<std::string> environment);
   Result<std::map<uint32_t, SlurmJobInfo>> ShowJobs(const std::vector<uint32_t>& jobs) override;
   Result<std::map<uint32_t, SlurmJobInfo>> JobStates(const std::vector<uint32_t>& jobs) override;
   Status Requeue(uint32_t job, const SlurmNote& note) override;
-  Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t gpumem_mib,
+  Result<bool> PrepareRerun(uint32_t job, const SlurmNote& note, int64_t shards,
                             const std::string& avoid_node) override;
+  Result<std::optional<SlurmJobInfo>> Booking(uint32_t job) override;
+  Result<std::string> SlurmdGres(const std::string& node) override;
+  Result<SlurmNodeState> ShowNode(const std::string& node) override;
+  Status UpdateNode(const std::string& node, bool drain, const std::string& reason) override;
   Result<std::string> TailAsUser(const Identity& who, const std::string& path,
                                  size_t max_bytes) override;
+  Status AppendAsUser(const Identity& who, const std::string& path,
+                      const std::string& text) override;
 
  private:
   // squeue of `jobs`, with `args`; nullopt when Slurm knows none of them.
@@ -98,20 +141,38 @@ class SlurmCliCommands : public SlurmCommands {
   Result<std::string> Run(const std::string& command, std::vector<std::string> args,
                           size_t max_output = 1 << 20);
   std::string bin_dir_;
+  std::string slurmd_;
   std::vector<std::string> env_;
 };
 
-// Whether what a step asks of colod is within what Slurm booked for its job (tres_per_node).
-Status CheckAgainstBooking(const api::SlurmAttachRequest& request, const std::string& tres);
 // Parses `squeue --noheader --Format=JobID:|,State:|,RestartCnt:|,NodeList:|`.
 std::map<uint32_t, SlurmJobInfo> ParseSqueueStates(std::string_view text);
+// Parses `squeue --noheader --Format=JobID:|,RestartCnt:|,tres-per-node:|,Comment:|` (the
+// Comment last: its user may write a '|' into it).
+std::map<uint32_t, SlurmJobInfo> ParseSqueueBookings(std::string_view text);
 // Parses `squeue --json`: the jobs it lists, by Slurm job id.
 Result<std::map<uint32_t, SlurmJobInfo>> ParseSqueueJobs(std::string_view text);
-// `tres_per_node` with its gpumem count made `mib` (unchanged when it has none).
-std::string WithGpumem(const std::string& tres_per_node, int64_t mib);
+// `tres_per_node` with its shard count made `shards` (unchanged when it has none).
+std::string WithShards(const std::string& tres_per_node, int64_t shards);
+
+// What an attach waits for of Slurm's record of its job: the run it is, the need an earlier run
+// raised, what Slurm booked, the GPUs it gave the job here.
+struct Lookup {
+  int restarts = 0;               // the run the attach asked for
+  std::optional<SlurmNote> note;  // set when the record came back
+  int slurm_restarts = 0;
+  std::string tres_per_node;  // what Slurm booked for the job
+  std::string comment;
+  std::vector<int> gpus_here;  // the GPUs it gave the job on this node (the full record only)
+  std::string error;
+};
 
 struct SlurmBridgeOptions {
   std::string node;  // this node's Slurm name
+  // colod's GPUs, in the scheduler's order (their minor numbers name their /dev/nvidiaN).
+  std::vector<DeviceInfo> devices;
+  Bytes shard_size = GiB(1);  // the GPU memory of one shard (slurm.shard_size)
+  Bytes margin = GiB(2);      // the policy's memory margin, which a GPU's shards leave free
   // How often running tenants are checked against Slurm (an end colod was not told of).
   Duration reconcile_interval = Seconds(30);
   // Work for Slurm waiting on the worker at most; more is refused (bounded memory).
@@ -147,9 +208,19 @@ class SlurmBridge {
   void Post(std::function<std::function<void()>()> work);
   void WorkerLoop();
   void FinishEnd(uint32_t slurm_job, JobId job, Identity owner, int wait_status);
-  void PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t gpumem_mib, std::string avoid,
+  void PrepareRerun(uint32_t slurm_job, SlurmNote note, int64_t shards, std::string avoid,
                     std::string reason, TimePoint deadline);
   void Reconcile();
+  void TellUser(uint32_t slurm_job, JobId job, const Identity& owner, const std::string& std_err);
+  const Job* FindLiveTenant(uint32_t slurm_job) const;
+  // At start: which of colod's GPUs each of Slurm's is (slurmd -G), whether gres.conf books
+  // more of a GPU than it has (the node is drained then), and this node resumed from a drain of
+  // colo's own once colod serves it again.
+  void LearnNode();
+  // A run's first attach that has the prolog's word or Slurm's record: the tenant to place, on
+  // the GPUs Slurm booked, or why it cannot run here.
+  Result<TenantRequest> Booked(const api::SlurmAttachRequest& request,
+                               const api::SlurmRunRequest* prolog, const Lookup* record);
 
   const Clock& clock_;
   TenantHost& host_;
@@ -157,16 +228,8 @@ class SlurmBridge {
   SlurmBridgeOptions options_;
   std::function<void()> wake_;
 
-  // Attaches waiting for Slurm's record of the job (its run number, the need an earlier run
-  // raised), by Slurm job.
-  struct Lookup {
-    int restarts = 0;               // the run the attach asked for
-    std::optional<SlurmNote> note;  // set when the record came back
-    int slurm_restarts = 0;
-    std::string tres_per_node;  // what Slurm booked for the job
-    std::string error;
-  };
   std::map<uint32_t, Lookup> lookups_;
+  std::optional<SlurmGpuMap> gpus_;             // once LearnNode is through
   std::map<uint32_t, TimePoint> prolog_waits_;  // attaches waiting for the prolog's word, until
   // What slurmd's prolog said of each job's run beginning here, and in which order it came.
   std::map<uint32_t, api::SlurmRunRequest> runs_;

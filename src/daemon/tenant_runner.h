@@ -30,6 +30,10 @@ struct TenantRequest {
   int restarts = 0;
   std::optional<Bytes> raised_need;  // what an out-of-memory crash of an earlier run raised it to
   int earlier_ooms = 0;
+  // The GPUs Slurm booked for it on this node, by the scheduler's index: it runs on these.
+  // Empty: colod chooses.
+  std::vector<GpuIndex> booked_gpus;
+  int threads = 0;  // the MPS thread percentage it booked (an mps:P request); 0: colod's choice
 };
 
 // A tenant given back to Slurm's queue, and what its next run (on any node) needs.
@@ -41,6 +45,7 @@ struct TenantHandback {
   int gpus = 1;
   std::string reason;
   bool avoid_this_node = false;  // this node could not place it in time
+  bool out_of_memory = false;    // it crashed out of memory (its user's output says so)
 };
 
 // What an engine's bridge asks of colod (JobController answers).
@@ -54,6 +59,8 @@ class TenantHost {
   // colo's id of it, or nullopt when no run of it is live here.
   virtual std::optional<JobId> EndTenant(uint32_t slurm_job, const AttemptEnd& end) = 0;
   virtual const Job* FindTenant(uint32_t slurm_job) const = 0;
+  // Any job by colo's id, ended ones too: what became of a tenant's run once it ended.
+  virtual Result<std::optional<Job>> Find(JobId id) const = 0;
   // Whether a tenant's give-back to the engine waits for its record to be stored.
   virtual bool HandBackUnsent(JobId id) const = 0;
   // Every live tenant, for reconciling with the engine's records.

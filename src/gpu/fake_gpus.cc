@@ -15,16 +15,21 @@
 namespace colo {
 
 FakeGpus::FakeGpus(int count, Bytes capacity, std::string state_dir)
+    : FakeGpus(std::vector<Bytes>(static_cast<size_t>(std::max(count, 0)), capacity),
+               std::move(state_dir)) {}
+
+FakeGpus::FakeGpus(const std::vector<Bytes>& capacities, std::string state_dir)
     : state_dir_(std::move(state_dir)),
-      processes_(static_cast<size_t>(count)),
-      smact_(static_cast<size_t>(count), 0.0),
-      energy_(static_cast<size_t>(count), 0.0) {
-  for (int i = 0; i < count; ++i) {
+      processes_(capacities.size()),
+      smact_(capacities.size(), 0.0),
+      energy_(capacities.size(), 0.0) {
+  for (size_t i = 0; i < capacities.size(); ++i) {
     DeviceInfo d;
-    d.index = i;
+    d.index = static_cast<int>(i);
+    d.minor = d.index;
     d.uuid = fmt::format("GPU-fake-{:04d}", i);
     d.name = "Fake GPU";
-    d.memory_total = capacity;
+    d.memory_total = capacities[i];
     d.gpm_supported = true;
     devices_.push_back(d);
   }

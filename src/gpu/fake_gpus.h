@@ -18,6 +18,8 @@ namespace colo {
 class FakeGpus : public GpuBackend {
  public:
   explicit FakeGpus(int count, Bytes capacity = GiB(80), std::string state_dir = "");
+  // One fake GPU of each capacity (GPUs of different sizes on one server).
+  explicit FakeGpus(const std::vector<Bytes>& capacities, std::string state_dir = "");
 
   std::string name() const override { return "fake"; }
   const std::vector<DeviceInfo>& devices() const override { return devices_; }

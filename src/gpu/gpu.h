@@ -16,6 +16,7 @@ struct DeviceInfo {
   int index = 0;       // NVML index of the GPU (the parent, for a MIG instance)
   int mig_index = -1;  // index of the MIG instance within its GPU; -1 for a whole GPU
   std::string uuid;    // what CUDA_VISIBLE_DEVICES takes ("GPU-…" or "MIG-…")
+  int minor = -1;      // the N of the GPU's /dev/nvidiaN (NVML's minor number); -1: unknown
   std::string name;    // "NVIDIA H100 80GB HBM3"
   Bytes memory_total;
   bool gpm_supported = false;  // SM activity and occupancy through GPM (Hopper and newer)

@@ -32,6 +32,7 @@ struct NvmlApi {
   nvmlReturn_t (*GetHandleByIndex)(unsigned int, nvmlDevice_t*) = nullptr;
   nvmlReturn_t (*GetName)(nvmlDevice_t, char*, unsigned int) = nullptr;
   nvmlReturn_t (*GetUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*GetMinorNumber)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*GetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*GetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned int*) = nullptr;
@@ -315,6 +316,7 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
   if (!bound) return Unavailable(fmt::format("NVML is too old: {}", dlerror()));
   // Optional: MIG (Ampere+) and GPM (Hopper+, driver 520+).
   Bind(lib, "nvmlDeviceGetMigMode", api.GetMigMode);
+  Bind(lib, "nvmlDeviceGetMinorNumber", api.GetMinorNumber);
   Bind(lib, "nvmlDeviceGetMaxMigDeviceCount", api.GetMaxMigDeviceCount);
   Bind(lib, "nvmlDeviceGetMigDeviceHandleByIndex", api.GetMigDeviceHandleByIndex);
   const bool gpm = Bind(lib, "nvmlGpmQueryDeviceSupport", api.GpmQueryDeviceSupport) &&
@@ -376,6 +378,9 @@ Result<std::unique_ptr<GpuBackend>> OpenNvml() {
     DeviceInfo d;
     d.index = static_cast<int>(i);
     d.uuid = uuid.data();
+    unsigned int minor = 0;
+    if (api.GetMinorNumber && api.GetMinorNumber(handle, &minor) == kSuccess)
+      d.minor = static_cast<int>(minor);
     d.name = name.data();
     d.memory_total = Bytes(static_cast<int64_t>(memory.total));
     d.gpm_supported = has_gpm;

@@ -15,6 +15,19 @@ double UtilizationOf(const GpuView& gpu, UtilizationStat stat) {
   return gpu.smact.Risk();
 }
 
+namespace {
+
+// Whether a job in `mode` may join the jobs on a busy GPU: the same mode, and under MPS the same
+// user (MPS serves one user per GPU).
+bool Joins(const GpuView& gpu, SharingMode mode, const PlacementRequest& request,
+           const GateConfig& config) {
+  if (gpu.mode != mode) return false;
+  return !(config.same_user_mps && mode == SharingMode::kMps && !gpu.mps_owner.empty() &&
+           gpu.mps_owner != request.owner);
+}
+
+}  // namespace
+
 SummaryDepth DepthFor(UtilizationStat stat) {
   switch (stat) {
     case UtilizationStat::kLast:
@@ -31,9 +44,13 @@ SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const G
   if (config.idle_only || request.sharing == SharingPreference::kExclusive || gpu.mig_instance) {
     return SharingMode::kExclusive;
   }
-  if (request.sharing == SharingPreference::kPlain) return SharingMode::kPlain;
-  if (request.sharing == SharingPreference::kMps) return SharingMode::kMps;
-  return gpu.mode == SharingMode::kExclusive ? SharingMode::kMps : gpu.mode;
+  SharingMode mode = gpu.mode == SharingMode::kExclusive ? SharingMode::kMps : gpu.mode;
+  if (request.sharing == SharingPreference::kPlain) mode = SharingMode::kPlain;
+  if (request.sharing == SharingPreference::kMps) mode = SharingMode::kMps;
+  // A booked job shares the GPU it was given: plainly where it cannot join as it asked.
+  if (request.booked && !gpu.idle() && !Joins(gpu, mode, request, config))
+    return SharingMode::kPlain;
+  return mode;
 }
 
 bool InLaunchGrace(const GpuView& gpu, const GateConfig& config) {
@@ -70,12 +87,12 @@ GateVerdict EvaluateGatesBeforeUtilization(const GpuView& gpu, const PlacementRe
       config.idle_only || request.require_idle || mode == SharingMode::kExclusive;
   if (needs_idle && !gpu.idle()) return fail(Gate::kNotIdle, gpu.job_count, 0);
   if (!gpu.idle()) {
-    if (gpu.mode != mode) return fail(Gate::kModeMismatch, 0, 0);
+    if (gpu.mode != mode && !request.booked) return fail(Gate::kModeMismatch, 0, 0);
     if (config.same_user_mps && mode == SharingMode::kMps && !gpu.mps_owner.empty() &&
         gpu.mps_owner != request.owner) {
       return fail(Gate::kOtherUser, 0, 0);
     }
-    if (config.launch_grace && InLaunchGrace(gpu, config)) {
+    if (config.launch_grace && !request.booked && InLaunchGrace(gpu, config)) {
       const double left = ToSeconds(LaunchGraceLeft(gpu, config));
       return fail(Gate::kLaunchGrace, left, left);
     }
@@ -96,7 +113,7 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config) {
   GateVerdict v = EvaluateGatesBeforeUtilization(gpu, request, config);
   if (v.gate != Gate::kPass) return v;
-  if (config.utilization && !gpu.idle()) {
+  if (config.utilization && !gpu.idle() && !request.skip_utilization) {
     const double smact = UtilizationOf(gpu, config.stat);
     bool excluded = smact > config.smact_max;
     if (config.compound) {

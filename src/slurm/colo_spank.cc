@@ -1,26 +1,30 @@
-// colo's SPANK plugin: Slurm keeps the cluster's queue and picks the node; the node's colod picks
-// the GPU(s), from the job's memory need and the GPUs' live state, and recovers out-of-memory
-// crashes through Slurm's requeue.
+// colo's SPANK plugin: Slurm keeps the cluster's queue and picks the node and the GPU, booking
+// GPU memory per GPU (shards, docs/slurm-design.md); the node's colod runs the job on the GPU
+// Slurm chose, sets its MPS limits, watches it and recovers out-of-memory crashes through
+// Slurm's requeue.
 //
 // Local context (sbatch, srun, salloc, as the user): the options are checked, an estimate file
 // is turned into a memory need (`colo estimate`), and the need is handed to job_submit/lua (which
-// makes it a per-node gpumem GRES) through the job-control environment.
-// Remote context (slurmstepd, as root): every step of a colo job asks the node's colod for the
-// job's placement (one Slurm job is one tenant), waits while colod queues it, and exports the
-// answer into its tasks; the batch script's end is reported. slurmd's epilog (as root) tells
-// colod that the job is over on the node. A job that Slurm gave whole GPUs without colo options
-// is placed by colod too, alone on its GPUs, so colo never collocates onto them.
+// books it as shards of one GPU) through the job-control environment.
+// Remote context (slurmstepd, as root): every step of a GPU job asks the node's colod for the
+// job's placement (one Slurm job is one tenant), waits while colod starts it, and exports the
+// answer into its tasks; the batch script's end is reported. slurmd's prolog (as root) tells
+// colod which run of the job begins and what Slurm booked for it, its epilog that the job is
+// over on the node. A step that cannot reach colod puts its job back in Slurm's queue and drains
+// the node until colod is back (colod resumes it, as does packaging/slurm/colo-health-check).
 //
 // Plugin arguments (plugstack.conf): socket=PATH (%h: this host's name; default
-// /run/colo/colod.sock), colo=PATH (default /usr/bin/colo), unreachable=fail|run (default fail),
-// connect_timeout=SECONDS (default 10), max_wait=SECONDS (default 600), end_wait=SECONDS (default
-// 60: how long a failed batch script's step waits for colod to judge its end, so that a job
-// colod requeues after an out-of-memory crash is never seen by Slurm as failed).
+// /run/colo/colod.sock), colo=PATH (default /usr/bin/colo), scontrol=PATH (default
+// /usr/bin/scontrol), unreachable=requeue|fail|run (default requeue), connect_timeout=SECONDS
+// (default 10), max_wait=SECONDS (default 600), end_wait=SECONDS (default 60: how long a failed
+// batch script's step waits for colod to judge its end, so that a job colod requeues after an
+// out-of-memory crash is never seen by Slurm as failed).
 extern "C" {
 #include <slurm/slurm.h>
 #include <slurm/spank.h>
 }
 
+#include <fmt/format.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -36,6 +40,7 @@ extern "C" {
 #include <vector>
 
 #include "api/client.h"
+#include "common/strings.h"
 #include "common/subprocess.h"
 #include "common/units.h"
 
@@ -52,10 +57,18 @@ namespace {
 
 using colo::Bytes;
 
+// What a step does when its node's colod cannot be reached.
+enum class Unreachable {
+  kRequeue,  // back to Slurm's queue, and the node drained until colod is back
+  kFail,
+  kRun,  // without colo
+};
+
 struct Settings {
   std::string socket = "/run/colo/colod.sock";
   std::string colo = "/usr/bin/colo";
-  bool run_unmanaged_when_unreachable = false;
+  std::string scontrol = "/usr/bin/scontrol";
+  Unreachable unreachable = Unreachable::kRequeue;
   int connect_timeout_s = 10;
   int max_wait_s = 600;
   int end_wait_s = 60;
@@ -68,7 +81,9 @@ struct Request {
   int batch = 0;
   int gpus = 0;  // 0: not given (1)
   std::string share;
-  bool any() const { return memory || !estimate_from.empty() || gpus > 0 || !share.empty(); }
+  bool any() const {
+    return memory || !estimate_from.empty() || batch > 0 || gpus > 0 || !share.empty();
+  }
 };
 
 Settings g_settings;
@@ -90,8 +105,14 @@ bool ParseSettings(int argc, char** argv) {
       g_settings.socket = value;
     } else if (key == "colo") {
       g_settings.colo = value;
-    } else if (key == "unreachable" && (value == "fail" || value == "run")) {
-      g_settings.run_unmanaged_when_unreachable = value == "run";
+    } else if (key == "scontrol") {
+      g_settings.scontrol = value;
+    } else if (key == "unreachable" && value == "requeue") {
+      g_settings.unreachable = Unreachable::kRequeue;
+    } else if (key == "unreachable" && value == "fail") {
+      g_settings.unreachable = Unreachable::kFail;
+    } else if (key == "unreachable" && value == "run") {
+      g_settings.unreachable = Unreachable::kRun;
     } else if (key == "connect_timeout" && atoi(value.c_str()) > 0) {
       g_settings.connect_timeout_s = atoi(value.c_str());
     } else if (key == "max_wait" && atoi(value.c_str()) > 0) {
@@ -205,7 +226,13 @@ std::optional<Bytes> Estimate() {
                 run.ok() ? run->output.substr(0, 2000).c_str() : run.status().message().c_str());
     return std::nullopt;
   }
-  const auto j = nlohmann::json::parse(run->output, nullptr, false);
+  // RunCommand gives stdout and stderr as one: colo estimate's warnings (its lines that start
+  // "colo estimate: ") come before the JSON, which stdout writes at once when colo exits.
+  std::string json_text;
+  for (const std::string& line : colo::Split(run->output, '\n')) {
+    if (line.rfind("colo estimate: ", 0) != 0) json_text += line + "\n";
+  }
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
   if (j.is_object() && j.contains("best") && j["best"].is_string()) {
     for (const auto& e : j.value("estimates", nlohmann::json::array())) {
       if (e.is_object() && e.value("estimator", "") == j["best"].get<std::string>() &&
@@ -265,6 +292,20 @@ std::optional<Bytes> ByteCount(const char* text) {
   return Bytes(n);
 }
 
+// "0,2" (SLURM_JOB_GPUS) as its numbers; an entry that is not one ends the list.
+std::vector<int> GpuIndexes(const char* list) {
+  std::vector<int> out;
+  for (const char* p = list; p && *p && out.size() < 64;) {
+    char* end = nullptr;
+    errno = 0;
+    const long n = strtol(p, &end, 10);
+    if (end == p || errno || n < 0 || n > 1023 || (*end && *end != ',')) break;
+    out.push_back(static_cast<int>(n));
+    p = *end ? end + 1 : end;
+  }
+  return out;
+}
+
 int CountList(const std::string& list) {
   if (list.empty()) return 0;
   int n = 1;
@@ -292,6 +333,62 @@ colo::Result<colo::api::Client> ConnectWithRetry(const std::string& path, int ti
   slurm_error("%s", text);
   g_refusal = text;
   return 0;
+}
+
+// Runs Slurm's scontrol as root, with slurmstepd's environment (its SLURM_CONF).
+colo::Result<colo::CommandResult> Scontrol(std::vector<std::string> args) {
+  args.insert(args.begin(), g_settings.scontrol);
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.push_back(*e);
+  return colo::RunCommand(args, env, std::chrono::seconds(15), 64 << 10);
+}
+
+// Drains `node` so that Slurm sends it no more jobs while its colod is away; a node an
+// administrator drained keeps their reason (colod resumes only drains of colo's own).
+std::string DrainNode(const std::string& node, const std::string& why) {
+  if (node.empty()) return "the node's name is unknown, so it was not drained";
+  auto shown = Scontrol({"show", "node", "-o", node});
+  if (shown.ok() && shown->exit_code == 0 && shown->output.find("DRAIN") != std::string::npos &&
+      shown->output.find("Reason=colo:") == std::string::npos) {
+    return "node " + node + " stays drained by its administrator";
+  }
+  auto drained = Scontrol({"update", "NodeName=" + node, "State=DRAIN", "Reason=colo: " + why});
+  if (!drained.ok() || drained->exit_code != 0) {
+    return "node " + node + " could not be drained: " +
+           (drained.ok() ? drained->output.substr(0, 500) : drained.status().message());
+  }
+  return "node " + node + " is drained until colod is back";
+}
+
+// This node's colod cannot be reached: the job goes back to Slurm's queue (a job that cannot be
+// requeued fails) and the node is drained, or, with unreachable=run, the job runs without colo.
+int Unreached(spank_t sp, uint32_t job_id, const std::string& path, const std::string& error) {
+  if (g_settings.unreachable == Unreachable::kRun) {
+    slurm_info("colo: job %u runs without colo: colod at %s is unreachable (%s)", job_id,
+               path.c_str(), error.c_str());
+    return 0;
+  }
+  if (g_settings.unreachable == Unreachable::kFail) {
+    return Refuse("colo: job %u cannot start: this node's colod (%s) is unreachable: %s", job_id,
+                  path.c_str(), error.c_str());
+  }
+  const std::string node = Getenv(sp, "SLURMD_NODENAME");
+  const std::string drained =
+      DrainNode(node, fmt::format("colod unreachable at {} ({})", path, error).substr(0, 200));
+  auto requeued = Scontrol({"requeue", std::to_string(job_id)});
+  if (!requeued.ok() || requeued->exit_code != 0) {
+    return Refuse(
+        "colo: job %u cannot start: this node's colod (%s) is unreachable: %s; Slurm "
+        "did not requeue it (%s); %s",
+        job_id, path.c_str(), error.c_str(),
+        requeued.ok() ? requeued->output.substr(0, 500).c_str()
+                      : requeued.status().message().c_str(),
+        drained.c_str());
+  }
+  return Refuse(
+      "colo: job %u goes back to Slurm's queue: this node's colod (%s) is unreachable: "
+      "%s; %s",
+      job_id, path.c_str(), error.c_str(), drained.c_str());
 }
 
 int RemotePostOpt(spank_t sp) {
@@ -325,23 +422,18 @@ int RemotePostOpt(spank_t sp) {
     auto share = colo::ParseSharingPreference(g_request.share.empty() ? "any" : g_request.share);
     request.share = share.ok() ? *share : colo::SharingPreference::kAny;
   } else {
-    // Whole GPUs from Slurm, without colo: colod places the job alone on idle GPUs.
+    // GPUs from Slurm without colo's options (whole GPUs, or shards of one GPU, which Slurm
+    // 22.05 announces with SLURM_SHARDS_ON_NODE alone): colod runs the job on the GPUs Slurm
+    // booked, as slurmd's prolog told it.
     std::string gpus = Getenv(sp, "SLURM_STEP_GPUS");
     if (gpus.empty()) gpus = Getenv(sp, "SLURM_JOB_GPUS");
-    if (CountList(gpus) == 0) return 0;  // no GPUs: nothing of colo's
-    request.gpus = CountList(gpus);
+    const bool shards = !Getenv(sp, "SLURM_SHARDS_ON_NODE").empty();
+    if (CountList(gpus) == 0 && !shards) return 0;  // no GPUs: nothing of colo's
+    request.gpus = std::max(CountList(gpus), 1);
   }
   const std::string path = SocketPath();
   auto first = ConnectWithRetry(path, g_settings.connect_timeout_s);
-  if (!first.ok()) {
-    if (g_settings.run_unmanaged_when_unreachable) {
-      slurm_info("colo: job %u runs without colo: colod at %s is unreachable (%s)", job_id,
-                 path.c_str(), first.status().message().c_str());
-      return 0;
-    }
-    return Refuse("colo: job %u cannot start: this node's colod (%s) is unreachable: %s", job_id,
-                  path.c_str(), first.status().message().c_str());
-  }
+  if (!first.ok()) return Unreached(sp, job_id, path, first.status().message());
   std::optional<colo::api::Client> client;
   client.emplace(std::move(*first));
   const auto deadline =
@@ -361,10 +453,7 @@ int RemotePostOpt(spank_t sp) {
       // A restarted colod: connect again and ask again (the job is stored, or is asked for anew).
       auto again = ConnectWithRetry(path, g_settings.connect_timeout_s);
       client.reset();
-      if (!again.ok()) {
-        return Refuse("colo: job %u: colod stopped answering: %s", job_id,
-                      reply.status().message().c_str());
-      }
+      if (!again.ok()) return Unreached(sp, job_id, path, again.status().message());
       client.emplace(std::move(*again));
       continue;
     }
@@ -528,6 +617,10 @@ int slurm_spank_job_prolog(spank_t sp, int argc, char** argv) {
     const char* gpus = getenv("SLURM_JOB_GPUS");
     run.gpus = std::min(CountList(gpus ? gpus : ""), 64);
   }
+  // The GPUs Slurm gave the job on this node, by their index in its gres.conf: slurmd's own
+  // environment for the prolog, which the job's user cannot set.
+  run.slurm_gpus = GpuIndexes(getenv("SLURM_JOB_GPUS"));
+  // Its answer changes nothing here: the step asks for the placement.
   (void)client->Call(run);
   return 0;
 }

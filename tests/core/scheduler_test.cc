@@ -446,6 +446,110 @@ TEST_F(SchedulerTest, OtherPoliciesCountTheGraceFromThePlacement) {
   }
 }
 
+// Slurm books a job's GPUs: it runs on those, waits behind no job, and no launch grace holds it.
+JobSpec Booked(JobSpec spec, std::vector<GpuIndex> gpus) {
+  spec.booked_gpus = std::move(gpus);
+  return spec;
+}
+
+TEST_F(SchedulerTest, ABookedJobRunsOnItsGpusAtOnceAheadOfTheQueue) {
+  Build("worst-fit", {}, 2);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);             // on GPU 0, within its launch grace
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4), 2)).ok());  // waits for GPU 0's grace
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(3, GiB(4), 1, "bob"), {0})).ok());
+  EXPECT_TRUE(scheduler_->main_queue() == std::deque<JobId>({2}));
+  EXPECT_TRUE(scheduler_->booked_jobs() == std::deque<JobId>({3}));
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 3);
+  EXPECT_EQ(launches[0].gpus, std::vector<GpuIndex>{0}) << "its own GPU, not the idle one";
+  EXPECT_TRUE(scheduler_->booked_jobs().empty());
+}
+
+TEST_F(SchedulerTest, ABookedJobJoinsAnotherUsersMpsGpuPlainly) {
+  Build("worst-fit", {}, 1);
+  JobSpec alices = Job(1, GiB(4));
+  alices.sharing = SharingPreference::kMps;
+  ASSERT_TRUE(scheduler_->Submit(alices).ok());
+  ASSERT_EQ(scheduler_->Schedule()[0].mode, SharingMode::kMps);
+  JobSpec bobs = Booked(Job(2, GiB(4), 1, "bob"), {0});
+  ASSERT_TRUE(scheduler_->Submit(bobs).ok());
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].mode, SharingMode::kPlain) << "MPS serves one user per GPU";
+  JobSpec unbooked = Job(3, GiB(4), 1, "carol");
+  unbooked.sharing = SharingPreference::kMps;
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(unbooked).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty()) << "colod's own choice keeps its gates";
+}
+
+TEST_F(SchedulerTest, ABookedJobWaitsForABusyGpuOnlyItsBoundedDelay) {
+  SchedulerConfig config;
+  config.booked_busy_wait = Seconds(10);
+  Build("worst-fit", config, 2);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  for (int i = 0; i < 30; ++i) {
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
+    clock_.Advance(Seconds(1));
+  }
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(4)), {0})).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  const JobRecord* waiting = scheduler_->job(2);
+  ASSERT_EQ(waiting->last_wait->per_gpu.size(), 1u) << "only its own GPU is its reason";
+  EXPECT_EQ(waiting->last_wait->per_gpu[0].gate, Gate::kUtilization);
+  EXPECT_EQ(waiting->last_wait->gpus_considered, 1);
+  EXPECT_EQ(scheduler_->NextWakeup(), clock_.Now() + Seconds(10));
+  clock_.Advance(Seconds(10));
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].gpus, std::vector<GpuIndex>{0});
+}
+
+TEST_F(SchedulerTest, ABookedJobStillNeedsTheMemoryOfItsGpu) {
+  Build("worst-fit", {}, 2);
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(1, GiB(30)), {1})).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(20)), {1})).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty()) << "something outside the booking holds GPU 1";
+  EXPECT_EQ(scheduler_->job(2)->last_wait->per_gpu[0].gate, Gate::kMemory);
+  scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""});
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u);
+}
+
+TEST_F(SchedulerTest, ABookingIsCheckedAgainstTheServer) {
+  Build("worst-fit", {}, 2);
+  EXPECT_FALSE(scheduler_->Submit(Booked(Job(1, GiB(4)), {2})).ok()) << "no GPU 2";
+  EXPECT_FALSE(scheduler_->Submit(Booked(Job(2, GiB(4), 2), {1, 1})).ok()) << "twice";
+  EXPECT_FALSE(scheduler_->Submit(Booked(Job(3, GiB(4), 2), {1})).ok()) << "one of two";
+  const Status too_big = scheduler_->CheckPlaceable(Booked(Job(4, GiB(39)), {0}));
+  EXPECT_EQ(too_big.code(), StatusCode::kInfeasible);
+  EXPECT_NE(too_big.message().find("GPU 0 has 40"), std::string::npos) << too_big.message();
+  EXPECT_TRUE(scheduler_->Submit(Booked(Job(5, GiB(4), 2), {1, 0})).ok());
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].gpus.size(), 2u);
+}
+
+TEST_F(SchedulerTest, ABookedJobAfterAnOutOfMemoryCrashWaitsForItsGpusAgain) {
+  Build("worst-fit", {}, 2);
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(1, GiB(10)), {1})).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(10), GiB(2))),
+            ExitAction::kRequeuedForRecovery);
+  EXPECT_TRUE(scheduler_->recovery_queue().empty());
+  EXPECT_TRUE(scheduler_->booked_jobs() == std::deque<JobId>({1}));
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].gpus, std::vector<GpuIndex>{1});
+  EXPECT_GT(launches[0].reservation, GiB(10));
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(4)), {0})).ok());
+  EXPECT_TRUE(scheduler_->Cancel(2).ok());
+  EXPECT_TRUE(scheduler_->booked_jobs().empty());
+}
+
 }  // namespace
 }  // namespace colo
 

@@ -87,6 +87,9 @@ TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
       {"[jobs]\npropagate_limits = \"nofile,files\"", "'files' is not a resource"},
       {"[jobs]\nlog_limit = \"lots\"", "jobs.log_limit"},
       {"[limits]\ndatabase_reserve = \"-3\"", "limits.database_reserve"},
+      {"[slurm]\nshard_size = \"512KiB\"", "slurm.shard_size must be between 1MiB and 1TiB"},
+      {"[slurm]\nbusy_wait = \"-1s\"", "slurm.busy_wait"},
+      {"[slurm]\ndirect_submit = \"yes\"", "slurm.direct_submit"},
   };
   for (const auto& [text, expected] : cases) {
     auto c = ParseConfig(text, "test.toml");
@@ -94,6 +97,21 @@ TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
     EXPECT_NE(c.status().message().find(expected), std::string::npos)
         << text << " -> " << c.status().message();
   }
+}
+
+TEST(DaemonConfig, ASlurmNodeTakesNoDirectSubmitsUnlessToldTo) {
+  auto defaults = ParseConfig("[slurm]\nnode = \"gpu01\"\n", "test.toml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().message();
+  EXPECT_FALSE(defaults->slurm_direct_submit);
+  EXPECT_EQ(defaults->slurm_shard_size, GiB(1));
+  auto c = ParseConfig(
+      "[slurm]\nnode = \"gpu01\"\ndirect_submit = true\nshard_size = \"512MiB\"\n"
+      "busy_wait = \"3s\"\n",
+      "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->slurm_direct_submit);
+  EXPECT_EQ(c->slurm_shard_size, MiB(512));
+  EXPECT_EQ(c->scheduler.booked_busy_wait, Seconds(3));
 }
 
 }  // namespace

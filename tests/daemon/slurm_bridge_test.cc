@@ -146,25 +146,55 @@ TEST(SlurmNoteTest, WithNoteKeepsAnAdministratorsText) {
   EXPECT_EQ(WithNote("colo:need=1,ooms=0", note), "colo:need=5,ooms=1");
 }
 
-TEST(WithGpumemTest, ReplacesOnlyTheGpumemCount) {
-  EXPECT_EQ(WithGpumem("gres:gpu:1,gres:gpumem:4096", 8192), "gres:gpu:1,gres:gpumem:8192");
-  EXPECT_EQ(WithGpumem("gpumem:4096", 10), "gres:gpumem:10");
-  EXPECT_EQ(WithGpumem("gres:gpu:2", 10), "gres:gpu:2");
+TEST(WithShardsTest, ReplacesOnlyTheShardCount) {
+  EXPECT_EQ(WithShards("gres:shard:12", 20), "gres:shard:20");
+  EXPECT_EQ(WithShards("gres:foo:1,gres:shard:12", 20), "gres:foo:1,gres:shard:20");
+  EXPECT_EQ(WithShards("gres:gpu:2", 10), "gres:gpu:2");
 }
 
-TEST(CheckAgainstBookingTest, AStepMayAskForNoMoreThanSlurmBooked) {
-  api::SlurmAttachRequest r;
-  r.job = 1;
-  r.gpus = 2;
-  r.memory = GiB(10);
-  EXPECT_TRUE(CheckAgainstBooking(r, "gres:gpumem:20480").ok());
-  EXPECT_FALSE(CheckAgainstBooking(r, "gres:gpumem:20479").ok());
-  EXPECT_FALSE(CheckAgainstBooking(r, "").ok());
-  r.memory.reset();  // whole GPUs
-  EXPECT_TRUE(CheckAgainstBooking(r, "gres:gpu:2,gres:gpumem:163840").ok());
-  EXPECT_TRUE(CheckAgainstBooking(r, "gres:gpu:a100:2").ok());
-  EXPECT_FALSE(CheckAgainstBooking(r, "gres:gpu:1").ok());
-  EXPECT_FALSE(CheckAgainstBooking(r, "gres:gpumem:163840").ok());
+TEST(ParseBookingTest, ReadsWholeGpusShardsAndAnMpsPercentage) {
+  EXPECT_EQ(ParseBooking("gres:gpu:2", "").whole_gpus, 2);
+  EXPECT_EQ(ParseBooking("gres:gpu:a100:1", "").whole_gpus, 1);
+  const SlurmBooking shards = ParseBooking("gres:shard:19", "my run colo:mps=50");
+  EXPECT_EQ(shards.shards, 19);
+  EXPECT_EQ(shards.whole_gpus, 0);
+  EXPECT_EQ(shards.mps_percent, 50);
+  EXPECT_EQ(ParseBooking("gres:gpu:1", "colo:mps=50").mps_percent, 0) << "shards only";
+  EXPECT_EQ(ParseBooking("gres:shard:5", "colo:mps=500").mps_percent, 0);
+  EXPECT_EQ(ParseBooking("gres:shard:5", "colo:mps=").mps_percent, 0);
+  EXPECT_EQ(ParseBooking("", "").shards, 0);
+  EXPECT_EQ(ParseBooking("gres:shard:-3,gres:gpu:x", "").shards, 0);
+}
+
+TEST(ParseGresIndexesTest, ReadsIndexesAndRanges) {
+  EXPECT_EQ(ParseGresIndexes("shard:7(IDX:0)"), std::vector<int>{0});
+  EXPECT_EQ(ParseGresIndexes("gpu:3(IDX:0-1,3)"), (std::vector<int>{0, 1, 3}));
+  EXPECT_TRUE(ParseGresIndexes("gpu:1").empty());
+  EXPECT_TRUE(ParseGresIndexes("gpu:1(IDX:2-1)").empty());
+  EXPECT_TRUE(ParseGresIndexes("gpu:1(IDX:x)").empty());
+}
+
+TEST(ParseSqueueJobsTest, ReadsEachNodesGpus) {
+  nlohmann::json job = SqueueJob(9);
+  job["gres_detail"] = {"shard:7(IDX:1)", "gpu:2(IDX:0-1)"};
+  job["job_resources"] = {{"allocated_nodes", {{{"nodename", "n2"}}, {{"nodename", "n3"}}}}};
+  job["comment"] = "colo:mps=25";
+  auto jobs = ParseSqueueJobs(Squeue({job}));
+  ASSERT_TRUE(jobs.ok());
+  const SlurmJobInfo& j = jobs->at(9);
+  EXPECT_EQ(j.gpus_by_node.at("n2"), std::vector<int>{1});
+  EXPECT_EQ(j.gpus_by_node.at("n3"), (std::vector<int>{0, 1}));
+  EXPECT_EQ(j.comment, "colo:mps=25");
+}
+
+TEST(ParseSqueueBookingsTest, TheCommentComesWholeAndLast) {
+  const auto jobs =
+      ParseSqueueBookings("12|0|gres:shard:19|a|b colo:mps=50|\n13|2|gres:gpu:1||\nnot|a|line\n");
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs.at(12).tres_per_node, "gres:shard:19");
+  EXPECT_EQ(jobs.at(12).comment, "a|b colo:mps=50");
+  EXPECT_EQ(jobs.at(13).restarts, 2);
+  EXPECT_EQ(jobs.at(13).comment, "");
 }
 
 }  // namespace

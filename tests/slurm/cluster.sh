@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # A real 3-node Slurm cluster on this one machine, for tests: its own munged, one slurmctld and
 # three slurmds (n1 n2 n3), each slurmd in a network + UTS namespace of its own on a private
-# bridge (10.99.0.0/24), each node with 2 fake GPUs (symlinks to /dev/null) and a colod.
+# bridge (10.99.0.0/24), each node with fake GPUs (character devices, or symlinks to /dev/null
+# where mknod is not allowed) and a colod. The layout is docs/slurm-sites.md's: GPU memory is
+# booked as `shard`s of 1 GiB bound to each GPU's File=, and where the devices cgroup (v1) can be
+# used, task/cgroup with ConstrainDevices=yes keeps each job to the GPUs Slurm gave it.
 #
 #   cluster.sh up DIR              bring a cluster up in the (empty or new) directory DIR
 #   cluster.sh down DIR            stop everything `up` started there and remove its network
 #   cluster.sh status DIR          what runs, and sinfo
 #   cluster.sh restart-colod DIR nI   kill -9 node nI's colod and start it again
 #   cluster.sh kill-colod DIR nI      kill -9 node nI's colod
+#   cluster.sh start-colod DIR nI     start node nI's colod (after kill-colod)
 #   cluster.sh env DIR             the environment a Slurm command needs (eval "$(cluster.sh env DIR)")
 #
 # Nothing in /etc/slurm, /etc/munge or the system's munged is touched: every Slurm command must
@@ -15,13 +19,18 @@
 # slurmctld slurmd slurm-client munge. Environment:
 #   COLOD       the colod binary (default: build/bin/colod of this source tree)
 #   COLO_SPANK  a SPANK plugin (.so) to load on every node and in sbatch/srun (default: none)
+#   COLO_CLUSTER_GPUS  each node's GPUs and their memory in GiB, e.g. "n1=80,80 n2=80,40
+#               n3=40" (default: two 80 GiB GPUs on every node)
+#   COLO_ISOLATION=none  no task/cgroup even where the devices cgroup can be used
 #   CLUSTER_TIMING=1  up logs how long each phase took
 #
 # In DIR: slurm.conf, gres.conf, cgroup.conf, plugstack.conf, job_submit.lua (a copy of
-# packaging/slurm/job_submit.lua), jobcomp.log (finished jobs: sacct -c), ctld/slurmctld.log,
-# nodes/nI/slurmd.log, colo/nI/colod.log and colo/nI/state, munge/, dev/nI/nvidia0..1 (the fake
-# GPUs), work/USER (working directories of colo-alice and colo-bob, theirs). colod of node nI
-# serves /run/colo-slurm/nI.sock.
+# packaging/slurm/job_submit.lua with this cluster's settings), health-check (Slurm's
+# HealthCheckProgram: packaging/slurm/colo-health-check for this cluster), jobcomp.log (finished
+# jobs: sacct -c), isolation ("cgroup" or "none"), ctld/slurmctld.log, nodes/nI/slurmd.log,
+# colo/nI/colod.log and colo/nI/state, munge/, dev/nI/nvidia0.. (the fake GPUs), work/USER
+# (working directories of colo-alice and colo-bob, theirs). colod of node nI serves
+# /run/colo-slurm/nI.sock.
 #
 # The bridge, namespaces and ports have fixed names, so one cluster runs per machine at a time.
 set -euo pipefail
@@ -30,6 +39,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SOURCE_DIR="$(cd "$HERE/../.." && pwd)"
 COLOD="${COLOD:-$SOURCE_DIR/build/bin/colod}"
 JOB_SUBMIT_LUA="$SOURCE_DIR/packaging/slurm/job_submit.lua"
+HEALTH_CHECK="$SOURCE_DIR/packaging/slurm/colo-health-check"
 
 NODES=(n1 n2 n3)
 BRIDGE=colo-slurm-br
@@ -38,8 +48,9 @@ SUBNET_BITS=24
 CTLD_PORT=16817
 SLURMD_PORT=16818
 COLO_SOCKET_DIR=/run/colo-slurm
-GPUS_PER_NODE=2
-GPU_MEM_MIB=81920  # each fake GPU: 80 GiB
+SHARD_GIB=1     # the GPU memory of one shard (colod's slurm.shard_size, job_submit.lua's SHARD_MIB)
+MARGIN_GIB=2    # colod's gates.memory_margin: a GPU books its memory less this
+HEALTH_CHECK_INTERVAL=10
 SYSTEM_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 DEADLINE=20  # seconds, for every wait
 LOCK_FILE=/run/lock/colo-slurm-cluster.lock
@@ -55,6 +66,20 @@ node_ns() { echo "colo-slurm-$1"; }   # the network namespace of node $1
 node_veth() { echo "colo-sl-$1"; }    # its veth's host end (at most 15 characters)
 node_addr() { echo "10.99.0.1${1#n}"; }  # n1 -> 10.99.0.11
 
+# The memory (GiB) of each GPU of node $1, one a line, from COLO_CLUSTER_GPUS.
+node_gpus() {
+  local entry
+  for entry in ${COLO_CLUSTER_GPUS:-}; do
+    if [ "${entry%%=*}" = "$1" ]; then
+      tr ',' '\n' <<<"${entry#*=}"
+      return 0
+    fi
+  done
+  printf '80\n80\n'
+}
+# The shards of a GPU of $1 GiB: its memory less colod's margin, in shards.
+gpu_shards() { echo $((($1 - MARGIN_GIB) / SHARD_GIB)); }
+
 # --- The colod of a node: its command line lives here, and only here ---
 
 colod_socket() { echo "$COLO_SOCKET_DIR/$1.sock"; }
@@ -66,10 +91,14 @@ colod_argv() {
   # A short wait before a job that does not fit any GPU goes to another node, so that tests see it;
   # a launch grace (a GPU that just got a job takes no other for that long) that suits jobs of
   # seconds.
-  printf '[scheduler]\nlaunch_grace = "%ss"\n[slurm]\nwait_limit = "%ss"\nreconcile_interval = "5s"\n' \
-    "${COLO_LAUNCH_GRACE:-1}" "${COLO_WAIT_LIMIT:-8}" >"$DIR/colo/$node/colod.toml"
-  COLOD_ARGV=("$COLOD" --fake-gpus "$GPUS_PER_NODE" --state-dir "$DIR/colo/$node/state"
-    --socket "$(colod_socket "$node")" --slurm-node "$node" -c "$DIR/colo/$node/colod.toml")
+  printf '[scheduler]\nlaunch_grace = "%ss"\n[gates]\nmemory_margin = "%sGiB"\n[slurm]\nshard_size = "%sGiB"\nwait_limit = "%ss"\nreconcile_interval = "5s"\n' \
+    "${COLO_LAUNCH_GRACE:-1}" "$MARGIN_GIB" "$SHARD_GIB" "${COLO_WAIT_LIMIT:-8}" \
+    >"$DIR/colo/$node/colod.toml"
+  local sizes
+  sizes=$(node_gpus "$node" | sed 's/$/GiB/' | paste -sd,)
+  COLOD_ARGV=("$COLOD" --fake-gpus "$(node_gpus "$node" | wc -l)" --fake-gpu-memory "$sizes"
+    --state-dir "$DIR/colo/$node/state" --socket "$(colod_socket "$node")" --slurm-node "$node"
+    -c "$DIR/colo/$node/colod.toml")
   COLOD_ENV=(PATH="$SYSTEM_PATH" LANG=C.UTF-8 SLURM_CONF="$DIR/slurm.conf")
 }
 
@@ -166,27 +195,61 @@ PHASE_START=$EPOCHREALTIME
 
 # --- Configuration ---
 
+# "cgroup" when the devices cgroup (v1) is mounted here, so that slurmd's task/cgroup can keep a
+# job to its GPUs (ConstrainDevices=yes); "none" otherwise, or with COLO_ISOLATION=none.
+# The fake GPUs must then be character devices of their own (mknod): symlinks to /dev/null would
+# make the cgroup deny every job /dev/null.
+isolation() {
+  local probe=$DIR/dev/.mknod-probe
+  if [ "${COLO_ISOLATION:-}" != none ] && grep -q ' /sys/fs/cgroup/devices cgroup ' /proc/mounts &&
+    mknod "$probe" c 195 255 2>/dev/null; then
+    rm -f "$probe"
+    echo cgroup
+  else
+    echo none
+  fi
+}
+
 write_configs() {
-  local node i
+  local node i gib shards file
   mkdir -p "$DIR"/{ctld/state,pids,dev,colo,work}
   chmod 0755 "$DIR" "$DIR"/{ctld,dev,colo,work}
   chmod 0700 "$DIR/ctld/state" "$DIR/pids"
+  isolation >"$DIR/isolation"
+  local node_lines="" gres_lines="" max_gpus=0 max_shards=0 min_shards=""
   for node in "${NODES[@]}"; do
     mkdir -p "$DIR/nodes/$node/spool" "$DIR/dev/$node" "$DIR/colo/$node/state"
     chmod 0755 "$DIR/nodes" "$DIR/nodes/$node" "$DIR/dev/$node" "$DIR/colo/$node"
-    for ((i = 0; i < GPUS_PER_NODE; i++)); do
-      ln -sfn /dev/null "$DIR/dev/$node/nvidia$i"
-    done
+    i=0
+    local node_shards=0
+    while read -r gib; do
+      file=$DIR/dev/$node/nvidia$i
+      shards=$(gpu_shards "$gib")
+      # A character device of NVIDIA's major: the devices cgroup allows or denies it as it would
+      # a GPU (opening an allowed one fails with ENXIO, there being no driver).
+      rm -f "$file"
+      if [ "$(cat "$DIR/isolation")" = cgroup ]; then
+        mknod -m 0666 "$file" c 195 "$i"
+      else
+        mknod -m 0666 "$file" c 195 "$i" 2>/dev/null || ln -sfn /dev/null "$file"
+      fi
+      # Cores= on every GPU's line: without it Slurm 22.05 may give a whole-GPU job a GPU whose
+      # shards are in use (tests/slurm/NOTES.md).
+      gres_lines+="NodeName=$node Name=gpu File=$file Cores=0-7"$'\n'
+      gres_lines+="NodeName=$node Name=shard Count=$shards File=$file"$'\n'
+      node_shards=$((node_shards + shards))
+      ((max_shards >= shards)) || max_shards=$shards
+      if [ -z "$min_shards" ] || ((min_shards > shards)); then min_shards=$shards; fi
+      i=$((i + 1))
+    done < <(node_gpus "$node")
+    ((max_gpus >= i)) || max_gpus=$i
+    node_lines+="NodeName=$node NodeHostname=$node NodeAddr=$(node_addr "$node") CPUs=8 RealMemory=16000 Gres=gpu:$i,shard:$node_shards State=UNKNOWN"$'\n'
   done
-
-  local node_lines="" gres_lines="" gpumem=$((GPUS_PER_NODE * GPU_MEM_MIB))
-  for node in "${NODES[@]}"; do
-    node_lines+="NodeName=$node NodeHostname=$node NodeAddr=$(node_addr "$node") CPUs=8 RealMemory=16000 Gres=gpu:$GPUS_PER_NODE,gpumem:$gpumem State=UNKNOWN"$'\n'
-    for ((i = 0; i < GPUS_PER_NODE; i++)); do
-      gres_lines+="NodeName=$node Name=gpu File=$DIR/dev/$node/nvidia$i"$'\n'
-    done
-    gres_lines+="NodeName=$node Name=gpumem Count=$gpumem"$'\n'
-  done
+  local task_plugin=task/none cgroup_conf="CgroupPlugin=cgroup/v1"
+  if [ "$(cat "$DIR/isolation")" = cgroup ]; then
+    task_plugin=task/cgroup
+    cgroup_conf+=$'\nConstrainDevices=yes'
+  fi
 
   cat >"$DIR/slurm.conf" <<EOF
 # A test cluster made by tests/slurm/cluster.sh; every path is under $DIR.
@@ -211,9 +274,11 @@ SlurmdParameters=config_overrides
 PlugStackConfig=$DIR/plugstack.conf
 JobSubmitPlugins=lua
 PrologFlags=Alloc
-GresTypes=gpu,gpumem
+GresTypes=gpu,shard,mps
+HealthCheckProgram=$DIR/health-check
+HealthCheckInterval=$HEALTH_CHECK_INTERVAL
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=$task_plugin
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
@@ -239,15 +304,27 @@ EOF
     printf '%s' "$gres_lines"
   } >"$DIR/gres.conf"
   # slurmd 22.05 always loads a cgroup plugin; detection fails inside `ip netns exec`.
-  echo "CgroupPlugin=cgroup/v1" >"$DIR/cgroup.conf"
+  echo "$cgroup_conf" >"$DIR/cgroup.conf"
   if [ -n "${COLO_SPANK:-}" ]; then
     echo "required $COLO_SPANK $(spank_args)" >"$DIR/plugstack.conf"
   else
     : >"$DIR/plugstack.conf"
   fi
-  # job_submit/lua reads job_submit.lua next to slurm.conf.
-  install -m 0644 "$JOB_SUBMIT_LUA" "$DIR/job_submit.lua"
-  chmod 0644 "$DIR"/{slurm.conf,gres.conf,cgroup.conf,plugstack.conf}
+  # job_submit/lua reads job_submit.lua next to slurm.conf; its settings are this cluster's.
+  sed -e "s/^SHARD_MIB = .*/SHARD_MIB = $((SHARD_GIB * 1024))/" \
+    -e "s/^MAX_GPU_SHARDS = .*/MAX_GPU_SHARDS = $max_shards/" \
+    -e "s/^MAX_GPUS_PER_NODE = .*/MAX_GPUS_PER_NODE = $max_gpus/" \
+    -e "s/^MPS_FULL_SHARDS = .*/MPS_FULL_SHARDS = $min_shards/" \
+    "$JOB_SUBMIT_LUA" >"$DIR/job_submit.lua"
+  # Slurm runs its health check with no environment but SLURMD_NODENAME.
+  cat >"$DIR/health-check" <<EOF
+#!/bin/sh
+export PATH=$SYSTEM_PATH SLURM_CONF=$DIR/slurm.conf
+export COLO=$(dirname "$(realpath "$COLOD")")/colo COLO_SOCKET=$COLO_SOCKET_DIR/%h.sock
+exec $HEALTH_CHECK
+EOF
+  chmod 0755 "$DIR/health-check"
+  chmod 0644 "$DIR"/{slurm.conf,gres.conf,cgroup.conf,plugstack.conf,job_submit.lua}
 
   local user
   for user in colo-alice colo-bob; do
@@ -347,8 +424,15 @@ start_slurmd() {
   local node=$1
   # A hostname of its own (UTS namespace) inside the node's network namespace.
   # shellcheck disable=SC2016 # $1 and $2 are the inner shell's
+  # `ip netns exec` mounts a sysfs of the namespace's own, without /sys/fs/cgroup's mounts: the
+  # devices hierarchy is mounted again there for task/cgroup.
+  local cgroup=:
+  if [ "$(cat "$DIR/isolation")" = cgroup ]; then
+    cgroup='mount -t tmpfs cgroup_root /sys/fs/cgroup && mkdir /sys/fs/cgroup/devices && mount -t cgroup -o devices devices /sys/fs/cgroup/devices'
+  fi
   slurm_env ip netns exec "$(node_ns "$node")" unshare --uts \
-    sh -c 'hostname "$1" && exec /usr/sbin/slurmd -f "$2" -N "$1"' sh "$node" "$DIR/slurm.conf" \
+    sh -c 'hostname "$1" && eval "$3" && exec /usr/sbin/slurmd -f "$2" -N "$1"' sh "$node" \
+    "$DIR/slurm.conf" "$cgroup" \
     </dev/null >>"$DIR/nodes/$node/slurmd.out" 2>&1 9>&- ||
     die "slurmd $node did not start: $(tail -5 "$DIR/nodes/$node/slurmd.log" 2>/dev/null)"
   record_pid "slurmd-$node" "$(read_pidfile "$DIR/nodes/$node/slurmd.pid")"
@@ -521,6 +605,13 @@ cmd_down() {
     fi
   done
   rmdir "$COLO_SOCKET_DIR" 2>/dev/null || true
+  # The job cgroups task/cgroup made (slurm_nI/uid_U/job_J/step_S/task_T) outlive the namespaces
+  # that mounted their hierarchy: emptied by Slurm, they are removed deepest first.
+  for node in "${NODES[@]}"; do
+    if [ -d "/sys/fs/cgroup/devices/slurm_$node" ]; then
+      find "/sys/fs/cgroup/devices/slurm_$node" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    fi
+  done
   stop_pid munged
   remove_network
   log "down in $(since "$start") s"
@@ -555,13 +646,17 @@ case "$command" in
   down) cmd_down ;;
   status) cmd_status ;;
   env) echo "export SLURM_CONF=$DIR/slurm.conf" ;;
-  restart-colod | kill-colod)
+  restart-colod | kill-colod | start-colod)
     [ $# -eq 3 ] || usage
     node=$3
     [[ " ${NODES[*]} " == *" $node "* ]] || die "no node $node (${NODES[*]})"
     [ -f "$DIR/slurm.conf" ] || die "no cluster in $DIR"
-    kill_colod "$node"
-    [ "$command" = kill-colod ] || start_colod "$node"
+    [ "$command" = start-colod ] || kill_colod "$node"
+    if [ "$command" != kill-colod ]; then
+      # A killed colod leaves its socket behind; the new one binds it afresh.
+      [ -z "$(colod_socket_owner "$node")" ] || die "a colod serves $(colod_socket "$node") already"
+      start_colod "$node"
+    fi
     ;;
   *) usage ;;
 esac

@@ -111,8 +111,12 @@ class Cluster:
 
     def script(self, *args, deadline=CLUSTER_DEADLINE, check=True):
         env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "COLOD": COLOD}
-        if os.environ.get("COLO_SPANK"):
-            env["COLO_SPANK"] = os.environ["COLO_SPANK"]
+        # What cluster.sh takes from its environment: the plugin, each node's GPUs, colod's
+        # waits, whether jobs are kept to their GPUs.
+        for name in ("COLO_SPANK", "COLO_CLUSTER_GPUS", "COLO_WAIT_LIMIT", "COLO_LAUNCH_GRACE",
+                     "COLO_ISOLATION"):
+            if os.environ.get(name):
+                env[name] = os.environ[name]
         result = subprocess.run([CLUSTER_SH] + list(args), env=env, capture_output=True,
                                 text=True, errors="replace", timeout=deadline,
                                 stdin=subprocess.DEVNULL)

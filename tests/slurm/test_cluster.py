@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The 3-node test cluster itself and packaging/slurm/job_submit.lua, without colo's SPANK
-plugin: plain, multi-node and GPU jobs, two users at once, gpumem planning, colod restarts."""
+plugin: plain, multi-node and GPU jobs, two users at once, GPU memory booked per GPU as shards, colod
+restarts."""
 
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -12,11 +14,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import NODES, SlurmClusterTest  # noqa: E402
 
-GPU_MEM_MIB = 81920  # job_submit.lua's setting on this cluster
+GPU_SHARDS = 78  # an 80 GiB GPU less colod's 2 GiB margin, in shards of 1 GiB (cluster.sh)
 
 
 def tres_entries(tres):
-    """'gres:gpu:1,gres:gpumem:81920' -> {'gpu': '1', 'gpumem': '81920'}."""
+    """'gres:gpu:1,gres:shard:12' -> {'gpu': '1', 'shard': '12'}."""
     entries = {}
     for item in (tres or "").split(","):
         parts = item.split(":")
@@ -49,19 +51,20 @@ class ClusterTest(SlurmClusterTest):
         self.assertIn(out["CUDA_VISIBLE_DEVICES"], ("0", "1"))
         self.assertIn(out["SLURM_JOB_GPUS"], ("0", "1"))
 
-    def test_lua_adds_gpumem_to_gpu_jobs(self):
+    def test_lua_leaves_whole_gpu_and_shard_jobs_as_asked(self):
         one = self.sbatch("colo-alice", "true\n", ["--gres=gpu:1"])
         two = self.sbatch("colo-bob", "true\n", ["--gpus-per-node=2"])
-        for job, gpus in ((one, 1), (two, 2)):
+        shard = self.sbatch("colo-bob", "true\n", ["--gres=shard:12"])
+        for job, entries in ((one, {"gpu": "1"}), (two, {"gpu": "2"}), (shard, {"shard": "12"})):
             info = self.assert_completed(job)
-            self.assertEqual(tres_entries(info.get("TresPerNode")),
-                             {"gpu": str(gpus), "gpumem": str(gpus * GPU_MEM_MIB)}, info)
+            self.assertEqual(tres_entries(info.get("TresPerNode")), entries, info)
 
-    def test_lua_replaces_a_users_own_gpumem_on_gpu_jobs(self):
-        job = self.sbatch("colo-alice", "true\n", ["--gres=gpu:1,gpumem:5"])
+    def test_lua_books_an_mps_percentage_as_shards_and_notes_it(self):
+        job = self.sbatch("colo-alice", "true\n", ["--gres=mps:50", "--comment=mine"])
         info = self.assert_completed(job)
-        self.assertEqual(tres_entries(info.get("TresPerNode")),
-                         {"gpu": "1", "gpumem": str(GPU_MEM_MIB)})
+        self.assertEqual(tres_entries(info.get("TresPerNode")), {"shard": str(GPU_SHARDS // 2)})
+        # (parse_record would take "colo:mps" for a key of its own.)
+        self.assertIn(" Comment=mine colo:mps=50 ", self.scontrol("show", "job", "-o", job).stdout)
 
     def test_lua_leaves_cpu_jobs_alone(self):
         job = self.sbatch("colo-alice", "true\n", ["-c2"])
@@ -69,34 +72,49 @@ class ClusterTest(SlurmClusterTest):
         self.assertNotIn("TresPerNode", info)
         self.assertTrue(info["TRES"].startswith("cpu=2,"), info["TRES"])
 
-    def test_lua_refuses_what_no_node_has(self):
-        result = self.sbatch_result("colo-alice", "true\n", ["--gres=gpu:3"])
-        self.assertNotEqual(result.returncode, 0)
-        self.assertIn("more than any node has", result.stderr)
-        # Slurm itself refuses a gpumem larger than every node's.
-        result = self.sbatch_result("colo-alice", "true\n", ["--gres=gpumem:163841"])
-        self.assertNotEqual(result.returncode, 0)
-        self.assertIn("Requested node configuration is not available", result.stderr)
+    def test_lua_refuses_what_no_node_or_gpu_has(self):
+        for gres, expected in (("gpu:3", "a node has at most 2"),
+                               (f"shard:{GPU_SHARDS + 1}", "more than any GPU has"),
+                               ("mps:101", "more than a whole GPU"),
+                               ("gpu:1,shard:5", "Invalid generic resource")):
+            # (sbatch itself refuses gpu and shard in one request; job_submit.lua would too.)
+            result = self.sbatch_result("colo-alice", "true\n", [f"--gres={gres}"])
+            self.assertNotEqual(result.returncode, 0, gres)
+            self.assertIn(expected, result.stderr, gres)
 
     def test_lua_refuses_job_wide_gpus(self):
         result = self.sbatch_result("colo-alice", "true\n", ["--gpus=1"])
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("--gres=gpu:N", result.stderr)
 
-    def test_gpumem_is_consumed_per_node(self):
-        # Whole-GPU jobs take every node's gpumem: a job asking for a little of it waits.
-        hold = [self.sbatch("colo-alice", "sleep 300\n", ["--gres=gpu:2"]) for _ in NODES]
+    def test_shards_are_booked_per_gpu(self):
+        # 50 of the 78 shards of every GPU taken: 168 shards stay free on the cluster, 56 on
+        # each node, but no GPU has 40, and a job's shards all come from one GPU.
+        hold = [self.sbatch("colo-alice", "sleep 300\n", ["--gres=shard:50", "-w", node])
+                for node in NODES for _ in range(2)]
         try:
             for job in hold:
                 self.wait_for(job, "RUNNING")
-            small = self.sbatch("colo-bob", "true\n", ["--gres=gpumem:1"])
-            harness.wait_until(lambda: self.job_info(small).get("Reason") == "Resources",
-                               harness.JOB_DEADLINE, f"job {small} to wait for Resources")
-            self.assertEqual(self.job_info(small)["JobState"], "PENDING")
-            self.slurm("scancel", hold[0])
+            gpus = {(self.job_info(job)["NodeList"], self.gpu_index(job)) for job in hold}
+            self.assertEqual(len(gpus), 6, "each on a GPU of its own")
+            # (The builtin scheduler starts jobs in order: the one that fits goes first.)
+            small = self.sbatch("colo-bob", "true\n", ["--gres=shard:28"])
             self.assert_completed(small)
+            big = self.sbatch("colo-bob", "true\n", ["--gres=shard:40"])
+            harness.wait_until(lambda: self.job_info(big).get("Reason") == "Resources",
+                               harness.JOB_DEADLINE, f"job {big} to wait for Resources")
+            self.assertEqual(self.job_info(big)["JobState"], "PENDING")
+            self.slurm("scancel", hold[0])
+            self.assert_completed(big)
         finally:
             self.slurm("scancel", *hold, check=False)
+
+    def gpu_index(self, job):
+        """The GPU index(es) Slurm gave a running job on its node (scontrol show job -d)."""
+        detail = self.scontrol("show", "job", "-d", job).stdout
+        found = re.search(r"GRES=\S*\(IDX:([0-9,-]+)\)", detail)
+        self.assertIsNotNone(found, detail)
+        return found.group(1)
 
     def test_two_users_run_at_once(self):
         shared = os.path.join(self.cluster.root, "work", "both")
