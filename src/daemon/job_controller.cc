@@ -17,12 +17,13 @@ namespace {
 constexpr Duration kStoreRetry = Seconds(1);
 // The jobs whose dependencies changed that one turn of colod's loop takes (CheckDependencies).
 constexpr size_t kDependencySlice = 256;
-// How long one turn of colod's loop spends on attempts' ends and starts (each a durable write, a
-// start a fork as well) once one of each is done; the rest wait for the next turn, so that
-// requests are served between (a busy server's job churn cannot hold every user's request).
+// How long one turn of colod's loop spends on attempts' ends (each a durable write) once one is
+// done; the rest wait for the next turn, so that requests are served between (a busy server's
+// job churn cannot hold every user's request).
 constexpr Duration kJobWorkPerTurn = std::chrono::milliseconds(20);
-// Jobs one placement pass of a turn places at most: what a pass costs grows with what it places.
-constexpr size_t kPlacementsPerTurn = 8;
+// Jobs one placement pass of a turn places at most (each start a durable write and a fork, and
+// what a pass costs grows with what it places); the rest start at the next turn.
+constexpr size_t kPlacementsPerTurn = 4;
 // A GPU counts as computing for a job alone on it above this SM activity: its start-up (imports,
 // building the model, loading data) shows none, and would pull its solo mean down.
 constexpr double kComputingSmact = 0.02;
@@ -905,26 +906,17 @@ void JobController::Tick() {
   }
   if (admission_.dependencies_changed()) CheckDependencies();
   if (admission_.arrays_changed()) AdmitArrayTasks();
-  PlacementPass(began);
+  PlacementPass(/*bounded=*/true);
 }
 
-void JobController::PlacementPass(std::optional<TimePoint> turn_began) {
+void JobController::PlacementPass(bool bounded) {
   const TimePoint pass_began = clock_.Now();
   const std::vector<colo::Launch> launches =
-      turn_began ? scheduler_.Schedule(kPlacementsPerTurn) : scheduler_.Schedule();
+      bounded ? scheduler_.Schedule(kPlacementsPerTurn) : scheduler_.Schedule();
   counters_.pass.Observe(ToSeconds(clock_.Now() - pass_began));
-  size_t launched = 0;
-  for (; launched < launches.size(); ++launched) {
-    if (turn_began && launched > 0 && clock_.Now() - *turn_began >= kJobWorkPerTurn) break;
-    Launch(launches[launched]);
-  }
-  // The rest go back to the head of their queue, in their order, for the next turn's pass.
-  for (size_t i = launches.size(); i-- > launched;) {
-    if (Status s = scheduler_.AbortLaunch(launches[i].job); !s.ok())
-      Log(Event(launches[i].job, "dropped", s.message()));
-  }
-  if (launched < launches.size() || (turn_began && launches.size() >= kPlacementsPerTurn))
-    more_work_ = true;
+  for (const colo::Launch& launch : launches) Launch(launch);
+  // A pass cut short goes on at the next turn, at once.
+  if (bounded && launches.size() >= kPlacementsPerTurn) more_work_ = true;
 }
 
 std::optional<TimePoint> JobController::NextWakeup() const {

@@ -170,9 +170,9 @@ class JobController final : public TenantHost {
   // Queues the tasks of capped arrays whose turn came.
   void AdmitArrayTasks();
   void Launch(const Launch& launch);
-  // Placement pass and its launches: those after kJobWorkPerTurn from `turn_began` (the first
-  // always starts) wait for the next turn; without it, all of them start now.
-  void PlacementPass(std::optional<TimePoint> turn_began = std::nullopt);
+  // Placement pass and its launches; `bounded`: at most kPlacementsPerTurn, the rest at the
+  // next turn (colod's loop), else every job that fits now.
+  void PlacementPass(bool bounded = false);
   api::SlurmAttachReply TenantReply(const Job& job) const;
   // Why a queued job is not running: the gates that stopped it, else who is ahead of it.
   std::string WaitReason(const Job& job) const;
