@@ -7,8 +7,6 @@
 // Instructions per pass, reproducible on any host (only Scheduler::Schedule is counted):
 //   valgrind --tool=callgrind --toggle-collect='colo::Scheduler::Schedule()'
 //     ./build/bin/colo_bench 2000 worst-fit   (one command line)
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/cpu_time.h"
 #include "common/rng.h"
 #include "core/scheduler.h"
 #include "policies/registry.h"
@@ -25,9 +24,7 @@ namespace colo {
 namespace {
 
 double ThreadCpuMicros() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+  return std::chrono::duration<double, std::micro>(ThreadCpuTime()).count();
 }
 
 int BenchPolicy(const std::string& spec, int passes) {

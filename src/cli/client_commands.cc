@@ -877,7 +877,8 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                    "ALL: added to yours)")
       ->check(parses([](const std::string& t) { return ApplyExport(t, {}); }));
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");
-  submit->add_option("--batch", o.batch, "batch size, with --estimate-from");
+  submit->add_option("--batch", o.batch, "batch size, with --estimate-from")
+      ->check(CLI::Range(1, 1 << 20));
   submit->add_option("--gpu-model", o.estimate_gpu,
                      "GPU model whose calibration the estimate uses (default: the first shipped)");
   submit->add_option("command", o.command, "the command, or a job file")->expected(-1);
@@ -891,7 +892,7 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "command on the PATH the job gets.");
   submit->add_flag("--json", o.json, kJsonHelp);
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
-  queue->add_option("--user", o.user, "only this user's jobs");
+  queue->add_option("-u,--user", o.user, "only this user's jobs");
   queue->add_flag("--json", o.json, kJsonHelp);
   queue->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (auto [name, help] :

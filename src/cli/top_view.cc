@@ -116,7 +116,7 @@ std::vector<TopLine> GpuLines(const TopSnapshot& s, int width, int room) {
 std::string JobRow(const api::JobSummary& j, double now, bool selected, int width) {
   std::string where;
   if (j.state == JobState::kRunning) {
-    where = fmt::format("{} ({})", Join(j.gpu_uuids, ","), j.mode);
+    where = fmt::format("{} ({})", GpuIndicesText(j), j.mode);  // as the bars above number them
   } else if (Waiting(j.state)) {
     where = "(" + j.reason + ")";
   }
@@ -341,8 +341,8 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
         if (j.id != selected) continue;
         about = Waiting(j.state)
                     ? fmt::format("job {} waits: {}", JobIdText(j), Printable(j.reason))
-                    : fmt::format("job {} {} on {}", JobIdText(j), ToString(j.state),
-                                  Printable(Join(j.gpu_uuids, ",")));
+                    : fmt::format("job {} {} on GPU {} ({})", JobIdText(j), ToString(j.state),
+                                  GpuIndicesText(j), Printable(Join(j.gpu_uuids, ",")));
       }
       Add(lines, width, about);
     }

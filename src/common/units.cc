@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 namespace colo {
 namespace {
@@ -58,6 +59,17 @@ std::string FormatBytes(Bytes b) {
   if (abs >= double(1 << 30)) return fmt::format("{:.1f} GiB", b.gib());
   if (abs >= double(1 << 20)) return fmt::format("{:.0f} MiB", b.mib());
   return fmt::format("{} B", b.count());
+}
+
+std::string FormatExactBytes(Bytes b) {
+  const int64_t n = b.count();
+  constexpr std::pair<int, const char*> kUnits[] = {
+      {40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+  for (const auto& [shift, unit] : kUnits) {
+    const int64_t size = int64_t{1} << shift;
+    if (n != 0 && n % size == 0) return fmt::format("{}{}", n / size, unit);
+  }
+  return fmt::format("{}B", n);
 }
 
 Result<Duration> ParseDuration(const std::string& text) {

@@ -65,6 +65,9 @@ inline Bytes GiBf(double n) {
 Result<Bytes> ParseBytes(const std::string& text);
 // "11.5 GiB", "512 MiB".
 std::string FormatBytes(Bytes b);
+// A size as ParseBytes reads it back exactly, in the largest binary unit that divides it: "2GiB",
+// "512MiB", "1000B" (for settings a person reads and a parser reads again).
+std::string FormatExactBytes(Bytes b);
 
 // Time inside colo: microsecond ticks on a monotonic axis whose origin the Clock defines.
 using Duration = std::chrono::microseconds;

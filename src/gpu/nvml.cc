@@ -2,7 +2,6 @@
 // toolkit; the few declarations it needs are our own (gpu/nvml_abi.h).
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -13,6 +12,7 @@
 #include <iterator>
 
 #include "common/clock.h"
+#include "common/cpu_time.h"
 #include "gpu/dcgm.h"
 #include "gpu/energy_counter.h"
 #include "gpu/gpu.h"
@@ -74,12 +74,6 @@ constexpr const char* kCallNames[] = {"memory", "processes",  "utilization", "po
                                       "energy", "gpm_sample", "gpm_metrics", "dcgm"};
 constexpr size_t kCalls = std::size(kCallNames);
 
-int64_t ThreadCpuNanos() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
-
 // How often the board's energy counter is read; between reads the power samples carry it
 // (gpu/energy_counter.h says why).
 constexpr Duration kEnergyReadEvery = std::chrono::seconds(10);
@@ -139,9 +133,9 @@ class NvmlGpus : public GpuBackend {
   template <typename F>
   auto Timed(Call call, F&& f) {
     Cost& cost = costs_[static_cast<size_t>(call)];
-    const int64_t began = ThreadCpuNanos();
+    const auto began = ThreadCpuTime();
     auto result = f();
-    cost.nanos.fetch_add(ThreadCpuNanos() - began, std::memory_order_relaxed);
+    cost.nanos.fetch_add((ThreadCpuTime() - began).count(), std::memory_order_relaxed);
     cost.calls.fetch_add(1, std::memory_order_relaxed);
     return result;
   }

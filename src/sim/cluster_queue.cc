@@ -46,19 +46,21 @@ void ClusterQueue::Submit(int index) {
   // queue forever). The verdict depends only on the shape of the request (an idle server has no
   // owners), so it is asked once per shape, of any server's scheduler, whose idle GPUs hold the
   // memory the simulation leaves to others.
-  const auto shape = std::make_tuple(job.spec.gpus, job.spec.memory.Upper().count(),
-                                     job.spec.memory.known(), job.spec.sharing);
+  const auto shape =
+      std::make_tuple(job.submitted->spec.gpus, job.submitted->spec.memory.Upper().count(),
+                      job.submitted->spec.memory.known(), job.submitted->spec.sharing);
   auto cached = placeable_.find(shape);
   if (cached == placeable_.end()) {
     cached = placeable_
                  .emplace(shape, state_.server(0).scheduler->CheckPlaceable(
-                                     job.spec, state_.options.server.baseline_used))
+                                     job.submitted->spec, state_.options.server.baseline_used))
                  .first;
   }
   const Status& placeable = cached->second;
   if (!placeable.ok()) {
     job.rejected = true;
-    job.reject_reason = placeable.message();
+    job.reason = placeable.message();
+    job.submitted.reset();
     return;
   }
   Enqueue(index);
@@ -125,7 +127,7 @@ void ClusterQueue::Wake(int server, uint64_t tag, TimePoint time) {
 }
 
 void ClusterQueue::EndInstant() {
-  if (!queue_.empty() && (!changed_.empty() || queue_grew_)) Round();
+  if (!queue_.empty() && (AnyChanged() || queue_grew_)) Round();
   queue_grew_ = false;
   StartPending();
   if (state_.options.check_dispatch) CheckDispatch();
@@ -133,9 +135,15 @@ void ClusterQueue::EndInstant() {
 
 void ClusterQueue::Index(int server_index, std::pair<int64_t, int> key) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
-  Unindex(server_index);
+  if (server.indexed) {
+    // It moves in the index (at every launch and exit): its node is reused, not reallocated.
+    auto node = index_.extract(server.key);
+    node.value() = key;
+    index_.insert(std::move(node));
+  } else {
+    index_.insert(key);
+  }
   server.key = key;
-  index_.insert(key);
   server.indexed = true;
 }
 
@@ -209,7 +217,7 @@ void ClusterQueue::MarkChanged(int server_index, Change change) {
   }
   if (!server.changed) {
     server.changed = true;
-    changed_.push_back(server_index);
+    ListChanged(server_index);
   }
   const bool eligible = state_.server(server_index).idle_queues();
   // Free memory that grew by an amount not accounted (a reservation shrank; or anything while the
@@ -240,6 +248,10 @@ void ClusterQueue::ReadServer(int server_index) {
       COLO_CHECK(server.jobs_on[g] == v.job_count);
       COLO_CHECK((server.exclusive_on[g] > 0) == v.holds_exclusive);
     }
+  }
+  if (!server.listed.empty() && !server.read_since_prune) {
+    server.read_since_prune = true;
+    read_since_prune_.push_back(server_index);
   }
   server.stale = server.changed = server.grew = false;
   server.eligible = state_.server(server_index).idle_queues();
@@ -349,14 +361,16 @@ void ClusterQueue::WakeToGrow(int server_index, TimePoint t) {
 
 MemoryNeed ClusterQueue::NeedOn(const SimJob& job, int server_index) const {
   // With learn=on the server's colod plans with what the runs of the job's model it saw taught.
-  if (!state_.spec.learn || server_index < 0) return job.spec.memory;
-  const Lesson lesson = Learn(state_.server(server_index).runs.Runs(SignatureOf(*job.trace)),
-                              job.spec.memory, job.spec.expected_smact, SmactSource::kUser);
-  return lesson.memory ? lesson.memory->need() : job.spec.memory;
+  if (!state_.spec.learn || server_index < 0) return job.submitted->spec.memory;
+  const Lesson lesson =
+      Learn(state_.server(server_index).runs.Runs(SignatureOf(*job.trace)),
+            job.submitted->spec.memory, job.submitted->spec.expected_smact, SmactSource::kUser);
+  return lesson.memory ? lesson.memory->need() : job.submitted->spec.memory;
 }
 
 PlacementRequest ClusterQueue::RequestFor(const SimJob& job, int server_index) const {
-  return colo::RequestFor(job.spec, NeedOn(job, server_index));
+  if (!state_.spec.learn || server_index < 0) return job.submitted->request;
+  return colo::RequestFor(job.submitted->spec, NeedOn(job, server_index));
 }
 
 bool ClusterQueue::MayPlace(const Picture& server, const PlacementRequest& request) const {
@@ -379,6 +393,15 @@ int64_t ClusterQueue::NeededScore(const PlacementRequest& request) const {
   return 0;
 }
 
+void ClusterQueue::SubmitTo(Scheduler& scheduler, SimJob& job, const MemoryNeed& need) {
+  // The spec as submitted but for the need (the scheduler copies it): changed for the call only.
+  JobSpec& spec = job.submitted->spec;
+  const MemoryNeed submitted = std::exchange(spec.memory, need);
+  const Status status = scheduler.Submit(spec);
+  spec.memory = submitted;
+  COLO_CHECK(status.ok());
+}
+
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   // A picture read at this instant that took nothing since is the server as it is: the policy
@@ -391,19 +414,18 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   if (current && !std::holds_alternative<Placed>(state_.policy.Place(server.view, request)))
     return false;
   SimJob& job = state_.jobs[static_cast<size_t>(index)];
-  JobSpec spec = job.spec;
-  spec.memory = request.memory;
-  COLO_CHECK(scheduler.Submit(spec).ok());
+  const JobId id = job.trace->id;
+  SubmitTo(scheduler, job, request.memory);
   ++state_.passes;
   std::vector<Launch> launches = scheduler.Schedule();
   if (launches.empty()) {
     COLO_CHECK(!current);  // the policy on the same view said it would start
-    COLO_CHECK(scheduler.Cancel(spec.id).ok());
-    scheduler.Forget(spec.id);
+    COLO_CHECK(scheduler.Cancel(id).ok());
+    scheduler.Forget(id);
     ReadServer(server_index);  // now known not to take it
     return false;
   }
-  COLO_CHECK(launches.size() == 1 && launches.front().job == spec.id);
+  COLO_CHECK(launches.size() == 1 && launches.front().job == id);
   if (index == reserved_job_) Unreserve();
   queue_.erase(job.rank);
   job.queued = false;
@@ -416,8 +438,13 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
 
 bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
   const SimJob& job = state_.jobs[static_cast<size_t>(index)];
-  const PlacementRequest shared = RequestFor(job, -1);
-  auto request_for = [&](int s) { return state_.spec.learn ? RequestFor(job, s) : shared; };
+  const PlacementRequest& shared = job.submitted->request;
+  std::optional<PlacementRequest> on_server;  // learn=on: the need depends on the server
+  auto request_for = [&](int s) -> const PlacementRequest& {
+    if (!state_.spec.learn) return shared;
+    on_server = RequestFor(job, s);
+    return *on_server;
+  };
   if (looked_at_last_round) {
     // Every other server turned it down and has only taken more since.
     if (!round_changed_sorted_) {
@@ -432,7 +459,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
     for (size_t i = 0; i < round_changed_.size(); ++i) {
       const int s = round_changed_[i];
       const Picture& server = pictures_[static_cast<size_t>(s)];
-      const PlacementRequest request = request_for(s);
+      const PlacementRequest& request = request_for(s);
       if ((server.changed || MayPlace(server, request)) && TryStart(index, s, request)) {
         round_changed_sorted_ = false;
         return true;
@@ -454,7 +481,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
         const std::pair<int64_t, int> key = *it;
         const int s = key.second;
         const Picture& server = pictures_[static_cast<size_t>(s)];
-        const PlacementRequest request = request_for(s);
+        const PlacementRequest& request = request_for(s);
         if (server.changed || MayPlace(server, request)) {
           // The least free servers turn most jobs down: read first, then ask the policy.
           if (server.changed || server.stale || server.view.now != state_.Now()) ReadServer(s);
@@ -477,7 +504,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
       it = index_.lower_bound(key);
       continue;
     }
-    const PlacementRequest request = request_for(s);
+    const PlacementRequest& request = request_for(s);
     if (-key.first < NeededScore(request)) break;
     if ((server.changed || MayPlace(server, request)) && TryStart(index, s, request)) return true;
     it = index_.upper_bound(key);
@@ -494,9 +521,7 @@ bool ClusterQueue::Reserve(int index) {
   SimJob& job = state_.jobs[static_cast<size_t>(index)];
   Picture& server = pictures_[static_cast<size_t>(s)];
   Scheduler& scheduler = *state_.server(s).scheduler;
-  JobSpec spec = job.spec;
-  spec.memory = NeedOn(job, s);
-  COLO_CHECK(scheduler.Submit(spec).ok());
+  SubmitTo(scheduler, job, NeedOn(job, s));
   job.server = s;
   ++state_.passes;
   std::vector<Launch> launches = scheduler.Schedule();
@@ -504,7 +529,7 @@ bool ClusterQueue::Reserve(int index) {
   if (!launches.empty()) {
     // A utilization window fell below the gate since the server was last looked at (it is looked
     // at again each sample interval): its own pass starts the job now.
-    COLO_CHECK(launches.size() == 1 && launches.front().job == spec.id);
+    COLO_CHECK(launches.size() == 1 && launches.front().job == job.trace->id);
     queue_.erase(job.rank);
     job.queued = false;
     AccountLaunch(s, launches.front());
@@ -532,20 +557,55 @@ void ClusterQueue::Unreserve() {
   round_changed_sorted_ = false;
 }
 
+void ClusterQueue::ListChanged(int server_index) {
+  pictures_[static_cast<size_t>(server_index)].listed.push_back(
+      static_cast<uint32_t>(changed_.size()));
+  changed_.push_back(server_index);
+}
+
+void ClusterQueue::PruneChanged() {
+  for (int s : read_since_prune_) {
+    Picture& server = pictures_[static_cast<size_t>(s)];
+    server.read_since_prune = false;
+    if (server.changed) continue;  // it changed again since: its places stand
+    for (uint32_t at : server.listed) changed_[at] = -1;
+    changed_dropped_ += server.listed.size();
+    server.listed.clear();
+  }
+  read_since_prune_.clear();
+  if (changed_dropped_ == 0 || 2 * changed_dropped_ < changed_.size()) return;
+  // Mostly dropped: the list is rebuilt in order.
+  std::erase(changed_, -1);
+  changed_dropped_ = 0;
+  for (int s : changed_) pictures_[static_cast<size_t>(s)].listed.clear();
+  for (size_t i = 0; i < changed_.size(); ++i)
+    pictures_[static_cast<size_t>(changed_[i])].listed.push_back(static_cast<uint32_t>(i));
+}
+
+void ClusterQueue::ClearChanged() {
+  for (int s : changed_)
+    if (s >= 0) pictures_[static_cast<size_t>(s)].listed.clear();
+  for (int s : read_since_prune_) pictures_[static_cast<size_t>(s)].read_since_prune = false;
+  read_since_prune_.clear();
+  changed_.clear();
+  changed_dropped_ = 0;
+}
+
 void ClusterQueue::Round() {
   round_changed_.clear();
   if (left_waiting_) {
     // The jobs the last round left waiting were turned down by every server: they are tried on
     // those that may take more since, read now.
-    for (int s : changed_) {
-      if (!pictures_[static_cast<size_t>(s)].changed) continue;
+    for (size_t i = 0; i < changed_.size(); ++i) {
+      const int s = changed_[i];
+      if (s < 0 || !pictures_[static_cast<size_t>(s)].changed) continue;
       ReadServer(s);
       round_changed_.push_back(s);
     }
-    changed_.clear();
+    ClearChanged();
   } else {
     // No such jobs: servers are read when a job needs them.
-    std::erase_if(changed_, [&](int s) { return !pictures_[static_cast<size_t>(s)].changed; });
+    PruneChanged();
   }
   if (left_waiting_ && !queue_grew_ && !queue_moved_ &&
       std::none_of(round_changed_.begin(), round_changed_.end(), [&](int s) {

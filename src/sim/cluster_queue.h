@@ -99,6 +99,10 @@ class ClusterQueue {
     // When its view changes with time alone: a GPU's grace ends, a window falls (opens), or a
     // reservation shrinks (grows).
     std::optional<TimePoint> open_wakeup, grow_wakeup;
+    // Its places in changed_ (more than one if it changed again before they were pruned), and
+    // whether it is in read_since_prune_.
+    std::vector<uint32_t> listed;
+    bool read_since_prune = false;
   };
 
   void Enqueue(int index);
@@ -119,6 +123,8 @@ class ClusterQueue {
   bool MayPlace(const Picture& server, const PlacementRequest& request) const;
   // The least score a server that can take the request has.
   int64_t NeededScore(const PlacementRequest& request) const;
+  // Queues the job on the server's scheduler, planning with `need`.
+  void SubmitTo(Scheduler& scheduler, SimJob& job, const MemoryNeed& need);
   // Starts the job on the server if it can start it now.
   bool TryStart(int index, int server, const PlacementRequest& request);
   // Starts the job on the most free server that can start it now, if any. A job looked at in the
@@ -129,6 +135,14 @@ class ClusterQueue {
   // true if that server's pass started it at once.
   bool Reserve(int index);
   void Unreserve();
+  // changed_ as a list of servers in the order they changed: a server is added when it changes
+  // unless it already has (changed_ flag), and the pruning at each round that follows no waiting
+  // jobs drops the servers read since (changed no more) but keeps the places of those that
+  // changed again. Pruning looks only at the servers read since, not the whole list.
+  void ListChanged(int server);
+  bool AnyChanged() const { return changed_.size() > changed_dropped_; }
+  void PruneChanged();
+  void ClearChanged();
   void Round();
   void StartPending();
   void CheckDispatch();
@@ -141,8 +155,10 @@ class ClusterQueue {
   bool queue_grew_ = false;  // jobs joined since the last round
   // Eligible servers by (-score, index): the most free first, ties to the lowest index.
   std::set<std::pair<int64_t, int>> index_;
-  std::vector<int> changed_;        // servers to look at again in the next round
-  std::vector<int> round_changed_;  // those of the current round, most free first
+  std::vector<int> changed_;  // servers to look at again in the next round; -1: dropped since
+  size_t changed_dropped_ = 0;
+  std::vector<int> read_since_prune_;  // listed servers read since the last pruning
+  std::vector<int> round_changed_;     // those of the current round, most free first
   bool round_changed_sorted_ = true;
   bool left_waiting_ = false;  // the last round left jobs waiting
   bool queue_moved_ = false;   // a job left the queue outside a round

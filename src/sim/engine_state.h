@@ -28,6 +28,23 @@ struct ClusterRule {
   const ShardPolicy* shards = nullptr;  // the shards baseline
 };
 
+// What its server's scheduler said of a job once it ended there for good. The engine keeps this
+// and the scheduler forgets the job: its whole record, kept to the end, would cost more than the
+// rest of the job's state together.
+struct Ended {
+  JobState state = JobState::kSucceeded;
+  int attempts = 0, ooms = 0;
+  bool ever_started = false;
+  TimePoint first_started, finished;
+};
+
+// A job as submitted to the cluster queue: its spec, and what a server's policy is asked for it
+// before any server's lessons (its owner a view of the spec's: the two never move apart).
+struct Submission {
+  JobSpec spec;
+  PlacementRequest request;
+};
+
 struct SimJob {
   const TraceJob* trace = nullptr;
   int server = -1;
@@ -40,13 +57,18 @@ struct SimJob {
   double remaining_s = 0;  // solo seconds of work left
   double rate = 1;         // solo seconds done per second
   bool starting = false;   // in its start-up: on the CPU, no SM activity, not slowed
+  // Its scheduler was told its memory on every GPU (and that its process is there) since the
+  // memory last changed: telling it again would change nothing.
+  bool reported = false;
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
   bool rejected = false;
-  std::string reject_reason;
+  std::optional<Ended> ended;
+  std::string reason;  // why it was rejected, or why it ended (with `ended`)
   // The cluster queue.
-  JobSpec spec;                // as submitted; kept until the job reaches a server
+  // As submitted: kept while the job may still be sent to a server (a requeued one goes again).
+  std::unique_ptr<Submission> submitted;
   int rank = 0;                // arrival order: its place in the cluster queue
   bool queued = false;         // waiting in the cluster queue
   int64_t checked_round = -2;  // the last round it was looked at in; -2: not since it was queued

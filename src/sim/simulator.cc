@@ -83,6 +83,11 @@ struct Event {
   int64_t subject;  // job index or server index
   uint64_t tag;     // attempt or version the event belongs to
 };
+sim::Ended EndedOf(const JobRecord& record) {
+  return sim::Ended{record.state,        record.attempts,      record.oom_count,
+                    record.ever_started, record.first_started, record.finished};
+}
+
 struct Later {
   bool operator()(const Event& x, const Event& y) const {
     return x.time != y.time ? x.time > y.time : x.seq > y.seq;
@@ -173,6 +178,9 @@ class Engine final : public sim::ClusterHost {
   // `freed`: a job left; otherwise the servers only took more, unless a GPU's SMACT fell.
   void Refresh(const std::vector<int>& gpus, bool freed = false);
   void Detach(SimJob& job, const char* outcome);
+  // After its server's scheduler was told the job's attempt ended: if the job ended there for
+  // good, what the scheduler says of it is kept (SimJob::ended) and the scheduler forgets it.
+  void Settle(SimJob& job);
   void Integrate(SimGpu& gpu, TimePoint to);
   void MarkChanged(int server, Change change) {
     if (cluster_) cluster_->MarkChanged(server, change);
@@ -319,6 +327,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     server.scheduler->OnGpuSample(GpuSample{
         gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1, true});
     for (int j : gpu.jobs) {
+      if (jobs_[j].reported) continue;
       // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
       // on the GPU from the first sample after it.
       server.scheduler->OnJobProcessSeen(jobs_[j].trace->id, gpu.local);
@@ -337,6 +346,9 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
         series.push_back(point);
     }
   }
+  // A job's memory changes only in events that refresh all its GPUs: it was told on each of them.
+  for (int g : gpus)
+    for (int j : gpus_[g].jobs) jobs_[j].reported = true;
 }
 
 void Engine::Detach(SimJob& job, const char* outcome) {
@@ -392,7 +404,9 @@ void Engine::Arrive(int index) {
   SimJob& job = jobs_[static_cast<size_t>(index)];
   const TraceJob& t = *job.trace;
   if (cluster_) {
-    job.spec = SpecFor(t);
+    job.submitted = std::make_unique<sim::Submission>();
+    job.submitted->spec = SpecFor(t);
+    job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
     cluster_->Submit(index);
     return;
   }
@@ -404,7 +418,7 @@ void Engine::Arrive(int index) {
   job.server = chosen;
   if (!submitted.ok()) {
     job.rejected = true;
-    job.reject_reason = submitted.message();
+    job.reason = submitted.message();
     return;
   }
   AddDemand(chosen, spec.gpus);
@@ -436,6 +450,7 @@ void Engine::Start(int server_index, const Launch& launch) {
   if (job.starting)
     Push(now + job.trace->profile.startup, EventType::kStartupDone, index, job.attempt);
   job.memory = std::min(options_.startup_memory, job.trace->profile.peak);
+  job.reported = false;
   for (int g : job.gpus) {
     gpus_[g].jobs.push_back(index);
     gpus_[g].slowdown.push_back(1.0);
@@ -462,6 +477,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
   if (!job.running || job.attempt != attempt) return;
   const auto& closure = Touch(job.gpus);
   job.memory = job.trace->profile.peak;
+  job.reported = false;
   // The allocation that overflows a GPU fails: this job crashes with out-of-memory.
   bool overflow = false, alone = true;
   for (int g : job.gpus) {
@@ -495,6 +511,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
           JobExit{ExitKind::kFailure,
                   alone ? "out of memory alone on its GPUs"
                         : "out of memory again after 5 requeues: held (MaxBatchRequeue)"});
+      Settle(job);
       return;
     }
     server.scheduler->OnJobExit(job.trace->id,
@@ -507,6 +524,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
       job.trace->id, JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory"});
   if (!queue_mode_ && action != ExitAction::kRequeuedForRecovery)
     AddDemand(job.server, -job.trace->profile.gpus);
+  Settle(job);
   MarkDirty(job.server);
 }
 
@@ -521,8 +539,20 @@ void Engine::Complete(int index, uint64_t version) {
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
   server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
   if (spec_.learn) LearnFrom(job, ExitKind::kSuccess);
+  Settle(job);
   if (!queue_mode_) AddDemand(job.server, -job.trace->profile.gpus);
   MarkDirty(job.server);
+}
+
+void Engine::Settle(SimJob& job) {
+  Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
+  const JobRecord* record = scheduler.job(job.trace->id);
+  if (record == nullptr || !IsTerminal(record->state)) return;
+  job.ended = EndedOf(*record);
+  job.reason = record->end_reason;
+  job.submitted.reset();
+  std::vector<int>().swap(job.gpus);
+  scheduler.Forget(job.trace->id);
 }
 
 void Engine::LearnFrom(const SimJob& job, ExitKind exit) {
@@ -694,9 +724,9 @@ SimResult Engine::Run() {
   return Finish();
 }
 
-double Percentile(std::vector<double> values, double q) {
+// Of values in ascending order.
+double Percentile(const std::vector<double>& values, double q) {
   if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
   const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
   return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
@@ -715,6 +745,9 @@ SimResult Engine::Finish() {
   m.estimator = spec_.estimator;
   m.jobs = static_cast<int>(jobs_.size());
   std::vector<double> waits, execs, jcts;
+  // Sized once: at a million jobs a vector's growth would double the largest of them for a while.
+  result.jobs.reserve(jobs_.size());
+  for (auto* values : {&waits, &execs, &jcts}) values->reserve(jobs_.size());
   double first_submit = jobs_.empty() ? 0 : ToSeconds(jobs_.front().trace->submit);
   double last_end = first_submit;
   for (const SimJob& job : jobs_) {
@@ -725,16 +758,17 @@ SimResult Engine::Finish() {
     r.submit_s = ToSeconds(job.trace->submit);
     if (job.rejected) {
       r.state = JobState::kFailed;
-      r.reason = "rejected: " + job.reject_reason;
+      r.reason = "rejected: " + job.reason;
       ++m.rejected;
       ++m.failed;
       result.jobs.push_back(r);
       continue;
     }
     const JobRecord* record =
-        job.server < 0 ? nullptr
-                       : servers_[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
-    if (record == nullptr) {
+        job.server < 0 || job.ended
+            ? nullptr
+            : servers_[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
+    if (record == nullptr && !job.ended) {
       // Still in the cluster queue when nothing more could happen.
       COLO_CHECK(cluster_ && job.queued);
       r.state = JobState::kFailed;
@@ -746,14 +780,15 @@ SimResult Engine::Finish() {
       result.jobs.push_back(r);
       continue;
     }
-    r.state = record->state;
-    r.attempts = record->attempts + job.prior_attempts;
-    r.ooms = record->oom_count + job.prior_ooms;
-    r.reason = record->end_reason;
-    if (record->ever_started) r.start_s = ToSeconds(record->first_started);
+    const sim::Ended end = job.ended ? *job.ended : EndedOf(*record);
+    r.state = end.state;
+    r.attempts = end.attempts + job.prior_attempts;
+    r.ooms = end.ooms + job.prior_ooms;
+    r.reason = job.ended ? job.reason : record->end_reason;
+    if (end.ever_started) r.start_s = ToSeconds(end.first_started);
     if (job.prior_attempts > 0) r.start_s = job.first_start_s;  // its first start, elsewhere
-    if (IsTerminal(record->state)) r.end_s = ToSeconds(record->finished);
-    if (!IsTerminal(record->state)) {
+    if (IsTerminal(end.state)) r.end_s = ToSeconds(end.finished);
+    if (!IsTerminal(end.state)) {
       // Nothing more could happen to it: the trace ended with the job still waiting.
       r.state = JobState::kFailed;
       r.reason =
@@ -772,12 +807,14 @@ SimResult Engine::Finish() {
   }
   m.total_time_s = last_end - first_submit;
   m.wait_avg_s = Mean(waits);
+  m.exec_avg_s = Mean(execs);
+  m.jct_avg_s = Mean(jcts);
+  // Each sorted once for its percentiles (the means above are summed in the jobs' order).
+  for (auto* values : {&waits, &execs, &jcts}) std::sort(values->begin(), values->end());
   m.wait_p50_s = Percentile(waits, 0.5);
   m.wait_p95_s = Percentile(waits, 0.95);
-  m.exec_avg_s = Mean(execs);
   m.exec_p50_s = Percentile(execs, 0.5);
   m.exec_p95_s = Percentile(execs, 0.95);
-  m.jct_avg_s = Mean(jcts);
   m.jct_p50_s = Percentile(jcts, 0.5);
   m.jct_p95_s = Percentile(jcts, 0.95);
   m.wait_p99_s = Percentile(waits, 0.99);

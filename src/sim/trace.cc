@@ -35,8 +35,10 @@ std::vector<const SoloProfile*> OfClass(WorkloadClass cls) {
 }
 
 void SortAndNumber(Trace& trace) {
-  std::stable_sort(trace.jobs.begin(), trace.jobs.end(),
-                   [](const TraceJob& a, const TraceJob& b) { return a.submit < b.submit; });
+  const auto earlier = [](const TraceJob& a, const TraceJob& b) { return a.submit < b.submit; };
+  // Generated and most recorded traces come in order: a stable sort would move every job anyway.
+  if (!std::is_sorted(trace.jobs.begin(), trace.jobs.end(), earlier))
+    std::stable_sort(trace.jobs.begin(), trace.jobs.end(), earlier);
   for (size_t i = 0; i < trace.jobs.size(); ++i) trace.jobs[i].id = static_cast<int64_t>(i + 1);
 }
 

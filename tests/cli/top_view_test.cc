@@ -21,6 +21,7 @@ api::JobSummary Job(JobId id, std::string user, std::string name, JobState state
   j.reason = std::move(reason);
   if (state == JobState::kRunning) {
     j.gpu_uuids = {"GPU-fake-0"};
+    j.gpu_indices = {0};
     j.mode = "plain";
     j.started = 1000;
   }
@@ -120,7 +121,8 @@ TEST(TopView, At80x24EverythingIsOnScreen) {
                                [](const TopLine& l) { return l.style == LineStyle::kSelected; });
   ASSERT_NE(selected, lines.end());
   EXPECT_EQ(selected->text.substr(0, 7), ">     1");
-  EXPECT_TRUE(Has(lines, "job 1 running on GPU-fake-0")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, "job 1 running on GPU 0 (GPU-fake-0)")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, " 0:01:00  0 (plain)")) << Screen(lines);  // as colo queue numbers GPUs
   // Events, newest first; another user's detail is not shown.
   EXPECT_TRUE(Has(lines, "RECENT EVENTS"));
   EXPECT_TRUE(Has(lines, "attempt 1 on GPU 0"));

@@ -821,8 +821,9 @@ class Refusals(DocumentedTest):
         with the reason, nothing queued."""
         r = self.colo("submit", "--mem", "80GiB", "--", "true")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("82.0 GiB", r.stderr)
-        self.assertIn("largest GPU has 80.0 GiB", r.stderr)
+        # As docs/faq.md quotes it.
+        self.assertEqual(r.stderr, "colo: needs 82.0 GiB per GPU including the policy's margin; "
+                                   "the largest GPU has 80.0 GiB\n")
         self.assertEqual(self.colo_json("queue")["jobs"], [])
         self.assertEqual(self.colo_json("history")["jobs"], [])
         job = self.submit("--mem", "78GiB", "--", "true")  # exactly at the margin: fits
@@ -832,7 +833,7 @@ class Refusals(DocumentedTest):
         """`--gpus 3` on two GPUs: refused at submit; `--gpus 2` runs."""
         r = self.colo("submit", "--gpus", "3", "--", "true")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("needs 3 GPUs", r.stderr)
+        self.assertEqual(r.stderr, "colo: needs 3 GPUs on one server; the largest has 2\n")
         self.assertEqual(self.colo_json("queue")["jobs"], [])
         job = self.submit("--gpus", "2", "--", "true")
         self.assertEqual(len(self.assert_succeeded(job)["attempt_list"][0]["gpu_uuids"]), 2)
