@@ -6,6 +6,7 @@
 
 #include "api/field_json.h"
 #include "api/output_pattern.h"
+#include "common/resource_limits.h"
 
 namespace colo::api {
 
@@ -100,6 +101,19 @@ void CheckFields(SubmitRequest& s, field_json::Reader& r) {
     if (Status checked = CheckOutputPattern(*pattern); !checked.ok())
       return r.Fail(key, checked.message());
   }
+}
+
+void CheckFields(ResourceLimit& limit, field_json::Reader& r) {
+  if (!ResourceNamed(limit.name)) {
+    std::string names;
+    for (const ResourceKind& kind : kResourceKinds)
+      names += (names.empty() ? "" : ", ") + std::string(kind.name);
+    return r.Fail("name", fmt::format("unknown resource '{}' (one of {})", limit.name, names));
+  }
+  const auto value = [](int64_t v) {
+    return v < 0 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
+  };
+  if (value(limit.soft) > value(limit.hard)) r.Fail("soft", "must be at most hard");
 }
 
 void CheckFields(ControlRequest& c, field_json::Reader& r) {

@@ -162,19 +162,38 @@ void CheckFields(ArraySpec& array, field_json::Reader& fields);
 // job, shown by `colo show`, and applied to every attempt. A setting colod only carries from the
 // submitter to the job's processes belongs here: it is then stored, sent and shown with no other
 // change (docs/architecture.md, "A new job field").
+// One resource limit of the submitter's, as getrlimit gave it: its name (common/resource_limits.h:
+// "nofile", "core", ...), soft and hard values, -1 for unlimited.
+struct ResourceLimit {
+  std::string name;
+  int64_t soft = -1, hard = -1;
+  bool operator==(const ResourceLimit&) const = default;
+};
+constexpr auto Fields(Of<ResourceLimit>) {
+  using L = ResourceLimit;
+  return std::tuple{Field("name", &L::name).MaxBytes(16).Required("a resource's name"),
+                    Field("soft", &L::soft).Range(-1, std::numeric_limits<int64_t>::max()),
+                    Field("hard", &L::hard).Range(-1, std::numeric_limits<int64_t>::max())};
+}
+void CheckFields(ResourceLimit& limit, field_json::Reader& fields);  // a known name, soft <= hard
+
 struct JobContext {
   std::string workdir;         // absolute
   std::string source = "cli";  // "cli", "script PATH", "rad PATH", "slurm ID"
   // The submitter's file mode creation mask, which the job's processes start with (absent: 022,
   // as a login shell's).
   std::optional<int> umask;
+  // The submitter's resource limits, which the job's processes get, never above what they would
+  // have without them (colod's own).
+  std::vector<ResourceLimit> limits;
   bool operator==(const JobContext&) const = default;
 };
 constexpr size_t kMaxSourceBytes = 4096;
 constexpr auto Fields(Of<JobContext>) {
   return std::tuple{Field("workdir", &JobContext::workdir).MaxBytes(4096),
                     Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes),
-                    Field("umask", &JobContext::umask).Range(0, 0777)};
+                    Field("umask", &JobContext::umask).Range(0, 0777),
+                    Field("limits", &JobContext::limits).MaxItems(32).OmitDefault()};
 }
 
 // Requests
@@ -202,7 +221,11 @@ struct SubmitRequest {
   // Files the job's stdout and stderr are copied to (sbatch -o/-e; output_pattern.h); empty:
   // none. Only -o: both go there.
   std::string output, error;
+  // Names this submit (a client picks it at random): sent again with the same token (its reply
+  // was lost), the submit gets the job it stored the first time instead of a second one.
+  std::string token;
 };
+constexpr size_t kMaxTokenBytes = 64;
 constexpr auto Fields(Of<SubmitRequest>) {
   using S = SubmitRequest;
   return std::tuple{
@@ -222,7 +245,8 @@ constexpr auto Fields(Of<SubmitRequest>) {
       Field("priority", &S::priority).Range(-kMaxPriority, kMaxPriority).OmitDefault(),
       Field("array", &S::array),
       Field("output", &S::output).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
-      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault()};
+      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
+      Field("token", &S::token).MaxBytes(kMaxTokenBytes).OmitDefault()};
 }
 // The command and the environment are checked whole; a workdir is required; -o/-e are patterns.
 void CheckFields(SubmitRequest& submit, field_json::Reader& fields);
@@ -250,11 +274,18 @@ constexpr auto Fields(Of<ControlRequest>) {
                     Field("each_alone", &C::each_alone).OmitDefault()};
 }
 void CheckFields(ControlRequest& control, field_json::Reader& fields);  // at least one job
+// The live jobs a page at a time, by id: one reply costs colod a bounded time whatever the queue
+// holds (a page of 500 takes a few milliseconds).
+constexpr int kMaxQueuePage = 500;
 struct QueueRequest {
   std::string user;  // only this user's jobs; empty: everyone's
+  int limit = kMaxQueuePage;
+  std::optional<JobId> after;  // only jobs with a larger id (the previous page's `next`)
 };
 constexpr auto Fields(Of<QueueRequest>) {
-  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256)};
+  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256),
+                    Field("limit", &QueueRequest::limit).Range(1, kMaxQueuePage),
+                    Field("after", &QueueRequest::after).Range(0, kMaxJobId)};
 }
 // The requests that name one job.
 template <typename R>
@@ -566,11 +597,18 @@ constexpr auto Fields(Of<JobDetail>) {
 struct QueueReply {
   std::vector<JobSummary> jobs;
   int main_queue = 0, recovery_queue = 0;
+  std::optional<JobId> next;  // pass as `after` for the next page; absent on the last page
+  // Of every page together (the jobs of the user asked for, or everyone's): those running and
+  // those waiting (queued, held or recovering).
+  int running = 0, waiting = 0;
 };
 constexpr auto Fields(Of<QueueReply>) {
   return std::tuple{Field("jobs", &QueueReply::jobs),
                     Field("main_queue", &QueueReply::main_queue).Range(0, 1 << 30),
-                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30)};
+                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30),
+                    Field("next", &QueueReply::next).Range(0, kMaxJobId),
+                    Field("running", &QueueReply::running).Range(0, 1 << 30),
+                    Field("waiting", &QueueReply::waiting).Range(0, 1 << 30)};
 }
 struct ShowReply {
   JobDetail job;

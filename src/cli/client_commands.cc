@@ -26,6 +26,7 @@
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
 #include "cli/report_command.h"
+#include "common/resource_limits.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -313,7 +314,9 @@ int Submit(const ClientOptions& options) {
                        options.json, kExitUsage);
   auto request = BuildSubmitRequest(options, environment);
   if (!request.ok()) return Fail(options, request.status());
-  auto reply = Call(options, *request);
+  request->token = api::NewSubmitToken();
+  auto reply =
+      api::SubmitOnce(options.socket.empty() ? api::DefaultSocketPath() : options.socket, *request);
   if (!reply.ok()) return Fail(options, reply.status());
   if (options.json)
     fmt::print("{}\n", api::EncodeReply(*reply));
@@ -740,6 +743,15 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   const mode_t mask = umask(0);
   umask(mask);
   r.context.umask = static_cast<int>(mask);
+  for (const ResourceKind& kind : kResourceKinds) {
+    rlimit limit{};
+    if (getrlimit(kind.resource, &limit) != 0) continue;
+    const auto value = [](rlim_t v) {
+      return v == RLIM_INFINITY ? int64_t{-1} : static_cast<int64_t>(v);
+    };
+    r.context.limits.push_back(
+        {std::string(kind.name), value(limit.rlim_cur), value(limit.rlim_max)});
+  }
   r.env = environment;
   if (!o.export_env.empty()) {
     auto env = ApplyExport(o.export_env, environment);
@@ -1009,7 +1021,7 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
     }
   };
   if (app.got_subcommand("queue"))
-    return print(Call(o, api::QueueRequest{o.user}),
+    return print(CallQueue(o, o.user),
                  [&](const api::QueueReply& r) { return PrintJobs(o, r.jobs, false); });
   if (app.got_subcommand("show"))
     return print(Call(o, api::ShowRequest{o.job}),

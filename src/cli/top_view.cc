@@ -231,6 +231,20 @@ JobId MoveSelection(const TopSnapshot& snapshot, const TopViewState& state, int 
   return jobs[static_cast<size_t>(pos)].id;
 }
 
+TopQueueAsk QueueToAsk(const TopSnapshot& snapshot, const TopViewState& state, int height) {
+  TopQueueAsk ask;
+  if (state.mine_only) ask.request.user = snapshot.me;
+  const auto shown = VisibleJobs(snapshot, state);
+  const auto selected = std::find_if(
+      shown.begin(), shown.end(), [&](const api::JobSummary& j) { return j.id == state.selected; });
+  const long needed =
+      (selected == shown.end() ? 0 : selected - shown.begin()) + std::max(height, 1) + 1;
+  ask.every_page =
+      state.sort != TopSort::kId || !state.filter.empty() || needed > api::kMaxQueuePage;
+  if (!ask.every_page) ask.request.limit = static_cast<int>(needed);
+  return ask;
+}
+
 std::string MemoryBar(const api::GpuInfoReply& gpu, int width) {
   if (width <= 0) return "";
   std::string bar;
@@ -285,9 +299,15 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
     const auto jobs = VisibleJobs(snapshot, state);
     const JobId selected = SelectedJob(snapshot, state);
     int running = 0, waiting = 0;
-    for (const auto& j : jobs) {
-      running += j.state == JobState::kRunning;
-      waiting += Waiting(j.state);
+    if (snapshot.queue && snapshot.queue->next) {
+      // Only the first page was asked for (QueueToAsk): colod counted the rest.
+      running = snapshot.queue->running;
+      waiting = snapshot.queue->waiting;
+    } else {
+      for (const auto& j : jobs) {
+        running += j.state == JobState::kRunning;
+        waiting += Waiting(j.state);
+      }
     }
     if (job_rows > 0) {
       Add(lines, width,

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/shared_strings.h"
 #include "common/units.h"
 
 namespace colo {
@@ -44,8 +45,8 @@ struct JobSpec {
   JobId id = 0;
   std::string name;
   std::string owner;
-  std::vector<std::string> command;
-  int gpus = 1;  // all on one server
+  SharedStrings command;  // the tasks of an array share one
+  int gpus = 1;           // all on one server
   MemoryNeed memory;
   SharingPreference sharing = SharingPreference::kAny;
   // Orders one owner's waiting jobs (higher first); never moves a job past another owner's.

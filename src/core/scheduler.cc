@@ -1110,15 +1110,15 @@ void Scheduler::Backfill(JobRecord& head, Walk& walk, ClusterView& view,
   }
 }
 
-std::vector<Launch> Scheduler::Schedule() {
+std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
   if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return {};
-  std::vector<Launch> launches = Pass();
-  changed_ = false;
+  std::vector<Launch> launches = Pass(max_launches);
+  changed_ = launches.size() >= max_launches;  // cut short: the next call goes on
   wake_at_ = ComputeNextWakeup();
   return launches;
 }
 
-std::vector<Launch> Scheduler::Pass() {
+std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   std::vector<Launch> launches;
   head_blocked_by_utilization_ = false;
   booked_blocked_by_utilization_ = false;
@@ -1152,7 +1152,7 @@ std::vector<Launch> Scheduler::Pass() {
   }
   // The recovery queue has strict priority: while its head waits, nothing else starts (a job its
   // owner's limits hold is passed over, not waited for).
-  for (size_t pos = 0; pos < recovery_queue_.size();) {
+  for (size_t pos = 0; pos < recovery_queue_.size() && launches.size() < max_launches;) {
     JobRecord& job = Get(recovery_queue_[pos]);
     if (HeldBack(job, nullptr)) {
       ++pos;
@@ -1168,7 +1168,9 @@ std::vector<Launch> Scheduler::Pass() {
   }
   Walk walk(*this);
   std::vector<JobId> left;  // started or failed: out of the queue once the walk is over
-  while (const auto id = walk.Next()) {
+  while (launches.size() < max_launches) {
+    const auto id = walk.Next();
+    if (!id) break;
     JobRecord& job = Get(*id);
     if (HeldBack(job, &walk)) continue;
     const Outcome outcome = TryPlace(job, view, launches, nullptr);

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -255,8 +256,10 @@ class Scheduler {
   // then the recovery queue (strict priority), then the main queue in its order (FIFO, or by
   // priority under fair share; one owner's jobs among themselves by JobSpec::priority, in the
   // places they hold), each job within its owner's limits (a job they hold is passed over, never
-  // waited for); a waiting head gets its reservation and backfill.
-  std::vector<Launch> Schedule();
+  // waited for); a waiting head gets its reservation and backfill. At most `max_launches`: a
+  // pass cut short goes on at the next call (the daemon's next turn), which bounds what one pass
+  // costs.
+  std::vector<Launch> Schedule(size_t max_launches = std::numeric_limits<size_t>::max());
   // After Schedule: the running jobs to stop so that the main queue's head can start, when
   // preemption is on, the head's owner is under their share, it has waited preempt_after and no
   // room comes sooner. The fewest preemptible jobs of users over their share that make the room,
@@ -323,7 +326,7 @@ class Scheduler {
   };
   class Walk;  // the main queue in a pass's order
 
-  std::vector<Launch> Pass();
+  std::vector<Launch> Pass(size_t max_launches);
   void OrderOwnersJobs(const std::string& owner);
   // Puts a waiting job in its queue (booked, recovery or main) and counts it for its owner.
   void QueueJob(JobRecord& job, bool front);

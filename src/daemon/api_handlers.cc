@@ -251,10 +251,17 @@ Result<Job> ApiHandlers::JobForOwner(const Identity& caller, JobId id,
 Result<api::QueueReply> ApiHandlers::Handle(const Identity& caller,
                                             const api::QueueRequest& request) {
   api::QueueReply reply;
+  const size_t limit = static_cast<size_t>(std::clamp(request.limit, 1, api::kMaxQueuePage));
+  // Counting every job is cheap; describing one is what costs, so only a page is described.
   for (const auto& [id, job] : c_.controller.live_jobs()) {
-    if (!job.live()) continue;
-    if (!request.user.empty() && job.owner.user != request.user) continue;
-    reply.jobs.push_back(Summarize(job, caller));
+    if (!job.live() || (!request.user.empty() && job.owner.user != request.user)) continue;
+    (job.state == JobState::kRunning ? reply.running : reply.waiting) += 1;
+    if (request.after && id <= *request.after) continue;
+    if (reply.jobs.size() < limit) {
+      reply.jobs.push_back(Summarize(job, caller));
+    } else if (!reply.next) {
+      reply.next = reply.jobs.back().id;
+    }
   }
   reply.main_queue = static_cast<int>(c_.controller.scheduler().main_queue().size());
   reply.recovery_queue = static_cast<int>(c_.controller.scheduler().recovery_queue().size());
@@ -286,10 +293,12 @@ Result<api::CancelReply> ApiHandlers::Handle(const Identity& caller,
 Result<api::ControlReply> ApiHandlers::Handle(const Identity& caller,
                                               const api::ControlRequest& request) {
   api::ControlReply reply;
-  for (JobId id : request.jobs) {
+  auto states =
+      c_.controller.ControlMany(caller, request.action, request.jobs, !request.each_alone);
+  for (size_t i = 0; i < request.jobs.size(); ++i) {
     api::ControlResult result;
-    result.job = id;
-    auto state = c_.controller.Control(caller, request.action, id, !request.each_alone);
+    result.job = request.jobs[i];
+    const auto& state = states[i];
     if (state.ok()) {
       result.ok = true;
       result.state = *state;

@@ -16,6 +16,8 @@
 #define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
 
+#include "common/resource_limits.h"
+#include "common/strings.h"
 #include "policies/registry.h"
 
 namespace colo {
@@ -53,6 +55,33 @@ SchedulerConfig DaemonSchedulerDefaults() {
   config.backfill_depth = 100;
   config.fairness.order = QueueOrder::kFairShare;
   return config;
+}
+
+// The resources a propagate_limits value names, or why it names none.
+Result<std::set<int>> ParsePropagatedLimits(const std::string& text) {
+  std::set<int> resources;
+  if (text == "none") return resources;
+  if (text == "all") {
+    for (const ResourceKind& kind : kResourceKinds) resources.insert(kind.resource);
+    return resources;
+  }
+  for (const std::string& name : Split(text, ',')) {
+    const auto resource = ResourceNamed(Trim(name));
+    if (!resource) {
+      std::string names;
+      for (const ResourceKind& kind : kResourceKinds)
+        names += (names.empty() ? "" : ", ") + std::string(kind.name);
+      return InvalidArgument(fmt::format(
+          "'{}' is not a resource (\"all\", \"none\", or a list of {})", Trim(name), names));
+    }
+    resources.insert(*resource);
+  }
+  return resources;
+}
+
+std::set<int> DaemonConfig::PropagatedLimits() const {
+  auto resources = ParsePropagatedLimits(propagate_limits);  // checked when the config was read
+  return resources.ok() ? *resources : std::set<int>{};
 }
 
 Result<GateConfig> DaemonConfig::GateDefaults() const {
@@ -158,6 +187,20 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   };
   auto duration = [&](const char* table, const char* key, Duration& out) {
     read_parsed(table, key, ParseDuration, out);
+  };
+  // A size, or "none" (also 0) for none.
+  auto size_or_none = [&](const char* table, const char* key, Bytes& out) {
+    std::string text_value;
+    str(table, key, text_value);
+    if (text_value == "none" || text_value == "0") {
+      out = Bytes(0);
+    } else if (!text_value.empty()) {
+      auto bytes = ParseBytes(text_value);
+      if (!bytes.ok())
+        fail(fmt::format("{}.{}: {} (or \"none\")", table, key, bytes.status().message()));
+      else
+        out = *bytes;
+    }
   };
 
   str("scheduler", "policy", c.policy);
@@ -277,9 +320,14 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   str("paths", "state_dir", c.state_dir);
   str("paths", "socket", c.socket);
   str("paths", "shim", c.shim);
+  str("paths", "jobs_dir", c.jobs_dir);
   duration("jobs", "cancel_grace", c.cancel_grace);
   duration("jobs", "timeout_grace", c.timeout_grace);
   duration("jobs", "leftover_grace", c.leftover_grace);
+  size_or_none("jobs", "log_limit", c.log_limit);
+  str("jobs", "propagate_limits", c.propagate_limits);
+  if (auto limits = ParsePropagatedLimits(c.propagate_limits); !limits.ok())
+    fail("jobs.propagate_limits: " + limits.status().message());
   {
     std::string cgroups = c.cgroups ? "auto" : "off";
     str("jobs", "cgroups", cgroups);
@@ -300,6 +348,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   num("limits", "max_jobs_per_user", c.max_jobs_per_user);
   num("limits", "max_array_size", c.max_array_size);
   duration("limits", "idle_timeout", c.idle_timeout);
+  size_or_none("limits", "database_reserve", c.database_reserve);
   str("slurm", "node", c.slurm_node);
   str("slurm", "bin_dir", c.slurm_bin_dir);
   str("slurm", "slurmd", c.slurm_slurmd);
@@ -449,10 +498,14 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"paths.state_dir", Quoted(c.state_dir)},
       {"paths.socket", Quoted(c.socket)},
       {"paths.shim", Quoted(c.shim)},
+      {"paths.jobs_dir", Quoted(c.jobs_dir)},
       {"jobs.cancel_grace", Secs(c.cancel_grace)},
       {"jobs.timeout_grace", Secs(c.timeout_grace)},
       {"jobs.cgroups", Quoted(c.cgroups ? "auto" : "off")},
       {"jobs.leftover_grace", Secs(c.leftover_grace)},
+      {"jobs.log_limit",
+       Quoted(c.log_limit > Bytes(0) ? fmt::format("{}B", c.log_limit.count()) : "none")},
+      {"jobs.propagate_limits", Quoted(c.propagate_limits)},
       {"history.enabled", Flag(c.history_enabled)},
       {"history.retention", Secs(c.history_retention)},
       {"history.flush_interval", Secs(c.history_flush_interval)},
@@ -464,6 +517,9 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"limits.max_clients", Number(c.max_clients)},
       {"limits.max_clients_per_user", Number(c.max_clients_per_user)},
       {"limits.idle_timeout", Secs(c.idle_timeout)},
+      {"limits.database_reserve",
+       Quoted(c.database_reserve > Bytes(0) ? fmt::format("{}B", c.database_reserve.count())
+                                            : "none")},
       {"limits.max_jobs_per_user", Number(c.max_jobs_per_user)},
       {"limits.max_array_size", Number(c.max_array_size)},
       {"slurm.node", Quoted(c.slurm_node)},
@@ -564,6 +620,7 @@ void ApplyDefaultPaths(DaemonConfig& c, const std::string& program_dir) {
   }
   if (c.socket.empty()) c.socket = DaemonSocketPath();
   if (c.shim.empty()) c.shim = program_dir + "/colo-shim";
+  if (c.jobs_dir.empty()) c.jobs_dir = c.state_dir + "/jobs";
   if (c.mps_pipe_dir.empty()) c.mps_pipe_dir = c.state_dir + "/mps/pipe";
   if (c.mps_log_dir.empty()) c.mps_log_dir = c.state_dir + "/mps/log";
 }

@@ -56,6 +56,8 @@ class Daemon {
   // Fair-share usage: read back at start (decayed over the time colod was away), stored often.
   Status RestoreUsage();
   void SaveUsage();
+  // Takes the database's reserve again once there is room, and says what became of it.
+  void CheckReserve();
   void RecordHistory(const GpuSampleSet& sample);
   void Wake();
   // Applies what a reloaded config changed that can change live, and logs what needs a restart.
@@ -68,6 +70,8 @@ class Daemon {
   GpuBackend& gpus_;
   SystemClock clock_;
   StateLock lock_;
+  SpaceReserve reserve_;
+  TimePoint next_reserve_check_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<PlacementPolicy> policy_;

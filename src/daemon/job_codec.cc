@@ -201,6 +201,12 @@ class FieldReader {
     out = std::move(strings);
   }
 
+  void Strings(std::string_view key, SharedStrings& out) {
+    std::vector<std::string> strings;
+    Strings(key, strings);
+    if (Member(key)) out = std::move(strings);
+  }
+
   void Int64(std::string_view key, int64_t& out) { Integer(key, out, INT64_MIN, INT64_MAX); }
   void Int(std::string_view key, int& out) {
     int64_t value = out;
@@ -590,6 +596,22 @@ Result<Job> Decode(std::string_view text, RecordDecoder decoder, bool lenient) {
 }
 
 }  // namespace
+
+std::string EncodeStrings(const std::vector<std::string>& strings) {
+  return Strings(strings).dump();
+}
+
+Result<std::vector<std::string>> DecodeStrings(std::string_view text) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) return InvalidArgument("not a list of strings");
+  std::vector<std::string> strings;
+  strings.reserve(parsed.size());
+  for (const json& item : parsed) {
+    if (!item.is_string()) return InvalidArgument("not a list of strings");
+    strings.push_back(ValidUtf8(item.get_ref<const std::string&>()));
+  }
+  return strings;
+}
 
 std::string EncodeJob(const Job& job) {
   json record = json::object();

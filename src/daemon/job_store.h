@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -44,6 +45,16 @@ struct UsageRecord {
 };
 // A record holds at most this many users (the others had the least usage).
 constexpr size_t kMaxUsageUsers = 10000;
+// How long a submit's token is kept with the job it stored: a client that lost the reply and
+// sends the submit again within this time gets that job (JobStore::SubmittedWith).
+constexpr Duration kSubmitTokenLifetime = Seconds(24 * 3600);
+constexpr size_t kMaxSubmitTokenBytes = 64;
+
+// One job's change among several stored together (JobStore::UpdateMany).
+struct JobChange {
+  const Job* job = nullptr;
+  std::vector<JobEvent> events;
+};
 
 class JobStore {
  public:
@@ -52,20 +63,31 @@ class JobStore {
   // Stores a new job and gives it its id, in one transaction: the id is above every id ever
   // handed out and every id in the store, so no record of another job is ever overwritten. On
   // failure nothing is stored and `job` is unchanged. Events whose `job` is 0 are the new job's
-  // (the caller cannot know its id yet).
-  virtual Status Insert(Job& job, const std::vector<JobEvent>& events) = 0;
+  // (the caller cannot know its id yet). `token`: the submit's own (empty: none), kept with the
+  // job's id for kSubmitTokenLifetime, in the same transaction.
+  virtual Status Insert(Job& job, const std::vector<JobEvent>& events, std::string_view token) = 0;
+  Status Insert(Job& job, const std::vector<JobEvent>& events) { return Insert(job, events, {}); }
   // Jobs stored together (the tasks of an array), in two steps so that their ids are known before
   // they are written (a task's name holds its array's id). ReserveIds hands out `count` (1 ..
   // kMaxReservedIds) consecutive ids and returns the first, in one transaction: above every id
   // ever handed out and every id in the store, and never handed out again. InsertReserved stores
   // jobs whose ids were handed out and are not stored yet, with their events (ids set), in one
-  // transaction: all or none.
+  // transaction: all or none; `token` (as Insert's) names the first of them.
   virtual Result<JobId> ReserveIds(int count) = 0;
-  virtual Status InsertReserved(const std::vector<Job>& jobs,
-                                const std::vector<JobEvent>& events) = 0;
+  virtual Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events,
+                                std::string_view token) = 0;
+  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events) {
+    return InsertReserved(jobs, events, {});
+  }
+  // The job a submit of `uid` with `token` stored at `since` or later, if one did.
+  virtual Result<std::optional<JobId>> SubmittedWith(unsigned uid, std::string_view token,
+                                                     WallTime since) = 0;
   // Replaces the record of an existing job and appends events, in one transaction. NotFound if
   // the job was never inserted.
   virtual Status Update(const Job& job, const std::vector<JobEvent>& events) = 0;
+  // Several jobs' changes in one transaction: all or none (one write for a thousand jobs held
+  // or released at once, where a thousand Updates would each wait for the disk).
+  virtual Status UpdateMany(const std::vector<JobChange>& changes) = 0;
   virtual Status AddEvents(const std::vector<JobEvent>& events) = 0;
 
   // Every job that has not ended (queued, recovering, running), by id; rows that cannot be read

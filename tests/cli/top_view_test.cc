@@ -192,6 +192,37 @@ TEST(TopView, SortFilterMineAndSelection) {
   EXPECT_TRUE(Has(RenderTop(s, state, 80, 24), "no jobs"));
 }
 
+TEST(TopView, AsksOnlyForWhatItShows) {
+  TopSnapshot s = Snapshot();
+  TopViewState state;
+  // By id, no filter: the first jobs to a screen past the selection, one page.
+  TopQueueAsk ask = QueueToAsk(s, state, 24);
+  EXPECT_FALSE(ask.every_page);
+  EXPECT_EQ(ask.request.limit, 25);
+  EXPECT_EQ(ask.request.user, "");
+  state.selected = 4;  // the fourth shown
+  EXPECT_EQ(QueueToAsk(s, state, 24).request.limit, 28);
+  state.mine_only = true;
+  EXPECT_EQ(QueueToAsk(s, state, 24).request.user, "alice");
+  state.mine_only = false;
+  // Far down the list, in another order or with a filter: every page.
+  EXPECT_TRUE(QueueToAsk(s, state, api::kMaxQueuePage).every_page);
+  state.sort = TopSort::kMemory;
+  EXPECT_TRUE(QueueToAsk(s, state, 24).every_page);
+  state.sort = TopSort::kId;
+  state.filter = "bob";
+  EXPECT_TRUE(QueueToAsk(s, state, 24).every_page);
+  state.filter.clear();
+
+  // A first page: the header counts what colod counted, not the page.
+  s.queue->next = 4;
+  s.queue->running = 7;
+  s.queue->waiting = 1200;
+  EXPECT_TRUE(Has(RenderTop(s, state, 100, 24), "[7 R 1200 PD]"));
+  s.queue->next.reset();
+  EXPECT_TRUE(Has(RenderTop(s, state, 100, 24), "[2 R 2 PD]"));
+}
+
 TEST(TopView, TheSelectionStaysInViewOnAShortScreen) {
   TopSnapshot s = Snapshot();
   for (JobId id = 10; id < 60; ++id)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/client_commands.h"
+#include "common/resource_limits.h"
 
 namespace colo {
 namespace {
@@ -86,6 +87,35 @@ students = { gpus = 2 }
   EXPECT_EQ(again->scheduler.fairness, c->scheduler.fairness);
 }
 
+TEST(DaemonConfig, LogsLimitsAndTheDatabasesReserve) {
+  auto defaults = ParseConfig("", "empty.toml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->log_limit, GiB(1));
+  EXPECT_EQ(defaults->database_reserve, MiB(64));
+  EXPECT_EQ(defaults->PropagatedLimits().size(), std::size(kResourceKinds));
+  ApplyDefaultPaths(*defaults, "/opt/colo/bin");
+  EXPECT_EQ(defaults->jobs_dir, defaults->state_dir + "/jobs");
+  auto c = ParseConfig(R"(
+[paths]
+jobs_dir = "/srv/colo-logs"
+[jobs]
+log_limit = "none"
+propagate_limits = "nofile, core"
+[limits]
+database_reserve = "16MiB"
+)",
+                       "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->log_limit, Bytes(0));
+  EXPECT_EQ(c->database_reserve, MiB(16));
+  EXPECT_EQ(c->PropagatedLimits(), (std::set<int>{RLIMIT_NOFILE, RLIMIT_CORE}));
+  ApplyDefaultPaths(*c, "/opt/colo/bin");
+  EXPECT_EQ(c->jobs_dir, "/srv/colo-logs");
+  auto none = ParseConfig("[jobs]\npropagate_limits = \"none\"", "test.toml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->PropagatedLimits().empty());
+}
+
 TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"[scheduler]\npolcy = \"worst-fit\"", "unknown key scheduler.polcy"},
@@ -101,6 +131,9 @@ TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
       {"[fairness]\nlimits = { gpu = 2 }", "unknown key fairness.limits.gpu"},
       {"[fairness.users]\nalice = { share = -1 }", "fairness.users.alice.share"},
       {"[fairness.groups]\nlab = { gpu_memory = \"lots\" }", "fairness.groups.lab.gpu_memory"},
+      {"[jobs]\npropagate_limits = \"nofile,files\"", "'files' is not a resource"},
+      {"[jobs]\nlog_limit = \"lots\"", "jobs.log_limit"},
+      {"[limits]\ndatabase_reserve = \"-3\"", "limits.database_reserve"},
       {"[slurm]\nshard_size = \"512KiB\"", "slurm.shard_size must be between 1MiB and 1TiB"},
       {"[slurm]\nbusy_wait = \"-1s\"", "slurm.busy_wait"},
       {"[slurm]\ndirect_submit = \"yes\"", "slurm.direct_submit"},
