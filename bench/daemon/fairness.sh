@@ -2,7 +2,8 @@
 # One user floods a system colod on every connection one user is allowed (submits, every user's
 # history page after page, hold/release of 1,000 jobs at once, held 1,000-task arrays with a 250 KB
 # environment and a 32 KB command, each cancelled again) while another user asks for the queue
-# every 50 ms: that user's latencies (p50/p99), colod's memory and the stalls of its loop. Run as
+# every 50 ms: that user's latencies (p50/p99) and colod's memory, first for one such array alone
+# on a fresh colod (kept, held, through the flood). Run as
 # root with two ordinary users (default colo-alice and colo-bob, as .ci/run makes them); fake GPUs,
 # no GPU needed. Prints a report; the numbers are measured, not asserted.
 #   bench/daemon/fairness.sh [BUILD_DIR] [SECONDS] [FLOODER] [PROBER]
@@ -45,6 +46,13 @@ as() { local user="$1"; shift; setpriv --reuid "$user" --regid "$(id -g "$user")
 rss() { awk '/^VmRSS|^VmHWM/ {printf "%s %.1f MiB  ", $1, $2/1024}' "/proc/$colod/status"; echo; }
 echo "== machine: $(nproc) cores, $(uname -r); $(sed -n 's/^colod: \(cgroup v2\|no cgroups\).*/\1/p' "$work/colod.log" | head -1)"
 echo -n "== colod at start: "; rss
+echo "== one held 1,000-task array with a 250 KB environment and a 32 KB command, on the fresh colod"
+before=$(awk '/^VmRSS/ {print $2}' "/proc/$colod/status")
+as "$flooder" "$bin/colo-loadgen" --socket "$socket" flood --seconds 1 --workdir "$work/$flooder" \
+  --connections 1 --roles array-keep
+after=$(awk '/^VmRSS/ {print $2}' "/proc/$colod/status")
+echo "   colod's RSS grew by $(awk "BEGIN {printf \"%.1f\", ($after - $before) / 1024}") MiB" \
+  "($((before / 1024)) to $((after / 1024)) MiB); database now $(du -ch "$work/state/colo.db"* | tail -1 | cut -f1) with its WAL"
 echo "== $prober's queue alone for 10 s"
 as "$prober" "$bin/colo-loadgen" --socket "$socket" probe --seconds 10
 echo "== $flooder floods on 32 connections for $seconds s while $prober asks for the queue"
@@ -57,9 +65,3 @@ wait "$flood" || true
 cat "$work/flood.txt"
 echo -n "== colod after the flood: "; rss
 echo "   state database: $(du -h "$work/state/colo.db" | cut -f1) (+ WAL $(du -h "$work/state/colo.db-wal" 2>/dev/null | cut -f1))"
-echo "== one held 1,000-task array with a 250 KB environment and a 32 KB command, alone"
-before=$(awk '/^VmRSS/ {print $2}' "/proc/$colod/status")
-as "$flooder" "$bin/colo-loadgen" --socket "$socket" flood --seconds 1 --workdir "$work/$flooder" \
-  --connections 1 --roles array-keep
-after=$(awk '/^VmRSS/ {print $2}' "/proc/$colod/status")
-echo "   colod's RSS grew by $(( (after - before) / 1024 )) MiB; database now $(du -h "$work/state/colo.db" | cut -f1)"

@@ -14,8 +14,8 @@
 //       of 1,000 held jobs at once), array (a held 1,000-task array with a 250 KB environment and
 //       a 32 KB command, then its cancel); prints what was done
 //   colo-loadgen probe --socket S [--seconds T] [--interval-ms I] [--limit N]
-//       another user's `queue` every I ms (the first page of N jobs, as `colo queue` asks for
-//       it); prints the latencies
+//       another user's `queue` every I ms (the first page, of N jobs: `colo queue` asks for pages
+//       of 500, `colo top` for a screenful); prints the latencies
 #include <fmt/format.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -393,7 +393,7 @@ int Probe(const std::string& socket, double seconds, int interval_ms, int limit)
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
   while (Clock::now() < until) {
     api::QueueRequest request;
-    (void)limit;  // BASELINE
+    request.limit = limit;
     const auto t0 = Clock::now();
     auto reply = client->Call(request);
     latencies.ms.push_back(Ms(Clock::now() - t0));
@@ -433,7 +433,7 @@ int main(int argc, char** argv) {
   verify->add_option("--ids", ids_file);
   auto* stall = app.add_subcommand("history-stall");
   stall->add_option("--seconds", seconds);
-  int connections = 32, interval_ms = 50, limit = 100;
+  int connections = 32, interval_ms = 50, limit = colo::api::kMaxQueuePage;
   std::vector<std::string> roles = {"submit", "history", "flip", "array"};
   auto* flood = app.add_subcommand("flood");
   flood->add_option("--seconds", seconds);

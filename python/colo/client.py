@@ -16,11 +16,13 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import stat
 import subprocess
 import time
+import uuid
 from typing import Iterable, Mapping, Sequence
 
 API_VERSION = 1
@@ -82,6 +84,11 @@ class Unreachable(ColoError):
     """No colod answered at the socket."""
 
     code = "unreachable"
+
+
+class Unanswered(Unavailable):
+    """The request was sent but no answer came (the connection broke, colod restarted): it may
+    or may not have been served."""
 
 
 _ERRORS = {cls.code: cls for cls in (InvalidArgument, NotFound, PermissionDenied, Infeasible,
@@ -241,16 +248,20 @@ class Client:
         """Sends one request and returns the reply's fields; raises the reply's error."""
         request = dict(fields, api=API_VERSION, op=op)
         line = (json.dumps(request, separators=(",", ":")) + "\n").encode()
+        sent = False
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.settimeout(self.timeout)
                 conn.connect(self.socket_path)
+                sent = True
                 conn.sendall(line)
                 reply = self._read_line(conn)
         except socket.timeout as error:
-            raise Unavailable(f"colod at {self.socket_path} did not answer within "
-                              f"{self.timeout} s") from error
+            raise Unanswered(f"colod at {self.socket_path} did not answer within "
+                             f"{self.timeout} s") from error
         except OSError as error:
+            if sent:
+                raise Unanswered(f"colod at {self.socket_path} gave no answer: {error}") from error
             raise Unreachable(f"cannot reach colod at {self.socket_path}: {error} (is colod "
                               "running? set COLO_SOCKET)") from error
         try:
@@ -282,12 +293,16 @@ class Client:
     # Jobs.
     def submit(self, command: Sequence[str], *, gpus=1, memory=None, share=None, threads=None,
                smact=None, name="", workdir=None, env: Mapping[str, str] | None = None,
-               estimate_from=None, batch=None, gpu_model=None, output=None, error=None) -> int:
+               estimate_from=None, batch=None, gpu_model=None, output=None, error=None,
+               token=None, patience=60.0) -> int:
         """Submits `command` (argv; the first word is found through PATH) and returns the job id.
         `memory`: the declared peak per GPU (bytes or "12GiB"); `estimate_from`: a profile
         (colo.profile's or colo-profile's JSON, or a torchsummary file) that colo's estimators turn
         into the plan, as `colo submit --estimate-from` does; `env` defaults to this process's;
-        `output`/`error`: files for the job's stdout/stderr as `colo submit -o/-e` takes them."""
+        `output`/`error`: files for the job's stdout/stderr as `colo submit -o/-e` takes them.
+        The submit carries a token (`token`, else a new random one): should its answer be lost
+        (the connection broke, colod restarted), it is sent again for up to `patience` seconds,
+        and colod answers with the job it stored the first time, never a second one."""
         if isinstance(command, str) or not command or not all(isinstance(w, str) for w in command):
             raise InvalidArgument("command must be a non-empty list of strings (argv)")
         request = {"command": list(command), "gpus": int(gpus),
@@ -309,7 +324,26 @@ class Client:
             request["error"] = error
         if estimate_from is not None:
             request["estimate"] = self.estimate(estimate_from, batch=batch, gpu_model=gpu_model)
-        return int(self.call("submit", **request)["job"])
+        request.update(submitter_context())
+        request["token"] = token or uuid.uuid4().hex
+        give_up = time.monotonic() + patience
+        pause, first, unanswered = 0.1, True, 0
+        while True:
+            try:
+                return int(self.call("submit", **request)["job"])
+            except Unreachable:
+                # At the first try colod is not there and nothing was sent: no retry.
+                if first or time.monotonic() + pause > give_up:
+                    raise
+            except Unanswered:
+                # A restarting colod refuses connections, then answers: one that takes the
+                # submit three times without answering is not restarting.
+                unanswered += 1
+                if unanswered >= 3 or time.monotonic() + pause > give_up:
+                    raise
+            first = False
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     def estimate(self, summary, batch=None, gpu_model=None):
         """The estimate colo plans with for a profile, in the API's form (as `colo submit
@@ -348,8 +382,18 @@ class Client:
         return Job.from_json(self.call("show", job=int(job))["job"])
 
     def queue(self, user="") -> list:
-        """Jobs waiting and running (`colo queue`); `user` restricts it to one user's."""
-        return [Job.from_json(j) for j in self.call("queue", user=user)["jobs"]]
+        """Jobs waiting and running (`colo queue`); `user` restricts it to one user's. colod
+        answers a page at a time (each page a request of its own); this follows every page."""
+        jobs, after = [], None
+        while True:
+            fields = {"user": user}
+            if after is not None:
+                fields["after"] = after
+            reply = self.call("queue", **fields)
+            jobs.extend(Job.from_json(j) for j in reply["jobs"])
+            after = reply.get("next")
+            if after is None:
+                return jobs
 
     def history(self, limit=50, all_users=False) -> list:
         """Jobs that ended, newest first (`colo history`), following pages up to `limit`."""
@@ -410,6 +454,35 @@ class Client:
     def hello(self) -> Mapping:
         """colod's name, API version, GPU backend and who it thinks the caller is."""
         return self.call("hello")
+
+
+# The resource limits a job takes from its submitter, by the names colod knows them by.
+_LIMITS = {name: getattr(resource, f"RLIMIT_{name.upper()}") for name in
+           ("as", "core", "cpu", "data", "fsize", "memlock", "nofile", "nproc", "rss", "stack")
+           if hasattr(resource, f"RLIMIT_{name.upper()}")}
+
+
+def submitter_context():
+    """What a job takes from this process, as `colo submit` sends it: the umask its files are
+    made with and the resource limits its processes get (colod never gives more than its own)."""
+    mask = None
+    try:  # read, not set and set back: other threads may be making files meanwhile
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    mask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    if mask is None:
+        mask = os.umask(0)
+        os.umask(mask)
+    limits = []
+    for name, which in _LIMITS.items():
+        soft, hard = resource.getrlimit(which)
+        limits.append({"name": name,
+                       "soft": -1 if soft == resource.RLIM_INFINITY else soft,
+                       "hard": -1 if hard == resource.RLIM_INFINITY else hard})
+    return {"umask": mask, "limits": limits}
 
 
 def _check_runnable(program, workdir, env):

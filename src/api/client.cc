@@ -4,12 +4,16 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <thread>
 
 namespace colo::api {
 namespace {
@@ -36,7 +40,10 @@ Result<Client> Client::Connect(const std::string& socket_path, std::chrono::mill
 }
 
 Client::Client(Client&& other) noexcept
-    : fd_(other.fd_), timeout_(other.timeout_), pending_(std::move(other.pending_)) {
+    : fd_(other.fd_),
+      timeout_(other.timeout_),
+      pending_(std::move(other.pending_)),
+      answered_(other.answered_) {
   other.fd_ = -1;
 }
 
@@ -44,7 +51,24 @@ Client::~Client() {
   if (fd_ >= 0) close(fd_);
 }
 
+Result<QueueReply> Client::WholeQueue(QueueRequest request) {
+  QueueReply whole;
+  for (;;) {
+    auto page = Call(request);
+    if (!page.ok()) return page.status();
+    whole.jobs.insert(whole.jobs.end(), std::make_move_iterator(page->jobs.begin()),
+                      std::make_move_iterator(page->jobs.end()));
+    whole.main_queue = page->main_queue;
+    whole.recovery_queue = page->recovery_queue;
+    whole.running = page->running;
+    whole.waiting = page->waiting;
+    if (!page->next) return whole;
+    request.after = page->next;
+  }
+}
+
 Result<std::string> Client::RoundTrip(const std::string& request) {
+  answered_ = false;
   const std::string line = request + "\n";
   size_t sent = 0;
   int send_error = 0;
@@ -65,6 +89,7 @@ Result<std::string> Client::RoundTrip(const std::string& request) {
     if (newline != std::string::npos) {
       std::string reply = pending_.substr(0, newline);
       pending_.erase(0, newline + 1);
+      answered_ = true;
       return reply;
     }
     if (pending_.size() > kMaxReplyBytes) return Internal("colod's reply is too large");
@@ -85,6 +110,56 @@ Result<std::string> Client::RoundTrip(const std::string& request) {
                              : "colod closed the connection before replying");
     }
     pending_.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+std::string NewSubmitToken() {
+  uint8_t bytes[16] = {};
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  std::string token;
+  for (uint8_t b : bytes) token += fmt::format("{:02x}", b);
+  return token;
+}
+
+Result<SubmitReply> SubmitOnce(const std::string& socket_path, const SubmitRequest& request,
+                               std::chrono::milliseconds patience) {
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  auto pause = std::chrono::milliseconds(100);
+  // A colod that restarts refuses connections until it listens again, then answers; one that
+  // takes the submit and never answers, again and again, is not restarting: so many tries, then
+  // the error.
+  constexpr int kMaxUnanswered = 3;
+  int unanswered = 0;
+  for (bool first = true;; first = false) {
+    auto client = Client::Connect(socket_path);
+    Status lost;
+    if (client.ok()) {
+      auto reply = client->Call(request);
+      if (reply.ok() || client->answered() || request.token.empty()) return reply;
+      if (++unanswered >= kMaxUnanswered)
+        return Unavailable(fmt::format(
+            "{}; colod took the submit {} times without an answer, and may or may not have "
+            "stored it",
+            reply.status().message(), kMaxUnanswered));
+      lost = reply.status();
+    } else if (first) {
+      return client.status();
+    } else {
+      lost = client.status();  // colod restarting, say
+    }
+    if (std::chrono::steady_clock::now() + pause > give_up)
+      return Unavailable(
+          fmt::format("{}; the submit was sent again for {} s without an answer, "
+                      "and may or may not have been stored",
+                      lost.message(), patience.count() / 1000));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "api/field_json.h"
 #include "api/output_pattern.h"
+#include "common/resource_limits.h"
 
 namespace colo::api {
 
@@ -40,8 +41,8 @@ std::string EncodeAnyReply(const Reply& reply) {
 
 // The op of each alternative of Request, in its order.
 constexpr std::string_view kOpNames[] = {
-    "hello",   "submit",       "queue",     "show",      "cancel",  "explain", "logs",  "gpus",
-    "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report",  "events"};
+    "hello",   "submit",       "queue",     "show",      "cancel",  "explain", "logs",   "gpus",
+    "history", "slurm_attach", "slurm_end", "slurm_run", "control", "report",  "events", "share"};
 static_assert(std::size(kOpNames) == std::variant_size_v<Request>);
 
 // The alternative of Request whose op is `op`, read from `j`; nullopt for an unknown op.
@@ -100,6 +101,19 @@ void CheckFields(SubmitRequest& s, field_json::Reader& r) {
     if (Status checked = CheckOutputPattern(*pattern); !checked.ok())
       return r.Fail(key, checked.message());
   }
+}
+
+void CheckFields(ResourceLimit& limit, field_json::Reader& r) {
+  if (!ResourceNamed(limit.name)) {
+    std::string names;
+    for (const ResourceKind& kind : kResourceKinds)
+      names += (names.empty() ? "" : ", ") + std::string(kind.name);
+    return r.Fail("name", fmt::format("unknown resource '{}' (one of {})", limit.name, names));
+  }
+  const auto value = [](int64_t v) {
+    return v < 0 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
+  };
+  if (value(limit.soft) > value(limit.hard)) r.Fail("soft", "must be at most hard");
 }
 
 void CheckFields(ControlRequest& c, field_json::Reader& r) {
@@ -308,6 +322,9 @@ std::string EncodeReply(const LogsReply& reply) {
 std::string EncodeReply(const GpusReply& reply) {
   return EncodeAnyReply(reply);
 }
+std::string EncodeReply(const ShareReply& reply) {
+  return EncodeAnyReply(reply);
+}
 std::string EncodeReply(const HistoryReply& reply) {
   return EncodeAnyReply(reply);
 }
@@ -371,6 +388,7 @@ template Result<CancelReply> DecodeReply<CancelReply>(std::string_view);
 template Result<ExplainReply> DecodeReply<ExplainReply>(std::string_view);
 template Result<LogsReply> DecodeReply<LogsReply>(std::string_view);
 template Result<GpusReply> DecodeReply<GpusReply>(std::string_view);
+template Result<ShareReply> DecodeReply<ShareReply>(std::string_view);
 template Result<HistoryReply> DecodeReply<HistoryReply>(std::string_view);
 template Result<SlurmAttachReply> DecodeReply<SlurmAttachReply>(std::string_view);
 template Result<SlurmEndReply> DecodeReply<SlurmEndReply>(std::string_view);

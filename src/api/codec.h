@@ -27,6 +27,7 @@ std::string EncodeReply(const CancelReply& reply);
 std::string EncodeReply(const ExplainReply& reply);
 std::string EncodeReply(const LogsReply& reply);
 std::string EncodeReply(const GpusReply& reply);
+std::string EncodeReply(const ShareReply& reply);
 std::string EncodeReply(const HistoryReply& reply);
 std::string EncodeReply(const SlurmAttachReply& reply);
 std::string EncodeReply(const SlurmEndReply& reply);

@@ -162,19 +162,38 @@ void CheckFields(ArraySpec& array, field_json::Reader& fields);
 // job, shown by `colo show`, and applied to every attempt. A setting colod only carries from the
 // submitter to the job's processes belongs here: it is then stored, sent and shown with no other
 // change (docs/architecture.md, "A new job field").
+// One resource limit of the submitter's, as getrlimit gave it: its name (common/resource_limits.h:
+// "nofile", "core", ...), soft and hard values, -1 for unlimited.
+struct ResourceLimit {
+  std::string name;
+  int64_t soft = -1, hard = -1;
+  bool operator==(const ResourceLimit&) const = default;
+};
+constexpr auto Fields(Of<ResourceLimit>) {
+  using L = ResourceLimit;
+  return std::tuple{Field("name", &L::name).MaxBytes(16).Required("a resource's name"),
+                    Field("soft", &L::soft).Range(-1, std::numeric_limits<int64_t>::max()),
+                    Field("hard", &L::hard).Range(-1, std::numeric_limits<int64_t>::max())};
+}
+void CheckFields(ResourceLimit& limit, field_json::Reader& fields);  // a known name, soft <= hard
+
 struct JobContext {
   std::string workdir;         // absolute
   std::string source = "cli";  // "cli", "script PATH", "rad PATH", "slurm ID"
   // The submitter's file mode creation mask, which the job's processes start with (absent: 022,
   // as a login shell's).
   std::optional<int> umask;
+  // The submitter's resource limits, which the job's processes get, never above what they would
+  // have without them (colod's own).
+  std::vector<ResourceLimit> limits;
   bool operator==(const JobContext&) const = default;
 };
 constexpr size_t kMaxSourceBytes = 4096;
 constexpr auto Fields(Of<JobContext>) {
   return std::tuple{Field("workdir", &JobContext::workdir).MaxBytes(4096),
                     Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes),
-                    Field("umask", &JobContext::umask).Range(0, 0777)};
+                    Field("umask", &JobContext::umask).Range(0, 0777),
+                    Field("limits", &JobContext::limits).MaxItems(32).OmitDefault()};
 }
 
 // Requests
@@ -202,7 +221,11 @@ struct SubmitRequest {
   // Files the job's stdout and stderr are copied to (sbatch -o/-e; output_pattern.h); empty:
   // none. Only -o: both go there.
   std::string output, error;
+  // Names this submit (a client picks it at random): sent again with the same token (its reply
+  // was lost), the submit gets the job it stored the first time instead of a second one.
+  std::string token;
 };
+constexpr size_t kMaxTokenBytes = 64;
 constexpr auto Fields(Of<SubmitRequest>) {
   using S = SubmitRequest;
   return std::tuple{
@@ -222,7 +245,8 @@ constexpr auto Fields(Of<SubmitRequest>) {
       Field("priority", &S::priority).Range(-kMaxPriority, kMaxPriority).OmitDefault(),
       Field("array", &S::array),
       Field("output", &S::output).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
-      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault()};
+      Field("error", &S::error).MaxBytes(kMaxOutputPatternBytes).OmitDefault(),
+      Field("token", &S::token).MaxBytes(kMaxTokenBytes).OmitDefault()};
 }
 // The command and the environment are checked whole; a workdir is required; -o/-e are patterns.
 void CheckFields(SubmitRequest& submit, field_json::Reader& fields);
@@ -250,11 +274,18 @@ constexpr auto Fields(Of<ControlRequest>) {
                     Field("each_alone", &C::each_alone).OmitDefault()};
 }
 void CheckFields(ControlRequest& control, field_json::Reader& fields);  // at least one job
+// The live jobs a page at a time, by id: one reply costs colod a bounded time whatever the queue
+// holds (a page of 500 takes a few milliseconds).
+constexpr int kMaxQueuePage = 500;
 struct QueueRequest {
   std::string user;  // only this user's jobs; empty: everyone's
+  int limit = kMaxQueuePage;
+  std::optional<JobId> after;  // only jobs with a larger id (the previous page's `next`)
 };
 constexpr auto Fields(Of<QueueRequest>) {
-  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256)};
+  return std::tuple{Field("user", &QueueRequest::user).MaxBytes(256),
+                    Field("limit", &QueueRequest::limit).Range(1, kMaxQueuePage),
+                    Field("after", &QueueRequest::after).Range(0, kMaxJobId)};
 }
 // The requests that name one job.
 template <typename R>
@@ -313,6 +344,11 @@ struct EventsRequest {
 };
 constexpr auto Fields(Of<EventsRequest>) {
   return std::tuple{Field("limit", &EventsRequest::limit).Range(1, kMaxRecentEvents)};
+}
+// Every user who counts for fair share now: their share, usage and limits (colo share).
+struct ShareRequest {};
+constexpr auto Fields(Of<ShareRequest>) {
+  return std::tuple{};
 }
 
 // Slurm: the node's half of a Slurm job (the SPANK plugin in slurmstepd and slurmd, as root).
@@ -396,10 +432,10 @@ constexpr auto Fields(Of<RunReportRequest>) {
                     Field("max_points", &R::max_points).Range(10, kMaxReportPoints)};
 }
 
-using Request =
-    std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
-                 ExplainRequest, LogsRequest, GpusRequest, HistoryRequest, SlurmAttachRequest,
-                 SlurmEndRequest, SlurmRunRequest, ControlRequest, RunReportRequest, EventsRequest>;
+using Request = std::variant<HelloRequest, SubmitRequest, QueueRequest, ShowRequest, CancelRequest,
+                             ExplainRequest, LogsRequest, GpusRequest, HistoryRequest,
+                             SlurmAttachRequest, SlurmEndRequest, SlurmRunRequest, ControlRequest,
+                             RunReportRequest, EventsRequest, ShareRequest>;
 std::string_view OpName(const Request& request);
 
 // Replies
@@ -561,11 +597,18 @@ constexpr auto Fields(Of<JobDetail>) {
 struct QueueReply {
   std::vector<JobSummary> jobs;
   int main_queue = 0, recovery_queue = 0;
+  std::optional<JobId> next;  // pass as `after` for the next page; absent on the last page
+  // Of every page together (the jobs of the user asked for, or everyone's): those running and
+  // those waiting (queued, held or recovering).
+  int running = 0, waiting = 0;
 };
 constexpr auto Fields(Of<QueueReply>) {
   return std::tuple{Field("jobs", &QueueReply::jobs),
                     Field("main_queue", &QueueReply::main_queue).Range(0, 1 << 30),
-                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30)};
+                    Field("recovery_queue", &QueueReply::recovery_queue).Range(0, 1 << 30),
+                    Field("next", &QueueReply::next).Range(0, kMaxJobId),
+                    Field("running", &QueueReply::running).Range(0, 1 << 30),
+                    Field("waiting", &QueueReply::waiting).Range(0, 1 << 30)};
 }
 struct ShowReply {
   JobDetail job;
@@ -617,6 +660,14 @@ struct ExplainReply {
   int position = 0;   // in its queue, from 1; 0 when not queued
   std::string queue;  // "main" or "recovery"
   std::vector<GateInfo> gpus;
+  int waiting = 0;  // jobs in its queue
+  // Its owner's standing and how its priority is made (fair share), for people; empty: FIFO.
+  std::string standing;
+  double priority = 0;
+  // The head of the main queue: what backfill keeps for it, for people; else empty.
+  std::string reservation;
+  // What its owner's limits hold back, for people; else empty.
+  std::string limit;
 };
 constexpr auto Fields(Of<ExplainReply>) {
   using E = ExplainReply;
@@ -625,7 +676,12 @@ constexpr auto Fields(Of<ExplainReply>) {
                     Field("summary", &E::summary),
                     Field("position", &E::position).Range(0, 1 << 30).OmitDefault(),
                     Field("queue", &E::queue).MaxBytes(64).OmitDefault(),
-                    Field("gpus", &E::gpus)};
+                    Field("gpus", &E::gpus),
+                    Field("waiting", &E::waiting).Range(0, 1 << 30).OmitDefault(),
+                    Field("standing", &E::standing).MaxBytes(4096).OmitDefault(),
+                    Field("priority", &E::priority).Range(0, 1e12).OmitDefault(),
+                    Field("reservation", &E::reservation).MaxBytes(4096).OmitDefault(),
+                    Field("limit", &E::limit).MaxBytes(4096).OmitDefault()};
 }
 struct LogsReply {
   JobId job = 0;
@@ -736,6 +792,45 @@ struct EventsReply {
 };
 constexpr auto Fields(Of<EventsReply>) {
   return std::tuple{Field("events", &EventsReply::events)};
+}
+
+// One user's standing for fair share (core/fair_share.h's UserStanding) and what they hold.
+struct ShareUser {
+  std::string user;
+  double share = 1;              // as granted
+  double share_fraction = 0;     // of the shares of every user listed
+  double usage_gpu_hours = 0;    // decayed
+  double usage_fraction = 0;     // of every user's usage
+  double factor = 1;             // fair-share factor: 2^-(usage_fraction / share_fraction)
+  int running = 0, waiting = 0;  // jobs
+  int gpus = 0;                  // held by their running jobs
+  Bytes gpu_memory;              // planned by their running jobs
+  // Their limits, as "gpus 4, gpu memory 80.0 GiB"; empty: none.
+  std::string limits;
+};
+constexpr auto Fields(Of<ShareUser>) {
+  using U = ShareUser;
+  return std::tuple{Field("user", &U::user).MaxBytes(256),
+                    Field("share", &U::share).Range(0, 1e9),
+                    Field("share_fraction", &U::share_fraction).Range(0, 1),
+                    Field("usage_gpu_hours", &U::usage_gpu_hours).Range(0, 1e15),
+                    Field("usage_fraction", &U::usage_fraction).Range(0, 1),
+                    Field("factor", &U::factor).Range(0, 1),
+                    Field("running", &U::running).Range(0, 1 << 30),
+                    Field("waiting", &U::waiting).Range(0, 1 << 30),
+                    Field("gpus", &U::gpus).Range(0, 1 << 20),
+                    Field("gpu_memory", &U::gpu_memory).Range(0, kMaxMemoryBytes),
+                    Field("limits", &U::limits).MaxBytes(1024).OmitDefault()};
+}
+struct ShareReply {
+  std::string order;  // "fair-share" or "fifo"
+  double half_life_s = 0;
+  std::vector<ShareUser> users;  // highest fair-share factor first: who goes first
+};
+constexpr auto Fields(Of<ShareReply>) {
+  return std::tuple{Field("order", &ShareReply::order).MaxBytes(64),
+                    Field("half_life_s", &ShareReply::half_life_s).Range(0, 1e12),
+                    Field("users", &ShareReply::users)};
 }
 
 struct RunGpu {
@@ -919,6 +1014,10 @@ struct ReplyOf<HistoryRequest> {
 template <>
 struct ReplyOf<EventsRequest> {
   using type = EventsReply;
+};
+template <>
+struct ReplyOf<ShareRequest> {
+  using type = ShareReply;
 };
 template <>
 struct ReplyOf<SlurmAttachRequest> {

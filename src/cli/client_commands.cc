@@ -26,9 +26,11 @@
 #include "cli/estimate_command.h"
 #include "cli/job_table.h"
 #include "cli/report_command.h"
+#include "common/resource_limits.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
+#include "core/fair_share.h"
 #include "formats/job_script.h"
 #include "formats/rad.h"
 #include "formats/slurm_options.h"
@@ -312,7 +314,9 @@ int Submit(const ClientOptions& options) {
                        options.json, kExitUsage);
   auto request = BuildSubmitRequest(options, environment);
   if (!request.ok()) return Fail(options, request.status());
-  auto reply = Call(options, *request);
+  request->token = api::NewSubmitToken();
+  auto reply =
+      api::SubmitOnce(options.socket.empty() ? api::DefaultSocketPath() : options.socket, *request);
   if (!reply.ok()) return Fail(options, reply.status());
   if (options.json)
     fmt::print("{}\n", api::EncodeReply(*reply));
@@ -647,6 +651,20 @@ std::string JobNamed(const ClientOptions& o) {
   return it != names.end() ? it->second : std::to_string(o.job);
 }
 
+void PrintShare(const api::ShareReply& r) {
+  fmt::print("order {}, usage halves every {}\n", r.order, FormatDuration(SecondsF(r.half_life_s)));
+  fmt::print("{:<16} {:>6} {:>7} {:>10} {:>7} {:>7} {:>8} {:>8} {:>5} {:>10}  {}\n", "USER",
+             "SHARE", "SHARE%", "USAGE_GPUh", "USAGE%", "FACTOR", "RUNNING", "WAITING", "GPUS",
+             "GPU_MEM", "LIMITS");
+  for (const api::ShareUser& u : r.users) {
+    fmt::print("{:<16} {:>6} {:>7} {:>10.2f} {:>7} {:>7.3f} {:>8} {:>8} {:>5} {:>10}  {}\n",
+               Printable(u.user), fmt::format("{:g}", u.share), Percent(u.share_fraction),
+               u.usage_gpu_hours, Percent(u.usage_fraction), u.factor, u.running, u.waiting, u.gpus,
+               FormatBytes(u.gpu_memory), u.limits.empty() ? "-" : Printable(u.limits));
+  }
+  if (r.users.empty()) fmt::print("(no user has jobs or recent usage)\n");
+}
+
 void PrintGpus(const api::GpusReply& r, const std::map<JobId, std::string>& names) {
   fmt::print("{:>3} {:<24} {:>6} {:>6} {:>8} {:>6} {:>6} {:>7} {:>10} {:<9} {}\n", "GPU", "NAME",
              "USED", "TOTAL", "FREE4JOB", "SMACT", "SMOCC", "POWER", "ENERGY_kJ", "MODE", "JOBS");
@@ -725,6 +743,15 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   const mode_t mask = umask(0);
   umask(mask);
   r.context.umask = static_cast<int>(mask);
+  for (const ResourceKind& kind : kResourceKinds) {
+    rlimit limit{};
+    if (getrlimit(kind.resource, &limit) != 0) continue;
+    const auto value = [](rlim_t v) {
+      return v == RLIM_INFINITY ? int64_t{-1} : static_cast<int64_t>(v);
+    };
+    r.context.limits.push_back(
+        {std::string(kind.name), value(limit.rlim_cur), value(limit.rlim_max)});
+  }
   r.env = environment;
   if (!o.export_env.empty()) {
     auto env = ApplyExport(o.export_env, environment);
@@ -865,7 +892,8 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
                    "ALL: added to yours)")
       ->check(parses([](const std::string& t) { return ApplyExport(t, {}); }));
   submit->add_option("--estimate-from", o.estimate_from, "model summary to estimate memory from");
-  submit->add_option("--batch", o.batch, "batch size, with --estimate-from");
+  submit->add_option("--batch", o.batch, "batch size, with --estimate-from")
+      ->check(CLI::Range(1, 1 << 20));
   submit->add_option("--gpu-model", o.estimate_gpu,
                      "GPU model whose calibration the estimate uses (default: the first shipped)");
   submit->add_option("command", o.command, "the command, or a job file")->expected(-1);
@@ -879,12 +907,14 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "command on the PATH the job gets.");
   submit->add_flag("--json", o.json, kJsonHelp);
   auto* queue = app.add_subcommand("queue", "jobs waiting and running (like squeue)");
-  queue->add_option("--user", o.user, "only this user's jobs");
+  queue->add_option("-u,--user", o.user, "only this user's jobs");
   queue->add_flag("--json", o.json, kJsonHelp);
   queue->footer(StateLegend() + "\n" + FormatCodesHelp());
   for (auto [name, help] :
        {std::pair{"show", "everything about one of your jobs"},
-        std::pair{"explain", "why a job waits: the gate that stopped it on each GPU"}}) {
+        std::pair{"explain",
+                  "why a job waits: its place in the queue and why (fair share, limits), the "
+                  "GPUs kept for the queue's head, the gate that stopped it on each GPU"}}) {
     auto* sub = app.add_subcommand(name, help);
     sub->add_option("job", o.job_ref, "job id (ARRAY_TASK for a task of an array)")
         ->required()
@@ -909,6 +939,13 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
       "like the job: 0 when it succeeded, 1 when it failed or was cancelled.");
   auto* gpus = app.add_subcommand("gpus", "live per-GPU memory, SMACT, power and jobs");
   gpus->add_flag("--json", o.json, kJsonHelp);
+  auto* share = app.add_subcommand(
+      "share", "every user's share of the server, recent usage and limits (like sshare)");
+  share->add_flag("--json", o.json, kJsonHelp);
+  share->footer(
+      "USAGE is GPU-hours, each GPU weighted by the part of its memory the job planned, halving "
+      "every half-life (colod's fairness.half_life); FACTOR is 2^-(USAGE% / SHARE%): a user who "
+      "has had less than their share has a factor above 0.5 and their jobs go first.");
   auto* history = app.add_subcommand("history", "jobs that ended (like sacct)");
   history->add_option("--limit", o.limit, "how many")
       ->capture_default_str()
@@ -984,7 +1021,7 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
     }
   };
   if (app.got_subcommand("queue"))
-    return print(Call(o, api::QueueRequest{o.user}),
+    return print(CallQueue(o, o.user),
                  [&](const api::QueueReply& r) { return PrintJobs(o, r.jobs, false); });
   if (app.got_subcommand("show"))
     return print(Call(o, api::ShowRequest{o.job}),
@@ -993,10 +1030,16 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
   if (app.got_subcommand("explain"))
     return print(Call(o, api::ExplainRequest{o.job}), [&](const api::ExplainReply& r) {
       fmt::print("job {} ({}): {}\n", JobNamed(o), StateWord(r.state), Printable(r.summary));
-      if (r.position > 0) fmt::print("  position {} in the {} queue\n", r.position, r.queue);
+      if (r.position > 0)
+        fmt::print("  position {} of {} in the {} queue\n", r.position, r.waiting, r.queue);
+      if (!r.standing.empty()) fmt::print("  fair share: {}\n", Printable(r.standing));
+      if (!r.limit.empty()) fmt::print("  limit: {}\n", Printable(r.limit));
+      if (!r.reservation.empty()) fmt::print("  reservation: {}\n", Printable(r.reservation));
       for (const api::GateInfo& g : r.gpus)
         fmt::print("  GPU {:<3} {:<14} {}\n", g.gpu, g.gate, Printable(g.detail));
     });
+  if (app.got_subcommand("share"))
+    return print(Call(o, api::ShareRequest{}), [](const api::ShareReply& r) { PrintShare(r); });
   if (app.got_subcommand("gpus"))
     return print(Call(o, api::GpusRequest{}), [&](const api::GpusReply& r) {
       PrintGpus(r, r.gpus.empty() ? std::map<JobId, std::string>{} : LiveJobIdTexts(o));

@@ -68,13 +68,26 @@ constexpr int kExitOk = 0;
 constexpr int kExitError = 1;  // the job failed, or colod (or the system) refused or failed
 constexpr int kExitUsage = 2;  // the command line was wrong
 
-// One request to colod (the socket of --socket, else the default one) and its typed reply.
+// A connection to colod: the socket of --socket, else the default one.
+inline Result<api::Client> Connect(const ClientOptions& options) {
+  return api::Client::Connect(options.socket.empty() ? api::DefaultSocketPath() : options.socket);
+}
+
+// One request to colod and its typed reply.
 template <typename Req>
 Result<typename api::ReplyOf<Req>::type> Call(const ClientOptions& options, const Req& request) {
-  auto client =
-      api::Client::Connect(options.socket.empty() ? api::DefaultSocketPath() : options.socket);
+  auto client = Connect(options);
   if (!client.ok()) return client.status();
   return client->Call(request);
+}
+
+// Every live job (only `user`'s when named), asked for a page at a time.
+inline Result<api::QueueReply> CallQueue(const ClientOptions& options, std::string user = "") {
+  auto client = Connect(options);
+  if (!client.ok()) return client.status();
+  api::QueueRequest request;
+  request.user = std::move(user);
+  return client->WholeQueue(std::move(request));
 }
 
 // Reports an error: with `json`, {"error": {"code": CODE, "message": ...}} on stdout (CODE as

@@ -138,7 +138,7 @@ int Cancel(const ClientOptions& o) {
     }
     // One's own jobs unless another user is named (root may name anyone; others are refused).
     const std::string user = o.user.empty() && getuid() != 0 ? CallerName() : o.user;
-    auto queue = Call(o, api::QueueRequest{user});
+    auto queue = CallQueue(o, user);
     if (!queue.ok()) return Fail(o, queue.status());
     std::vector<JobId> matching;
     for (const api::JobSummary& j : queue->jobs) {
@@ -223,7 +223,7 @@ int Wait(const ClientOptions& o) {
 
 std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& o) {
   std::map<JobId, std::string> names;
-  auto queue = Call(o, api::QueueRequest{});
+  auto queue = CallQueue(o);
   if (!queue.ok()) return names;  // the ids alone, then; the command itself reports the error
   for (const api::JobSummary& j : queue->jobs) names[j.id] = JobIdText(j);
   return names;
@@ -404,7 +404,7 @@ namespace {
 // A task's id is never below its array's, so an array's tasks are all found above it.
 Status ScanJobs(const ClientOptions& o, JobId lowest,
                 const std::function<bool(const api::JobSummary&)>& found) {
-  auto live = Call(o, api::QueueRequest{});
+  auto live = CallQueue(o);
   if (!live.ok()) return live.status();
   for (const api::JobSummary& j : live->jobs) {
     if (found(j)) return Status::Ok();

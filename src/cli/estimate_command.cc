@@ -17,7 +17,8 @@ void AddEstimateCommand(CLI::App& app, EstimateCommandOptions& o) {
       "every memory estimator's answer for a model summary (colo-profile's or torchsummary's)");
   cmd->add_option("summary", o.summary, "model summary: colo-profile JSON or torchsummary text")
       ->required();
-  cmd->add_option("--batch", o.batch, "batch size (default: the summary's)");
+  cmd->add_option("--batch", o.batch, "batch size (default: the summary's)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option(
          "--estimator", o.estimators,
          "horus, gpumemnet[:BUCKET], gpumemnet-paper, trace, history, declared (repeatable; "

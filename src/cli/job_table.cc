@@ -51,13 +51,6 @@ std::string ElapsedText(double seconds) {
   return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
 }
 
-std::string Indices(const api::JobSummary& j) {
-  if (j.gpu_indices.empty()) return "-";
-  std::vector<std::string> words;
-  for (int g : j.gpu_indices) words.push_back(std::to_string(g));
-  return Join(words, ",");
-}
-
 double Elapsed(const api::JobSummary& j, double now) {
   if (j.started <= 0) return 0;
   if (j.state == JobState::kRunning) return now - j.started;
@@ -99,11 +92,12 @@ const std::vector<Field>& Fields() {
        "the GPUs asked for, as Slurm's gres (gpu:N)",
        [](auto& j, double) { return fmt::format("gpu:{}", j.gpus); }},
       {'N', "GPUS", "NodeList GPUs", 8, "indices of the GPUs it runs on (as in colo gpus), or -",
-       [](auto& j, double) { return Indices(j); }},
+       [](auto& j, double) { return GpuIndicesText(j); }},
       {'R', "GPUS(REASON)", "ReasonList", 20,
        "running: GPU indices and sharing mode; waiting: (why it waits)",
        [](auto& j, double) {
-         if (j.state == JobState::kRunning) return fmt::format("{} ({})", Indices(j), j.mode);
+         if (j.state == JobState::kRunning)
+           return fmt::format("{} ({})", GpuIndicesText(j), j.mode);
          return "(" + (j.reason.empty() ? std::string(ToString(j.state)) : j.reason) + ")";
        }},
       {'r', "REASON", "Reason", 24, "why it waits, or how it ended",
@@ -161,6 +155,13 @@ std::string TimeLimitText(int64_t seconds) {
 std::string JobIdText(const api::JobSummary& job) {
   return job.array_job ? fmt::format("{}_{}", *job.array_job, job.array_task)
                        : std::to_string(job.id);
+}
+
+std::string GpuIndicesText(const api::JobSummary& job) {
+  if (job.gpu_indices.empty()) return "-";
+  std::vector<std::string> words;
+  for (int g : job.gpu_indices) words.push_back(std::to_string(g));
+  return Join(words, ",");
 }
 
 std::string LocalTimeText(double t, const char* format) {

@@ -24,6 +24,8 @@ std::optional<JobState> StateNamed(std::string_view text);
 std::string StateLegend();
 // A job as colo names it to people: ARRAY_TASK (42_0) for a task of an array, else its id.
 std::string JobIdText(const api::JobSummary& job);
+// The indices of the GPUs a job runs on, as colo gpus and colo top number them ("0,1"), or "-".
+std::string GpuIndicesText(const api::JobSummary& job);
 // A time limit as squeue shows it: [D-]H:MM:SS, or UNLIMITED for none (0).
 std::string TimeLimitText(int64_t seconds);
 // A wall time (seconds since the epoch) in local time, as strftime's `format` writes it.

@@ -67,8 +67,11 @@ void AddEvents(const api::RunJob& job, const std::string& name, std::vector<Nota
       add(s.finished, "lost", "ended while colod was down; how is not known");
       break;
     case JobState::kFailed:
+      // The event's kind says it failed; its text says how, where the viewer may know.
       add(s.finished, "failed",
-          s.redacted || s.reason.empty() ? "failed" : "failed: " + Printable(s.reason));
+          s.redacted         ? "how it ended is its owner's"
+          : s.reason.empty() ? "no reason was recorded"
+                             : Printable(s.reason));
       break;
     default:
       break;

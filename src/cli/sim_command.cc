@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <tuple>
 
 #include "common/cpu_time.h"
 #include "common/strings.h"
@@ -64,7 +65,7 @@ int PrintCalibration() {
   fmt::print(
       "Interference and power models against the H100 measurements (measured -> predicted, "
       "error)\n");
-  fmt::print("{:<22} {:>4} {:>6}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode",
+  fmt::print("{:<22} {:>4} {:>9}  {:>22}  {:>22}  {:>22}\n", "set", "jobs", "mode",
              "throughput gain", "SMACT", "power W");
   double worst_gain = 0, worst_power = 0;
   for (const auto& r : rows) {
@@ -72,7 +73,7 @@ int PrintCalibration() {
     worst_gain = std::max(worst_gain, std::abs(err(r.measured_gain, r.predicted_gain)));
     worst_power = std::max(worst_power, std::abs(err(r.measured_watts, r.predicted_watts)));
     fmt::print(
-        "{:<22} {:>4} {:>6}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} "
+        "{:<22} {:>4} {:>9}  {:5.2f} -> {:5.2f} {:+6.1f}%  {:5.3f} -> {:5.3f} {:+6.1f}%  {:5.0f} "
         "-> {:5.0f} {:+6.1f}%\n",
         r.set, r.jobs, ToString(r.mode), r.measured_gain, r.predicted_gain,
         err(r.measured_gain, r.predicted_gain), r.measured_smact, r.predicted_smact,
@@ -87,7 +88,7 @@ int PrintCalibration() {
 
 void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
   CLI::App* sim =
-      app.add_subcommand("sim", "Replay a job trace on simulated GPU servers and compare policies");
+      app.add_subcommand("sim", "replay a job trace on simulated GPU servers and compare policies");
   sim->add_option(
          "--trace", o.trace,
          "thesis-90, thesis-60, synthetic, carma:SCRIPT, philly:LOG.json, or a colo CSV file")
@@ -124,13 +125,41 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
       ->capture_default_str();
   sim->add_option("--seed", o.seed, "seed for generated traces and noisy estimators")
       ->capture_default_str();
-  sim->add_option("--jobs", o.jobs, "jobs in a synthetic trace")->capture_default_str();
+  sim->add_option("--jobs", o.jobs, "jobs in a synthetic trace")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{10'000'000}));
   sim->add_option("--rate", o.rate, "synthetic arrivals per hour (whole cluster)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e7));
   sim->add_option("--users", o.users, "distinct owners in a synthetic trace")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
   sim->add_flag("--backfill", o.backfill,
-                "let later jobs start on GPUs not earmarked for a waiting head");
+                "EASY backfill: the waiting head gets a reservation (from running jobs' run times) "
+                "and later jobs start only where they cannot delay it");
+  sim->add_option("--order", o.order,
+                  "the queue's order: fifo, or fair-share (by each user's decayed usage against "
+                  "an equal share, and age)")
+      ->capture_default_str();
+  sim->add_option("--half-life", o.half_life, "fair share: usage halves over this long")
+      ->capture_default_str();
+  sim->add_option("--weight-fair-share", o.weight_fair_share,
+                  "fair share: the weight of the fair-share factor in a job's priority")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  sim->add_option("--weight-age", o.weight_age,
+                  "fair share: the weight of the age factor (waited / --max-age, at most 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  sim->add_option("--max-age", o.max_age, "fair share: the wait at which the age factor is 1")
+      ->capture_default_str();
+  sim->add_option("--backfill-depth", o.backfill_depth, "later jobs backfill looks at per pass")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sim->add_option("--user-gpus", o.user_gpus, "GPUs one user may hold at once (0: no limit)")
+      ->check(CLI::Range(0, 1 << 20));
+  sim->add_option("--user-running", o.user_running, "jobs one user may run at once (0: no limit)")
+      ->check(CLI::Range(0, 1 << 20));
   sim->add_option("--window", o.window, "samples in the utilization window")
       ->capture_default_str()
       ->check(CLI::Range(1, 3600));
@@ -302,6 +331,37 @@ int RunSimCommand(const SimCommandOptions& o) {
   options.queue_depth = o.queue_depth;
   options.seed = o.seed;
   options.scheduler.backfill = o.backfill;
+  auto order = ParseQueueOrder(o.order);
+  if (!order.ok()) {
+    fmt::print(stderr, "colo sim: --order: {}\n", order.status().message());
+    return 2;
+  }
+  Duration half_life, max_age;
+  for (auto [flag, text, out] : {std::tuple{"--half-life", &o.half_life, &half_life},
+                                 std::tuple{"--max-age", &o.max_age, &max_age}}) {
+    auto parsed = ParseDuration(*text);
+    if (!parsed.ok() || *parsed <= Duration::zero()) {
+      fmt::print(stderr, "colo sim: {}: {}\n", flag,
+                 parsed.ok() ? std::string("must be positive") : parsed.status().message());
+      return 2;
+    }
+    *out = *parsed;
+  }
+  if (*order == QueueOrder::kFairShare && *cluster != ClusterMode::kPerServer) {
+    fmt::print(stderr,
+               "colo sim: --order fair-share orders each server's own queue, as colod does; the "
+               "cluster queue (--cluster {}) keeps arrival order: add --cluster per-server\n",
+               ToString(*cluster));
+    return 2;
+  }
+  options.scheduler.fairness.order = *order;
+  options.scheduler.fairness.half_life = half_life;
+  options.scheduler.fairness.max_age = max_age;
+  options.scheduler.fairness.weight_fair_share = o.weight_fair_share;
+  options.scheduler.fairness.weight_age = o.weight_age;
+  options.scheduler.backfill_depth = o.backfill_depth;
+  options.scheduler.user_limits.gpus = o.user_gpus;
+  options.scheduler.user_limits.running_jobs = o.user_running;
   options.scheduler.window_samples = o.window;
   options.scheduler.launch_grace = SecondsF(o.grace_s);
   options.record_timeline = !o.report.empty();

@@ -24,6 +24,13 @@ struct SimCommandOptions {
   double rate = 42;
   int users = 1;
   bool backfill = false;
+  std::string order = "fifo";  // the main queue's order: fifo or fair-share
+  std::string half_life = "7d";
+  std::string max_age = "7d";
+  double weight_fair_share = 10000, weight_age = 1000;
+  int backfill_depth = 16;
+  int user_gpus = 0;  // what one user may hold at once (0: no limit)
+  int user_running = 0;
   int window = 30;
   double grace_s = 30;
   std::string margin = "2GiB";

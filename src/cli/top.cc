@@ -85,7 +85,8 @@ void TopSession::Refresh() {
   if (client.ok()) {
     auto hello = client->Call(api::HelloRequest{});
     auto gpus = client->Call(api::GpusRequest{});
-    auto queue = client->Call(api::QueueRequest{});
+    const TopQueueAsk ask = QueueToAsk(snapshot_, state_, getmaxy(stdscr));
+    auto queue = ask.every_page ? client->WholeQueue(ask.request) : client->Call(ask.request);
     auto events = client->Call(api::EventsRequest{api::kMaxRecentEvents / 4});
     for (const Status& s : {hello.status(), gpus.status(), queue.status(), events.status()}) {
       if (!s.ok() && failed.ok()) failed = s;

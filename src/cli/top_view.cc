@@ -116,7 +116,7 @@ std::vector<TopLine> GpuLines(const TopSnapshot& s, int width, int room) {
 std::string JobRow(const api::JobSummary& j, double now, bool selected, int width) {
   std::string where;
   if (j.state == JobState::kRunning) {
-    where = fmt::format("{} ({})", Join(j.gpu_uuids, ","), j.mode);
+    where = fmt::format("{} ({})", GpuIndicesText(j), j.mode);  // as the bars above number them
   } else if (Waiting(j.state)) {
     where = "(" + j.reason + ")";
   }
@@ -231,6 +231,20 @@ JobId MoveSelection(const TopSnapshot& snapshot, const TopViewState& state, int 
   return jobs[static_cast<size_t>(pos)].id;
 }
 
+TopQueueAsk QueueToAsk(const TopSnapshot& snapshot, const TopViewState& state, int height) {
+  TopQueueAsk ask;
+  if (state.mine_only) ask.request.user = snapshot.me;
+  const auto shown = VisibleJobs(snapshot, state);
+  const auto selected = std::find_if(
+      shown.begin(), shown.end(), [&](const api::JobSummary& j) { return j.id == state.selected; });
+  const long needed =
+      (selected == shown.end() ? 0 : selected - shown.begin()) + std::max(height, 1) + 1;
+  ask.every_page =
+      state.sort != TopSort::kId || !state.filter.empty() || needed > api::kMaxQueuePage;
+  if (!ask.every_page) ask.request.limit = static_cast<int>(needed);
+  return ask;
+}
+
 std::string MemoryBar(const api::GpuInfoReply& gpu, int width) {
   if (width <= 0) return "";
   std::string bar;
@@ -285,9 +299,15 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
     const auto jobs = VisibleJobs(snapshot, state);
     const JobId selected = SelectedJob(snapshot, state);
     int running = 0, waiting = 0;
-    for (const auto& j : jobs) {
-      running += j.state == JobState::kRunning;
-      waiting += Waiting(j.state);
+    if (snapshot.queue && snapshot.queue->next) {
+      // Only the first page was asked for (QueueToAsk): colod counted the rest.
+      running = snapshot.queue->running;
+      waiting = snapshot.queue->waiting;
+    } else {
+      for (const auto& j : jobs) {
+        running += j.state == JobState::kRunning;
+        waiting += Waiting(j.state);
+      }
     }
     if (job_rows > 0) {
       Add(lines, width,
@@ -321,8 +341,8 @@ std::vector<TopLine> RenderTop(const TopSnapshot& snapshot, const TopViewState& 
         if (j.id != selected) continue;
         about = Waiting(j.state)
                     ? fmt::format("job {} waits: {}", JobIdText(j), Printable(j.reason))
-                    : fmt::format("job {} {} on {}", JobIdText(j), ToString(j.state),
-                                  Printable(Join(j.gpu_uuids, ",")));
+                    : fmt::format("job {} {} on GPU {} ({})", JobIdText(j), ToString(j.state),
+                                  GpuIndicesText(j), Printable(Join(j.gpu_uuids, ",")));
       }
       Add(lines, width, about);
     }

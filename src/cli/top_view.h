@@ -63,6 +63,15 @@ JobId SelectedJob(const TopSnapshot& snapshot, const TopViewState& state);
 // The job `step` rows below (negative: above) the selected one, clamped to the list.
 JobId MoveSelection(const TopSnapshot& snapshot, const TopViewState& state, int step);
 
+// What colo top asks colod for, no more than it can show: by id without a filter, the first jobs
+// to a screen past the selection (one page); in another order, with a filter or far down the
+// list, every page (each a request of its own). "Mine only" asks for the caller's jobs alone.
+struct TopQueueAsk {
+  api::QueueRequest request;
+  bool every_page = false;
+};
+TopQueueAsk QueueToAsk(const TopSnapshot& snapshot, const TopViewState& state, int height);
+
 // GPU `g`'s memory as a bar of `width` cells: each job's memory in use as its letter in upper
 // case (A for the GPU's first job), what is reserved for it but not yet used in lower case, the
 // rest of the GPU's memory in use (not by a job) as '#', free memory as '.'.

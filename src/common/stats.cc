@@ -19,4 +19,14 @@ double NearestRank(std::vector<double> values, double q) {
   return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
+double JainIndex(const std::vector<double>& values) {
+  double sum = 0, squares = 0;
+  for (double v : values) {
+    sum += v;
+    squares += v * v;
+  }
+  if (values.empty() || squares <= 0) return 1;
+  return sum * sum / (static_cast<double>(values.size()) * squares);
+}
+
 }  // namespace colo

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 namespace colo {
 namespace {
@@ -58,6 +59,26 @@ std::string FormatBytes(Bytes b) {
   if (abs >= double(1 << 30)) return fmt::format("{:.1f} GiB", b.gib());
   if (abs >= double(1 << 20)) return fmt::format("{:.0f} MiB", b.mib());
   return fmt::format("{} B", b.count());
+}
+
+std::string FormatDuration(Duration d) {
+  const double seconds = ToSeconds(d);
+  const double abs = std::fabs(seconds);
+  if (abs < 60) return fmt::format("{:.0f} s", seconds);
+  if (abs < 3600) return fmt::format("{:.0f} min", seconds / 60);
+  if (abs < 86400) return fmt::format("{:.1f} h", seconds / 3600);
+  return fmt::format("{:.1f} d", seconds / 86400);
+}
+
+std::string FormatExactBytes(Bytes b) {
+  const int64_t n = b.count();
+  constexpr std::pair<int, const char*> kUnits[] = {
+      {40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}};
+  for (const auto& [shift, unit] : kUnits) {
+    const int64_t size = int64_t{1} << shift;
+    if (n != 0 && n % size == 0) return fmt::format("{}{}", n / size, unit);
+  }
+  return fmt::format("{}B", n);
 }
 
 Result<Duration> ParseDuration(const std::string& text) {

@@ -65,6 +65,9 @@ inline Bytes GiBf(double n) {
 Result<Bytes> ParseBytes(const std::string& text);
 // "11.5 GiB", "512 MiB".
 std::string FormatBytes(Bytes b);
+// A size as ParseBytes reads it back exactly, in the largest binary unit that divides it: "2GiB",
+// "512MiB", "1000B" (for settings a person reads and a parser reads again).
+std::string FormatExactBytes(Bytes b);
 
 // Time inside colo: microsecond ticks on a monotonic axis whose origin the Clock defines.
 using Duration = std::chrono::microseconds;
@@ -89,5 +92,7 @@ inline TimePoint AtSeconds(double s) {
 
 // Parses "30s", "5m", "2h", "1.5" (seconds when no unit).
 Result<Duration> ParseDuration(const std::string& text);
+// "45 s", "31 min", "2.5 h", "3.2 d": a span for people, to two figures.
+std::string FormatDuration(Duration d);
 
 }  // namespace colo

@@ -91,6 +91,8 @@ std::string_view ToString(ExitKind k) {
       return "lost";
     case ExitKind::kTimeout:
       return "timeout";
+    case ExitKind::kPreempted:
+      return "preempted";
   }
   return "?";
 }
@@ -119,7 +121,7 @@ Result<JobState> ParseJobState(std::string_view text) {
   return ParseByName(text, JobState::kTimeout, "job state");
 }
 Result<ExitKind> ParseExitKind(std::string_view text) {
-  return ParseByName(text, ExitKind::kTimeout, "exit kind");
+  return ParseByName(text, ExitKind::kPreempted, "exit kind");
 }
 
 }  // namespace colo

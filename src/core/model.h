@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/shared_strings.h"
 #include "common/units.h"
 
 namespace colo {
@@ -44,8 +45,8 @@ struct JobSpec {
   JobId id = 0;
   std::string name;
   std::string owner;
-  std::vector<std::string> command;
-  int gpus = 1;  // all on one server
+  SharedStrings command;  // the tasks of an array share one
+  int gpus = 1;           // all on one server
   MemoryNeed memory;
   SharingPreference sharing = SharingPreference::kAny;
   // Orders one owner's waiting jobs (higher first); never moves a job past another owner's.
@@ -54,6 +55,16 @@ struct JobSpec {
   double expected_smact = -1.0;
   // The MPS active-thread percentage the user asked for (1..100); 0: from its SM activity.
   int threads = 0;
+  // Its time limit (--time; 0: none): an attempt is stopped this long after it starts, so it
+  // ends by then. What backfill's reservations count on first.
+  Duration time_limit{0};
+  // How long its runs take, learned from earlier runs of its model (0: not known): what
+  // reservations count on where there is no time limit.
+  Duration expected_run{0};
+  // Submitted --requeue: it may be stopped with notice and run again as its next attempt.
+  bool requeue = false;
+  // The notice it gets before it is stopped for another job (its --signal's lead).
+  Duration preempt_notice = Seconds(60);
   // The GPUs an outside scheduler (Slurm) chose and booked for the job, by the scheduler's index:
   // it runs on exactly these, and waits behind no other job. Empty: colo chooses its GPUs.
   std::vector<GpuIndex> booked_gpus;
@@ -79,7 +90,8 @@ inline bool IsTerminal(JobState s) {
          s == JobState::kLost || s == JobState::kRequeued || s == JobState::kTimeout;
 }
 
-enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost, kTimeout };
+// kPreempted: stopped with notice so that another job could start; it waits again.
+enum class ExitKind { kSuccess, kFailure, kOutOfMemory, kCancelled, kLost, kTimeout, kPreempted };
 std::string_view ToString(ExitKind k);
 Result<ExitKind> ParseExitKind(std::string_view text);
 

@@ -20,7 +20,12 @@ std::string_view ToString(RecoveryMode mode) {
 }
 
 Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config)
-    : clock_(clock), policy_(policy), reads_(policy.window_reads()), config_(config) {}
+    : clock_(clock),
+      policy_(policy),
+      reads_(policy.window_reads()),
+      config_(config),
+      ledger_(config.fairness.half_life),
+      limits_used_(config.user_limits.any()) {}
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   gpus_.emplace_back(info, config_.window_samples, config_.sample_interval,
@@ -69,6 +74,8 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   record.spec = spec;
   record.need = spec.memory;
   record.submitted = clock_.Now();
+  // It keeps the age it had before a restart.
+  record.waiting_since = std::min(prior.waiting_since.value_or(record.submitted), record.submitted);
   record.attempts = prior.attempts;
   record.ever_started = prior.attempts > 0;
   if (prior.out_of_memory > 0) {
@@ -79,7 +86,7 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
                           prior.out_of_memory >= config_.max_oom_retries ||
                           (spec.memory.known() && spec.memory.peak >= max_capacity_);
     auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
-    QueueOf(it->second).push_back(spec.id);
+    QueueJob(it->second, /*front=*/false);
     changed_ = true;
     return Status::Ok();
   }
@@ -90,14 +97,77 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
     changed_ = true;
     return Status::Ok();
   }
-  jobs_.emplace(spec.id, std::move(record));
-  // A job queued behind a waiting head changes nothing unless backfill may start it.
-  if (config_.backfill || (main_queue_.empty() && recovery_queue_.empty())) changed_ = true;
-  main_queue_.push_back(spec.id);
-  // Until a priority is used, arrival order is every owner's order (and a submit stays O(1)).
-  if (spec.priority != 0) priorities_used_ = true;
-  if (priorities_used_) OrderOwnersJobs(spec.owner);
+  auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
+  // A job queued behind a waiting head changes nothing unless backfill may start it (or, under
+  // fair share or limits, it may come before the head or the head be held).
+  if (config_.backfill || config_.fairness.order == QueueOrder::kFairShare || limits_used_ ||
+      (main_queue_.empty() && recovery_queue_.empty()))
+    changed_ = true;
+  Enqueue(it->second);
   return Status::Ok();
+}
+
+void Scheduler::Enqueue(JobRecord& job, bool front) {
+  const JobId id = job.spec.id;
+  const std::string& owner = job.spec.owner;
+  if (front)
+    main_queue_.push_front(id);
+  else
+    main_queue_.push_back(id);
+  waiting_owners_[owner]++;
+  if (config_.fairness.order == QueueOrder::kFairShare) {
+    OwnerQueue& queue = owner_queues_[owner];
+    queue.jobs.emplace(-job.spec.priority, id);
+    queue.places.insert(job.waiting_since);
+    return;
+  }
+  // Until a priority is used, arrival order is every owner's order (and a submit stays O(1)).
+  if (job.spec.priority != 0) priorities_used_ = true;
+  if (priorities_used_) OrderOwnersJobs(owner);
+}
+
+void Scheduler::QueueJob(JobRecord& job, bool front) {
+  const JobId id = job.spec.id;
+  if (!job.spec.booked_gpus.empty()) {
+    // A booked job waits for its own GPUs, in no order among users.
+    front ? booked_.push_front(id) : booked_.push_back(id);
+    return;
+  }
+  if (job.state == JobState::kRecovering) {
+    front ? recovery_queue_.push_front(id) : recovery_queue_.push_back(id);
+    waiting_owners_[job.spec.owner]++;
+    return;
+  }
+  Enqueue(job, front);
+}
+
+void Scheduler::Unindex(const JobRecord& job, bool main) {
+  if (!job.spec.booked_gpus.empty()) return;  // never indexed (QueueJob)
+  const std::string& owner = job.spec.owner;
+  if (auto it = waiting_owners_.find(owner); it != waiting_owners_.end() && --it->second <= 0)
+    waiting_owners_.erase(it);
+  if (!main) return;  // the recovery queue has no owner index
+  auto queue = owner_queues_.find(owner);
+  if (queue == owner_queues_.end()) return;
+  queue->second.jobs.erase({-job.spec.priority, job.spec.id});
+  if (auto place = queue->second.places.find(job.waiting_since);
+      place != queue->second.places.end())
+    queue->second.places.erase(place);
+  if (queue->second.jobs.empty()) owner_queues_.erase(queue);
+}
+
+void Scheduler::RemoveFromMainQueue(const std::vector<JobId>& left) {
+  if (left.empty()) return;
+  // Usually the queue's front (FIFO), else wherever they were.
+  size_t removed = 0;
+  while (!main_queue_.empty() && Get(main_queue_.front()).state != JobState::kQueued) {
+    main_queue_.pop_front();
+    ++removed;
+  }
+  if (removed < left.size()) {
+    std::erase_if(main_queue_, [&](JobId id) { return Get(id).state != JobState::kQueued; });
+  }
+  for (JobId id : left) Unindex(Get(id), /*main=*/true);
 }
 
 // A user's priorities reorder only that user's own places in the main queue: the slots their
@@ -136,6 +206,14 @@ Status Scheduler::CheckPlaceable(const JobSpec& spec, Bytes idle_used) const {
   if (spec.memory.known() && spec.memory.Upper() > most_free) {
     return InfeasibleStatus(
         fmt::format("needs {} per GPU; {}", FormatBytes(spec.memory.Upper()), largest));
+  }
+  // What its owner may hold at once, were they to hold nothing else.
+  if (const UserLimits limits = TermsOf(spec.owner).limits; limits.any()) {
+    const Bytes per_gpu = spec.memory.known() ? spec.memory.Upper() : max_capacity_;
+    if (auto over = OverLimit(spec.owner, limits, Holdings{}, spec.gpus,
+                              Bytes(per_gpu.count() * spec.gpus)))
+      return InfeasibleStatus(
+          fmt::format("could never start within its owner's limits: {}", *over));
   }
   if (!spec.booked_gpus.empty()) COLO_RETURN_IF_ERROR(CheckBooking(spec));
   // The policy's own gates on an idle server (a booked job's GPUs idle): what it refuses there it
@@ -188,7 +266,7 @@ Status Scheduler::AbortLaunch(JobId id) {
   job.attempts--;
   job.ever_started = job.attempts > 0;
   job.state = job.oom_count > 0 ? JobState::kRecovering : JobState::kQueued;
-  QueueOf(job).push_front(id);
+  QueueJob(job, /*front=*/true);
   changed_ = true;
   return Status::Ok();
 }
@@ -203,12 +281,128 @@ std::optional<JobState> Scheduler::Drop(JobId id) {
   if (it == jobs_.end()) return std::nullopt;
   JobRecord& job = it->second;
   const JobState was = job.state;
-  if (was == JobState::kRunning) Detach(job);
-  for (auto* queue : {&main_queue_, &recovery_queue_})
-    queue->erase(std::remove(queue->begin(), queue->end(), id), queue->end());
+  if (was == JobState::kRunning) {
+    Detach(job);
+  } else if (!IsTerminal(was)) {
+    auto& queue = QueueOf(job);
+    queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+    Unindex(job, was == JobState::kQueued);
+  }
   jobs_.erase(it);
   changed_ = true;
   return was;
+}
+
+void Scheduler::SetUserTerms(const std::string& user, const UserTerms& terms) {
+  auto it = terms_.find(user);
+  if (it != terms_.end() && it->second == terms) return;
+  terms_[user] = terms;
+  if (terms.limits.any()) limits_used_ = true;
+  changed_ = true;
+}
+
+void Scheduler::SetTermsSource(TermsSource source, bool any_limits) {
+  terms_source_ = std::move(source);
+  if (any_limits) limits_used_ = true;
+  changed_ = true;
+}
+
+UserTerms Scheduler::TermsOf(const std::string& user) const {
+  const auto it = terms_.find(user);
+  if (it != terms_.end()) return it->second;
+  if (!terms_source_) return UserTerms{1.0, config_.user_limits};
+  return terms_.emplace(user, terms_source_(user)).first->second;
+}
+
+void Scheduler::RestoreUsage(const std::string& user, double usage) {
+  ledger_.Restore(user, usage, clock_.Now());
+  changed_ = true;
+}
+
+std::map<std::string, double> Scheduler::CountedUsers() const {
+  std::map<std::string, double> users;
+  auto count = [&](const std::string& user) {
+    if (!users.count(user)) users[user] = TermsOf(user).share;
+  };
+  for (const auto& [user, n] : waiting_owners_) count(user);
+  for (const auto& [user, held] : holdings_) count(user);
+  for (const auto& [user, usage] : ledger_.Snapshot(clock_.Now())) count(user);
+  return users;
+}
+
+std::map<std::string, UserStanding> Scheduler::Standings() const {
+  return colo::Standings(ledger_, CountedUsers(), clock_.Now());
+}
+
+Holdings Scheduler::HeldBy(const std::string& user) const {
+  const auto it = holdings_.find(user);
+  return it == holdings_.end() ? Holdings{} : it->second;
+}
+
+int Scheduler::WaitingOf(const std::string& user) const {
+  const auto it = waiting_owners_.find(user);
+  return it == waiting_owners_.end() ? 0 : it->second;
+}
+
+Status Scheduler::UpdateExpectedRun(JobId id, Duration run) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  if (IsTerminal(it->second.state)) return FailedPrecondition(fmt::format("job {} has ended", id));
+  if (run < Duration::zero())
+    return InvalidArgument(fmt::format("job {}: a negative run time", id));
+  it->second.spec.expected_run = run;
+  changed_ = true;
+  return Status::Ok();
+}
+
+void Scheduler::Hold(JobRecord& job, bool holding) {
+  const std::string& owner = job.spec.owner;
+  const TimePoint now = clock_.Now();
+  if (!holding) {
+    Holdings& held = holdings_[owner];
+    held.gpus -= job.holds.gpus;
+    held.gpu_memory -= job.holds.gpu_memory;
+    held.running_jobs -= job.holds.running_jobs;
+    if (held.running_jobs <= 0) holdings_.erase(owner);
+    ledger_.AddRate(owner, -job.charge, now);
+    job.holds = Holdings{};
+    job.charge = 0;
+    return;
+  }
+  // What it plans on each GPU: its need, or the whole GPU where it has none or is alone there.
+  job.holds = Holdings{static_cast<int>(job.gpus.size()), Bytes(0), 1};
+  job.charge = 0;
+  const Bytes need = job.need.known() ? job.need.Upper() : Bytes(0);
+  for (GpuIndex g : job.gpus) {
+    const Bytes capacity = gpus_[g].info.capacity;
+    const bool whole = job.mode == SharingMode::kExclusive || need <= Bytes(0);
+    const Bytes planned = whole ? capacity : std::min(need, capacity);
+    job.holds.gpu_memory += planned;
+    job.charge += capacity > Bytes(0)
+                      ? static_cast<double>(planned.count()) / static_cast<double>(capacity.count())
+                      : 1.0;
+  }
+  Holdings& held = holdings_[owner];
+  held.gpus += job.holds.gpus;
+  held.gpu_memory += job.holds.gpu_memory;
+  held.running_jobs += job.holds.running_jobs;
+  ledger_.AddRate(owner, job.charge, now);
+}
+
+std::optional<std::string> Scheduler::HeldByLimits(const JobRecord& job) const {
+  if (!limits_used_) return std::nullopt;
+  const UserLimits limits = TermsOf(job.spec.owner).limits;
+  if (!limits.any()) return std::nullopt;
+  const auto held = holdings_.find(job.spec.owner);
+  const Holdings none;
+  const Bytes need = job.need.known() ? job.need.Upper() : max_capacity_;
+  return OverLimit(job.spec.owner, limits, held == holdings_.end() ? none : held->second,
+                   job.spec.gpus, Bytes(need.count() * job.spec.gpus));
+}
+
+bool Scheduler::OwnerAtLimit(const std::string& owner) const {
+  const auto held = holdings_.find(owner);
+  return held != holdings_.end() && AtLimit(TermsOf(owner).limits, held->second);
 }
 
 Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
@@ -277,6 +471,7 @@ Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, 
   job.ever_started = true;
   job.placed_limit = Reservation(job);
   for (GpuIndex g : gpus) gpus_[g].jobs.push_back(&job);
+  Hold(job, true);
   changed_ = true;
   return Status::Ok();
 }
@@ -300,6 +495,7 @@ Status Scheduler::Cancel(JobId id) {
   changed_ = true;
   auto& queue = QueueOf(job);
   queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+  Unindex(job, job.state == JobState::kQueued);
   job.state = JobState::kCancelled;
   job.finished = clock_.Now();
   job.end_reason = "cancelled while queued";
@@ -347,6 +543,9 @@ std::optional<NeedRaised> Scheduler::UseOn(JobRecord& job, GpuIndex gpu, Bytes u
     if (capped.Upper() <= job.need.Upper()) continue;
     job.need = capped;
     job.spec.memory = capped;
+    // It holds and is charged what it plans with now.
+    Hold(job, false);
+    Hold(job, true);
     raised = NeedRaised{id, gpu, used, job.placed_limit, capped, !job.over_plan};
     job.over_plan = true;
   }
@@ -417,6 +616,8 @@ void Scheduler::Detach(JobRecord& job) {
     auto& list = gpus_[g].jobs;
     list.erase(std::remove(list.begin(), list.end(), &job), list.end());
   }
+  Hold(job, false);
+  job.preempt_deadline.reset();
 }
 
 JobEnded Scheduler::OnJobExit(JobId id, const JobExit& exit) {
@@ -459,7 +660,6 @@ std::vector<JobEnded> Scheduler::TakeFailed() {
 }
 
 ExitAction Scheduler::EndAttempt(JobRecord& job, const JobExit& exit) {
-  const JobId id = job.spec.id;
   Detach(job);
   changed_ = true;
   const TimePoint now = clock_.Now();
@@ -481,6 +681,17 @@ ExitAction Scheduler::EndAttempt(JobRecord& job, const JobExit& exit) {
     case ExitKind::kTimeout:
       job.state = JobState::kTimeout;
       return ExitAction::kFinished;
+    case ExitKind::kPreempted:
+      // It waits again as any newly submitted job, keeping its attempts (its age starts again).
+      job.state = JobState::kQueued;
+      job.end_reason.clear();
+      job.gpus.clear();
+      job.current_use.clear();
+      job.process_seen.clear();
+      job.preempted_for = 0;
+      job.waiting_since = now;
+      QueueJob(job, /*front=*/false);
+      return ExitAction::kRequeuedAfterPreemption;
     case ExitKind::kOutOfMemory:
       break;
   }
@@ -551,11 +762,12 @@ ExitAction Scheduler::EndAttempt(JobRecord& job, const JobExit& exit) {
   job.gpus.clear();
   job.current_use.clear();
   job.process_seen.clear();
-  QueueOf(job).push_back(id);
+  QueueJob(job, /*front=*/false);
   return ExitAction::kRequeuedForRecovery;
 }
 
-void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v) const {
+void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
+                         const std::set<const JobRecord*>* leaving) const {
   const GpuRecord& g = gpus_[index];
   v = GpuView{};
   v.index = index;
@@ -565,8 +777,17 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v) const {
   v.mig_instance = g.info.mig_instance;
   v.job_count = static_cast<int>(g.jobs.size());
   v.mode = g.info.default_mode;
-  Bytes reserved, observed;
+  Bytes reserved, observed, left_use;
   for (const JobRecord* record : g.jobs) {
+    if (leaving && leaving->count(record)) {
+      // Gone: neither its count, its reservation nor what it uses now (and its windows' summaries
+      // are left empty: what they will show once it has gone is not known).
+      --v.job_count;
+      for (size_t i = 0; i < record->gpus.size(); ++i) {
+        if (record->gpus[i] == index) left_use += record->current_use[i];
+      }
+      continue;
+    }
     const JobRecord& job = *record;
     reserved += Reservation(job, now);
     for (size_t i = 0; i < job.gpus.size(); ++i) {
@@ -583,7 +804,7 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v) const {
     if (job.mode == SharingMode::kExclusive) v.holds_exclusive = true;
     if (job.mode == SharingMode::kMps) v.mps_owner = job.spec.owner;
   }
-  const Bytes unmanaged = std::max(Bytes(0), g.used - observed);
+  const Bytes unmanaged = std::max(Bytes(0), g.used - left_use - observed);
   v.free_for_placement = g.info.capacity - reserved - unmanaged;
   if (g.last_placement && now - *g.last_placement < config_.launch_grace) {
     v.placed_recently = true;
@@ -722,6 +943,9 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   }
   const Bytes reservation = Reservation(job, now);
   job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
+  job.limit_wait.clear();
+  job.reservation.reset();
+  Hold(job, true);
   launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
                             reservation, job.placed_limit, job.attempts});
 }
@@ -747,42 +971,251 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
   return Outcome::kWaiting;
 }
 
-void Scheduler::Backfill(const JobRecord& head, ClusterView& view, std::vector<Launch>& launches) {
-  // Earmark for the head the GPUs it would most likely get first: those with the most memory free
-  // for placement. Later jobs may use only the others, so they cannot take what the head waits for.
+// The main queue in the order a pass looks at it: arrival order (FIFO), or by priority under fair
+// share, where an owner's k-th place has the priority of their fair-share factor and the age of
+// their k-th oldest job, and their jobs take their places in their own order. Yields each job
+// once; the queue and its indexes do not change while it walks.
+class Scheduler::Walk {
+ public:
+  explicit Walk(const Scheduler& s)
+      : s_(s), fair_(s.config_.fairness.order == QueueOrder::kFairShare), now_(s.clock_.Now()) {
+    if (!fair_) return;
+    const std::map<std::string, UserStanding> standings = s.Standings();
+    cursors_.reserve(s.owner_queues_.size());
+    for (const auto& [owner, queue] : s.owner_queues_) {
+      const auto standing = standings.find(owner);
+      cursors_.push_back(Cursor{&owner, standing == standings.end() ? 1.0 : standing->second.factor,
+                                queue.jobs.begin(), queue.jobs.end(), queue.places.begin()});
+      Push(cursors_.size() - 1);
+    }
+  }
+
+  std::optional<JobId> Next() {
+    if (!fair_) {
+      while (pos_ < s_.main_queue_.size()) {
+        const JobId id = s_.main_queue_[pos_++];
+        if (skipped_.empty() || !skipped_.count(s_.jobs_.at(id).spec.owner)) return id;
+      }
+      return std::nullopt;
+    }
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Lower);
+      const Entry top = heap_.back();
+      heap_.pop_back();
+      Cursor& cursor = cursors_[top.cursor];
+      ++cursor.job;
+      ++cursor.place;
+      if (cursor.job != cursor.end) Push(top.cursor);
+      if (!skipped_.empty() && skipped_.count(*cursor.owner)) continue;
+      priority_ = top.priority;
+      age_factor_ = top.age_factor;
+      return top.id;
+    }
+    return std::nullopt;
+  }
+  // None of the owner's jobs may start in this pass (their limits).
+  void SkipOwner(const std::string& owner) { skipped_.insert(owner); }
+  // Of the job Next gave last, under fair share.
+  double priority() const { return priority_; }
+  double age_factor() const { return age_factor_; }
+
+ private:
+  using Jobs = std::set<std::pair<int, JobId>>;
+  struct Cursor {
+    const std::string* owner;
+    double factor;
+    Jobs::const_iterator job, end;
+    std::multiset<TimePoint>::const_iterator place;
+  };
+  struct Entry {
+    double priority, age_factor;
+    TimePoint place;
+    JobId id;
+    size_t cursor;
+  };
+  // Heap order: the highest priority on top, then the oldest place, then the lowest id.
+  static bool Lower(const Entry& a, const Entry& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.place != b.place) return a.place > b.place;
+    return a.id > b.id;
+  }
+  void Push(size_t index) {
+    const Cursor& cursor = cursors_[index];
+    const FairnessConfig& config = s_.config_.fairness;
+    const double age = AgeFactor(now_ - *cursor.place, config.max_age);
+    heap_.push_back(
+        Entry{Priority(config, cursor.factor, age), age, *cursor.place, cursor.job->second, index});
+    std::push_heap(heap_.begin(), heap_.end(), Lower);
+  }
+
+  const Scheduler& s_;
+  const bool fair_;
+  const TimePoint now_;
+  size_t pos_ = 0;
+  std::vector<Cursor> cursors_;
+  std::vector<Entry> heap_;
+  std::set<std::string> skipped_;
+  double priority_ = 0, age_factor_ = 0;
+};
+
+bool Scheduler::HeldBack(JobRecord& job, Walk* walk) {
+  auto held = HeldByLimits(job);
+  job.limit_wait = held.value_or("");
+  if (!held) return false;
+  // An owner who can start nothing more has the rest of their jobs passed over at once.
+  if (walk && OwnerAtLimit(job.spec.owner)) walk->SkipOwner(job.spec.owner);
+  return true;
+}
+
+std::vector<JobId> Scheduler::QueueOrder() const {
+  std::vector<JobId> order;
+  order.reserve(main_queue_.size());
+  Walk walk(*this);
+  while (const auto id = walk.Next()) order.push_back(*id);
+  return order;
+}
+
+std::optional<QueueStanding> Scheduler::StandingOf(JobId id) const {
+  const JobRecord* record = job(id);
+  if (!record || record->state != JobState::kQueued) return std::nullopt;
+  QueueStanding standing;
+  standing.waiting = static_cast<int>(main_queue_.size());
+  Walk walk(*this);
+  int position = 0;
+  for (auto next = walk.Next(); next; next = walk.Next()) {
+    ++position;
+    if (*next != id) continue;
+    standing.position = position;
+    standing.priority = walk.priority();
+    standing.age_factor = walk.age_factor();
+    break;
+  }
+  if (standing.position == 0) return std::nullopt;
+  const std::map<std::string, UserStanding> standings = Standings();
+  if (const auto it = standings.find(record->spec.owner); it != standings.end())
+    standing.owner = it->second;
+  if (config_.fairness.order == QueueOrder::kFifo)
+    standing.age_factor = AgeFactor(clock_.Now() - record->waiting_since, config_.fairness.max_age);
+  return standing;
+}
+
+std::optional<TimePoint> Scheduler::ExpectedEnd(const JobRecord& job) const {
+  if (job.preempt_deadline) return job.preempt_deadline;
+  const Duration run =
+      job.spec.time_limit > Duration::zero() ? job.spec.time_limit : job.spec.expected_run;
+  if (run <= Duration::zero()) return std::nullopt;
+  // One that has run past what it was expected to take may end at any moment.
+  return std::max(job.started + run, clock_.Now());
+}
+
+bool Scheduler::EndsBy(const JobRecord& job, TimePoint at) const {
+  const Duration run =
+      job.spec.time_limit > Duration::zero() ? job.spec.time_limit : job.spec.expected_run;
+  return run > Duration::zero() && clock_.Now() + run <= at;
+}
+
+void Scheduler::Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
+                        const std::vector<GpuIndex>& gpus) const {
+  for (GpuIndex g : gpus) {
+    GpuView& v = view.gpus[static_cast<size_t>(g)];
+    MakeView(g, view.now, v, &leaving);
+    v.placed_recently = v.process_grace = false;
+  }
+}
+
+HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& view) const {
+  HeadReservation r;
+  const TimePoint now = clock_.Now();
+  const PlacementRequest request = MakeRequest(head);
+  // The running jobs whose ends are known, soonest first (each once, however many GPUs it has).
+  std::vector<std::pair<TimePoint, const JobRecord*>> ends;
+  for (size_t g = 0; g < gpus_.size(); ++g) {
+    for (const JobRecord* job : gpus_[g].jobs) {
+      if (job->gpus.front() != static_cast<GpuIndex>(g)) continue;
+      if (const auto end = ExpectedEnd(*job)) ends.emplace_back(*end, job);
+    }
+  }
+  if (!ends.empty()) {
+    std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second->spec.id < b.second->spec.id;
+    });
+    // The server as it will be when those jobs have ended, one end after another, until the head
+    // fits: launch graces will be over by then, and the windows of the GPUs they leave unknown.
+    ClusterView later = view;
+    Duration grace{0};
+    for (GpuView& g : later.gpus) {
+      grace = std::max({grace, g.grace_left, g.process_grace_left});
+      g.placed_recently = g.process_grace = false;
+    }
+    const PlacementDecision after_grace = policy_.Place(later, request);
+    if (const auto* placed = std::get_if<Placed>(&after_grace)) {
+      r.at = now + grace;  // only a launch grace holds it
+      r.gpus = placed->gpus;
+      return r;
+    }
+    std::set<const JobRecord*> leaving;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      leaving.insert(ends[i].second);
+      r.waits_for.push_back(ends[i].second->spec.id);
+      Release(later, leaving, ends[i].second->gpus);
+      if (i + 1 < ends.size() && ends[i + 1].first == ends[i].first) continue;
+      const PlacementDecision decision = policy_.Place(later, request);
+      if (const auto* placed = std::get_if<Placed>(&decision)) {
+        r.at = ends[i].first;
+        r.gpus = placed->gpus;
+        return r;
+      }
+    }
+    r.waits_for.clear();
+  }
+  // No end that makes room is known: the GPUs it would most likely get first, those with the most
+  // memory free for placement.
   std::vector<GpuIndex> order(view.gpus.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<GpuIndex>(i);
   std::stable_sort(order.begin(), order.end(), [&](GpuIndex a, GpuIndex b) {
     return view.gpus[a].free_for_placement > view.gpus[b].free_for_placement;
   });
-  std::vector<bool> earmarked(view.gpus.size(), false);
   for (int i = 0; i < head.spec.gpus && i < static_cast<int>(order.size()); ++i)
-    earmarked[order[i]] = true;
+    r.gpus.push_back(order[i]);
+  return r;
+}
 
+void Scheduler::Backfill(JobRecord& head, Walk& walk, ClusterView& view,
+                         std::vector<Launch>& launches, std::vector<JobId>& left) {
+  head.reservation = Reserve(head, view);
+  std::vector<bool> earmarked(view.gpus.size(), false);
+  for (GpuIndex g : head.reservation->gpus) earmarked[g] = true;
+  const std::optional<TimePoint> at = head.reservation->at;
   int looked = 0;
-  for (size_t pos = 1; pos < main_queue_.size() && looked < config_.backfill_depth; ++looked) {
-    JobRecord& candidate = Get(main_queue_[pos]);
-    const Outcome outcome = TryPlace(candidate, view, launches, &earmarked);
-    if (outcome == Outcome::kWaiting) {
-      ++pos;
-    } else {
-      main_queue_.erase(main_queue_.begin() + static_cast<std::ptrdiff_t>(pos));
-    }
+  while (looked < config_.backfill_depth) {
+    const auto id = walk.Next();
+    if (!id) break;
+    JobRecord& candidate = Get(*id);
+    if (HeldBack(candidate, &walk)) continue;
+    ++looked;
+    Outcome outcome = TryPlace(candidate, view, launches, &earmarked);
+    // The head's GPUs too, for a job that ends before the head's time comes.
+    if (outcome == Outcome::kWaiting && at && EndsBy(candidate, *at))
+      outcome = TryPlace(candidate, view, launches, nullptr);
+    if (outcome != Outcome::kWaiting) left.push_back(*id);
   }
 }
 
-std::vector<Launch> Scheduler::Schedule() {
+std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
   if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return {};
-  std::vector<Launch> launches = Pass();
-  changed_ = false;
+  std::vector<Launch> launches = Pass(max_launches);
+  changed_ = launches.size() >= max_launches;  // cut short: the next call goes on
   wake_at_ = ComputeNextWakeup();
   return launches;
 }
 
-std::vector<Launch> Scheduler::Pass() {
+std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   std::vector<Launch> launches;
   head_blocked_by_utilization_ = false;
   booked_blocked_by_utilization_ = false;
+  preempt_due_ = true;
+  if (auto it = jobs_.find(head_); it != jobs_.end()) it->second.reservation.reset();
+  head_ = 0;
   if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
@@ -808,27 +1241,153 @@ std::vector<Launch> Scheduler::Pass() {
     booked_blocked_by_utilization_ |= blocked_by_utilization(job);
     ++pos;
   }
-  // The recovery queue has strict priority: while its head waits, nothing else starts.
-  while (!recovery_queue_.empty()) {
-    JobRecord& head = Get(recovery_queue_.front());
-    const Outcome outcome = TryPlace(head, view, launches, nullptr);
+  // The recovery queue has strict priority: while its head waits, nothing else starts (a job its
+  // owner's limits hold is passed over, not waited for).
+  for (size_t pos = 0; pos < recovery_queue_.size() && launches.size() < max_launches;) {
+    JobRecord& job = Get(recovery_queue_[pos]);
+    if (HeldBack(job, nullptr)) {
+      ++pos;
+      continue;
+    }
+    const Outcome outcome = TryPlace(job, view, launches, nullptr);
     if (outcome == Outcome::kWaiting) {
-      head_blocked_by_utilization_ = blocked_by_utilization(head);
+      head_blocked_by_utilization_ = blocked_by_utilization(job);
       return launches;
     }
-    recovery_queue_.pop_front();
+    recovery_queue_.erase(recovery_queue_.begin() + static_cast<std::ptrdiff_t>(pos));
+    Unindex(job, /*main=*/false);
   }
-  while (!main_queue_.empty()) {
-    JobRecord& head = Get(main_queue_.front());
-    const Outcome outcome = TryPlace(head, view, launches, nullptr);
-    if (outcome == Outcome::kWaiting) {
-      head_blocked_by_utilization_ = blocked_by_utilization(head);
-      if (config_.backfill) Backfill(head, view, launches);
-      break;
+  Walk walk(*this);
+  std::vector<JobId> left;  // started or failed: out of the queue once the walk is over
+  while (launches.size() < max_launches) {
+    const auto id = walk.Next();
+    if (!id) break;
+    JobRecord& job = Get(*id);
+    if (HeldBack(job, &walk)) continue;
+    const Outcome outcome = TryPlace(job, view, launches, nullptr);
+    if (outcome != Outcome::kWaiting) {
+      left.push_back(*id);
+      continue;
     }
-    main_queue_.pop_front();
+    head_ = *id;
+    head_blocked_by_utilization_ = blocked_by_utilization(job);
+    if (config_.backfill) Backfill(job, walk, view, launches, left);
+    break;
   }
+  RemoveFromMainQueue(left);
   return launches;
+}
+
+std::vector<Preemption> Scheduler::Preempt() {
+  if (!config_.fairness.preempt || !preempt_due_) return {};
+  preempt_due_ = false;
+  auto found = jobs_.find(head_);
+  if (found == jobs_.end() || found->second.state != JobState::kQueued) return {};
+  JobRecord& head = found->second;
+  // Jobs already being stopped for it: it waits for them.
+  std::erase_if(head.preempting, [&](JobId id) {
+    const JobRecord* victim = job(id);
+    return !victim || victim->state != JobState::kRunning || !victim->preempt_deadline;
+  });
+  if (!head.preempting.empty()) return {};
+  const TimePoint now = clock_.Now();
+  const Duration waited = now - head.waiting_since;
+  if (waited < config_.fairness.preempt_after) return {};
+  const std::map<std::string, UserStanding> standings = Standings();
+  const auto mine = standings.find(head.spec.owner);
+  if (mine == standings.end() || !mine->second.under_share()) return {};
+  // Who may be stopped: preemptible jobs of users over their share, most over it first, then the
+  // most recently started (the least work to take up again).
+  struct Candidate {
+    double over;
+    const JobRecord* job;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t g = 0; g < gpus_.size(); ++g) {
+    for (const JobRecord* running : gpus_[g].jobs) {
+      if (running->gpus.front() != static_cast<GpuIndex>(g) || running->preempt_deadline ||
+          running->spec.owner == head.spec.owner)
+        continue;
+      if (!running->spec.requeue && config_.fairness.preemptible != Preemptible::kAll) continue;
+      const auto theirs = standings.find(running->spec.owner);
+      if (theirs == standings.end() || theirs->second.share_fraction <= 0 ||
+          theirs->second.usage_fraction <= theirs->second.share_fraction)
+        continue;
+      candidates.push_back(
+          {theirs->second.usage_fraction / theirs->second.share_fraction, running});
+    }
+  }
+  if (candidates.empty()) return {};
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.over != b.over) return a.over > b.over;
+    if (a.job->started != b.job->started) return a.job->started > b.job->started;
+    return a.job->spec.id > b.job->spec.id;
+  });
+  // The fewest of them whose leaving lets the head in: taken in that order until it fits, then
+  // those it fits without given back (the last taken first).
+  const ClusterView view = View();
+  const PlacementRequest request = MakeRequest(head);
+  auto fits_without = [&](const std::vector<const JobRecord*>& leaving_jobs) {
+    ClusterView later = view;
+    const std::set<const JobRecord*> leaving(leaving_jobs.begin(), leaving_jobs.end());
+    for (const JobRecord* leaving_job : leaving_jobs) Release(later, leaving, leaving_job->gpus);
+    return std::holds_alternative<Placed>(policy_.Place(later, request));
+  };
+  std::vector<const JobRecord*> victims;
+  bool fits = false;
+  for (const Candidate& c : candidates) {
+    victims.push_back(c.job);
+    if ((fits = fits_without(victims))) break;
+  }
+  if (!fits) return {};
+  for (size_t i = victims.size(); i-- > 1;) {
+    std::vector<const JobRecord*> fewer = victims;
+    fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(i - 1));
+    if (fits_without(fewer)) victims = std::move(fewer);
+  }
+  // Preemption gains nothing where the room comes as soon without it.
+  Duration notice{0};
+  for (const JobRecord* v : victims) notice = std::max(notice, v->spec.preempt_notice);
+  if (head.reservation && head.reservation->at && *head.reservation->at <= now + notice) return {};
+  std::vector<Preemption> out;
+  const UserStanding& owner = mine->second;
+  for (const JobRecord* v : victims) {
+    JobRecord& victim = Get(v->spec.id);
+    const UserStanding& theirs = standings.at(victim.spec.owner);
+    victim.preempt_deadline = now + victim.spec.preempt_notice;
+    victim.preempted_for = head.spec.id;
+    head.preempting.push_back(victim.spec.id);
+    out.push_back(Preemption{
+        victim.spec.id, head.spec.id,
+        fmt::format("for job {} of {}, who has had {} of this server against a {} share and has "
+                    "waited {}; {} has had {} against {}",
+                    head.spec.id, head.spec.owner, Percent(owner.usage_fraction),
+                    Percent(owner.share_fraction), FormatDuration(waited), victim.spec.owner,
+                    Percent(theirs.usage_fraction), Percent(theirs.share_fraction))});
+  }
+  changed_ = true;
+  return out;
+}
+
+void Scheduler::AbortPreemption(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  JobRecord& victim = it->second;
+  if (auto head = jobs_.find(victim.preempted_for); head != jobs_.end())
+    std::erase(head->second.preempting, id);
+  victim.preempt_deadline.reset();
+  victim.preempted_for = 0;
+  changed_ = true;
+}
+
+Status Scheduler::ResumePreemption(JobId id, TimePoint deadline) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
+  if (it->second.state != JobState::kRunning)
+    return FailedPrecondition(fmt::format("job {} is not running", id));
+  it->second.preempt_deadline = deadline;
+  changed_ = true;
+  return Status::Ok();
 }
 
 std::optional<TimePoint> Scheduler::NextWakeup() const {
@@ -843,6 +1402,12 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
   };
+  // The head may have waited long enough for a preemption.
+  if (config_.fairness.preempt) {
+    if (const auto head = jobs_.find(head_);
+        head != jobs_.end() && head->second.state == JobState::kQueued)
+      consider(head->second.waiting_since + config_.fairness.preempt_after);
+  }
   // A booked job held by utilization starts once its bounded delay is over.
   if (booked_blocked_by_utilization_) {
     for (JobId id : booked_) consider(jobs_.at(id).submitted + config_.booked_busy_wait);

@@ -6,12 +6,19 @@
 #pragma once
 
 #include <deque>
+#include <functional>
+#include <limits>
+#include <map>
 #include <optional>
+#include <set>
 #include <span>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
+#include "core/fair_share.h"
 #include "core/model.h"
 #include "core/placement.h"
 #include "core/recovery.h"
@@ -52,10 +59,16 @@ struct SchedulerConfig {
   bool mps_limits_enforced = true;
   double oom_limit_growth = 2.4;
   Bytes oom_extra = MiB(512);
-  // Bounded backfill: when the head waits, up to `backfill_depth` later jobs may start on GPUs that
-  // are not earmarked for the head. Off by default, as in the thesis.
+  // EASY backfill: when the head of the main queue waits, it gets a reservation (the GPUs it
+  // would get first and, where running jobs' ends are known, when), and up to `backfill_depth`
+  // later jobs may start now where they cannot delay it: on other GPUs, or on its GPUs if they end
+  // before its time. Off here, as in the thesis (colo sim's default); colod turns it on.
   bool backfill = false;
   int backfill_depth = 16;
+  // The main queue's order, usage and preemption (core/fair_share.h); FIFO here, as in the thesis.
+  FairnessConfig fairness;
+  // What each user may hold at once where SetUserTerms gave them nothing of their own.
+  UserLimits user_limits;
   // A job whose GPUs an outside scheduler booked (JobSpec::booked_gpus) waits at most this long
   // for their utilization to fall below the policy's threshold, then starts anyway: its GPUs are
   // its own, and every second it waits counts against its time limit there.
@@ -68,6 +81,8 @@ struct SchedulerConfig {
 struct PriorAttempts {
   int attempts = 0;
   int out_of_memory = 0;
+  // Since when it has waited (its age under fair share); unset: from now.
+  std::optional<TimePoint> waiting_since;
 };
 
 struct Launch {
@@ -84,7 +99,40 @@ struct Launch {
 };
 
 // What OnJobExit did with the job.
-enum class ExitAction { kFinished, kRequeuedForRecovery, kFailedRetryCap, kIgnored };
+enum class ExitAction {
+  kFinished,
+  kRequeuedForRecovery,
+  kFailedRetryCap,
+  kRequeuedAfterPreemption,  // stopped for another job: it waits in the main queue again
+  kIgnored
+};
+
+// A running job to stop so that the queue's head can start (Scheduler::Preempt). Its driver
+// signals it (with its notice), stops it when the notice is over, and reports its end as
+// ExitKind::kPreempted: it then waits again, keeping its attempts.
+struct Preemption {
+  JobId job = 0;
+  JobId for_job = 0;   // the waiting job it makes room for
+  std::string reason;  // for people: whose job, and why it may take the room
+};
+
+// What backfill keeps for the main queue's waiting head: the GPUs it would get first and, where
+// the running jobs' ends are known (time limits, learned run times, preemptions), from when.
+// Later jobs may start on other GPUs, or on these only if they end before `at`.
+struct HeadReservation {
+  std::optional<TimePoint> at;  // unknown: no running job's end is known
+  std::vector<GpuIndex> gpus;
+  std::vector<JobId> waits_for;  // the running jobs whose ends make the room
+};
+
+// Where a waiting job of the main queue stands, for `colo explain`.
+struct QueueStanding {
+  int position = 0;  // from 1, in the order the next pass looks at the queue
+  int waiting = 0;   // jobs in the main queue
+  UserStanding owner;
+  double age_factor = 0;
+  double priority = 0;  // fair-share order only
+};
 
 // What the scheduler did with a job whose attempt ended, or that a pass found could never be
 // placed: what the job is now and why, and what the attempt measured. The caller records it as
@@ -148,6 +196,20 @@ struct JobRecord {
   std::string end_reason;
   std::string need_basis;         // why an out-of-memory crash raised the need as it did
   std::optional<Wait> last_wait;  // why it waited at the last pass
+  // Since when it waits: its submission, or when it was last requeued. Its age counts from here.
+  TimePoint waiting_since;
+  // Why its owner's limits held it at the last pass; empty when they did not.
+  std::string limit_wait;
+  // While it runs: what it counts against its owner's limits, and the GPU-equivalents its owner
+  // is charged for it (each GPU weighted by the share of its memory the job plans with).
+  Holdings holds;
+  double charge = 0;
+  // The head of the main queue: what backfill keeps for it.
+  std::optional<HeadReservation> reservation;
+  // Being stopped for another job: when its notice ends, and for which job.
+  std::optional<TimePoint> preempt_deadline;
+  JobId preempted_for = 0;
+  std::vector<JobId> preempting;  // the head: the jobs being stopped for it
 };
 
 class Scheduler {
@@ -174,12 +236,34 @@ class Scheduler {
   // (ended by the caller, whose exit will not be reported) frees its GPUs. What it was; nullopt:
   // the scheduler had no record of it.
   std::optional<JobState> Drop(JobId id);
+  // What an administrator grants a user (share, limits); a user never given any has share 1 and
+  // the config's user_limits.
+  void SetUserTerms(const std::string& user, const UserTerms& terms);
+  // Where the terms of a user not given any come from (colod: its config's users and groups),
+  // asked once per user; `any_limits`: whether some user may have a limit.
+  using TermsSource = std::function<UserTerms(const std::string& user)>;
+  void SetTermsSource(TermsSource source, bool any_limits);
+  UserTerms TermsOf(const std::string& user) const;
+  // A user's usage as it was read back after a restart, decayed to now.
+  void RestoreUsage(const std::string& user, double usage);
+  const UsageLedger& usage() const { return ledger_; }
+  // Where every user who counts stands now: those with jobs waiting or running, and those with
+  // usage that has not decayed away.
+  std::map<std::string, UserStanding> Standings() const;
+  // What a user's running jobs hold now, and how many of their jobs wait in the queues.
+  Holdings HeldBy(const std::string& user) const;
+  int WaitingOf(const std::string& user) const;
+  // Why its owner's limits hold the job now (what a pass would say), or nullopt.
+  std::optional<std::string> HeldByLimits(const JobRecord& job) const;
   // Replaces the memory need of a job waiting in the main queue by a better one (earlier runs of
   // the same model have finished since it was submitted). A running job keeps the need it was
   // placed with, and one waiting for recovery the need its crash set: both are refused.
   Status UpdateNeed(JobId id, const MemoryNeed& need);
   // Replaces the expected SM activity of a waiting job (learned from earlier runs of its model).
   Status UpdateExpectedSmact(JobId id, double smact);
+  // A running job's learned run time (earlier runs of its model have ended since it was
+  // submitted): what reservations count on where it has no time limit.
+  Status UpdateExpectedRun(JobId id, Duration run);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
   // reservation starts from the plan, as for a fresh launch.
   Status Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, SharingMode mode,
@@ -211,9 +295,23 @@ class Scheduler {
   std::vector<JobEnded> TakeFailed();
 
   // One placement pass: jobs with booked GPUs first, each on its own (none waits behind another),
-  // then the recovery queue (strict priority), then the main queue in FIFO order (one owner's
-  // jobs among themselves by JobSpec::priority, in the places they hold).
-  std::vector<Launch> Schedule();
+  // then the recovery queue (strict priority), then the main queue in its order (FIFO, or by
+  // priority under fair share; one owner's jobs among themselves by JobSpec::priority, in the
+  // places they hold), each job within its owner's limits (a job they hold is passed over, never
+  // waited for); a waiting head gets its reservation and backfill. At most `max_launches`: a
+  // pass cut short goes on at the next call (the daemon's next turn), which bounds what one pass
+  // costs.
+  std::vector<Launch> Schedule(size_t max_launches = std::numeric_limits<size_t>::max());
+  // After Schedule: the running jobs to stop so that the main queue's head can start, when
+  // preemption is on, the head's owner is under their share, it has waited preempt_after and no
+  // room comes sooner. The fewest preemptible jobs of users over their share that make the room,
+  // most over their share first, then the most recently started. Each is being preempted until
+  // its end is reported.
+  std::vector<Preemption> Preempt();
+  // A preemption the driver could not carry out (it could not record it): the job runs on.
+  void AbortPreemption(JobId id);
+  // A job taken back after a restart was being preempted: its notice ends at `deadline`.
+  Status ResumePreemption(JobId id, TimePoint deadline);
   // When the scheduler wants to run again even if no event arrives (grace ends, reservations
   // settle, utilization windows slide). nullopt: only events can change its mind.
   std::optional<TimePoint> NextWakeup() const;
@@ -222,6 +320,13 @@ class Scheduler {
   // What the policy would decide for this job now, as if it were at the head of its queue:
   // for `colo explain` (only the head's verdicts are recorded by a pass).
   std::optional<PlacementDecision> Explain(JobId id) const;
+  // Where a job of the main queue stands in its order, and why.
+  std::optional<QueueStanding> StandingOf(JobId id) const;
+  // The main queue in the order the next pass looks at it.
+  std::vector<JobId> QueueOrder() const;
+  // The main queue's waiting head at the last pass (0: none), which holds the reservation.
+  JobId head() const { return head_; }
+  // The main queue in arrival order (QueueOrder: the order a pass takes).
   const std::deque<JobId>& main_queue() const { return main_queue_; }
   const std::deque<JobId>& recovery_queue() const { return recovery_queue_; }
   // Waiting jobs with booked GPUs, in arrival order.
@@ -254,13 +359,48 @@ class Scheduler {
     std::optional<TimePoint> last_placement;
   };
 
-  std::vector<Launch> Pass();
+  // One owner's waiting jobs of the main queue, under fair share: in their order (their
+  // --priority, then submission), and the times their places date from (the k-th oldest is the k-th
+  // place's: a priority reorders an owner's jobs among their own places, never past others).
+  struct OwnerQueue {
+    // (-priority, id): by their --priority, then in the order they were submitted (a requeued
+    // job keeps its place among them).
+    std::set<std::pair<int, JobId>> jobs;
+    std::multiset<TimePoint> places;
+  };
+  class Walk;  // the main queue in a pass's order
+
+  std::vector<Launch> Pass(size_t max_launches);
   void OrderOwnersJobs(const std::string& owner);
+  // Puts a waiting job in its queue (booked, recovery or main) and counts it for its owner.
+  void QueueJob(JobRecord& job, bool front);
+  void Enqueue(JobRecord& job, bool front = false);
+  // Takes jobs that left the main queue (started, or failed) out of it after a pass.
+  void RemoveFromMainQueue(const std::vector<JobId>& left);
+  // Takes a job that leaves a queue out of the owner indexes (`main`: the main queue's).
+  void Unindex(const JobRecord& job, bool main);
+  bool OwnerAtLimit(const std::string& owner) const;
+  // Whether its owner's limits hold the job in this pass (its limit_wait says why); a walk passes
+  // over the rest of an owner's jobs once the owner can start nothing more.
+  bool HeldBack(JobRecord& job, Walk* walk);
+  // What the job holds and is charged while it runs, counted for its owner (or given back).
+  void Hold(JobRecord& job, bool holding);
+  std::map<std::string, double> CountedUsers() const;
+  // When a running job is expected to end (its preemption's notice, its time limit or learned
+  // run time), if known.
+  std::optional<TimePoint> ExpectedEnd(const JobRecord& job) const;
+  // Whether a job that starts now is expected to end by `at`.
+  bool EndsBy(const JobRecord& job, TimePoint at) const;
+  HeadReservation Reserve(const JobRecord& head, const ClusterView& view) const;
+  // `view` with `leaving` gone from their GPUs (their windows unknown, their graces over).
+  void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
+               const std::vector<GpuIndex>& gpus) const;
   // Every GPU's view, with the window summaries `reads` asks for (none: null).
   void FillView(ClusterView& view, const WindowReads* reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
-  // A GPU's view but for its windows' summaries (left empty).
-  void MakeView(GpuIndex g, TimePoint now, GpuView& v) const;
+  // A GPU's view but for its windows' summaries (left empty); with `leaving` gone from it.
+  void MakeView(GpuIndex g, TimePoint now, GpuView& v,
+                const std::set<const JobRecord*>* leaving = nullptr) const;
   void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
   // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
   void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
@@ -288,7 +428,8 @@ class Scheduler {
   // out-of-memory crash with a raised need.
   ExitAction EndAttempt(JobRecord& job, const JobExit& exit);
   JobEnded EndedOf(const JobRecord& job, ExitAction action) const;
-  void Backfill(const JobRecord& head, ClusterView& view, std::vector<Launch>& launches);
+  void Backfill(JobRecord& head, Walk& walk, ClusterView& view, std::vector<Launch>& launches,
+                std::vector<JobId>& left);
   JobRecord& Get(JobId id);
 
   const Clock& clock_;
@@ -303,8 +444,18 @@ class Scheduler {
   std::deque<JobId> recovery_queue_;
   std::deque<JobId> booked_;
   GpuIndex last_placed_ = -1;
+  JobId head_ = 0;
+  bool preempt_due_ = false;  // a pass ran since Preempt last looked
   bool head_blocked_by_utilization_ = false;
-  bool booked_blocked_by_utilization_ = false;  // a booked job waited for utilization last pass
+  // Fair share and limits.
+  UsageLedger ledger_;
+  mutable std::map<std::string, UserTerms> terms_;  // given, or asked of the source
+  TermsSource terms_source_;
+  bool limits_used_ = false;                        // some user has a limit
+  std::map<std::string, Holdings> holdings_;        // by owner, of running jobs
+  std::map<std::string, int> waiting_owners_;       // waiting jobs (both queues) by owner
+  std::map<std::string, OwnerQueue> owner_queues_;  // under fair share
+  bool booked_blocked_by_utilization_ = false;      // a booked job waited for utilization last pass
   bool priorities_used_ = false;  // a job with a priority other than 0 was ever submitted
   // A pass whose inputs have not changed since the last one, before the time the last one said it
   // would change its mind, decides the same: it is skipped. Events set `changed_`.

@@ -20,6 +20,53 @@ bool MaySeeDetails(const Identity& caller, const Job& job) {
   return caller.uid == 0 || caller.uid == job.owner.uid;
 }
 
+// "1st", "2nd", "3rd", "11th", "22nd".
+std::string Ordinal(int n) {
+  const int tens = n % 100, ones = n % 10;
+  const char* suffix = (tens >= 11 && tens <= 13) ? "th"
+                       : ones == 1                ? "st"
+                       : ones == 2                ? "nd"
+                       : ones == 3                ? "rd"
+                                                  : "th";
+  return fmt::format("{}{}", n, suffix);
+}
+
+std::string IdList(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < 8; ++i)
+    out += fmt::format("{}{}", i ? ", " : "", ids[i]);
+  if (ids.size() > 8) out += fmt::format(" and {} more", ids.size() - 8);
+  return out;
+}
+
+// Where a user stands for fair share, for people: "alice has had 40% of this server lately (usage
+// halves every 7.0 d) against a 25% share".
+std::string StandingText(const UserStanding& u, Duration half_life) {
+  return fmt::format(
+      "{} has had {} of this server lately (usage halves every {}) against a {} "
+      "share",
+      u.user, Percent(u.usage_fraction), FormatDuration(half_life), Percent(u.share_fraction));
+}
+
+// What backfill keeps for the head of the main queue, for people.
+std::string ReservationText(const HeadReservation& r, TimePoint now) {
+  std::vector<int64_t> gpus(r.gpus.begin(), r.gpus.end());
+  std::sort(gpus.begin(), gpus.end());
+  std::string text =
+      fmt::format("GPU{} {} kept for it", r.gpus.size() == 1 ? "" : "s", IdList(gpus));
+  if (r.at && *r.at <= now) {
+    text += ", free once the last launch settles";
+  } else if (r.at) {
+    text += fmt::format(" from about {} from now, when job{} {} end{}", FormatDuration(*r.at - now),
+                        r.waits_for.size() == 1 ? "" : "s", IdList(r.waits_for),
+                        r.waits_for.size() == 1 ? "s" : "");
+  } else {
+    text += fmt::format(" until {} (no running job there has a --time limit or a learned run time)",
+                        r.gpus.size() == 1 ? "it frees" : "they free");
+  }
+  return text + "; a later job starts before it only where it cannot delay it";
+}
+
 }  // namespace
 
 std::string ApiHandlers::Handle(const Identity& caller, std::string_view line) {
@@ -202,10 +249,17 @@ Result<Job> ApiHandlers::JobForOwner(const Identity& caller, JobId id,
 Result<api::QueueReply> ApiHandlers::Handle(const Identity& caller,
                                             const api::QueueRequest& request) {
   api::QueueReply reply;
+  const size_t limit = static_cast<size_t>(std::clamp(request.limit, 1, api::kMaxQueuePage));
+  // Counting every job is cheap; describing one is what costs, so only a page is described.
   for (const auto& [id, job] : c_.controller.live_jobs()) {
-    if (!job.live()) continue;
-    if (!request.user.empty() && job.owner.user != request.user) continue;
-    reply.jobs.push_back(Summarize(job, caller));
+    if (!job.live() || (!request.user.empty() && job.owner.user != request.user)) continue;
+    (job.state == JobState::kRunning ? reply.running : reply.waiting) += 1;
+    if (request.after && id <= *request.after) continue;
+    if (reply.jobs.size() < limit) {
+      reply.jobs.push_back(Summarize(job, caller));
+    } else if (!reply.next) {
+      reply.next = reply.jobs.back().id;
+    }
   }
   reply.main_queue = static_cast<int>(c_.controller.scheduler().main_queue().size());
   reply.recovery_queue = static_cast<int>(c_.controller.scheduler().recovery_queue().size());
@@ -237,10 +291,12 @@ Result<api::CancelReply> ApiHandlers::Handle(const Identity& caller,
 Result<api::ControlReply> ApiHandlers::Handle(const Identity& caller,
                                               const api::ControlRequest& request) {
   api::ControlReply reply;
-  for (JobId id : request.jobs) {
+  auto states =
+      c_.controller.ControlMany(caller, request.action, request.jobs, !request.each_alone);
+  for (size_t i = 0; i < request.jobs.size(); ++i) {
     api::ControlResult result;
-    result.job = id;
-    auto state = c_.controller.Control(caller, request.action, id, !request.each_alone);
+    result.job = request.jobs[i];
+    const auto& state = states[i];
     if (state.ok()) {
       result.ok = true;
       result.state = *state;
@@ -273,11 +329,43 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
     return reply;
   }
   const bool recovering = job.state == JobState::kRecovering;
-  const auto& queue = recovering ? scheduler.recovery_queue() : scheduler.main_queue();
-  const auto pos = std::find(queue.begin(), queue.end(), job.id()) - queue.begin();
-  reply.position = static_cast<int>(pos) + 1;
   reply.queue = recovering ? "recovery" : "main";
-  if (pos > 0) reply.summary = fmt::format("waits behind job {} (queue order)", queue.front());
+  if (recovering) {
+    const auto& queue = scheduler.recovery_queue();
+    const auto pos = std::find(queue.begin(), queue.end(), job.id()) - queue.begin();
+    reply.position = static_cast<int>(pos) + 1;
+    reply.waiting = static_cast<int>(queue.size());
+    if (pos > 0) reply.summary = fmt::format("waits behind job {} (queue order)", queue.front());
+  } else if (const auto standing = scheduler.StandingOf(job.id())) {
+    const JobRecord* record = scheduler.job(job.id());
+    const FairnessConfig& fairness = scheduler.config().fairness;
+    const bool fair = fairness.order == QueueOrder::kFairShare;
+    reply.position = standing->position;
+    reply.waiting = standing->waiting;
+    if (fair) {
+      reply.priority = standing->priority;
+      reply.standing = fmt::format(
+          "{}: fair-share factor {:.2f}, age factor {:.2f} (waited {}), priority "
+          "{:.0f} = {:.0f} x {:.2f} + {:.0f} x {:.2f}",
+          StandingText(standing->owner, fairness.half_life), standing->owner.factor,
+          standing->age_factor, FormatDuration(c_.clock.Now() - record->waiting_since),
+          standing->priority, fairness.weight_fair_share, standing->owner.factor,
+          fairness.weight_age, standing->age_factor);
+    }
+    if (standing->position > 1) {
+      reply.summary =
+          fair ? fmt::format("{} of {} in the queue: {}", Ordinal(standing->position),
+                             standing->waiting, StandingText(standing->owner, fairness.half_life))
+               : fmt::format("{} of {} in the queue, first come first served",
+                             Ordinal(standing->position), standing->waiting);
+    }
+    if (const auto held = scheduler.HeldByLimits(*record)) {
+      reply.limit = *held;
+      reply.summary = "held by its owner's limits: " + *held;
+    }
+    if (scheduler.head() == job.id() && record->reservation)
+      reply.reservation = ReservationText(*record->reservation, c_.clock.Now());
+  }
   if (!recovering && !scheduler.recovery_queue().empty())
     reply.summary = fmt::format("the recovery queue goes first (job {} waits there)",
                                 scheduler.recovery_queue().front());
@@ -293,6 +381,41 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
       reply.summary = "can never run here: " + no->reason;
     }
   }
+  return reply;
+}
+
+Result<api::ShareReply> ApiHandlers::Handle(const Identity&, const api::ShareRequest&) {
+  const Scheduler& scheduler = c_.controller.scheduler();
+  const FairnessConfig& fairness = scheduler.config().fairness;
+  api::ShareReply reply;
+  reply.order = std::string(ToString(fairness.order));
+  reply.half_life_s = ToSeconds(fairness.half_life);
+  for (const auto& [user, standing] : scheduler.Standings()) {
+    api::ShareUser u;
+    u.user = user;
+    u.share = standing.share;
+    // Fractions within the reply's bounds whatever the rounding.
+    u.share_fraction = std::clamp(standing.share_fraction, 0.0, 1.0);
+    u.usage_gpu_hours = standing.usage / 3600;
+    u.usage_fraction = std::clamp(standing.usage_fraction, 0.0, 1.0);
+    u.factor = std::clamp(standing.factor, 0.0, 1.0);
+    const Holdings held = scheduler.HeldBy(user);
+    u.running = held.running_jobs;
+    u.gpus = held.gpus;
+    u.gpu_memory = held.gpu_memory;
+    u.waiting = scheduler.WaitingOf(user);
+    const UserLimits limits = scheduler.TermsOf(user).limits;
+    std::vector<std::string> parts;
+    if (limits.gpus > 0) parts.push_back(fmt::format("gpus {}", limits.gpus));
+    if (limits.gpu_memory > Bytes(0))
+      parts.push_back(fmt::format("gpu memory {}", FormatBytes(limits.gpu_memory)));
+    if (limits.running_jobs > 0) parts.push_back(fmt::format("running {}", limits.running_jobs));
+    for (const std::string& part : parts) u.limits += (u.limits.empty() ? "" : ", ") + part;
+    reply.users.push_back(std::move(u));
+  }
+  std::stable_sort(
+      reply.users.begin(), reply.users.end(),
+      [](const api::ShareUser& a, const api::ShareUser& b) { return a.factor > b.factor; });
   return reply;
 }
 

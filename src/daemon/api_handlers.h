@@ -61,6 +61,7 @@ class ApiHandlers {
   Result<api::GpusReply> Handle(const Identity& caller, const api::GpusRequest&);
   Result<api::HistoryReply> Handle(const Identity& caller, const api::HistoryRequest&);
   Result<api::EventsReply> Handle(const Identity& caller, const api::EventsRequest&);
+  Result<api::ShareReply> Handle(const Identity& caller, const api::ShareRequest&);
   Result<api::SlurmAttachReply> Handle(const Identity& caller, const api::SlurmAttachRequest&);
   Result<api::SlurmEndReply> Handle(const Identity& caller, const api::SlurmEndRequest&);
   Result<api::SlurmRunReply> Handle(const Identity& caller, const api::SlurmRunRequest&);

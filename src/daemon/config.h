@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,10 +16,19 @@
 
 namespace colo {
 
+// colod's scheduler settings before its config: the core's, with fair share among users and EASY
+// backfill on, as a server shared by many people needs (colo sim keeps the thesis' FIFO).
+SchedulerConfig DaemonSchedulerDefaults();
+
 struct DaemonConfig {
   // [scheduler]
   std::string policy = "worst-fit";  // a policy spec, as `colo sim --list-policies` shows
-  SchedulerConfig scheduler;
+  // With [fairness]'s order, half-life, weights and default limits (fairness, user_limits).
+  SchedulerConfig scheduler = DaemonSchedulerDefaults();
+  // [fairness.users] and [fairness.groups]: what an administrator grants a user, or each member
+  // of a group (a user's own entry wins; of several groups, the first by name).
+  std::map<std::string, UserTerms> user_terms;
+  std::map<std::string, UserTerms> group_terms;
   // [gates]: appended to the policy spec
   std::string memory_margin = "2GiB";
   double smact_max = 0.8;
@@ -40,6 +50,9 @@ struct DaemonConfig {
   std::string state_dir;  // default: /var/lib/colo (root) or $XDG_STATE_HOME/colo
   std::string socket;  // default: /run/colo/colod.sock (root) or $XDG_RUNTIME_DIR/colo/colod.sock
   std::string shim;    // default: colo-shim next to colod
+  // Where each job's directory (its logs, its exit records) lives; default: STATE/jobs. Another
+  // file system keeps a full log from stopping colod's database.
+  std::string jobs_dir;
   // [jobs]
   Duration cancel_grace = Seconds(10);
   // A job past its --time limit gets SIGTERM, then SIGKILL after this (Slurm's KillWait).
@@ -47,6 +60,12 @@ struct DaemonConfig {
   bool cgroups = true;  // "auto": a cgroup per attempt where colod may create one; "off"
   // What a job leaves running when its main process ends gets SIGTERM, then SIGKILL after this.
   Duration leftover_grace = Seconds(5);
+  // The most one attempt may write to its logs (stdout and stderr together); past it the job is
+  // stopped, its log saying why. 0: no limit.
+  Bytes log_limit = Bytes(int64_t{1} << 30);
+  // The submitter's resource limits a job takes (names of common/resource_limits.h, "all" or
+  // "none"); the others are colod's own.
+  std::string propagate_limits = "all";
   // [metrics]
   bool metrics_enabled = false;
   std::string metrics_address = "127.0.0.1";
@@ -63,6 +82,9 @@ struct DaemonConfig {
   int max_jobs_per_user = 10000;        // waiting or running at once; root has no limit
   int max_array_size = 1000;            // tasks of one job array (submit --array)
   Duration idle_timeout = Seconds(60);  // a connection with no request for this long is closed
+  // Space kept for the database in the state directory's file system (a file colod gives up when
+  // the disk is full, so that storing jobs goes on while users' logs have filled it).
+  Bytes database_reserve = Bytes(int64_t{64} << 20);
   // [slurm]: this colod is the node layer of a Slurm cluster (the SPANK plugin asks it)
   std::string slurm_node;                         // this node's Slurm name; empty: not a Slurm node
   std::string slurm_bin_dir = "/usr/bin";         // where scontrol is
@@ -86,6 +108,8 @@ struct DaemonConfig {
   // spec's own settings win, a CARMA name's too). Refused, with the reason, where the spec asks
   // for what only colo sim does (its shards baseline, an estimator of its own).
   Result<PolicySpec> Policy() const;
+  // The resources (RLIMIT_*) of propagate_limits.
+  std::set<int> PropagatedLimits() const;
 };
 
 // Every setting as "table.key" and its value as TOML writes it, in the order of
@@ -96,6 +120,10 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
 bool AppliesLive(const std::string& key);
 // Copies into `running` the settings of `next` that apply live, and no other.
 void TakeLiveSettings(DaemonConfig& running, const DaemonConfig& next);
+
+// What the config grants `user`: their own entry, else the first group (by name) that lists them
+// or is their primary group (the group database says), else a default user's terms.
+UserTerms TermsFromConfig(const DaemonConfig& config, const std::string& user);
 
 // Reads a TOML file; unknown keys and wrong types are errors naming the key.
 Result<DaemonConfig> LoadConfig(const std::string& path);

@@ -9,9 +9,10 @@
 
 namespace colo {
 
-ConnectionSet::ConnectionSet(int listen_fd, Protocol protocol, ConnectionLimits limits,
-                             Handler handler, Identify identify)
-    : listen_fd_(listen_fd),
+ConnectionSet::ConnectionSet(const Clock& clock, int listen_fd, Protocol protocol,
+                             ConnectionLimits limits, Handler handler, Identify identify)
+    : clock_(clock),
+      listen_fd_(listen_fd),
       protocol_(protocol),
       limits_(limits),
       handler_(std::move(handler)),
@@ -45,10 +46,11 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) Read(c, now);
     if (!c.out.empty()) Write(c);
   }
+  ServeInTurn(now);
   for (auto it = clients_.begin(); it != clients_.end();) {
-    if (it->second.closing && it->second.out.empty()) {
-      close(it->first);
-      it = clients_.erase(it);
+    Client& c = it->second;
+    if (c.closing && c.out.empty() && RequestEnd(c) == std::string::npos) {
+      it = Close(it);
     } else {
       ++it;
     }
@@ -58,8 +60,7 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
 void ConnectionSet::ExpireIdle(TimePoint now) {
   for (auto it = clients_.begin(); it != clients_.end();) {
     if (now - it->second.last_request >= limits_.idle_timeout) {
-      close(it->first);
-      it = clients_.erase(it);
+      it = Close(it);
     } else {
       ++it;
     }
@@ -73,6 +74,14 @@ std::optional<TimePoint> ConnectionSet::NextDeadline() const {
     if (!next || t < *next) next = t;
   }
   return next;
+}
+
+std::map<int, ConnectionSet::Client>::iterator ConnectionSet::Close(
+    std::map<int, Client>::iterator it) {
+  close(it->first);
+  const unsigned uid = it->second.identity.uid;
+  if (ConnectionsOf(uid) == 1) last_connection_.erase(uid);
+  return clients_.erase(it);
 }
 
 int ConnectionSet::ConnectionsOf(unsigned uid) const {
@@ -156,50 +165,20 @@ void ConnectionSet::Read(Client& c, TimePoint now) {
     }
     if (n < 0) {
       if (errno != EAGAIN && errno != EINTR) {
-        c.closing = true;
+        c.closing = true;  // nothing sent can be answered
+        c.in.clear();
         c.out.clear();
       }
       break;
     }
     c.in.append(buffer, static_cast<size_t>(n));
   }
-  Serve(c, now);
-}
-
-void ConnectionSet::Serve(Client& c, TimePoint now) {
   if (protocol_ == Protocol::kHttp) {
-    if (c.in.find("\r\n\r\n") != std::string::npos || c.in.size() > limits_.max_request_bytes ||
-        (c.closing && !c.in.empty())) {
-      c.out = handler_(c.identity, c.in);
-      c.in.clear();
-      c.closing = true;
-      c.last_request = now;
-    }
+    ServeHttp(c, now);
     return;
   }
-  // A few requests per client per turn: one client's pipeline cannot hold up the others (or the
-  // jobs); what is left is served at the next turn.
-  size_t start = 0, newline;
-  int served = 0;
-  while (served < kRequestsPerTurn && c.out.size() < limits_.max_unsent_bytes &&
-         (newline = c.in.find('\n', start)) != std::string::npos) {
-    const std::string_view line(c.in.data() + start, newline - start);
-    start = newline + 1;
-    ++served;
-    c.last_request = now;
-    c.out += handler_(c.identity, line);
-    c.out += '\n';
-  }
-  c.in.erase(0, start);
-  if (c.closing && !c.in.empty() && c.in.find('\n') == std::string::npos &&
-      c.in.size() <= limits_.max_request_bytes) {
-    // The client finished sending without a last newline: its last request still gets a reply.
-    c.out += handler_(c.identity, c.in);
-    c.out += '\n';
-    c.in.clear();
-  }
   // Only a request still without its end counts against the size limit.
-  if (c.in.find('\n') == std::string::npos && c.in.size() > limits_.max_request_bytes) {
+  if (c.in.size() > limits_.max_request_bytes && RequestEnd(c) == std::string::npos) {
     c.out += api::EncodeError(api::ErrorCode::kTooLarge, fmt::format("request larger than {} bytes",
                                                                      limits_.max_request_bytes));
     c.out += '\n';
@@ -208,24 +187,74 @@ void ConnectionSet::Serve(Client& c, TimePoint now) {
   }
 }
 
+void ConnectionSet::ServeHttp(Client& c, TimePoint now) {
+  if (c.in.find("\r\n\r\n") != std::string::npos || c.in.size() > limits_.max_request_bytes ||
+      (c.closing && !c.in.empty())) {
+    c.out = handler_(c.identity, c.in);
+    c.in.clear();
+    c.closing = true;
+    c.last_request = now;
+  }
+}
+
+size_t ConnectionSet::RequestEnd(const Client& c) const {
+  if (protocol_ != Protocol::kJsonLines) return std::string::npos;
+  const size_t newline = c.in.find('\n', c.scanned);
+  if (newline != std::string::npos) return newline;
+  c.scanned = c.in.size();
+  if (c.closing && !c.in.empty() && c.in.size() <= limits_.max_request_bytes) return c.in.size();
+  return std::string::npos;
+}
+
 bool ConnectionSet::HasBufferedWork() const {
   for (const auto& [fd, c] : clients_) {
-    if (!c.closing && c.out.size() < limits_.max_unsent_bytes &&
-        c.in.find('\n') != std::string::npos)
-      return true;
+    if (c.out.size() < limits_.max_unsent_bytes && RequestEnd(c) != std::string::npos) return true;
   }
   return false;
 }
 
-// Requests read earlier and held back (the turn's budget, or replies piling up): nothing new may
-// arrive to wake them (the client sent everything and now reads), so they are served here as room
-// frees, once per turn.
-void ConnectionSet::ServeBuffered(TimePoint now) {
+ConnectionSet::Client* ConnectionSet::NextInTurn() {
+  // Among those with a request waiting and room for its reply: the smallest uid above the last
+  // one served, else the smallest; then that user's smallest fd above their last, else smallest.
+  std::optional<unsigned> after, lowest;
   for (auto& [fd, c] : clients_) {
-    if (!c.closing && c.in.find('\n') != std::string::npos) {
-      Serve(c, now);
-      if (!c.out.empty()) Write(c);
-    }
+    if (c.out.size() >= limits_.max_unsent_bytes || RequestEnd(c) == std::string::npos) continue;
+    const unsigned uid = c.identity.uid;
+    if (!lowest || uid < *lowest) lowest = uid;
+    if (uid > last_user_ && (!after || uid < *after)) after = uid;
+  }
+  if (!lowest) return nullptr;
+  const unsigned user = after.value_or(*lowest);
+  const auto last = last_connection_.find(user);
+  Client *first = nullptr, *next = nullptr;
+  for (auto& [fd, c] : clients_) {
+    if (c.identity.uid != user || c.out.size() >= limits_.max_unsent_bytes ||
+        RequestEnd(c) == std::string::npos)
+      continue;
+    if (!first) first = &c;
+    if (!next && (last == last_connection_.end() || fd > last->second)) next = &c;
+  }
+  return next ? next : first;
+}
+
+void ConnectionSet::ServeOne(Client& c, TimePoint now) {
+  const size_t end = RequestEnd(c);
+  c.out += handler_(c.identity, std::string_view(c.in.data(), end));
+  c.out += '\n';
+  c.in.erase(0, std::min(end + 1, c.in.size()));
+  c.scanned = 0;
+  c.last_request = now;
+  last_user_ = c.identity.uid;
+  last_connection_[c.identity.uid] = c.fd;
+}
+
+// Also serves requests read at an earlier turn and held back (the turn's time, or replies piling
+// up): nothing new may arrive to wake them (the client sent everything and now reads).
+void ConnectionSet::ServeInTurn(TimePoint now) {
+  while (Client* c = NextInTurn()) {
+    ServeOne(*c, now);
+    Write(*c);
+    if (clock_.Now() - now >= kTurnBudget) break;
   }
 }
 
@@ -237,8 +266,9 @@ void ConnectionSet::Write(Client& c) {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    c.closing = true;  // the peer went away: drop what it will never read
+    c.closing = true;  // the peer went away: drop what it will never read, nor answer the rest
     c.out.clear();
+    c.in.clear();
     return;
   }
 }

@@ -37,8 +37,9 @@ class ConnectionSet {
   // Who a peer is, from its credentials; an error refuses the connection with that message.
   using Identify = std::function<Result<Identity>(unsigned uid, unsigned gid)>;
 
-  ConnectionSet(int listen_fd, Protocol protocol, ConnectionLimits limits, Handler handler,
-                Identify identify);
+  // `clock` times the turns (ServeInTurn).
+  ConnectionSet(const Clock& clock, int listen_fd, Protocol protocol, ConnectionLimits limits,
+                Handler handler, Identify identify);
   ~ConnectionSet();
   ConnectionSet(const ConnectionSet&) = delete;
   ConnectionSet& operator=(const ConnectionSet&) = delete;
@@ -49,10 +50,13 @@ class ConnectionSet {
   // Closes connections idle past the limit.
   void ExpireIdle(TimePoint now);
   std::optional<TimePoint> NextDeadline() const;
-  // Requests already received but not served yet (the per-turn budget ran out): colod's loop
-  // must not sleep while there are.
+  // Whether requests already received wait to be served (this turn's time ran out, or their
+  // client's replies pile up): colod's loop must not sleep while there are.
   bool HasBufferedWork() const;
-  void ServeBuffered(TimePoint now);
+  // Serves the requests received, in turn by user rather than by connection: one request of each
+  // user who has one waiting, then again, until none waits or the turn's time is spent. A user
+  // pipelining on all their connections so gets no more of colod than one who sends one request.
+  void ServeInTurn(TimePoint now);
   size_t size() const { return clients_.size(); }
   // New limits (a reloaded config): connections beyond them stay until they close.
   void SetLimits(const ConnectionLimits& limits) { limits_ = limits; }
@@ -63,7 +67,8 @@ class ConnectionSet {
     Identity identity;
     std::string in, out;
     TimePoint last_request;
-    bool closing = false;  // close once `out` is sent
+    bool closing = false;        // close once `out` is sent
+    mutable size_t scanned = 0;  // the bytes of `in` already known to hold no newline
   };
 
   void Accept(TimePoint now);
@@ -72,22 +77,35 @@ class ConnectionSet {
   // bounded by one request plus the read-ahead in, and the unsent limit (plus one reply) out.
   bool WantsInput(const Client& client) const;
   void Read(Client& client, TimePoint now);
-  void Serve(Client& client, TimePoint now);
+  void ServeHttp(Client& client, TimePoint now);
+  // Where the first request in `client.in` ends (npos: none is whole yet). A client that finished
+  // sending without a last newline has its last request end where its bytes do.
+  size_t RequestEnd(const Client& client) const;
+  // The client whose request is served next: the next user after the last one served (by uid)
+  // who has one waiting, and that user's next connection after the last one served.
+  Client* NextInTurn();
+  void ServeOne(Client& client, TimePoint now);
   void Write(Client& client);
+  std::map<int, Client>::iterator Close(std::map<int, Client>::iterator it);
   void Refuse(int fd, std::string_view code, std::string_view message);
   int ConnectionsOf(unsigned uid) const;
 
-  static constexpr int kRequestsPerTurn = 16;
+  // How long one turn serves requests before colod's loop does its other work (the jobs, the
+  // GPUs, new connections); a request that runs over it ends the turn once it is answered.
+  static constexpr Duration kTurnBudget = std::chrono::milliseconds(10);
   static constexpr int kAcceptsPerTurn = 64;
   // Bytes read ahead of what is served once a whole request is buffered.
   static constexpr size_t kReadAhead = 64 << 10;
 
+  const Clock& clock_;
   int listen_fd_;
   Protocol protocol_;
   ConnectionLimits limits_;
   Handler handler_;
   Identify identify_;
-  std::map<int, Client> clients_;  // by fd
+  std::map<int, Client> clients_;            // by fd
+  unsigned last_user_ = 0;                   // the uid whose request was served last
+  std::map<unsigned, int> last_connection_;  // per uid: the fd whose request was served last
 };
 
 }  // namespace colo

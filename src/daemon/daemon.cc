@@ -35,6 +35,8 @@ namespace {
 // The longest colod sleeps without looking at its jobs (child exits are also polled, and a
 // cancel's grace may end).
 constexpr auto kMaxSleep = std::chrono::milliseconds(250);
+// How often a reserve given back is looked at again.
+constexpr auto kReserveCheckInterval = std::chrono::seconds(10);
 
 // A process's CUDA context on a GPU of this model, from colo's calibrations: the GPU's own, else
 // the first there is (contexts of one driver generation differ little between GPUs), else none.
@@ -89,21 +91,27 @@ Daemon::~Daemon() {
 Status Daemon::Init() {
   // Everything colod creates is its own alone unless it says otherwise.
   umask(077);
+  if (config_.jobs_dir.empty()) config_.jobs_dir = config_.state_dir + "/jobs";
   // The lock first: a second colod on this state directory stops here, before it touches the
   // first one's socket or database.
-  auto lock = PrepareStateDir(config_.state_dir, personal_);
+  auto lock = PrepareStateDir(config_.state_dir, config_.jobs_dir, personal_);
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
   auto store = SqliteJobStore::Open(config_.state_dir + "/colo.db");
   if (!store.ok()) return store.status();
+  reserve_ = SpaceReserve(config_.state_dir + "/reserve", config_.database_reserve.count());
+  (*store)->SetSpaceReserve([this] { return reserve_.Release(); });
+  CheckReserve();
   store_ = std::move(*store);
 
   PosixProcessLauncher::Options launcher_options;
-  launcher_options.jobs_dir = config_.state_dir + "/jobs";
+  launcher_options.jobs_dir = config_.jobs_dir;
   launcher_options.shim = config_.shim;
   launcher_options.cgroups =
       config_.cgroups ? PosixProcessLauncher::Cgroups::kAuto : PosixProcessLauncher::Cgroups::kOff;
   launcher_options.leftover_grace = config_.leftover_grace;
+  launcher_options.log_limit = config_.log_limit;
+  launcher_options.propagated_limits = config_.PropagatedLimits();
   auto launcher = PosixProcessLauncher::Create(launcher_options);
   if (!launcher.ok()) return launcher.status();
   fmt::print(stderr, "colod: {}\n", (*launcher)->tracking());
@@ -120,6 +128,13 @@ Status Daemon::Init() {
   SchedulerConfig scheduler_config = config_.scheduler;
   scheduler_config.recovery = policy->recovery.value_or(scheduler_config.recovery);
   scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, scheduler_config);
+  bool any_limits = scheduler_config.user_limits.any();
+  for (const auto* entries : {&config_.user_terms, &config_.group_terms}) {
+    for (const auto& [name, terms] : *entries) any_limits = any_limits || terms.limits.any();
+  }
+  scheduler_->SetTermsSource(
+      [this](const std::string& user) { return TermsFromConfig(config_, user); }, any_limits);
+  COLO_RETURN_IF_ERROR(RestoreUsage());
   for (const DeviceInfo& d : gpus_.devices()) {
     GpuInfo info;
     info.uuid = d.uuid;
@@ -296,7 +311,7 @@ Status Daemon::Listen() {
                                    strerror(bound ? errno : bind_error)));
   own_socket_ = true;
   api_clients_ = std::make_unique<ConnectionSet>(
-      api_fd_, ConnectionSet::Protocol::kJsonLines, ApiLimits(config_),
+      clock_, api_fd_, ConnectionSet::Protocol::kJsonLines, ApiLimits(config_),
       [this](const Identity& caller, std::string_view line) {
         return handlers_->Handle(caller, line);
       },
@@ -322,7 +337,7 @@ Status Daemon::Listen() {
                config_.metrics_address, config_.metrics_port);
   }
   metrics_clients_ = std::make_unique<ConnectionSet>(
-      metrics_fd_, ConnectionSet::Protocol::kHttp, MetricsLimits(config_),
+      clock_, metrics_fd_, ConnectionSet::Protocol::kHttp, MetricsLimits(config_),
       [this](const Identity&, std::string_view request) { return ServeMetrics(request); },
       [](unsigned, unsigned) -> Result<Identity> { return Identity{}; });
   return Status::Ok();
@@ -364,6 +379,15 @@ std::string Daemon::ServeMetrics(std::string_view request) {
       "HTTP/1.1 {}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n"
       "Connection: close\r\n\r\n{}",
       metrics ? "200 OK" : "404 Not Found", body.size(), body);
+}
+
+void Daemon::CheckReserve() {
+  if (clock_.Now() >= next_reserve_check_) {
+    next_reserve_check_ = clock_.Now() + kReserveCheckInterval;
+    reserve_.Restore();
+  }
+  if (std::string note = reserve_.TakeNote(); !note.empty())
+    fmt::print(stderr, "colod: {}\n", note);
 }
 
 void Daemon::CheckMps() {
@@ -442,7 +466,7 @@ Status Daemon::Run() {
           metrics_clients_ ? metrics_clients_->NextDeadline() : std::nullopt}) {
       if (deadline && *deadline < wake_at) wake_at = *deadline;
     }
-    // Requests already read but not served (their turn's budget ran out) are served now.
+    // Requests already read but not served (their turn's time ran out) are served now.
     if (api_clients_->HasBufferedWork()) wake_at = clock_.Now();
     const auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - clock_.Now()).count() + 1;
@@ -464,7 +488,6 @@ Status Daemon::Run() {
     }
     const TimePoint now = clock_.Now();
     api_clients_->OnReady(fds, now);
-    api_clients_->ServeBuffered(now);
     api_clients_->ExpireIdle(now);
     if (metrics_clients_) {
       metrics_clients_->OnReady(fds, now);
@@ -483,8 +506,34 @@ Status Daemon::Run() {
     }
     sampler_->ReadProcessesOf(controller_->GpusRunningJobs());
     CheckMps();
+    if (clock_.Now() >= next_usage_save_) SaveUsage();
+    CheckReserve();
   }
+  SaveUsage();
   return Status::Ok();
+}
+
+// The usage stored before the last stop, decayed over the time colod was away.
+Status Daemon::RestoreUsage() {
+  auto stored = store_->LoadUsage();
+  if (!stored.ok()) {
+    // Fair share starts again from nothing rather than colod not starting.
+    fmt::print(stderr, "colod: fair-share usage starts from zero: {}\n", stored.status().message());
+    return Status::Ok();
+  }
+  const Duration away = std::max(
+      Duration::zero(), std::chrono::duration_cast<Duration>(clock_.WallNow() - stored->as_of));
+  for (const auto& [user, usage] : stored->users)
+    scheduler_->RestoreUsage(user, Decay(usage, away, config_.scheduler.fairness.half_life));
+  return Status::Ok();
+}
+
+void Daemon::SaveUsage() {
+  next_usage_save_ = clock_.Now() + kUsageSaveInterval;
+  UsageRecord record{clock_.WallNow(), scheduler_->usage().Snapshot(clock_.Now())};
+  if (Status s = store_->SaveUsage(record); !s.ok())
+    fmt::print(stderr, "colod: cannot store fair-share usage (tried again in a minute): {}\n",
+               s.message());
 }
 
 }  // namespace colo

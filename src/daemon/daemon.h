@@ -53,6 +53,11 @@ class Daemon {
   Result<Identity> Identify(unsigned uid, unsigned gid) const;
   std::string ServeMetrics(std::string_view request);
   void CheckMps();
+  // Fair-share usage: read back at start (decayed over the time colod was away), stored often.
+  Status RestoreUsage();
+  void SaveUsage();
+  // Takes the database's reserve again once there is room, and says what became of it.
+  void CheckReserve();
   void RecordHistory(const GpuSampleSet& sample);
   void Wake();
   // Applies what a reloaded config changed that can change live, and logs what needs a restart.
@@ -65,6 +70,8 @@ class Daemon {
   GpuBackend& gpus_;
   SystemClock clock_;
   StateLock lock_;
+  SpaceReserve reserve_;
+  TimePoint next_reserve_check_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<PlacementPolicy> policy_;
@@ -81,6 +88,9 @@ class Daemon {
   std::unique_ptr<HistoryStore> history_;  // absent: disabled, or its file could not be opened
   std::string history_problem_;
   TimePoint next_mps_check_;
+  // Fair-share usage is stored this often and at a stop, so a restart keeps the past week's.
+  static constexpr Duration kUsageSaveInterval = std::chrono::seconds(60);
+  TimePoint next_usage_save_;
   std::atomic<bool> stop_{false};
 };
 

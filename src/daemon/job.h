@@ -73,8 +73,8 @@ struct ArrayMembership {
 struct Job {
   JobSpec spec;  // id, name, owner (the user name), command, GPUs, memory need, sharing, SMACT
   Identity owner;
-  api::JobContext context;       // its working directory, where it came from
-  std::vector<std::string> env;  // NAME=value; dropped when the job ends
+  api::JobContext context;  // its working directory, where it came from
+  SharedStrings env;  // NAME=value, shared by the tasks of an array; dropped when the job ends
   JobState state = JobState::kQueued;
   std::string reason;  // why it failed or waits for good
   WallTime submitted, finished;

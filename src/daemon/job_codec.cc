@@ -101,7 +101,8 @@ constexpr JobState kJobStates[] = {
     JobState::kSucceeded, JobState::kFailed,     JobState::kCancelled,
     JobState::kLost,      JobState::kRequeued,   JobState::kTimeout};
 constexpr ExitKind kExitKinds[] = {ExitKind::kSuccess,   ExitKind::kFailure, ExitKind::kOutOfMemory,
-                                   ExitKind::kCancelled, ExitKind::kLost,    ExitKind::kTimeout};
+                                   ExitKind::kCancelled, ExitKind::kLost,    ExitKind::kTimeout,
+                                   ExitKind::kPreempted};
 constexpr api::DependencyKind kDependencyKinds[] = {api::DependencyKind::kAfterOk,
                                                     api::DependencyKind::kAfterAny,
                                                     api::DependencyKind::kAfterNotOk};
@@ -196,6 +197,12 @@ class FieldReader {
       strings.push_back(ValidUtf8(item.get_ref<const std::string&>()));
     }
     out = std::move(strings);
+  }
+
+  void Strings(std::string_view key, SharedStrings& out) {
+    std::vector<std::string> strings;
+    Strings(key, strings);
+    if (Member(key)) out = std::move(strings);
   }
 
   void Int64(std::string_view key, int64_t& out) { Integer(key, out, INT64_MIN, INT64_MAX); }
@@ -587,6 +594,22 @@ Result<Job> Decode(std::string_view text, RecordDecoder decoder, bool lenient) {
 }
 
 }  // namespace
+
+std::string EncodeStrings(const std::vector<std::string>& strings) {
+  return Strings(strings).dump();
+}
+
+Result<std::vector<std::string>> DecodeStrings(std::string_view text) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_array()) return InvalidArgument("not a list of strings");
+  std::vector<std::string> strings;
+  strings.reserve(parsed.size());
+  for (const json& item : parsed) {
+    if (!item.is_string()) return InvalidArgument("not a list of strings");
+    strings.push_back(ValidUtf8(item.get_ref<const std::string&>()));
+  }
+  return strings;
+}
 
 std::string EncodeJob(const Job& job) {
   json record = json::object();

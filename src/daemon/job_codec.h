@@ -33,6 +33,12 @@ Result<Job> DecodeJob(std::string_view text);
 // enum name is still an error naming it.
 Result<Job> DecodeSchema1Job(std::string_view text);
 
+// A list of strings (a command, an environment) as text, for a store that keeps it apart from
+// the records that hold it: a JSON list, its strings made valid UTF-8 first.
+std::string EncodeStrings(const std::vector<std::string>& strings);
+// The list in `text`, or InvalidArgument saying what is wrong with it.
+Result<std::vector<std::string>> DecodeStrings(std::string_view text);
+
 // The longest event kind kept; kinds are short words ("submitted", "out-of-memory").
 constexpr size_t kMaxEventKindBytes = 64;
 

@@ -15,6 +15,15 @@ namespace {
 
 // How soon a record that could not be stored is tried again.
 constexpr Duration kStoreRetry = Seconds(1);
+// The jobs whose dependencies changed that one turn of colod's loop takes (CheckDependencies).
+constexpr size_t kDependencySlice = 256;
+// How long one turn of colod's loop spends on attempts' ends (each a durable write) once one is
+// done; the rest wait for the next turn, so that requests are served between (a busy server's
+// job churn cannot hold every user's request).
+constexpr Duration kJobWorkPerTurn = std::chrono::milliseconds(20);
+// Jobs one placement pass of a turn places at most (each start a durable write and a fork, and
+// what a pass costs grows with what it places); the rest start at the next turn.
+constexpr size_t kPlacementsPerTurn = 4;
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -59,24 +68,51 @@ void JobController::Log(const JobEvent& event) const {
 }
 
 bool JobController::Persist(Job& job, std::vector<JobEvent> events) {
-  for (const JobEvent& e : events) Log(e);
-  auto& pending = pending_events_[job.id()];
-  pending.insert(pending.end(), std::make_move_iterator(events.begin()),
-                 std::make_move_iterator(events.end()));
+  std::vector<JobEvent>& pending = Pending(job.id(), std::move(events));
   const Status stored = store_.Update(job, pending);
   if (stored.ok()) {
-    pending_events_.erase(job.id());
-    unsaved_.erase(job.id());
+    Stored(job.id());
     return true;
   }
-  if (unsaved_.insert(job.id()).second) {
+  Unsaved(job.id(), stored);
+  return false;
+}
+
+void JobController::PersistMany(std::vector<std::pair<Job*, std::vector<JobEvent>>> jobs) {
+  std::vector<JobChange> changes;
+  for (auto& [job, events] : jobs)
+    changes.push_back(JobChange{job, Pending(job->id(), std::move(events))});
+  const Status stored = store_.UpdateMany(changes);
+  for (auto& [job, events] : jobs) {
+    if (stored.ok()) {
+      Stored(job->id());
+    } else {
+      Unsaved(job->id(), stored);
+    }
+  }
+}
+
+std::vector<JobEvent>& JobController::Pending(JobId id, std::vector<JobEvent> events) {
+  for (const JobEvent& e : events) Log(e);
+  auto& pending = pending_events_[id];
+  pending.insert(pending.end(), std::make_move_iterator(events.begin()),
+                 std::make_move_iterator(events.end()));
+  return pending;
+}
+
+void JobController::Stored(JobId id) {
+  pending_events_.erase(id);
+  unsaved_.erase(id);
+}
+
+void JobController::Unsaved(JobId id, const Status& error) {
+  if (unsaved_.insert(id).second) {
     counters_.store_failures++;
-    Log(Event(job.id(), "store-error",
+    Log(Event(id, "store-error",
               fmt::format("could not store the job's latest change (kept in memory, tried "
                           "again): {}",
-                          stored.message())));
+                          error.message())));
   }
-  return false;
 }
 
 void ControllerCounters::Histogram::Observe(double value) {
@@ -127,6 +163,8 @@ Bytes JobController::CurrentPeak(const Job& job) const {
 
 JobSpec JobController::Planned(const Job& job) const {
   JobSpec spec = job.spec;
+  // Backfill's reservations count on it.
+  spec.time_limit = Seconds(job.time_limit_s);
   if (options_.plan_without_estimates && spec.memory.source != MemorySource::kLearned)
     spec.memory = MemoryNeed{};
   return spec;
@@ -195,6 +233,14 @@ Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
 }
 
 Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest request) {
+  const std::string token = std::move(request.token);
+  if (!token.empty()) {
+    // Sent again (its reply was lost): the job it stored the first time is the answer.
+    auto stored = store_.SubmittedWith(who.uid, token, clock_.WallNow() - kSubmitTokenLifetime);
+    if (!stored.ok())
+      return Unavailable("the submit's token could not be looked up: " + stored.status().message());
+    if (*stored) return **stored;
+  }
   COLO_RETURN_IF_ERROR(admission_.MayAdd(who, 1));
   std::optional<api::ArraySpec> array = std::move(request.array);
   auto made = NewJob(who, std::move(request));
@@ -203,7 +249,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
   COLO_RETURN_IF_ERROR(scheduler_.CheckPlaceable(Planned(job)));
   if (array) {
     COLO_RETURN_IF_ERROR(admission_.CheckArray(who, *array));
-    return SubmitArray(std::move(job), *array);
+    return SubmitArray(std::move(job), *array, token);
   }
   job.state = JobState::kQueued;
   job.submitted = clock_.WallNow();
@@ -215,7 +261,7 @@ Result<JobId> JobController::Submit(const Identity& who, api::SubmitRequest requ
   std::vector<JobEvent> events = {submitted};
   if (job.estimate && job.estimate->learned && job.estimate->learned->solo_smact >= 0)
     events.push_back(SmactEvent(0, job.estimate->learned->solo_smact));
-  if (Status stored = store_.Insert(job, events); !stored.ok()) {
+  if (Status stored = store_.Insert(job, events, token); !stored.ok()) {
     counters_.store_failures++;
     return Unavailable("the job could not be stored, so it was not submitted: " + stored.message());
   }
@@ -259,7 +305,8 @@ std::string ArrayTaskName(const std::string& pattern, JobId array, int task) {
 }
 }  // namespace
 
-Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) {
+Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array,
+                                         std::string_view token) {
   const std::string pattern = base.spec.name;
   base.state = JobState::kQueued;
   base.submitted = clock_.WallNow();
@@ -285,7 +332,7 @@ Result<JobId> JobController::SubmitArray(Job base, const api::ArraySpec& array) 
                       job.spec.gpus,
                       job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "unknown")));
     }
-    failed = store_.InsertReserved(stored, events);
+    failed = store_.InsertReserved(stored, events, token);
   }
   if (!failed.ok()) {
     counters_.store_failures++;
@@ -340,78 +387,123 @@ Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
   }
   if (tasks.size() > 1 || (tasks.size() == 1 && tasks.front() != id)) {
     int cancelled = 0, cancelling = 0;
-    for (JobId task : tasks) {
-      auto state = CancelOne(who, task);
+    std::optional<Status> first_error;
+    std::vector<JobId> waiting;
+    const auto count = [&](const Result<std::string>& state) {
       if (!state.ok()) {
-        if (cancelled + cancelling == 0) return state.status();
-        continue;
+        if (!first_error) first_error = state.status();
+      } else {
+        (*state == "cancelling" ? cancelling : cancelled)++;
       }
-      (*state == "cancelling" ? cancelling : cancelled)++;
+    };
+    for (JobId task : tasks) {
+      if (live_.at(task).state == JobState::kRunning) {
+        count(CancelOne(who, task));
+      } else {
+        waiting.push_back(task);
+      }
     }
+    for (const Result<std::string>& state : CancelWaiting(who, waiting)) count(state);
+    if (cancelled + cancelling == 0 && first_error) return *first_error;
     if (cancelling == 0) return fmt::format("cancelled {} task(s)", cancelled);
     return fmt::format("cancelling {} task(s), cancelled {}", cancelling, cancelled);
   }
   return CancelOne(who, id);
 }
 
-Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
+Result<Job*> JobController::CancelTarget(const Identity& who, JobId id) {
   auto it = live_.find(id);
   if (it == live_.end()) {
-    auto stored = store_.Find(id);
-    if (!stored.ok()) return stored.status();
-    if (!*stored) return NotFound(fmt::format("no job {}", id));
-    if (who.uid != 0 && who.uid != (*stored)->owner.uid)
-      return PermissionDenied(fmt::format(
-          "job {} belongs to {}; only its owner or root may cancel it", id, (*stored)->owner.user));
-    return FailedPrecondition(
-        fmt::format("job {} already ended ({})", id, ToString((*stored)->state)));
+    auto ended = EndedJobFor(who, id, "cancel");
+    if (!ended.ok()) return ended.status();
+    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(ended->state)));
   }
-  Job& job = it->second;
-  if (who.uid != 0 && who.uid != job.owner.uid)
-    return PermissionDenied(fmt::format(
-        "job {} belongs to {}; only its owner or root may cancel it", id, job.owner.user));
-  COLO_RETURN_IF_ERROR(RunnerFor(job).MayControl(job, "cancel"));
-  if (job.state == JobState::kRunning) {
-    if (!job.cancel_requested) {
-      // Stored first: if colod stops now, the restart still knows the end was asked for.
-      Job updated = job;
-      updated.cancel_requested = true;
-      const JobEvent event = Event(
-          id, "cancel",
-          fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s",
-                      who.user, job.current() ? job.current()->number : 0,
-                      ToSeconds(options_.cancel_grace)));
-      if (Status s = store_.Update(updated, {event}); !s.ok())
-        return Unavailable("the cancel could not be stored, so the job was not touched: " +
-                           s.message());
-      Log(event);
-      job.cancel_requested = true;
-      // Once: signalling every process of a job is not free, and asking again changes nothing
-      // (SIGKILL follows when the grace is over).
-      RunnerFor(job).Signal(job, SIGTERM);
-      running_[id].kill_at = clock_.Now() + options_.cancel_grace;
+  COLO_RETURN_IF_ERROR(MayControl(who, it->second, "cancel"));
+  return &it->second;
+}
+
+Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
+  auto target = CancelTarget(who, id);
+  if (!target.ok()) return target.status();
+  Job& job = **target;
+  if (job.state != JobState::kRunning) return std::move(CancelWaiting(who, {id}).front());
+  if (!job.cancel_requested) {
+    // Stored first: if colod stops now, the restart still knows the end was asked for.
+    Job updated = job;
+    updated.cancel_requested = true;
+    const JobEvent event = Event(
+        id, "cancel",
+        fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s",
+                    who.user, job.current() ? job.current()->number : 0,
+                    ToSeconds(options_.cancel_grace)));
+    if (Status s = store_.Update(updated, {event}); !s.ok())
+      return Unavailable("the cancel could not be stored, so the job was not touched: " +
+                         s.message());
+    Log(event);
+    job.cancel_requested = true;
+    // Once: signalling every process of a job is not free, and asking again changes nothing
+    // (SIGKILL follows when the grace is over).
+    RunnerFor(job).Signal(job, SIGTERM);
+    running_[id].kill_at = clock_.Now() + options_.cancel_grace;
+  }
+  return std::string("cancelling");
+}
+
+std::vector<Result<std::string>> JobController::CancelWaiting(const Identity& who,
+                                                              const std::vector<JobId>& ids) {
+  std::vector<Result<std::string>> results(ids.size(), std::string("cancelled"));
+  // Stored first, all in one transaction: the tasks of a large array cost one write.
+  std::vector<Job> ended;
+  ended.reserve(ids.size());
+  std::vector<JobChange> changes;
+  std::vector<JobId> targets;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto target = CancelTarget(who, ids[i]);
+    if (!target.ok()) {
+      results[i] = target.status();
+      continue;
     }
-    return std::string("cancelling");
+    Job& job = ended.emplace_back(**target);
+    job.state = JobState::kCancelled;
+    job.reason = fmt::format("cancelled by {} while waiting", who.user);
+    job.finished = clock_.WallNow();
+    job.env.clear();
+    changes.push_back(JobChange{&job, {Event(ids[i], "cancelled", job.reason)}});
+    targets.push_back(ids[i]);
   }
-  Job ended = job;
-  ended.state = JobState::kCancelled;
-  ended.reason = fmt::format("cancelled by {} while waiting", who.user);
-  ended.finished = clock_.WallNow();
-  ended.env.clear();
-  const JobEvent event = Event(id, "cancelled", ended.reason);
-  if (Status s = store_.Update(ended, {event}); !s.ok())
-    return Unavailable("the cancel could not be stored, so the job stays queued: " + s.message());
-  Log(event);
-  scheduler_.Drop(id);  // it no longer waits for GPUs
-  job = std::move(ended);
-  ForgetIfDone(id);
-  return std::string("cancelled");
+  if (Status s = store_.UpdateMany(changes); !s.ok()) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (results[i].ok())
+        results[i] =
+            Unavailable("the cancel could not be stored, so the job stays queued: " + s.message());
+    }
+    return results;
+  }
+  for (size_t k = 0; k < targets.size(); ++k) {
+    const JobId id = targets[k];
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;  // named twice
+    Log(changes[k].events.front());
+    scheduler_.Drop(id);  // it no longer waits for GPUs
+    it->second = std::move(ended[k]);
+    ForgetIfDone(id);
+  }
+  return results;
 }
 
 // Slurm's kill_invalid_depend: a job whose dependency can never be met is cancelled (reason
 // DependencyNeverSatisfied) rather than left waiting forever.
 void JobController::CheckDependencies() {
-  for (Admission::DependencyChange& change : admission_.ReviewDependencies(live_)) {
+  std::vector<Admission::DependencyChange> changes = admission_.ReviewDependencies(live_);
+  // A storm (the thousands of dependents of one job) is taken a slice per turn, each slice stored
+  // in one write, so that colod serves its users between the slices.
+  if (changes.size() > kDependencySlice) {
+    changes.resize(kDependencySlice);
+    admission_.DependenciesChanged();
+    more_work_ = true;
+  }
+  std::vector<std::pair<Job*, std::vector<JobEvent>>> stores;
+  for (Admission::DependencyChange& change : changes) {
     auto it = live_.find(change.job);
     if (it == live_.end()) continue;
     Job& job = it->second;
@@ -421,8 +513,7 @@ void JobController::CheckDependencies() {
       job.reason = TruncateUtf8("DependencyNeverSatisfied: " + change.never, kMaxDetailBytes);
       job.finished = clock_.WallNow();
       job.env.clear();
-      Persist(job, {Event(id, "cancelled", job.reason)});
-      ForgetIfDone(id);
+      stores.emplace_back(&job, std::vector<JobEvent>{Event(id, "cancelled", job.reason)});
       continue;
     }
     job.dependencies = std::move(change.left);
@@ -431,9 +522,12 @@ void JobController::CheckDependencies() {
       events.push_back(Event(id, "dependency", "every dependency is met"));
       if (!job.held) Enqueue(job, "when its dependencies were met");
     }
-    Persist(job, std::move(events));
-    ForgetIfDone(id);
+    stores.emplace_back(&job, std::move(events));
   }
+  std::vector<JobId> ids;
+  for (const auto& [job, events] : stores) ids.push_back(job->id());
+  PersistMany(std::move(stores));
+  for (JobId id : ids) ForgetIfDone(id);
 }
 
 void JobController::CheckTimeLimits(TimePoint now) {
@@ -508,16 +602,26 @@ void JobController::OverPlan(Job& job, const NeedRaised& raised) {
 
 void JobController::Tick() {
   launcher_.Refresh();
+  const TimePoint began = clock_.Now();
+  more_work_ = false;
   // Attempts that ended.
   std::vector<JobId> running;
   for (const auto& [id, r] : running_) running.push_back(id);
+  bool finished_one = false;
   for (JobId id : running) {
     auto it = live_.find(id);
     if (it == live_.end() || it->second.state != JobState::kRunning) {
       running_.erase(id);
       continue;
     }
-    if (auto end = RunnerFor(it->second).Check(it->second)) FinishAttempt(it->second, *end);
+    if (finished_one && clock_.Now() - began >= kJobWorkPerTurn) {
+      more_work_ = true;  // the others are looked at next turn
+      break;
+    }
+    if (auto end = RunnerFor(it->second).Check(it->second)) {
+      FinishAttempt(it->second, *end);
+      finished_one = true;
+    }
   }
   const TimePoint now = clock_.Now();
   CheckTimeLimits(now);
@@ -562,12 +666,13 @@ void JobController::Tick() {
   }
   if (admission_.dependencies_changed()) CheckDependencies();
   if (admission_.arrays_changed()) AdmitArrayTasks();
-  PlacementPass();
+  PlacementPass(/*bounded=*/true);
 }
 
-void JobController::PlacementPass() {
+void JobController::PlacementPass(bool bounded) {
   const TimePoint pass_began = clock_.Now();
-  const std::vector<colo::Launch> launches = scheduler_.Schedule();
+  const std::vector<colo::Launch> launches =
+      bounded ? scheduler_.Schedule(kPlacementsPerTurn) : scheduler_.Schedule();
   counters_.pass.Observe(ToSeconds(clock_.Now() - pass_began));
   for (const colo::Launch& launch : launches) Launch(launch);
   // Jobs the policy found it could never place: they end here.
@@ -578,6 +683,8 @@ void JobController::PlacementPass() {
     Persist(it->second, {Event(failed.job, "failed", it->second.reason)});
     ForgetIfDone(failed.job);
   }
+  // A pass cut short goes on at the next turn, at once.
+  if (bounded && launches.size() >= kPlacementsPerTurn) more_work_ = true;
 }
 
 std::optional<TimePoint> JobController::NextWakeup() const {
@@ -591,6 +698,7 @@ std::optional<TimePoint> JobController::NextWakeup() const {
   }
   if (admission_.dependencies_changed()) earlier(clock_.Now() + kStoreRetry);
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
+  if (more_work_) earlier(clock_.Now());
   if (const auto deadline = tenants_.NextDeadline()) earlier(*deadline);
   return wake;
 }
@@ -724,7 +832,7 @@ AttemptEnv JobController::EnvOf(const Job& job, const Attempt& attempt,
   }
   // An engine's steps set their own environment: the frameworks' settings are offered to them.
   return MakeAttemptEnv(job, attempt, largest, std::move(mps),
-                        job.external ? std::vector<std::string>() : job.env);
+                        job.external ? SharedStrings() : job.env);
 }
 
 void JobController::Record(Job& job, const JobEnded& ended) {
@@ -825,11 +933,17 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
 }
 
 // Back to the queue it was in, with its attempts and out-of-memory count (its retry cap and its
-// priority survive a restart).
+// priority survive a restart), and the age it had: it has waited since it was submitted, or
+// since its last attempt ended.
 void JobController::Requeue(Job& job, std::string_view when) {
   const int ooms = OutOfMemoryAttempts(job);
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms};
+  const Attempt* last = job.current();
+  const WallTime since = last && last->phase == Attempt::Phase::kEnded
+                             ? std::max(last->ended, job.submitted)
+                             : job.submitted;
+  const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms,
+                            MonotonicOf(clock_, since)};
   if (Status s = scheduler_.Submit(Planned(job), prior); !s.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(fmt::format("cannot be queued again {}: {}", when, s.message()),

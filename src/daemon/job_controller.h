@@ -113,6 +113,10 @@ class JobController final : public TenantHost {
   // id is its first task alone.
   Result<std::string> Control(const Identity& who, api::JobAction action, JobId id,
                               bool whole_array = true);
+  // Control of many jobs, each answered as Control answers it; holds and releases are stored
+  // together, one write for them all.
+  std::vector<Result<std::string>> ControlMany(const Identity& who, api::JobAction action,
+                                               const std::vector<JobId>& ids, bool whole_array);
   // Why a job waits that the scheduler does not know of (held, dependencies, its array's cap);
   // empty otherwise.
   std::string HeldReason(const Job& job) const {
@@ -162,14 +166,15 @@ class JobController final : public TenantHost {
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
   Result<std::string> CancelOne(const Identity& who, JobId id);
   // Stores every task of an array (the first task's id names it) and queues them; all or none.
-  Result<JobId> SubmitArray(Job base, const api::ArraySpec& array);
+  Result<JobId> SubmitArray(Job base, const api::ArraySpec& array, std::string_view token);
   // Queues a job that waited outside the scheduler; an array task under a cap waits its turn.
   void Enqueue(Job& job, std::string_view when);
   // Queues the tasks of capped arrays whose turn came.
   void AdmitArrayTasks();
   void Launch(const Launch& launch);
-  // Placement pass and its launches.
-  void PlacementPass();
+  // Placement pass and its launches; `bounded`: at most kPlacementsPerTurn, the rest at the
+  // next turn (colod's loop), else every job that fits now.
+  void PlacementPass(bool bounded = false);
   api::SlurmAttachReply TenantReply(const Job& job) const;
   // Why a queued job is not running: the gates that stopped it, else who is ahead of it.
   std::string WaitReason(const Job& job) const;
@@ -183,7 +188,18 @@ class JobController final : public TenantHost {
   Status MayControl(const Identity& who, const Job& job, std::string_view what) const;
   // The job as the store has it, for an id that is not live: NotFound, PermissionDenied, or it.
   Result<Job> EndedJobFor(const Identity& who, JobId id, std::string_view what) const;
-  Result<std::string> SetHold(const Identity& who, JobId id, bool hold);
+  // The live job `who` may cancel: an error saying why not, or the job.
+  Result<Job*> CancelTarget(const Identity& who, JobId id);
+  // Waiting jobs cancelled, stored in one write.
+  std::vector<Result<std::string>> CancelWaiting(const Identity& who,
+                                                 const std::vector<JobId>& ids);
+  // The live, waiting job `who` may hold (or release): an error saying why not, or the job.
+  Result<Job*> HoldTarget(const Identity& who, JobId id, bool hold);
+  std::vector<Result<std::string>> SetHolds(const Identity& who, const std::vector<JobId>& ids,
+                                            bool hold);
+  JobEvent HoldEvent(JobId id, const Identity& who, bool hold) const;
+  // What follows a hold or release once it is stored; returns what the job is now.
+  Result<std::string> ApplyHold(Job& job, const Identity& who, bool hold);
   Result<std::string> RequeueJob(const Identity& who, JobId id);
   void CheckDependencies();
   void CheckTimeLimits(TimePoint now);
@@ -214,6 +230,13 @@ class JobController final : public TenantHost {
   JobSpec Planned(const Job& job) const;
   // Stores the job with these events; on failure keeps both to store again at the next turn.
   bool Persist(Job& job, std::vector<JobEvent> events);
+  // Persist for many jobs, in one transaction.
+  void PersistMany(std::vector<std::pair<Job*, std::vector<JobEvent>>> jobs);
+  // The job's events not stored yet, these added (and logged).
+  std::vector<JobEvent>& Pending(JobId id, std::vector<JobEvent> events);
+  void Stored(JobId id);
+  // The job's change could not be stored: Tick stores it again.
+  void Unsaved(JobId id, const Status& error);
   // A live job that ended and is stored leaves memory.
   void ForgetIfDone(JobId id);
   JobEvent Event(JobId job, std::string kind, std::string detail) const;
@@ -229,7 +252,8 @@ class JobController final : public TenantHost {
   std::map<JobId, Job> live_;
   std::map<JobId, Running> running_;
   std::set<JobId> unsaved_;
-  Admission admission_;  // what may enter the scheduler's queue, and when
+  bool more_work_ = false;  // this turn left ends or starts for the next (Tick)
+  Admission admission_;     // what may enter the scheduler's queue, and when
   std::map<JobId, std::vector<JobEvent>> pending_events_;
   ControllerCounters counters_;
 };

@@ -27,9 +27,8 @@ Result<std::string> JobController::Control(const Identity& who, api::JobAction a
                                            bool whole_array) {
   switch (action) {
     case api::JobAction::kHold:
-      return SetHold(who, id, true);
     case api::JobAction::kRelease:
-      return SetHold(who, id, false);
+      return std::move(SetHolds(who, {id}, action == api::JobAction::kHold).front());
     case api::JobAction::kRequeue:
       return RequeueJob(who, id);
     case api::JobAction::kCancel:
@@ -38,7 +37,18 @@ Result<std::string> JobController::Control(const Identity& who, api::JobAction a
   return whole_array ? Cancel(who, id) : CancelOne(who, id);
 }
 
-Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool hold) {
+std::vector<Result<std::string>> JobController::ControlMany(const Identity& who,
+                                                            api::JobAction action,
+                                                            const std::vector<JobId>& ids,
+                                                            bool whole_array) {
+  if (action == api::JobAction::kHold || action == api::JobAction::kRelease)
+    return SetHolds(who, ids, action == api::JobAction::kHold);
+  std::vector<Result<std::string>> results;
+  for (JobId id : ids) results.push_back(Control(who, action, id, whole_array));
+  return results;
+}
+
+Result<Job*> JobController::HoldTarget(const Identity& who, JobId id, bool hold) {
   const std::string_view verb = hold ? "hold" : "release";
   auto it = live_.find(id);
   if (it == live_.end()) {
@@ -51,15 +61,52 @@ Result<std::string> JobController::SetHold(const Identity& who, JobId id, bool h
   if (job.state != JobState::kQueued && job.state != JobState::kRecovering)
     return FailedPrecondition(fmt::format("job {} is {}; only a waiting job can be {}", id,
                                           ToString(job.state), hold ? "held" : "released"));
+  return &job;
+}
+
+std::vector<Result<std::string>> JobController::SetHolds(const Identity& who,
+                                                         const std::vector<JobId>& ids, bool hold) {
+  std::vector<Result<std::string>> results(ids.size(), std::string());
+  std::vector<Job*> targets(ids.size(), nullptr);
+  // Stored first, all in one transaction (a thousand jobs cost one write, not a thousand): a
+  // restart must not start a job its owner held.
+  std::vector<Job> updated;
+  updated.reserve(ids.size());
+  std::vector<JobChange> changes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto target = HoldTarget(who, ids[i], hold);
+    if (!target.ok()) {
+      results[i] = target.status();
+      continue;
+    }
+    targets[i] = *target;
+    if ((*target)->held == hold) continue;
+    updated.push_back(**target);
+    updated.back().held = hold;
+    changes.push_back(JobChange{&updated.back(), {HoldEvent(ids[i], who, hold)}});
+  }
+  const Status stored = store_.UpdateMany(changes);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!targets[i]) continue;
+    if (targets[i]->held != hold && !stored.ok()) {
+      results[i] =
+          Unavailable(fmt::format("the {} could not be stored, so the job is as it was: {}",
+                                  hold ? "hold" : "release", stored.message()));
+    } else {
+      results[i] = ApplyHold(*targets[i], who, hold);
+    }
+  }
+  return results;
+}
+
+JobEvent JobController::HoldEvent(JobId id, const Identity& who, bool hold) const {
+  return Event(id, hold ? "held" : "released", "by " + who.user);
+}
+
+Result<std::string> JobController::ApplyHold(Job& job, const Identity& who, bool hold) {
+  const JobId id = job.id();
   if (job.held != hold) {
-    // Stored first: a restart must not start a job its owner held.
-    Job updated = job;
-    updated.held = hold;
-    const JobEvent event = Event(id, hold ? "held" : "released", "by " + who.user);
-    if (Status s = store_.Update(updated, {event}); !s.ok())
-      return Unavailable(fmt::format("the {} could not be stored, so the job is as it was: {}",
-                                     verb, s.message()));
-    Log(event);
+    Log(HoldEvent(id, who, hold));
     job.held = hold;
     if (hold) {
       scheduler_.Drop(id);  // it waits outside the scheduler's queues until released

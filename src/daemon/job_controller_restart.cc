@@ -10,16 +10,6 @@
 
 namespace colo {
 
-namespace {
-
-// Wall-clock start of an attempt → the monotonic clock the scheduler uses.
-TimePoint MonotonicStart(const Clock& clock, WallTime started) {
-  const Duration ago = std::chrono::duration_cast<Duration>(clock.WallNow() - started);
-  return clock.Now() - std::max(Duration::zero(), ago);
-}
-
-}  // namespace
-
 Status JobController::Recover() {
   auto loaded = store_.LoadLive();
   if (!loaded.ok()) return loaded.status();
@@ -101,7 +91,7 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
   if (static_cast<int>(gpus.size()) != job.spec.gpus ||
       !scheduler_
            .Adopt(Planned(job), gpus, attempt.mode, attempt.thread_percent, attempt.number,
-                  MonotonicStart(clock_, attempt.started), ooms)
+                  MonotonicOf(clock_, attempt.started), ooms)
            .ok()) {
     // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted
     // (an engine's are the engine's: its record ends, and its steps keep what they were given).
@@ -125,7 +115,7 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
   if (job.timed_out) running_[id].kill_at = clock_.Now() + options_.timeout_grace;
   // The limit counts from the attempt's start, not from colod's.
   if (job.time_limit_s > 0 && !job.timed_out && runner.enforces_time_limit())
-    running_[id].timeout_at = MonotonicStart(clock_, attempt.started) + Seconds(job.time_limit_s);
+    running_[id].timeout_at = MonotonicOf(clock_, attempt.started) + Seconds(job.time_limit_s);
   if (events.empty())
     events.push_back(Event(id, "adopted",
                            fmt::format("attempt {} ({}) taken back after a restart", attempt.number,

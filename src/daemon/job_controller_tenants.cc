@@ -82,7 +82,8 @@ Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& r
   const JobId id = job.id();
   const int ooms = request.earlier_ooms;
   job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms}); !queued.ok()) {
+  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms, std::nullopt});
+      !queued.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
     job.finished = clock_.WallNow();

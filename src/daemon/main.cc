@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       "colod --check-config prints them all)");
   app.add_flag("--check-config", check_only,
                "validate the config, print the effective settings, exit");
-  app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)");
+  app.add_option("--fake-gpus", fake_gpus, "run with N fake GPUs instead of NVML (demos, tests)")
+      ->check(CLI::Range(1, 256));
   std::string fake_gpu_memory;
   app.add_option("--fake-gpu-memory", fake_gpu_memory,
                  "the fake GPUs' memory, one size per GPU (e.g. 80GiB,40GiB; default 80GiB each)");
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", state_dir, "where the database and job logs live");
   app.add_option("--socket", socket, "the API socket");
   app.add_option("--policy", policy, "placement policy spec (overrides the config)");
-  app.add_option("--metrics-port", metrics_port, "serve Prometheus metrics on 127.0.0.1:PORT");
+  app.add_option("--metrics-port", metrics_port, "serve Prometheus metrics on 127.0.0.1:PORT")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--slurm-node", slurm_node,
                  "be the node layer of this Slurm node (its name in slurm.conf)");
   app.set_version_flag("--version", "colod 0.1.0");
@@ -121,7 +123,13 @@ int main(int argc, char** argv) {
       "the next start); SIGHUP reloads the config file: the [limits] settings and "
       "metrics.max_clients take effect at once, every other change needs a restart (the log "
       "line says which).");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end well; anything else is a usage error, exit 2 as documented.
+    const int printed = app.exit(e);
+    return printed == 0 ? 0 : 2;
+  }
 
   if (!generate.empty()) {
     fmt::print("{}", GenerateDoc(app, generate, ColodManPage()));

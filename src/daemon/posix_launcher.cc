@@ -31,6 +31,7 @@
 #include <set>
 #include <thread>
 
+#include "common/resource_limits.h"
 #include "common/text.h"
 
 namespace colo {
@@ -178,6 +179,7 @@ enum class Step : int {
   kStat,
   kNotDirectory,
   kAccess,
+  kLimit,
   kDone,
 };
 struct ChildReport {
@@ -222,26 +224,37 @@ void CloseRange(unsigned first, unsigned last) {
 }
 
 // Cuts the child off from colod: /dev/null for stdin, stdout and stderr, and every other
-// descriptor closed (not only marked close-on-exec) but `keep_a` and `keep_b` (-1: none), which
-// must be above 2. Done while the child is still root's, before the user may signal it: a child
-// the user stops from then on holds nothing of colod's (its socket, its database, its log).
-void DetachFromColod(int keep_a, int keep_b, int report_fd) {
+// descriptor closed (not only marked close-on-exec) but the `count` in `keep`, which must be above
+// 2. Done while the child is still root's, before the user may signal it: a child the user stops
+// from then on holds nothing of colod's (its socket, its database, its log).
+void DetachFromColod(const int* keep, int count, int report_fd) {
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null_fd < 0) ReportAndExit(report_fd, Step::kOpenDevNull, errno);
   for (int standard = 0; standard <= 2; ++standard) {
     if (null_fd != standard && dup2(null_fd, standard) < 0)
       ReportAndExit(report_fd, Step::kRedirect, errno);
   }
-  const int low =
-      std::min(keep_a, keep_b) >= 0 ? std::min(keep_a, keep_b) : std::max(keep_a, keep_b);
-  const int high = std::max(keep_a, keep_b);
-  if (low < 0) {
-    CloseRange(3, ~0U);
-    return;
+  // The gaps between the kept ones, lowest first (no allocation between fork and exec).
+  unsigned first = 3;
+  for (;;) {
+    int next = -1;
+    for (int i = 0; i < count; ++i) {
+      if (keep[i] >= static_cast<int>(first) && (next < 0 || keep[i] < next)) next = keep[i];
+    }
+    if (next < 0) break;
+    if (static_cast<unsigned>(next) > first) CloseRange(first, static_cast<unsigned>(next) - 1);
+    first = static_cast<unsigned>(next) + 1;
   }
-  CloseRange(3, static_cast<unsigned>(low) - 1);
-  if (high != low) CloseRange(static_cast<unsigned>(low) + 1, static_cast<unsigned>(high) - 1);
-  CloseRange(static_cast<unsigned>(high) + 1, ~0U);
+  CloseRange(first, ~0U);
+}
+
+// Moves `fd` above `floor` (keeping it close-on-exec), out of the way of descriptors about to
+// be put below it.
+int Above(int fd, int floor, int report_fd) {
+  if (fd > floor) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, floor + 1);
+  if (moved < 0) ReportAndExit(report_fd, Step::kRedirect, errno);
+  return moved;
 }
 
 // Becomes the user for good, or reports which step failed.
@@ -257,6 +270,25 @@ void DropPrivileges(const UserSwitch& change, int report_fd) {
       ruid != change.uid || euid != change.uid || suid != change.uid || rgid != change.gid ||
       egid != change.gid || sgid != change.gid) {
     ReportAndExit(report_fd, Step::kUserDidNotTake, EPERM);
+  }
+}
+
+// A resource limit of the submitter's, as the child applies it.
+struct LimitToApply {
+  int resource;
+  rlim_t soft, hard;
+};
+
+// The submitter's limits, as the user (who can lower a hard limit, never raise one): never above
+// what the child has now, which is colod's own.
+void ApplyLimits(const std::vector<LimitToApply>& limits, int report_fd) {
+  for (const LimitToApply& wanted : limits) {
+    rlimit now{};
+    if (getrlimit(wanted.resource, &now) != 0) ReportAndExit(report_fd, Step::kLimit, errno);
+    rlimit next{};
+    next.rlim_max = std::min(wanted.hard, now.rlim_max);
+    next.rlim_cur = std::min(wanted.soft, next.rlim_max);
+    if (setrlimit(wanted.resource, &next) != 0) ReportAndExit(report_fd, Step::kLimit, errno);
   }
 }
 
@@ -376,6 +408,22 @@ std::string DescriptorPath(pid_t pid, int fd) {
   if (path.size() > kDeleted.size() && path.ends_with(kDeleted))
     path.resize(path.size() - kDeleted.size());
   return path;
+}
+
+// How /proc names the pipe `fd` is an end of ("pipe:[INODE]").
+std::string PipeName(int fd) {
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? fmt::format("pipe:[{}]", st.st_ino) : "";
+}
+
+// The job's output pipes a running shim reads (its descriptors 3 and 4).
+std::vector<std::string> ShimPipes(pid_t shim) {
+  std::vector<std::string> pipes;
+  for (int fd : {3, 4}) {
+    std::string name = DescriptorPath(shim, fd);
+    if (name.starts_with("pipe:")) pipes.push_back(std::move(name));
+  }
+  return pipes;
 }
 
 // Who owns a process: /proc/PID belongs to its effective uid (to root if it is not dumpable, and
@@ -712,7 +760,7 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
   if (pid == 0) {
     const int report = AboveStandard(report_write.get());
     ResetSignals();
-    DetachFromColod(report, -1, report);
+    DetachFromColod(&report, 1, report);
     BecomeUserForChecks(change, report);
     struct stat st {};
     if (stat(path, &st) != 0) ReportAndExit(report, Step::kStat, errno);
@@ -816,6 +864,8 @@ std::string PosixProcessLauncher::StartFailure(JobId job, int attempt, const Tra
       return fmt::format("redirecting stdin, stdout and stderr failed: {}", error);
     case Step::kChdir:
       return fmt::format("chdir {} failed: {}", tracked.workdir, error);
+    case Step::kLimit:
+      return fmt::format("setting the submitter's resource limits failed: {}", error);
     case Step::kExec:
       return fmt::format("exec {} failed: {}", options_.shim, error);
     default:
@@ -898,6 +948,8 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   if (!spec.output_file.empty()) args.push_back("--output=" + spec.output_file);
   if (!spec.error_file.empty()) args.push_back("--error=" + spec.error_file);
   if (spec.append_output) args.push_back("--append");
+  if (options_.log_limit > Bytes(0))
+    args.push_back(fmt::format("--log-limit={}", options_.log_limit.count()));
   args.push_back(exit_path);
   args.push_back("--");
   args.insert(args.end(), spec.argv.begin(), spec.argv.end());
@@ -912,6 +964,14 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   argv_ptrs.push_back(nullptr);
   for (auto& e : env) env_ptrs.push_back(e.data());
   env_ptrs.push_back(nullptr);
+
+  std::vector<LimitToApply> limits;
+  for (const api::ResourceLimit& limit : spec.context.limits) {
+    const auto resource = ResourceNamed(limit.name);
+    if (!resource || !options_.propagated_limits.count(*resource)) continue;
+    const auto value = [](int64_t v) { return v < 0 ? RLIM_INFINITY : static_cast<rlim_t>(v); };
+    limits.push_back({*resource, value(limit.soft), value(limit.hard)});
+  }
 
   // A cgroup of its own where possible; without one the attempt is tracked by its session.
   std::string cgroup;
@@ -932,6 +992,15 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", ErrorText(errno)));
   UniqueFd report_read(pipe_fds[0]), report_write(pipe_fds[1]);
+  // The job's stdout and stderr: pipes the shim reads (src/shim/shim.cc), read ends first.
+  UniqueFd output_pipes[4];
+  std::vector<std::string> pipe_names;
+  for (int stream = 0; stream < 2; ++stream) {
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) return Internal(fmt::format("pipe: {}", ErrorText(errno)));
+    output_pipes[stream].reset(pipe_fds[0]);
+    output_pipes[stream + 2].reset(pipe_fds[1]);
+    pipe_names.push_back(PipeName(pipe_fds[0]));
+  }
   const char* shim = options_.shim.c_str();
   const char* workdir = spec.context.workdir.c_str();
   // The job's files as its submitter would make them (a login shell's 022 where the submitter
@@ -946,17 +1015,21 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   if (pid == 0) {
     // Named for a restarted colod, which ends a start its predecessor left behind.
     prctl(PR_SET_NAME, kStartName);
-    const int report = AboveStandard(report_write.get());
+    int report = AboveStandard(report_write.get());
     const int job_dir = AboveStandard(dir_fd.get());
+    int pipes[4];
+    for (int i = 0; i < 4; ++i) pipes[i] = AboveStandard(output_pipes[i].get());
     ResetSignals();
     if (cgroup_procs.valid() && write(cgroup_procs.get(), "0", 1) != 1)
       ReportAndExit(report, Step::kJoinCgroup, errno);
     if (setsid() < 0) ReportAndExit(report, Step::kSetsid, errno);
     // Nothing of colod's may reach the user or the job, not even while the child is stopped.
-    DetachFromColod(report, job_dir, report);
-    umask(job_umask);
+    const int keep[] = {report, job_dir, pipes[0], pipes[1], pipes[2], pipes[3]};
+    DetachFromColod(keep, 6, report);
+    umask(job_umask);  // the submitter's, not colod's 077
     // Become the user before touching anything of theirs: nothing after this runs as root.
     DropPrivileges(change, report);
+    ApplyLimits(limits, report);
     const int out =
         OpenLog(job_dir, out_name.c_str(), report, Step::kOpenStdout, Step::kStdoutNotRegular);
     const int err =
@@ -965,6 +1038,12 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     // A record from before this start is not this start's end.
     unlinkat(job_dir, exit_name.c_str(), 0);
     if (chdir(workdir) != 0) ReportAndExit(report, Step::kChdir, errno);
+    // The pipes at 3 to 6 for the shim (kept open by the exec), everything else above them.
+    report = Above(report, 6, report);
+    for (int& fd : pipes) fd = Above(fd, 6, report);
+    for (int i = 0; i < 4; ++i) {
+      if (dup2(pipes[i], 3 + i) < 0) ReportAndExit(report, Step::kRedirect, errno);
+    }
     execve(shim, argv_ptrs.data(), env_ptrs.data());
     ReportAndExit(report, Step::kExec, errno);
   }
@@ -983,6 +1062,7 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   tracked.start_report = std::move(report_read);
   tracked.start_deadline = std::chrono::steady_clock::now() + kStartTimeout;
   tracked.workdir = spec.context.workdir;
+  tracked.output_pipes = std::move(pipe_names);
   attempts_[key] = std::move(tracked);
   return ProcessHandle{pid, start_ticks};
 }
@@ -996,6 +1076,8 @@ PosixProcessLauncher::Tracked& PosixProcessLauncher::Track(const AttemptRef& ref
     tracked.owner = ref.owner;
     tracked.shim = ref.process;
     tracked.in_cgroup = uses_cgroups() && IsDirectory(CgroupPath(ref.job, ref.attempt));
+    if (ref.process.pid > 0 && IsAlive(ref.process.pid, ref.process.start_ticks))
+      tracked.output_pipes = ShimPipes(ref.process.pid);
     it = attempts_.emplace(key, std::move(tracked)).first;
   } else if (ref.process.pid != 0 && (ref.process.pid != it->second.shim.pid ||
                                       ref.process.start_ticks != it->second.shim.start_ticks)) {
@@ -1076,6 +1158,7 @@ void PosixProcessLauncher::UpdateAllMembers(const ProcTable& table) {
     const AttemptFiles files = Files(key.first, key.second);
     by_log[files.stdout_path] = key;
     by_log[files.stderr_path] = key;
+    for (const std::string& pipe : tracked.output_pipes) by_log[pipe] = key;
   }
   std::map<Key, std::vector<pid_t>> orphans;
   std::map<std::pair<pid_t, uint64_t>, std::optional<Key>> owners;
@@ -1301,6 +1384,7 @@ PosixProcessLauncher::Found PosixProcessLauncher::FindLaunched(const AttemptRef&
     found.running = ProcessHandle{shim->pid, shim->start_ticks};
     found.may_have_started = true;
     tracked.shim = *found.running;
+    tracked.output_pipes = ShimPipes(shim->pid);
     tracked.own_child = false;
     tracked.wait_status.reset();
     return found;

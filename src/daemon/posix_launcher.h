@@ -76,6 +76,11 @@ class PosixProcessLauncher final : public ProcessLauncher {
     Cgroups cgroups = Cgroups::kAuto;
     // How long the shim lets what a job left behind take SIGTERM before SIGKILL.
     Duration leftover_grace = Seconds(5);
+    // The resources (RLIMIT_*) whose limits a job takes from its submitter (LaunchSpec's
+    // context); colod's own for the others.
+    std::set<int> propagated_limits;
+    // The most one attempt may write to its logs (the shim stops the job there); 0: no limit.
+    Bytes log_limit = Bytes(0);
   };
 
   // Checks the options and, with Cgroups::kAuto, whether cgroups work here (a probe cgroup is
@@ -125,6 +130,10 @@ class PosixProcessLauncher final : public ProcessLauncher {
     UniqueFd start_report;
     std::chrono::steady_clock::time_point start_deadline;
     std::string workdir;
+    // The pipes the job writes its stdout and stderr to, as /proc names them (a process that
+    // lost its shim is the attempt's if it writes to one); empty for an attempt taken up after a
+    // restart until its shim's are read.
+    std::vector<std::string> output_pipes;
   };
 
   PosixProcessLauncher(Options options, int jobs_dir_fd);

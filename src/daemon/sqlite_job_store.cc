@@ -13,10 +13,13 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
+#include "common/strings.h"
 #include "common/text.h"
 #include "daemon/job_codec.h"
 
@@ -28,9 +31,14 @@ constexpr mode_t kOwnerOnly = 0600;
 // A batch of rows rewritten at a time by the migration, so it never holds the whole table.
 constexpr int kMigrationBatch = 500;
 
-// Schema 2. `ended` and `signature` repeat what the record says so that history, live jobs and
+// Schema 3. `ended` and `signature` repeat what the record says so that history, live jobs and
 // the history estimator's peaks are index lookups; `quarantined` is the reason a row could not be
-// read back (NULL while it can), and such a row is never overwritten.
+// read back (NULL while it can), and such a row is never overwritten. A command or environment of
+// kListBytes or more is a row of `lists` that every job holding it names (`command_list`,
+// `env_list`; the record's own is then empty): the thousand tasks of an array store it once, and a
+// job's record stays small however large its environment; a list no job names is deleted.
+// `submit_tokens` are the tokens submits came with, so that a submit sent again (its reply was
+// lost) gets the job stored the first time: kept kSubmitTokenLifetime.
 constexpr const char kCreateTables[] = R"sql(
   CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
   CREATE TABLE jobs(
@@ -42,7 +50,9 @@ constexpr const char kCreateTables[] = R"sql(
     record TEXT NOT NULL,
     ended INTEGER NOT NULL DEFAULT 0,
     signature TEXT,
-    quarantined TEXT);
+    quarantined TEXT,
+    command_list INTEGER,
+    env_list INTEGER);
   CREATE TABLE events(
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -50,12 +60,30 @@ constexpr const char kCreateTables[] = R"sql(
     kind TEXT NOT NULL,
     detail TEXT NOT NULL);
   CREATE INDEX events_job ON events(job);
-  INSERT INTO meta VALUES ('schema', '2'), ('next_job_id', '1');
+  INSERT INTO meta VALUES ('schema', '3'), ('next_job_id', '1');
 )sql";
 constexpr const char kCreateIndexes[] = R"sql(
   CREATE INDEX jobs_ended ON jobs(ended, id);
   CREATE INDEX jobs_uid ON jobs(uid, ended, id);
   CREATE INDEX jobs_signature ON jobs(signature, state, id) WHERE signature IS NOT NULL;
+)sql";
+// What schema 3 added to schema 2.
+constexpr const char kCreateSchema3[] = R"sql(
+  CREATE TABLE lists(id INTEGER PRIMARY KEY, data TEXT NOT NULL);
+  CREATE INDEX jobs_command_list ON jobs(command_list) WHERE command_list IS NOT NULL;
+  CREATE INDEX jobs_env_list ON jobs(env_list) WHERE env_list IS NOT NULL;
+  CREATE TABLE submit_tokens(
+    uid INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    job INTEGER NOT NULL,
+    time REAL NOT NULL,
+    PRIMARY KEY(uid, token));
+  CREATE INDEX submit_tokens_time ON submit_tokens(time);
+)sql";
+constexpr const char kMigrateToSchema3[] = R"sql(
+  ALTER TABLE jobs ADD COLUMN command_list INTEGER;
+  ALTER TABLE jobs ADD COLUMN env_list INTEGER;
+  UPDATE meta SET value = '3' WHERE key = 'schema';
 )sql";
 // Schema 1 had no columns for queries; its state index is replaced by the ones above.
 constexpr const char kMigrateColumns[] = R"sql(
@@ -71,8 +99,11 @@ constexpr const char kMigrateColumns[] = R"sql(
 constexpr const char kCheckColumns[] = R"sql(
   SELECT (SELECT count(*) FROM (SELECT key, value FROM meta LIMIT 0)),
          (SELECT count(*) FROM (SELECT id, uid, state, submitted, finished, record, ended,
-                                       signature, quarantined FROM jobs LIMIT 0)),
-         (SELECT count(*) FROM (SELECT seq, time, job, kind, detail FROM events LIMIT 0))
+                                       signature, quarantined, command_list, env_list
+                                FROM jobs LIMIT 0)),
+         (SELECT count(*) FROM (SELECT seq, time, job, kind, detail FROM events LIMIT 0)),
+         (SELECT count(*) FROM (SELECT id, data FROM lists LIMIT 0)),
+         (SELECT count(*) FROM (SELECT uid, token, job, time FROM submit_tokens LIMIT 0))
 )sql";
 
 constexpr const char kUserTables[] =
@@ -86,26 +117,32 @@ constexpr const char kIdState[] =
     "(SELECT max(id) FROM jobs)";
 constexpr const char kSetCounter[] =
     "INSERT OR REPLACE INTO meta(key, value) VALUES('next_job_id', CAST(?1 AS TEXT))";
+// Fair-share usage: "AS_OF_MS\n" then "USAGE USER\n" per user (user names have no spaces).
+constexpr const char kGetUsage[] = "SELECT value FROM meta WHERE key = 'usage'";
+constexpr const char kSetUsage[] = "INSERT OR REPLACE INTO meta(key, value) VALUES('usage', ?1)";
 constexpr const char kInsertJob[] =
-    "INSERT INTO jobs(id, uid, state, submitted, finished, record, ended, signature, quarantined) "
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)";
+    "INSERT INTO jobs(id, uid, state, submitted, finished, record, ended, signature, quarantined, "
+    "command_list, env_list) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9, ?10)";
 constexpr const char kUpdateJob[] =
     "UPDATE jobs SET uid = ?2, state = ?3, submitted = ?4, finished = ?5, record = ?6, ended = ?7, "
-    "signature = ?8 WHERE id = ?1 AND quarantined IS NULL";
+    "signature = ?8, command_list = ?9, env_list = ?10 WHERE id = ?1 AND quarantined IS NULL";
+constexpr const char kListsOfJob[] = "SELECT command_list, env_list FROM jobs WHERE id = ?1";
 constexpr const char kQuarantineOf[] = "SELECT quarantined FROM jobs WHERE id = ?1";
 constexpr const char kInsertEvent[] =
     "INSERT INTO events(time, job, kind, detail) VALUES(?1, ?2, ?3, ?4)";
 constexpr const char kLiveJobs[] =
-    "SELECT id, record, quarantined FROM jobs WHERE ended = 0 ORDER BY id";
+    "SELECT id, record, command_list, env_list, quarantined FROM jobs WHERE ended = 0 ORDER BY id";
 constexpr const char kQuarantine[] =
     "UPDATE jobs SET quarantined = ?2 WHERE id = ?1 AND quarantined IS NULL";
-constexpr const char kFindJob[] = "SELECT record, quarantined FROM jobs WHERE id = ?1";
+constexpr const char kFindJob[] =
+    "SELECT id, record, command_list, env_list, quarantined FROM jobs WHERE id = ?1";
 // Two statements rather than an optional filter, so each has its index.
 constexpr const char kHistory[] =
-    "SELECT id, record FROM jobs WHERE ended = 1 AND id < ?1 AND quarantined IS NULL "
-    "ORDER BY id DESC";
+    "SELECT id, record, command_list, env_list"
+    " FROM jobs WHERE ended = 1 AND id < ?1 AND quarantined IS NULL ORDER BY id DESC";
 constexpr const char kHistoryOfUser[] =
-    "SELECT id, record FROM jobs WHERE uid = ?2 AND ended = 1 AND id < ?1 AND quarantined IS NULL "
+    "SELECT id, record, command_list, env_list"
+    " FROM jobs WHERE uid = ?2 AND ended = 1 AND id < ?1 AND quarantined IS NULL "
     "ORDER BY id DESC";
 constexpr const char kEvents[] =
     "SELECT time, job, kind, detail FROM events WHERE job = ?1 ORDER BY seq";
@@ -113,17 +150,29 @@ constexpr const char kEvents[] =
 constexpr const char kRecentEvents[] =
     "SELECT time, job, kind, detail FROM events ORDER BY seq DESC LIMIT ?1";
 constexpr const char kPeakJobs[] =
-    "SELECT id, record FROM jobs WHERE signature = ?1 AND state IN (?2, ?3) AND quarantined IS "
-    "NULL "
+    "SELECT id, record, command_list, env_list"
+    " FROM jobs WHERE signature = ?1 AND state IN (?2, ?3) AND quarantined IS NULL "
     "ORDER BY id DESC";
 // By the time columns: no index (a report's scan of a table of job rows takes milliseconds), no
 // decoding of the rows outside the range.
 constexpr const char kEndedBetween[] =
-    "SELECT id, record FROM jobs WHERE ended = 1 AND quarantined IS NULL AND finished >= ?1 AND "
-    "submitted < ?2 ORDER BY id";
+    "SELECT id, record, command_list, env_list"
+    " FROM jobs WHERE ended = 1 AND quarantined IS NULL AND finished >= ?1 AND submitted < ?2 "
+    "ORDER BY id";
 constexpr const char kMigrationRows[] =
     "SELECT id, record FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2";
 constexpr const char kMigrationQuarantine[] = "UPDATE jobs SET quarantined = ?2 WHERE id = ?1";
+constexpr const char kInsertList[] = "INSERT INTO lists(data) VALUES(?1)";
+constexpr const char kFindList[] = "SELECT data FROM lists WHERE id = ?1";
+// Gone once no job names it.
+constexpr const char kDropList[] =
+    "DELETE FROM lists WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE command_list = ?1) "
+    "AND NOT EXISTS (SELECT 1 FROM jobs WHERE env_list = ?1)";
+constexpr const char kInsertToken[] =
+    "INSERT OR REPLACE INTO submit_tokens(uid, token, job, time) VALUES(?1, ?2, ?3, ?4)";
+constexpr const char kFindToken[] =
+    "SELECT job FROM submit_tokens WHERE uid = ?1 AND token = ?2 AND time >= ?3";
+constexpr const char kExpireTokens[] = "DELETE FROM submit_tokens WHERE time < ?1";
 
 std::string ErrnoText(int error) {
   return std::strerror(error);
@@ -399,6 +448,7 @@ Status SqliteJobStore::PrepareSchema() {
     char* message = nullptr;
     int rc = sqlite3_exec(db_, kCreateTables, nullptr, nullptr, &message);
     if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateIndexes, nullptr, nullptr, &message);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateSchema3, nullptr, nullptr, &message);
     sqlite3_free(message);
     if (rc != SQLITE_OK) return error(rc);
   } else {
@@ -412,8 +462,8 @@ Status SqliteJobStore::PrepareSchema() {
       if (rc != SQLITE_ROW) return not_ours(Reason(rc));
       version = schema.Text(0);
     }
-    if (version == "1") {
-      COLO_RETURN_IF_ERROR(MigrateFromSchema1());
+    if (version == "1" || version == "2") {
+      COLO_RETURN_IF_ERROR(MigrateToSchema3(version == "1"));
     } else if (version != std::to_string(kStateSchemaVersion)) {
       if (IsNewerVersion(version))
         return FailedPrecondition(fmt::format(
@@ -431,19 +481,63 @@ Status SqliteJobStore::PrepareSchema() {
   return Status::Ok();
 }
 
+// Schema 3's tables and columns, then (from schema 1) every record rewritten in this codec's
+// format, and the long lists moved out of the records, inside the caller's transaction.
+Status SqliteJobStore::MigrateToSchema3(bool from_schema1) {
+  const auto error = [&](std::string_view what, int rc) {
+    return Unavailable(fmt::format("cannot migrate the state database {} to schema 3: {}: {}",
+                                   path_, what, Reason(rc)));
+  };
+  char* message = nullptr;
+  int rc = SQLITE_OK;
+  if (from_schema1) {
+    rc = sqlite3_exec(db_, kMigrateColumns, nullptr, nullptr, &message);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateIndexes, nullptr, nullptr, &message);
+  }
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kMigrateToSchema3, nullptr, nullptr, &message);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateSchema3, nullptr, nullptr, &message);
+  sqlite3_free(message);
+  if (rc != SQLITE_OK) return error("tables and columns", rc);
+  if (from_schema1) COLO_RETURN_IF_ERROR(RewriteSchema1Records());
+  return MoveLongLists();
+}
+
 // Rewrites every schema-1 record in this codec's format, inside the caller's transaction. A
 // record that cannot be read is quarantined with the reason, not lost and not fatal.
-Status SqliteJobStore::MigrateFromSchema1() {
+Status SqliteJobStore::RewriteSchema1Records() {
   const auto error = [&](std::string_view what, int rc) {
     return Unavailable(fmt::format("cannot migrate the state database {} from schema 1: {}: {}",
                                    path_, what, Reason(rc)));
   };
-  char* message = nullptr;
-  int rc = sqlite3_exec(db_, kMigrateColumns, nullptr, nullptr, &message);
-  if (rc == SQLITE_OK) rc = sqlite3_exec(db_, kCreateIndexes, nullptr, nullptr, &message);
-  sqlite3_free(message);
-  if (rc != SQLITE_OK) return error("columns", rc);
+  return ForEachRecord(error, [&](JobId id, const std::string& text) {
+    Result<Job> job = DecodeSchema1Job(text);
+    std::string problem;
+    if (!job.ok()) {
+      problem = job.status().message();
+    } else if (job->id() != id) {
+      problem = fmt::format("spec.id: {} in the record of job {}", job->id(), id);
+    }
+    if (!problem.empty()) {
+      Statement quarantine(*this, kMigrationQuarantine);
+      quarantine.Bind(1, id);
+      quarantine.Bind(2, std::string_view(problem));
+      if (int rc = quarantine.Step(); rc != SQLITE_DONE)
+        return error(fmt::format("quarantine job {}", id), rc);
+      return Status::Ok();
+    }
+    // Its lists stay in the record; MoveLongLists moves the long ones out.
+    Row row;
+    row.record = EncodeJob(*job);
+    Statement update(*this, kUpdateJob);
+    BindJobRow(update, *job, row);
+    if (int rc = update.Step(); rc != SQLITE_DONE)
+      return error(fmt::format("rewrite job {}", id), rc);
+    return Status::Ok();
+  });
+}
 
+template <typename Error, typename Visit>
+Status SqliteJobStore::ForEachRecord(const Error& error, const Visit& visit) {
   JobId after = INT64_MIN;
   while (true) {
     std::vector<std::pair<JobId, std::string>> batch;
@@ -451,44 +545,64 @@ Status SqliteJobStore::MigrateFromSchema1() {
       Statement rows(*this, kMigrationRows);
       rows.Bind(1, after);
       rows.Bind(2, int64_t{kMigrationBatch});
+      int rc;
       while ((rc = rows.Step()) == SQLITE_ROW) batch.emplace_back(rows.Int64(0), rows.Text(1));
       if (rc != SQLITE_DONE) return error("read jobs", rc);
     }
     if (batch.empty()) return Status::Ok();
-    for (const auto& [id, text] : batch) {
-      Result<Job> job = DecodeSchema1Job(text);
-      std::string problem;
-      if (!job.ok()) {
-        problem = job.status().message();
-      } else if (job->id() != id) {
-        problem = fmt::format("spec.id: {} in the record of job {}", job->id(), id);
-      }
-      if (!problem.empty()) {
-        Statement quarantine(*this, kMigrationQuarantine);
-        quarantine.Bind(1, id);
-        quarantine.Bind(2, std::string_view(problem));
-        if (rc = quarantine.Step(); rc != SQLITE_DONE)
-          return error(fmt::format("quarantine job {}", id), rc);
-        continue;
-      }
-      const std::string record = EncodeJob(*job);
-      Statement update(*this, kUpdateJob);
-      update.Bind(1, id);
-      update.Bind(2, static_cast<int64_t>(job->owner.uid));
-      update.Bind(3, ToString(job->state));
-      update.Bind(4, ToEpochSeconds(job->submitted));
-      update.Bind(5, ToEpochSeconds(job->finished));
-      update.Bind(6, std::string_view(record));
-      update.Bind(7, int64_t{job->live() ? 0 : 1});
-      if (const std::string_view signature = SignatureOf(*job); signature.empty())
-        update.BindNull(8);
-      else
-        update.Bind(8, signature);
-      if (rc = update.Step(); rc != SQLITE_DONE)
-        return error(fmt::format("rewrite job {}", id), rc);
-    }
+    for (const auto& [id, text] : batch) COLO_RETURN_IF_ERROR(visit(id, text));
     after = batch.back().first;
   }
+}
+
+// Every command and environment of kListBytes or more moved out of the records into `lists`,
+// one row per distinct list (a thousand tasks of an array that held a copy each now name one
+// row), inside the caller's transaction.
+Status SqliteJobStore::MoveLongLists() {
+  const auto error = [&](std::string_view what, int rc) {
+    return Unavailable(fmt::format("cannot migrate the state database {} to schema 3: {}: {}",
+                                   path_, what, Reason(rc)));
+  };
+  // Lists already moved, by the hash of their text (the text itself is compared on a match).
+  std::unordered_multimap<size_t, int64_t> moved;
+  const auto row_of = [&](const std::vector<std::string>& list) -> Result<std::optional<int64_t>> {
+    const std::string text = EncodeStrings(list);
+    if (text.size() < kListBytes) return std::optional<int64_t>();
+    const size_t hash = std::hash<std::string>{}(text);
+    for (auto [it, end] = moved.equal_range(hash); it != end; ++it) {
+      Statement known(*this, kFindList);
+      known.Bind(1, it->second);
+      if (known.Step() == SQLITE_ROW && known.Text(0) == text)
+        return std::optional<int64_t>(it->second);
+    }
+    Statement insert(*this, kInsertList);
+    insert.Bind(1, std::string_view(text));
+    if (int step = insert.Step(); step != SQLITE_DONE) return error("a list", step);
+    const int64_t id = sqlite3_last_insert_rowid(db_);
+    moved.emplace(hash, id);
+    return std::optional<int64_t>(id);
+  };
+  return ForEachRecord(error, [&](JobId id, const std::string& text) {
+    // A record that cannot be read is left as it is: LoadLive quarantines it, naming why.
+    Result<Job> job = DecodeJob(text);
+    if (!job.ok() || job->id() != id) return Status::Ok();
+    Row row;
+    auto command = row_of(job->spec.command);
+    if (!command.ok()) return command.status();
+    auto env = row_of(job->env);
+    if (!env.ok()) return env.status();
+    row.command_list = *command;
+    row.env_list = *env;
+    if (!row.command_list && !row.env_list) return Status::Ok();
+    if (row.command_list) job->spec.command.clear();
+    if (row.env_list) job->env.clear();
+    row.record = EncodeJob(*job);
+    Statement update(*this, kUpdateJob);
+    BindJobRow(update, *job, row);
+    if (int rc = update.Step(); rc != SQLITE_DONE)
+      return error(fmt::format("rewrite job {}", id), rc);
+    return Status::Ok();
+  });
 }
 
 Status PrepareDatabaseFile(const std::string& path) {
@@ -542,6 +656,8 @@ std::string SqliteJobStore::Reason(int rc) const {
 }
 
 Status SqliteJobStore::WriteError(const std::string& what, int rc) const {
+  disk_full_ = disk_full_ || (rc & 0xff) == SQLITE_FULL ||
+               ((rc & 0xff) == SQLITE_IOERR && sqlite3_system_errno(db_) == ENOSPC);
   return Unavailable(fmt::format("cannot store {} in {}: {}", what, path_, Reason(rc)));
 }
 
@@ -581,34 +697,196 @@ Status SqliteJobStore::SetNextId(JobId next, const std::string& what) {
   return Status::Ok();
 }
 
-Status SqliteJobStore::InsertRow(const Job& job, const std::string& what) {
-  const std::string record = EncodeJob(job);
-  if (record.size() > kMaxJobRecordBytes)
+Result<std::optional<int64_t>> SqliteJobStore::ListRow(const SharedStrings& list,
+                                                       const std::string& what) {
+  const auto& shared = list.shared();
+  if (!shared) return std::optional<int64_t>();
+  if (auto it = stored_lists_.find(shared.get());
+      it != stored_lists_.end() && it->second.list.lock() == shared)
+    return std::optional<int64_t>(it->second.id);
+  for (const auto& [address, stored] : new_lists_) {
+    if (address == shared.get()) return std::optional<int64_t>(stored.id);
+  }
+  const std::string text = EncodeStrings(*shared);
+  if (text.size() < kListBytes) return std::optional<int64_t>();
+  Statement insert(*this, kInsertList);
+  insert.Bind(1, std::string_view(text));
+  if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  const int64_t id = sqlite3_last_insert_rowid(db_);
+  new_lists_.emplace_back(shared.get(), StoredList{shared, id});
+  return std::optional<int64_t>(id);
+}
+
+void SqliteJobStore::SettleLists(bool committed) {
+  if (committed) {
+    for (auto& [address, stored] : new_lists_) stored_lists_[address] = std::move(stored);
+    // Entries whose list no job holds any more go now and then: the map follows what is live.
+    if (stored_lists_.size() > 2 * live_lists_ + 64) {
+      std::erase_if(stored_lists_, [](const auto& entry) { return entry.second.list.expired(); });
+      live_lists_ = stored_lists_.size();
+    }
+  }
+  new_lists_.clear();
+}
+
+Status SqliteJobStore::DropListIfUnnamed(int64_t id, const std::string& what) {
+  Statement drop(*this, kDropList);
+  drop.Bind(1, id);
+  if (int rc = drop.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  if (sqlite3_changes(db_) > 0)
+    std::erase_if(stored_lists_, [id](const auto& entry) { return entry.second.id == id; });
+  return Status::Ok();
+}
+
+Result<SqliteJobStore::Row> SqliteJobStore::RowOf(const Job& job, const std::string& what) {
+  Row row;
+  auto command = ListRow(job.spec.command, what);
+  if (!command.ok()) return command.status();
+  auto env = ListRow(job.env, what);
+  if (!env.ok()) return env.status();
+  row.command_list = *command;
+  row.env_list = *env;
+  if (row.command_list || row.env_list) {
+    Job kept = job;  // cheap: the lists are shared, not copied
+    if (row.command_list) kept.spec.command.clear();
+    if (row.env_list) kept.env.clear();
+    row.record = EncodeJob(kept);
+  } else {
+    row.record = EncodeJob(job);
+  }
+  if (row.record.size() > kMaxJobRecordBytes)
     return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
-                                       what, record.size(), kMaxJobRecordBytes));
+                                       what, row.record.size(), kMaxJobRecordBytes));
+  return row;
+}
+
+Status SqliteJobStore::InsertRow(const Job& job, const std::string& what) {
+  auto row = RowOf(job, what);
+  if (!row.ok()) return row.status();
   Statement insert(*this, kInsertJob);
-  BindJobRow(insert, job, record);
+  BindJobRow(insert, job, *row);
   if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
   return Status::Ok();
 }
 
-void SqliteJobStore::BindJobRow(Statement& statement, const Job& job, std::string_view record) {
+Status SqliteJobStore::UpdateRow(const Job& job, const std::string& what) {
+  std::optional<int64_t> before[2];
+  {
+    Statement lists(*this, kListsOfJob);
+    lists.Bind(1, job.id());
+    const int rc = lists.Step();
+    if (rc == SQLITE_DONE) return NotFound(fmt::format("job {} is not in the store", job.id()));
+    if (rc != SQLITE_ROW) return WriteError(what, rc);
+    for (int i = 0; i < 2; ++i) {
+      if (!lists.IsNull(i)) before[i] = lists.Int64(i);
+    }
+  }
+  auto row = RowOf(job, what);
+  if (!row.ok()) return row.status();
+  {
+    Statement update(*this, kUpdateJob);
+    BindJobRow(update, job, *row);
+    if (int rc = update.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  }
+  if (sqlite3_changes(db_) == 0) {
+    Statement quarantined(*this, kQuarantineOf);
+    quarantined.Bind(1, job.id());
+    const int rc = quarantined.Step();
+    if (rc == SQLITE_DONE) return NotFound(fmt::format("job {} is not in the store", job.id()));
+    if (rc != SQLITE_ROW) return WriteError(what, rc);
+    return FailedPrecondition(
+        fmt::format("job {} is quarantined ({}): its stored record is kept as it is", job.id(),
+                    Printable(quarantined.Text(0))));
+  }
+  // A list the job no longer names (an ended job's environment) goes once no job names it.
+  for (const auto& [was, now] :
+       {std::pair{before[0], row->command_list}, std::pair{before[1], row->env_list}}) {
+    if (was && was != now) COLO_RETURN_IF_ERROR(DropListIfUnnamed(*was, what));
+  }
+  return Status::Ok();
+}
+
+Status SqliteJobStore::InsertToken(const Job& job, std::string_view token,
+                                   const std::string& what) {
+  if (token.empty()) return Status::Ok();
+  const double now = ToEpochSeconds(job.submitted);
+  {
+    Statement expire(*this, kExpireTokens);
+    expire.Bind(1, now - ToSeconds(kSubmitTokenLifetime));
+    if (int rc = expire.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  }
+  Statement insert(*this, kInsertToken);
+  insert.Bind(1, static_cast<int64_t>(job.owner.uid));
+  insert.Bind(2, token.substr(0, kMaxSubmitTokenBytes));
+  insert.Bind(3, job.id());
+  insert.Bind(4, now);
+  if (int rc = insert.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  return Status::Ok();
+}
+
+void SqliteJobStore::BindJobRow(Statement& statement, const Job& job, const Row& row) {
   statement.Bind(1, job.id());
   statement.Bind(2, static_cast<int64_t>(job.owner.uid));
   statement.Bind(3, ToString(job.state));
   statement.Bind(4, ToEpochSeconds(job.submitted));
   statement.Bind(5, ToEpochSeconds(job.finished));
-  statement.Bind(6, record);
+  statement.Bind(6, std::string_view(row.record));
   statement.Bind(7, int64_t{job.live() ? 0 : 1});
   if (const std::string_view signature = SignatureOf(job); signature.empty())
     statement.BindNull(8);
   else
     statement.Bind(8, signature);
+  for (const auto& [index, list] : {std::pair{9, row.command_list}, std::pair{10, row.env_list}}) {
+    if (list)
+      statement.Bind(index, *list);
+    else
+      statement.BindNull(index);
+  }
 }
 
-Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
+// Each write, tried again once should it find the disk full and the reserve give room back.
+template <typename Write>
+auto SqliteJobStore::WithRoom(Write write) -> decltype(write()) {
+  disk_full_ = false;
+  auto result = write();
+  if (!result.ok() && disk_full_ && release_space_ && release_space_()) {
+    disk_full_ = false;
+    result = write();
+  }
+  return result;
+}
+
+Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events,
+                              std::string_view token) {
+  return WithRoom([&] { return InsertOnce(job, events, token); });
+}
+
+Result<JobId> SqliteJobStore::ReserveIds(int count) {
+  return WithRoom([&] { return ReserveIdsOnce(count); });
+}
+
+Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
+                                      const std::vector<JobEvent>& events, std::string_view token) {
+  return WithRoom([&] { return InsertReservedOnce(jobs, events, token); });
+}
+
+Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& events) {
+  return UpdateMany({JobChange{&job, events}});
+}
+
+Status SqliteJobStore::UpdateMany(const std::vector<JobChange>& changes) {
+  return WithRoom([&] { return UpdateManyOnce(changes); });
+}
+
+Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
+  return WithRoom([&] { return AddEventsOnce(events); });
+}
+
+Status SqliteJobStore::InsertOnce(Job& job, const std::vector<JobEvent>& events,
+                                  std::string_view token) {
   std::lock_guard lock(mutex_);
   const std::string what = "the new job";
+  new_lists_.clear();
   Transaction transaction(db_);
   if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
   auto id = NextId(what);
@@ -617,13 +895,15 @@ Status SqliteJobStore::Insert(Job& job, const std::vector<JobEvent>& events) {
   stored.spec.id = *id;
   COLO_RETURN_IF_ERROR(InsertRow(stored, what));
   COLO_RETURN_IF_ERROR(SetNextId(*id + 1, what));
+  COLO_RETURN_IF_ERROR(InsertToken(stored, token, what));
   COLO_RETURN_IF_ERROR(InsertEvents(events, *id));
   if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
+  SettleLists(true);
   job.spec.id = *id;
   return Status::Ok();
 }
 
-Result<JobId> SqliteJobStore::ReserveIds(int count) {
+Result<JobId> SqliteJobStore::ReserveIdsOnce(int count) {
   std::lock_guard lock(mutex_);
   const std::string what = fmt::format("{} new job ids", count);
   if (count < 1 || count > kMaxReservedIds)
@@ -641,10 +921,12 @@ Result<JobId> SqliteJobStore::ReserveIds(int count) {
   return *first;
 }
 
-Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
-                                      const std::vector<JobEvent>& events) {
+Status SqliteJobStore::InsertReservedOnce(const std::vector<Job>& jobs,
+                                          const std::vector<JobEvent>& events,
+                                          std::string_view token) {
   std::lock_guard lock(mutex_);
   const std::string what = fmt::format("{} new jobs", jobs.size());
+  new_lists_.clear();
   Transaction transaction(db_);
   if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
   JobId handed_out_below = 0;
@@ -659,41 +941,44 @@ Status SqliteJobStore::InsertReserved(const std::vector<Job>& jobs,
     // A stored id is refused by the table's key: nothing of the batch is kept.
     COLO_RETURN_IF_ERROR(InsertRow(job, fmt::format("job {}", job.id())));
   }
+  if (!jobs.empty()) COLO_RETURN_IF_ERROR(InsertToken(jobs.front(), token, what));
   COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
   if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
+  SettleLists(true);
   return Status::Ok();
 }
 
-Status SqliteJobStore::Update(const Job& job, const std::vector<JobEvent>& events) {
+Status SqliteJobStore::UpdateManyOnce(const std::vector<JobChange>& changes) {
   std::lock_guard lock(mutex_);
-  const std::string what = fmt::format("job {}", job.id());
-  const std::string record = EncodeJob(job);
-  if (record.size() > kMaxJobRecordBytes)
-    return InvalidArgument(fmt::format("cannot store {}: its record is {} bytes, more than {}",
-                                       what, record.size(), kMaxJobRecordBytes));
+  if (changes.empty()) return Status::Ok();
+  const std::string what = changes.size() == 1 ? fmt::format("job {}", changes[0].job->id())
+                                               : fmt::format("{} jobs", changes.size());
+  new_lists_.clear();
   Transaction transaction(db_);
   if (int rc = transaction.Begin(); rc != SQLITE_OK) return WriteError(what, rc);
-  {
-    Statement update(*this, kUpdateJob);
-    BindJobRow(update, job, record);
-    if (int rc = update.Step(); rc != SQLITE_DONE) return WriteError(what, rc);
+  for (const JobChange& change : changes) {
+    COLO_RETURN_IF_ERROR(UpdateRow(*change.job, fmt::format("job {}", change.job->id())));
+    COLO_RETURN_IF_ERROR(InsertEvents(change.events, 0));
   }
-  if (sqlite3_changes(db_) == 0) {
-    Statement quarantined(*this, kQuarantineOf);
-    quarantined.Bind(1, job.id());
-    const int rc = quarantined.Step();
-    if (rc == SQLITE_DONE) return NotFound(fmt::format("job {} is not in the store", job.id()));
-    if (rc != SQLITE_ROW) return WriteError(what, rc);
-    return FailedPrecondition(
-        fmt::format("job {} is quarantined ({}): its stored record is kept as it is", job.id(),
-                    Printable(quarantined.Text(0))));
-  }
-  COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
   if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError(what, rc);
+  SettleLists(true);
   return Status::Ok();
 }
 
-Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
+Result<std::optional<JobId>> SqliteJobStore::SubmittedWith(unsigned uid, std::string_view token,
+                                                           WallTime since) {
+  std::lock_guard lock(mutex_);
+  Statement row(*this, kFindToken);
+  row.Bind(1, static_cast<int64_t>(uid));
+  row.Bind(2, token.substr(0, kMaxSubmitTokenBytes));
+  row.Bind(3, ToEpochSeconds(since));
+  const int rc = row.Step();
+  if (rc == SQLITE_DONE) return std::optional<JobId>();
+  if (rc != SQLITE_ROW) return ReadError("a submit's token", rc);
+  return std::optional<JobId>(row.Int64(0));
+}
+
+Status SqliteJobStore::AddEventsOnce(const std::vector<JobEvent>& events) {
   if (events.empty()) return Status::Ok();
   std::lock_guard lock(mutex_);
   Transaction transaction(db_);
@@ -701,6 +986,50 @@ Status SqliteJobStore::AddEvents(const std::vector<JobEvent>& events) {
   COLO_RETURN_IF_ERROR(InsertEvents(events, 0));
   if (int rc = transaction.Commit(); rc != SQLITE_OK) return WriteError("events", rc);
   return Status::Ok();
+}
+
+Status SqliteJobStore::SaveUsage(const UsageRecord& usage) {
+  std::string text = fmt::format(
+      "{}\n", std::chrono::duration_cast<std::chrono::milliseconds>(usage.as_of.time_since_epoch())
+                  .count());
+  size_t kept = 0;
+  for (const auto& [user, used] : usage.users) {
+    if (++kept > kMaxUsageUsers) break;
+    text += fmt::format("{:.6g} {}\n", used, user);
+  }
+  std::lock_guard lock(mutex_);
+  Statement set(*this, kSetUsage);
+  set.Bind(1, std::string_view(text));
+  if (int rc = set.Step(); rc != SQLITE_DONE) return WriteError("fair-share usage", rc);
+  return Status::Ok();
+}
+
+Result<UsageRecord> SqliteJobStore::LoadUsage() {
+  std::lock_guard lock(mutex_);
+  Statement get(*this, kGetUsage);
+  UsageRecord usage;
+  const int rc = get.Step();
+  if (rc == SQLITE_DONE) return usage;
+  if (rc != SQLITE_ROW) return ReadError("fair-share usage", rc);
+  const std::string text(get.Text(0));
+  auto bad = [&](const std::string& why) {
+    return Internal(fmt::format("the fair-share usage in {} cannot be read: {}", path_, why));
+  };
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line)) return bad("it is empty");
+  const Result<int64_t> ms = ParseInt(line);
+  if (!ms.ok()) return bad("its first line is not a time");
+  usage.as_of = WallTime(std::chrono::milliseconds(*ms));
+  while (std::getline(in, line) && usage.users.size() < kMaxUsageUsers) {
+    const size_t space = line.find(' ');
+    const Result<double> used = space == std::string::npos ? InvalidArgument("no user")
+                                                           : ParseDouble(line.substr(0, space));
+    if (!used.ok() || !std::isfinite(*used) || *used < 0 || space + 1 >= line.size())
+      return bad(fmt::format("line '{}'", Printable(TruncateUtf8(line, 80))));
+    usage.users[line.substr(space + 1)] = *used;
+  }
+  return usage;
 }
 
 Status SqliteJobStore::Quarantine(JobId id, const std::string& reason) {
@@ -712,17 +1041,40 @@ Status SqliteJobStore::Quarantine(JobId id, const std::string& reason) {
   return Status::Ok();
 }
 
-namespace {
-
-// The job in a row, or why it cannot be read: its record must decode and be this row's.
-Result<Job> DecodeRow(JobId id, std::string_view record) {
-  Result<Job> job = DecodeJob(record);
-  if (job.ok() && job->id() != id)
-    return InvalidArgument(fmt::format("spec.id: {} in the record of job {}", job->id(), id));
-  return job;
+Result<SharedStrings> SqliteJobStore::ReadList(int64_t id, ListCache& lists) {
+  if (auto it = lists.find(id); it != lists.end()) return it->second;
+  Statement row(*this, kFindList);
+  row.Bind(1, id);
+  const int rc = row.Step();
+  if (rc == SQLITE_DONE) return InvalidArgument(fmt::format("no list {}", id));
+  if (rc != SQLITE_ROW) return ReadError(fmt::format("list {}", id), rc);
+  auto strings = DecodeStrings(row.Text(0));
+  if (!strings.ok())
+    return InvalidArgument(fmt::format("list {}: {}", id, strings.status().message()));
+  SharedStrings list(std::move(*strings));
+  // Known from now on: the job written again names this row, without writing the list.
+  stored_lists_[list.shared().get()] = StoredList{list.shared(), id};
+  lists.emplace(id, list);
+  return list;
 }
 
-}  // namespace
+// The job in a row, or why it cannot be read: its record must decode and be this row's, and the
+// lists it names must be there.
+Result<Job> SqliteJobStore::DecodeRow(Statement& row, ListCache& lists) {
+  const JobId id = row.Int64(0);
+  Result<Job> job = DecodeJob(row.Text(1));
+  if (job.ok() && job->id() != id)
+    return InvalidArgument(fmt::format("spec.id: {} in the record of job {}", job->id(), id));
+  for (auto [column, field, list] :
+       {std::tuple{2, "command_list", job.ok() ? &job->spec.command : nullptr},
+        std::tuple{3, "env_list", job.ok() ? &job->env : nullptr}}) {
+    if (!job.ok() || row.IsNull(column)) continue;
+    auto read = ReadList(row.Int64(column), lists);
+    if (!read.ok()) return InvalidArgument(fmt::format("{}: {}", field, read.status().message()));
+    *list = *read;
+  }
+  return job;
+}
 
 Result<JobStore::LiveJobs> SqliteJobStore::LoadLive() {
   std::lock_guard lock(mutex_);
@@ -730,14 +1082,15 @@ Result<JobStore::LiveJobs> SqliteJobStore::LoadLive() {
   std::vector<QuarantinedJob> newly_quarantined;
   {
     Statement rows(*this, kLiveJobs);
+    ListCache lists;
     int rc;
     while ((rc = rows.Step()) == SQLITE_ROW) {
       const JobId id = rows.Int64(0);
-      if (!rows.IsNull(2)) {
-        live.quarantined.push_back({id, ValidUtf8(rows.Text(2))});
+      if (!rows.IsNull(4)) {
+        live.quarantined.push_back({id, ValidUtf8(rows.Text(4))});
         continue;
       }
-      Result<Job> job = DecodeRow(id, rows.Text(1));
+      Result<Job> job = DecodeRow(rows, lists);
       if (job.ok() && !job->live()) {
         job = InvalidArgument(
             fmt::format("state: '{}' in the record of a job stored as live", ToString(job->state)));
@@ -775,9 +1128,10 @@ Result<std::optional<Job>> SqliteJobStore::Find(JobId id) {
   const int rc = row.Step();
   if (rc == SQLITE_DONE) return std::optional<Job>();
   if (rc != SQLITE_ROW) return ReadError(fmt::format("job {}", id), rc);
-  if (!row.IsNull(1))
-    return Internal(fmt::format("job {} is quarantined: {}", id, Printable(row.Text(1))));
-  Result<Job> job = DecodeRow(id, row.Text(0));
+  if (!row.IsNull(4))
+    return Internal(fmt::format("job {} is quarantined: {}", id, Printable(row.Text(4))));
+  ListCache lists;
+  Result<Job> job = DecodeRow(row, lists);
   if (!job.ok()) return Internal(fmt::format("job {}: {}", id, job.status().message()));
   return std::optional<Job>(std::move(*job));
 }
@@ -789,10 +1143,11 @@ Result<HistoryPage> SqliteJobStore::History(const HistoryQuery& query) {
   rows.Bind(1, query.before.value_or(INT64_MAX));
   if (query.uid) rows.Bind(2, static_cast<int64_t>(*query.uid));
   HistoryPage page;
+  ListCache lists;
   int rc = SQLITE_DONE;
   // No LIMIT in the query: a row that cannot be read is passed over and the page still filled.
   while (page.jobs.size() < limit && (rc = rows.Step()) == SQLITE_ROW) {
-    Result<Job> job = DecodeRow(rows.Int64(0), rows.Text(1));
+    Result<Job> job = DecodeRow(rows, lists);
     if (job.ok() && !job->live()) page.jobs.push_back(std::move(*job));
   }
   if (page.jobs.size() < limit && rc != SQLITE_DONE) return ReadError("the job history", rc);
@@ -807,9 +1162,10 @@ Result<std::vector<Job>> SqliteJobStore::EndedBetween(WallTime since, WallTime u
   rows.Bind(1, ToEpochSeconds(since));
   rows.Bind(2, ToEpochSeconds(until));
   std::vector<Job> jobs;
+  ListCache lists;
   int rc = SQLITE_DONE;
   while (jobs.size() <= limit && (rc = rows.Step()) == SQLITE_ROW) {
-    Result<Job> job = DecodeRow(rows.Int64(0), rows.Text(1));
+    Result<Job> job = DecodeRow(rows, lists);
     if (job.ok() && !job->live()) jobs.push_back(std::move(*job));
   }
   if (jobs.size() <= limit && rc != SQLITE_DONE) return ReadError("the jobs of the range", rc);
@@ -865,9 +1221,10 @@ Result<ModelRuns> SqliteJobStore::EarlierRuns(const std::string& signature, int 
   rows.Bind(1, std::string_view(signature));
   rows.Bind(2, ToString(JobState::kSucceeded));
   rows.Bind(3, ToString(JobState::kFailed));
+  ListCache lists;
   int rc = SQLITE_DONE;
   while (!full() && (rc = rows.Step()) == SQLITE_ROW) {
-    Result<Job> job = DecodeRow(rows.Int64(0), rows.Text(1));
+    Result<Job> job = DecodeRow(rows, lists);
     // The columns repeat the record; the record is what counts.
     if (!job.ok() || SignatureOf(*job) != signature) continue;
     ++read;

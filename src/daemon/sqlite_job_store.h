@@ -8,10 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -22,8 +25,12 @@ struct sqlite3_stmt;
 
 namespace colo {
 
-// The schema this store writes. Version 1 (the daemon before the job store) is migrated on Open.
-constexpr int kStateSchemaVersion = 2;
+// The schema this store writes. Versions 1 (the daemon before the job store) and 2 (before shared
+// lists and submit tokens) are migrated on Open.
+constexpr int kStateSchemaVersion = 3;
+// A command or an environment this long or longer (as stored text) is a row of its own, which
+// every job holding it names; a shorter one stays in the job's record.
+constexpr size_t kListBytes = 1024;
 
 // Prepares the file of a database of colod's at `path` as Open does for the job store: creates it
 // owner-only, refuses links, files that are not regular or not colod's, and a directory others may
@@ -40,10 +47,16 @@ class SqliteJobStore final : public JobStore {
   SqliteJobStore(const SqliteJobStore&) = delete;
   SqliteJobStore& operator=(const SqliteJobStore&) = delete;
 
-  Status Insert(Job& job, const std::vector<JobEvent>& events) override;
+  using JobStore::Insert;
+  using JobStore::InsertReserved;
+  Status Insert(Job& job, const std::vector<JobEvent>& events, std::string_view token) override;
   Result<JobId> ReserveIds(int count) override;
-  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events) override;
+  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events,
+                        std::string_view token) override;
+  Result<std::optional<JobId>> SubmittedWith(unsigned uid, std::string_view token,
+                                             WallTime since) override;
   Status Update(const Job& job, const std::vector<JobEvent>& events) override;
+  Status UpdateMany(const std::vector<JobChange>& changes) override;
   Status AddEvents(const std::vector<JobEvent>& events) override;
 
   // Also lists the rows of unended jobs quarantined earlier, so every start names them again.
@@ -55,7 +68,15 @@ class SqliteJobStore final : public JobStore {
   Result<std::vector<JobEvent>> RecentEvents(int limit) override;
   // Successful attempts with a peak of 0 (never measured) are left out.
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override;
+  Status SaveUsage(const UsageRecord& usage) override;
+  Result<UsageRecord> LoadUsage() override;
   Result<std::vector<Job>> EndedBetween(WallTime since, WallTime until, size_t limit) override;
+
+  // Called when a write finds the disk full: true if it gave room back (colod's SpaceReserve), and
+  // the write is tried again once.
+  void SetSpaceReserve(std::function<bool()> release_space) {
+    release_space_ = std::move(release_space);
+  }
 
   // For tests: the database file may grow to at most `max_pages` pages, and not at all when that
   // is fewer than it has (1 will do), so a full disk can be had on demand; nullopt lifts the limit.
@@ -66,17 +87,51 @@ class SqliteJobStore final : public JobStore {
   class Transaction;
 
   SqliteJobStore(std::string path, sqlite3* db);
+  template <typename Write>
+  auto WithRoom(Write write) -> decltype(write());
+  Status InsertOnce(Job& job, const std::vector<JobEvent>& events, std::string_view token);
+  Result<JobId> ReserveIdsOnce(int count);
+  Status InsertReservedOnce(const std::vector<Job>& jobs, const std::vector<JobEvent>& events,
+                            std::string_view token);
+  Status UpdateManyOnce(const std::vector<JobChange>& changes);
+  Status AddEventsOnce(const std::vector<JobEvent>& events);
   Status Configure();
   Status PrepareSchema();
-  Status CreateSchema();
-  Status MigrateFromSchema1();
+  Status MigrateToSchema3(bool from_schema1);
+  Status RewriteSchema1Records();
+  Status MoveLongLists();
+  // Calls `visit(id, record)` for every row, a batch of rows read at a time.
+  template <typename Error, typename Visit>
+  Status ForEachRecord(const Error& error, const Visit& visit);
   Status InsertEvents(const std::vector<JobEvent>& events, JobId new_job);
   // Inside a transaction: the counter's and the table's view of ids (the next one to hand out).
   Result<JobId> NextId(const std::string& what);
   Status SetNextId(JobId next, const std::string& what);
+  Status InsertToken(const Job& job, std::string_view token, const std::string& what);
+  // Inside a transaction: a new row, or the existing row's replacement (its lists no longer
+  // named by it deleted when no other job names them).
   Status InsertRow(const Job& job, const std::string& what);
-  // The columns kInsertJob and kUpdateJob share: ?1..?8.
-  static void BindJobRow(Statement& statement, const Job& job, std::string_view record);
+  Status UpdateRow(const Job& job, const std::string& what);
+  // The record of `job` and the rows of `lists` it names (inserted now when new).
+  struct Row {
+    std::string record;
+    std::optional<int64_t> command_list, env_list;
+  };
+  Result<Row> RowOf(const Job& job, const std::string& what);
+  // The row of `lists` holding `list`, inserted now if it has none; nullopt for one the record
+  // keeps (shorter than kListBytes).
+  Result<std::optional<int64_t>> ListRow(const SharedStrings& list, const std::string& what);
+  // After a transaction: the lists it inserted become known (committed) or are forgotten.
+  void SettleLists(bool committed);
+  // Deletes the row of `lists` `id` if no job names it now.
+  Status DropListIfUnnamed(int64_t id, const std::string& what);
+  // The columns kInsertJob and kUpdateJob share: ?1..?10.
+  static void BindJobRow(Statement& statement, const Job& job, const Row& row);
+  // A job row (id, record, command_list, env_list) as the job it holds: its lists read (once per
+  // `lists` cache) and remembered, so that writing the job again names the same rows.
+  using ListCache = std::map<int64_t, SharedStrings>;
+  Result<Job> DecodeRow(Statement& row, ListCache& lists);
+  Result<SharedStrings> ReadList(int64_t id, ListCache& lists);
   // A row of kEvents or kRecentEvents: time, job, kind, detail.
   static JobEvent EventOfRow(Statement& row);
   Status Quarantine(JobId id, const std::string& reason);
@@ -92,6 +147,18 @@ class SqliteJobStore final : public JobStore {
   std::vector<std::pair<const char*, sqlite3_stmt*>> statements_;
   // One connection and its statements serve one caller at a time.
   std::mutex mutex_;
+  std::function<bool()> release_space_;
+  mutable bool disk_full_ = false;  // the last write failed for want of space
+  // The rows of `lists` by the one copy jobs share in memory: a job written again names its list's
+  // row without writing the list again. The copy is held weakly: once no job holds it, its entry
+  // no longer matches a later list made at the same address.
+  struct StoredList {
+    std::weak_ptr<const SharedStrings::List> list;
+    int64_t id = 0;
+  };
+  std::unordered_map<const SharedStrings::List*, StoredList> stored_lists_;
+  std::vector<std::pair<const SharedStrings::List*, StoredList>> new_lists_;  // this transaction's
+  size_t live_lists_ = 0;  // entries of stored_lists_ at their last clean-up
 };
 
 }  // namespace colo

@@ -6,8 +6,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "api/client.h"
 
@@ -100,20 +106,38 @@ Status CheckAncestors(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+// The lock files this process holds, by device and inode.
+std::mutex held_locks_mutex;
+std::set<std::pair<dev_t, ino_t>> held_locks;
+}  // namespace
+
 StateLock& StateLock::operator=(StateLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
+    Release();
+    fd_ = std::exchange(other.fd_, -1);
+    device_ = other.device_;
+    inode_ = other.inode_;
   }
   return *this;
 }
 
 StateLock::~StateLock() {
-  if (fd_ >= 0) close(fd_);
+  Release();
 }
 
-Result<StateLock> PrepareStateDir(const std::string& state_dir, bool personal) {
+void StateLock::Release() {
+  if (fd_ < 0) return;
+  {
+    std::lock_guard lock(held_locks_mutex);
+    held_locks.erase({device_, inode_});
+  }
+  close(fd_);
+  fd_ = -1;
+}
+
+Result<StateLock> PrepareStateDir(const std::string& state_dir, const std::string& jobs_dir,
+                                  bool personal) {
   if (state_dir.empty() || state_dir[0] != '/')
     return InvalidArgument(
         fmt::format("the state directory must be an absolute path, not '{}'", state_dir));
@@ -121,19 +145,33 @@ Result<StateLock> PrepareStateDir(const std::string& state_dir, bool personal) {
   COLO_RETURN_IF_ERROR(EnsureOwnDir(state_dir, shared, /*tighten=*/true));
   COLO_RETURN_IF_ERROR(CheckAncestors(state_dir));
   const std::string lock_path = state_dir + "/colod.lock";
+  const auto in_use = [&](pid_t pid) {
+    return FailedPrecondition(fmt::format(
+        "another colod (pid {}) is using the state directory {}; stop it first, or give this "
+        "one its own --state-dir",
+        pid, state_dir));
+  };
+  std::unique_lock held(held_locks_mutex);
+  struct stat existing {};
+  if (lstat(lock_path.c_str(), &existing) == 0 &&
+      held_locks.count({existing.st_dev, existing.st_ino}))
+    return in_use(getpid());  // opening it again would drop this process's lock
   const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     return Unavailable(fmt::format(
         "cannot open {}: {}{}", lock_path, strerror(errno),
         errno == EROFS || errno == EACCES ? " (colod needs a writable state directory)" : ""));
   }
-  StateLock lock(fd);
+  struct stat opened {};
+  if (fstat(fd, &opened) != 0 || held_locks.count({opened.st_dev, opened.st_ino})) {
+    // Swapped meanwhile for one this process holds: leaving this descriptor open keeps it.
+    return Unavailable(fmt::format("cannot lock {}: it changed while it was opened", lock_path));
+  }
   struct flock whole {};
   whole.l_type = F_WRLCK;
   whole.l_whence = SEEK_SET;  // from the start to the end, however long the file grows
   if (fcntl(fd, F_SETLK, &whole) != 0) {
-    if (errno != EACCES && errno != EAGAIN)
-      return Unavailable(fmt::format("cannot lock {}: {}", lock_path, strerror(errno)));
+    const int error = errno;
     // The kernel names the holder; the pid in the file is for administrators.
     struct flock holder = whole;
     pid_t pid = fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK ? holder.l_pid : 0;
@@ -142,18 +180,98 @@ Result<StateLock> PrepareStateDir(const std::string& state_dir, bool personal) {
       (void)!pread(fd, text, sizeof text - 1, 0);
       pid = static_cast<pid_t>(strtol(text, nullptr, 10));
     }
-    return FailedPrecondition(fmt::format(
-        "another colod (pid {}) is using the state directory {}; stop it first, or give this "
-        "one its own --state-dir",
-        pid, state_dir));
+    close(fd);
+    if (error != EACCES && error != EAGAIN)
+      return Unavailable(fmt::format("cannot lock {}: {}", lock_path, strerror(error)));
+    return in_use(pid);
   }
+  held_locks.insert({opened.st_dev, opened.st_ino});
+  held.unlock();
+  StateLock lock;
+  lock.fd_ = fd;
+  lock.device_ = opened.st_dev;
+  lock.inode_ = opened.st_ino;
   const std::string me = fmt::format("{}\n", getpid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) < 0) {
     return Unavailable(fmt::format("cannot write {}: {}", lock_path, strerror(errno)));
   }
-  COLO_RETURN_IF_ERROR(EnsureOwnDir(state_dir + "/jobs", shared, true));
+  if (jobs_dir.empty() || jobs_dir[0] != '/')
+    return InvalidArgument(
+        fmt::format("the jobs directory must be an absolute path, not '{}'", jobs_dir));
+  COLO_RETURN_IF_ERROR(EnsureOwnDir(jobs_dir, shared, true));
+  COLO_RETURN_IF_ERROR(CheckAncestors(jobs_dir));
   COLO_RETURN_IF_ERROR(EnsureOwnDir(state_dir + "/mps", shared, true));
   return lock;
+}
+
+SpaceReserve::SpaceReserve(std::string path, int64_t size) : path_(std::move(path)), size_(size) {
+  Take();
+}
+
+void SpaceReserve::Take() {
+  const int fd = open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+  if (fd < 0) {
+    note_ =
+        fmt::format("no room kept for the database: cannot open {}: {}", path_, strerror(errno));
+    return;
+  }
+  struct stat st {};
+  struct statvfs fs {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      fstatvfs(fd, &fs) != 0) {
+    note_ = fmt::format("no room kept for the database: {} is not colod's own file", path_);
+    close(fd);
+    return;
+  }
+  const int64_t held = st.st_blocks * 512;
+  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  const int64_t wanted = std::min(size_, held + free_bytes / 4);
+  if (wanted <= 0) {
+    if (ftruncate(fd, 0) == 0) held_ = 0;
+  } else if (wanted != held_ || held < wanted) {
+    // Blocks allocated, not a sparse file: the space is the reserve's until it is given back.
+    int error = posix_fallocate(fd, 0, wanted);
+    if (error == 0 && ftruncate(fd, wanted) != 0) error = errno;
+    if (error != 0) {
+      note_ = fmt::format("no room kept for the database: {}", strerror(error));
+      if (ftruncate(fd, 0) == 0) held_ = 0;
+    } else {
+      held_ = wanted;
+      if (wanted < size_)
+        note_ = fmt::format(
+            "keeps {} MiB for the database (of {} MiB asked: a quarter of what is "
+            "free)",
+            wanted >> 20, size_ >> 20);
+    }
+  }
+  close(fd);
+}
+
+bool SpaceReserve::Release() {
+  if (held_ <= 0) return false;
+  const int fd = open(path_.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  const bool released = fd >= 0 && ftruncate(fd, 0) == 0;
+  if (fd >= 0) close(fd);
+  if (!released) return false;
+  note_ = fmt::format(
+      "the state directory's file system is full: gave back the {} MiB kept for "
+      "the database; free some space",
+      held_ >> 20);
+  held_ = 0;
+  return true;
+}
+
+void SpaceReserve::Restore() {
+  if (size_ <= 0 || held_ >= size_ || path_.empty()) return;
+  struct statvfs fs {};
+  if (statvfs(path_.c_str(), &fs) != 0) return;
+  const int64_t free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+  // Not back and forth at the edge of a full disk: only with room for the reserve twice over.
+  if (free_bytes < 2 * (size_ - held_)) return;
+  const int64_t before = held_;
+  Take();
+  if (held_ > before && note_.empty())
+    note_ = fmt::format("keeps {} MiB for the database again", held_ >> 20);
 }
 
 Status PrepareSocketDir(const std::string& socket_path, bool personal) {

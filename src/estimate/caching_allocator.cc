@@ -119,6 +119,22 @@ class CachingAllocatorModel::Impl {
     return block;
   }
 
+  int64_t AddressOf(int block) const { return blocks_[block].address; }
+
+  bool SameLayout(const Impl& other) const {
+    if (expandable_ != other.expandable_ || next_address_ != other.next_address_ ||
+        segment_base_ != other.segment_base_ || tails_.size() != other.tails_.size()) {
+      return false;
+    }
+    for (const auto& [key, tail] : tails_) {
+      const auto it = other.tails_.find(key);
+      if (it == other.tails_.end() || AddressOrNone(tail) != other.AddressOrNone(it->second)) {
+        return false;
+      }
+    }
+    return Layout() == other.Layout();
+  }
+
   void Free(int block) {
     Block& b = blocks_[block];
     b.allocated = false;
@@ -236,6 +252,31 @@ class CachingAllocatorModel::Impl {
     std::array<std::vector<Entry>, kClasses> classes_;
     std::array<uint64_t, kClasses / 64> occupied_{};
   };
+
+  int64_t AddressOrNone(int block) const { return block < 0 ? -1 : blocks_[block].address; }
+
+  // What decides where later requests go: every block in use by the model (free or allocated),
+  // with its segment neighbours, by address.
+  struct Placed {
+    int64_t address, size, prev, next;
+    int stream;
+    bool small, allocated;
+    auto operator<=>(const Placed&) const = default;
+  };
+  std::vector<Placed> Layout() const {
+    std::vector<bool> spare(blocks_.size());
+    for (const int id : spare_) spare[id] = true;
+    std::vector<Placed> layout;
+    layout.reserve(blocks_.size() - spare_.size());
+    for (size_t id = 0; id < blocks_.size(); ++id) {
+      if (spare[id]) continue;
+      const Block& b = blocks_[id];
+      layout.push_back({b.address, b.size, AddressOrNone(b.prev), AddressOrNone(b.next), b.stream,
+                        b.small, b.allocated});
+    }
+    std::sort(layout.begin(), layout.end());
+    return layout;
+  }
 
   FreeSet& Pool(bool small, int stream) {
     auto& pools = small ? small_free_ : large_free_;
@@ -356,6 +397,12 @@ const AllocatorStats& CachingAllocatorModel::stats() const {
 }
 int64_t CachingAllocatorModel::reserved() const {
   return impl_->reserved();
+}
+bool CachingAllocatorModel::SameLayout(const CachingAllocatorModel& other) const {
+  return impl_->SameLayout(*other.impl_);
+}
+int64_t CachingAllocatorModel::AddressOf(int handle) const {
+  return impl_->AddressOf(handle);
 }
 
 Result<AllocationTrace> ParseAllocationTrace(const std::string& text, const std::string& origin) {
@@ -566,6 +613,11 @@ class TraceReplay {
   }
 
   size_t next() const { return next_; }
+  // How many allocations of the trace were made so far, and the model's handle of one of them.
+  size_t made() const { return earlier_count_ + handles_.size(); }
+  int Handle(size_t index) const {
+    return index < earlier_count_ ? (*earlier_)[index] : handles_[index - earlier_count_];
+  }
   const CachingAllocatorModel& model() const { return model_; }
   CachingAllocatorModel& model() { return model_; }
 
@@ -715,6 +767,33 @@ PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int
   return out;
 }
 
+// Whether the replays `a` and `b`, run on to `a_end` and `b_end`, would do the same: they stand at
+// the same layout, and each event of the one asks what the other's asks at the same place
+// (allocations of the same size, frees of the same block or of the allocation made as many
+// allocations into the run). Whatever either is given first, it then reserves as much more.
+bool SameRun(const AllocationTrace& trace, const TraceReplay& a, size_t a_end, const TraceReplay& b,
+             size_t b_end) {
+  const size_t a_begin = a.next(), b_begin = b.next();
+  if (a_end - a_begin != b_end - b_begin || !a.model().SameLayout(b.model())) return false;
+  const auto a_made = static_cast<int64_t>(a.made()), b_made = static_cast<int64_t>(b.made());
+  for (size_t i = 0; i < a_end - a_begin; ++i) {
+    const auto& x = trace.events[a_begin + i];
+    const auto& y = trace.events[b_begin + i];
+    if (x.kind != y.kind || x.stream != y.stream) return false;
+    if (x.kind != AllocationTrace::Event::kFree) {
+      if (x.value != y.value) return false;
+      continue;
+    }
+    const bool x_earlier = x.value < a_made, y_earlier = y.value < b_made;
+    if (x_earlier != y_earlier) return false;
+    if (x_earlier ? a.model().AddressOf(a.Handle(x.value)) != b.model().AddressOf(b.Handle(y.value))
+                  : x.value - a_made != y.value - b_made) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
@@ -752,21 +831,40 @@ Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
   const int64_t rounded = CachingAllocatorModel::RoundSize(bytes);
   const bool stands_alone = !options.expandable_segments && rounded >= kMinLargeAlloc &&
                             CachingAllocatorModel::SegmentSize(rounded) - rounded <= kSmallSize;
+  // Probes hold their blocks through the step they perturb: the next step's start has probes of
+  // its own.
+  const size_t probed = std::min<size_t>(snapshots.size(), 3);
+  auto step_end = [&pool](size_t k) {
+    return k + 1 == pool.starts.size() ? pool.trace.events.size() : pool.starts[k + 1];
+  };
+  // A step that begins at the layout the next one begins at and asks for what the next asks for
+  // (a training loop's steady state) reacts to held blocks exactly as the next: its probes reserve
+  // what the next step's reserve beyond where they began, and need no replay of their own.
+  std::array<bool, 3> repeats{};
+  for (size_t k = 0; k + 1 < probed; ++k) {
+    repeats[k] = SameRun(pool.trace, snapshots[k], step_end(k), snapshots[k + 1], step_end(k + 1));
+  }
   for (int count = 1; count <= 3; ++count) {
     // What the held blocks reserve by themselves (a 1-10 MiB block takes a 20 MiB segment).
     CachingAllocatorModel alone;
     for (int i = 0; i < count; ++i) alone.Allocate(bytes);
-    for (size_t k = 0; k < std::min<size_t>(snapshots.size(), 3); ++k) {
+    std::array<int64_t, 3> grown{};  // what each step's probe reserved beyond its snapshot
+    std::array<bool, 3> known{};
+    for (size_t k = probed; k-- > 0;) {
       if (stands_alone && !snapshots[k].model().Fits(bytes)) continue;
-      TraceReplay probe = snapshots[k];
-      for (int i = 0; i < count; ++i) probe.model().Allocate(bytes);
-      // Held through the step they perturb: the next step's start has probes of its own.
-      const bool last = k + 1 == pool.starts.size();
-      COLO_RETURN_IF_ERROR(probe.RunTo(last ? pool.trace.events.size() : pool.starts[k + 1]));
-      ++out.probes;
+      if (repeats[k] && known[k + 1]) {
+        grown[k] = grown[k + 1];
+      } else {
+        TraceReplay probe = snapshots[k];
+        for (int i = 0; i < count; ++i) probe.model().Allocate(bytes);
+        COLO_RETURN_IF_ERROR(probe.RunTo(step_end(k)));
+        ++out.probes;
+        grown[k] = probe.model().reserved() - snapshots[k].model().reserved();
+      }
+      known[k] = true;
       // The other pools and streams reserve what the plain replay does by then.
-      const int64_t reserved =
-          reserved_at[k] - pool_reserved_at[k] + probe.model().reserved() - alone.reserved();
+      const int64_t reserved = reserved_at[k] - pool_reserved_at[k] +
+                               snapshots[k].model().reserved() + grown[k] - alone.reserved();
       out.fragmentation_risk = std::max(out.fragmentation_risk, reserved - out.stats.peak_reserved);
     }
   }

@@ -102,6 +102,13 @@ class CachingAllocatorModel {
   const AllocatorStats& stats() const;
   int64_t reserved() const;
 
+  // Whether this model and `other` would serve any sequence of requests alike (the same new
+  // segments, the same blocks split and merged), whatever each has reserved or allocated so far:
+  // the same blocks at the same addresses, each allocated or free, and the same address for the
+  // next segment. Handles may differ; a block's address names it in both.
+  bool SameLayout(const CachingAllocatorModel& other) const;
+  int64_t AddressOf(int handle) const;
+
   static int64_t RoundSize(int64_t bytes);
   static int64_t SegmentSize(int64_t rounded);
 
@@ -136,7 +143,8 @@ Result<AllocatorStats> Replay(const AllocationTrace& trace, const ReplayOptions&
 struct ProbedReplay {
   AllocatorStats stats;
   int64_t fragmentation_risk = 0;  // 0 when no held block raises the peak
-  int probes = 0;                  // how many were replayed (the others could not matter)
+  // How many were replayed: the others could not matter, or repeat a later step's.
+  int probes = 0;
 };
 Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
                                                   const ReplayOptions& options);

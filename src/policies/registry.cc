@@ -390,10 +390,10 @@ std::string SpecText(const PolicySpec& spec) {
     settings.push_back(fmt::format("n={}", spec.shards));
   } else {
     const GateConfig& g = spec.gates;
-    // Each value as its key reads it back: sizes in bytes, fractions as written.
+    // Each value as its key reads it back exactly, fractions as written.
     // (margin= and smact= turn their gates on: the switches come after them.)
-    settings = {fmt::format("margin={}B", g.memory_margin.count()),
-                fmt::format("reserve={}B", g.free_reserve.count()),
+    settings = {"margin=" + FormatExactBytes(g.memory_margin),
+                "reserve=" + FormatExactBytes(g.free_reserve),
                 fmt::format("smact={}", g.smact_max),
                 fmt::format("memory={}", on(g.memory)),
                 fmt::format("utilization={}", on(g.utilization)),

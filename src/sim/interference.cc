@@ -80,7 +80,8 @@ Result<PowerModel> ParsePowerModel(std::string_view text) {
 
 std::vector<CalibrationRow> CalibrationTable(const InterferenceModel& interference,
                                              const PowerModel& power) {
-  // measurements.md, H100 80GB, 2026-11-21: iteration time alone and shared, SMACT and power.
+  // Measured on an H100 80GB, 2026-11-21 (docs/simulator.md's table): iteration time alone and
+  // shared, SMACT and power.
   struct Measured {
     const char* set;
     int jobs;

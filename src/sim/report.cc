@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.h"
+#include "common/text.h"
 
 namespace colo {
 
@@ -64,6 +65,18 @@ std::vector<Column> Columns() {
   };
 }
 
+// For traces of several users: their mean slowdowns' Jain index and the worst user's slowdown.
+std::vector<Column> FairnessColumns() {
+  return {
+      {"jain",
+       [](const Metrics& m, const Metrics*) { return fmt::format("{:.3f}", m.jain_slowdown); }},
+      {"worst_user_slowdown",
+       [](const Metrics& m, const Metrics*) {
+         return fmt::format("{:.1f} ({})", m.worst_user_slowdown, m.worst_user);
+       }},
+  };
+}
+
 }  // namespace
 
 std::string HtmlEscape(std::string_view s) {
@@ -91,7 +104,11 @@ std::string HtmlEscape(std::string_view s) {
 
 std::string FormatTable(const std::vector<SimResult>& results, const std::string& baseline) {
   const Metrics* base = FindBaseline(results, baseline);
-  const auto columns = Columns();
+  auto columns = Columns();
+  if (std::any_of(results.begin(), results.end(),
+                  [](const SimResult& r) { return r.metrics.users > 1; })) {
+    for (Column& c : FairnessColumns()) columns.push_back(std::move(c));
+  }
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header;
   for (const auto& c : columns) header.push_back(c.header);
@@ -167,6 +184,13 @@ std::string ToJson(const ReportContext& context, const std::vector<SimResult>& r
     run["energy_mj"] = round(m.energy_mj);
     run["mean_smact"] = round(m.mean_smact);
     run["mean_memory_frac"] = round(m.mean_memory_frac);
+    if (m.users > 1) {
+      run["fairness"] = {{"users", m.users},
+                         {"mean_slowdown", round(m.mean_slowdown)},
+                         {"jain_slowdown", round(m.jain_slowdown)},
+                         {"worst_user_slowdown", round(m.worst_user_slowdown)},
+                         {"worst_user", m.worst_user}};
+    }
     auto& per_gpu = run["gpus"] = nlohmann::ordered_json::array();
     for (size_t g = 0; g < m.gpu_smact.size() && g < 64; ++g) {
       per_gpu.push_back({{"gpu", g},
@@ -239,6 +263,16 @@ Result<std::vector<SimResult>> FromJson(std::string_view text) {
     m.energy_mj = number(run, "energy_mj");
     m.mean_smact = number(run, "mean_smact");
     m.mean_memory_frac = number(run, "mean_memory_frac");
+    if (const auto fairness = run.find("fairness");
+        fairness != run.end() && fairness->is_object()) {
+      m.users = static_cast<int>(number(*fairness, "users"));
+      m.mean_slowdown = number(*fairness, "mean_slowdown");
+      m.jain_slowdown = number(*fairness, "jain_slowdown");
+      m.worst_user_slowdown = number(*fairness, "worst_user_slowdown");
+      if (const auto worst = fairness->find("worst_user");
+          worst != fairness->end() && worst->is_string())
+        m.worst_user = TruncateUtf8(worst->get<std::string>(), 64);
+    }
     if (const auto jobs = run.find("job_results"); jobs != run.end() && jobs->is_array()) {
       for (const auto& j : *jobs) {
         if (!j.is_object()) continue;

@@ -16,6 +16,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/stats.h"
 #include "common/strings.h"
 #include "estimate/estimator.h"
 #include "estimate/job_estimators.h"
@@ -383,6 +384,9 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
   spec.owner = t.owner;
   spec.gpus = t.profile.gpus;
   spec.expected_smact = t.profile.smact;
+  // What colod learns from earlier runs of the model: how long it runs (for backfill's
+  // reservations).
+  spec.expected_run = t.profile.duration;
   std::optional<Bytes> declared = t.declared;
   if (const auto line = TaskFileLine(spec_.estimator)) {
     // CARMA's estimator policies read the task file's line; its "not known" (40000) is more than
@@ -740,13 +744,6 @@ double Percentile(const std::vector<double>& values, double q) {
   return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
-double Mean(const std::vector<double>& values) {
-  if (values.empty()) return 0;
-  double sum = 0;
-  for (double v : values) sum += v;
-  return sum / static_cast<double>(values.size());
-}
-
 SimResult Engine::Finish() {
   SimResult result;
   Metrics& m = result.metrics;
@@ -754,6 +751,7 @@ SimResult Engine::Finish() {
   m.estimator = spec_.estimator;
   m.jobs = static_cast<int>(jobs_.size());
   std::vector<double> waits, execs, jcts;
+  std::map<std::string, std::pair<double, int>> slowdowns;  // by owner: sum, count
   // Sized once: at a million jobs a vector's growth would double the largest of them for a while.
   result.jobs.reserve(jobs_.size());
   for (auto* values : {&waits, &execs, &jcts}) values->reserve(jobs_.size());
@@ -808,6 +806,9 @@ SimResult Engine::Finish() {
       waits.push_back(r.start_s - r.submit_s);
       execs.push_back(r.end_s - r.start_s);
       jcts.push_back(r.end_s - r.submit_s);
+      auto& [sum, count] = slowdowns[job.trace->owner];
+      sum += (r.end_s - r.submit_s) / std::max(1.0, ToSeconds(job.trace->profile.duration));
+      ++count;
     } else {
       ++m.failed;
     }
@@ -818,6 +819,21 @@ SimResult Engine::Finish() {
   m.wait_avg_s = Mean(waits);
   m.exec_avg_s = Mean(execs);
   m.jct_avg_s = Mean(jcts);
+  std::vector<double> per_user;
+  double all_sum = 0;
+  int all_count = 0;
+  for (const auto& [owner, totals] : slowdowns) {
+    per_user.push_back(totals.first / totals.second);
+    all_sum += totals.first;
+    all_count += totals.second;
+    if (per_user.back() > m.worst_user_slowdown) {
+      m.worst_user_slowdown = per_user.back();
+      m.worst_user = owner;
+    }
+  }
+  m.users = static_cast<int>(per_user.size());
+  m.mean_slowdown = all_count > 0 ? all_sum / all_count : 0;
+  m.jain_slowdown = JainIndex(per_user);
   // Each sorted once for its percentiles (the means above are summed in the jobs' order).
   for (auto* values : {&waits, &execs, &jcts}) std::sort(values->begin(), values->end());
   m.wait_p50_s = Percentile(waits, 0.5);

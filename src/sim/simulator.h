@@ -113,6 +113,13 @@ struct Metrics {
   double mean_memory_frac = 0;    // used / capacity, likewise
   std::vector<double> gpu_smact;  // per GPU
   std::vector<double> gpu_memory_gib;
+  // Fairness among the trace's users: a job's slowdown is its completion time over its solo run
+  // time; each user's mean slowdown, Jain's index of them (1: every user alike) and the worst.
+  int users = 0;
+  double mean_slowdown = 0;
+  double jain_slowdown = 1;
+  double worst_user_slowdown = 0;
+  std::string worst_user;
   int64_t events = 0;
   int64_t passes = 0;
   int64_t rounds = 0;  // scheduling rounds of the cluster queue

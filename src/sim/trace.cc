@@ -574,9 +574,17 @@ Trace SyntheticPhilly(const SyntheticOptions& o) {
   // Durations: log-normal with median 19 min and mean 3.6 h => sigma = sqrt(2 ln(mean/median)).
   const double mu = std::log(19.0 * 60.0);
   const double sigma = std::sqrt(2.0 * std::log(3.6 * 3600.0 / (19.0 * 60.0)));
+  // Users: a burst of arrivals (the short gaps) is one user's sweep; a burst begins with a user
+  // drawn with Zipf's weights 1/k, so that a few heavy users submit most jobs and the rest a few.
+  const int users = std::max(1, o.users);
+  std::vector<double> cumulative(static_cast<size_t>(users));
+  double weight_sum = 0;
+  for (int k = 0; k < users; ++k) cumulative[static_cast<size_t>(k)] = weight_sum += 1.0 / (k + 1);
+  int owner = 0;
   double at = 0;
   for (size_t i = 0; i < o.jobs; ++i) {
-    at += rng.Uniform() < p1 ? rng.Exponential(mean1) : rng.Exponential(mean2);
+    const bool in_burst = rng.Uniform() < p1;
+    at += in_burst ? rng.Exponential(mean1) : rng.Exponential(mean2);
     const double u = rng.Uniform();
     int gpus = u < 0.93 ? 1 : u < 0.96 ? 2 : u < 0.985 ? 4 : 8;
     gpus = std::min(gpus, o.max_gpus);
@@ -585,7 +593,11 @@ Trace SyntheticPhilly(const SyntheticOptions& o) {
     job.submit = SecondsF(at);
     job.profile = ProfileLike(rng, SecondsF(seconds), gpus);
     job.name = job.profile.name;
-    job.owner = fmt::format("user{}", rng.Below(static_cast<uint64_t>(std::max(1, o.users))));
+    const double pick = rng.Uniform() * weight_sum;
+    if (!in_burst || i == 0)
+      owner = static_cast<int>(std::lower_bound(cumulative.begin(), cumulative.end(), pick) -
+                               cumulative.begin());
+    job.owner = fmt::format("user{}", std::min(owner, users - 1));
     trace.jobs.push_back(std::move(job));
   }
   SortAndNumber(trace);

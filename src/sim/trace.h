@@ -78,7 +78,8 @@ struct SyntheticOptions {
 };
 // Philly-like: 1/2/4/8-GPU mix, log-normal durations (median 19 min, mean 3.6 h), hyper-exponential
 // arrivals with the given CV; memory and SMACT from the catalogue with the 90-task trace's class
-// mix.
+// mix. With several users, each burst of arrivals is one user's (a sweep), its user drawn with
+// Zipf's weights (user0 the heaviest).
 Trace SyntheticPhilly(const SyntheticOptions& options);
 
 // "thesis-90", "thesis-60", "synthetic", "carma:SCRIPT", "philly:FILE.json", or a CSV path.

@@ -51,9 +51,9 @@ TEST(Codec, RequestsRoundTrip) {
   EXPECT_EQ(t.estimate->upper, GiB(7));
   EXPECT_EQ(t.estimate->signature, "abc-b32");
 
-  for (const Request& r : std::vector<Request>{HelloRequest{}, QueueRequest{"bob"}, ShowRequest{7},
-                                               CancelRequest{8}, ExplainRequest{9}, LogsRequest{10},
-                                               GpusRequest{}, HistoryRequest{20, 500, true}}) {
+  for (const Request& r : std::vector<Request>{
+           HelloRequest{}, QueueRequest{"bob", 50, 9}, ShowRequest{7}, CancelRequest{8},
+           ExplainRequest{9}, LogsRequest{10}, GpusRequest{}, HistoryRequest{20, 500, true}}) {
     auto decoded = DecodeRequest(EncodeRequest(r));
     ASSERT_TRUE(decoded.ok()) << decoded.status().message();
     EXPECT_EQ(decoded->index(), r.index());
@@ -222,10 +222,26 @@ TEST(Codec, SubmitFieldsAreCheckedByTypeAndRange) {
             std::string::npos);
   EXPECT_NE(Error(R"({"api":1,"op":"submit","command":["true"]})").find("workdir: is required"),
             std::string::npos);
+  EXPECT_NE(submit(R"(,"umask":512)").find("umask: must be between 0 and 511"), std::string::npos);
+  EXPECT_NE(submit(R"(,"limits":[{"name":"files","soft":1,"hard":2}])")
+                .find("limits[0].name: unknown resource 'files' (one of as, core"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"limits":[{"name":"nofile","soft":10,"hard":5}])")
+                .find("limits[0].soft: must be at most hard"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"limits":[{"name":"nofile","soft":-1,"hard":5}])")
+                .find("limits[0].soft: must be at most hard"),
+            std::string::npos);
+  EXPECT_NE(submit(R"(,"limits":[{"soft":1}])").find("limits[0].name: is required"),
+            std::string::npos);
   auto ok = DecodeRequest(
-      R"({"api":1,"op":"submit","command":["true"],"workdir":"/","memory":"12GiB","gpus":2})");
+      R"({"api":1,"op":"submit","command":["true"],"workdir":"/","memory":"12GiB","gpus":2,)"
+      R"("umask":63,"limits":[{"name":"core","soft":0,"hard":-1}]})");
   ASSERT_TRUE(ok.ok()) << ok.status().message();
-  EXPECT_EQ(std::get<SubmitRequest>(*ok).memory, GiB(12));
+  const SubmitRequest& request = std::get<SubmitRequest>(*ok);
+  EXPECT_EQ(request.memory, GiB(12));
+  EXPECT_EQ(request.context.umask, 077);
+  EXPECT_EQ(request.context.limits, (std::vector<ResourceLimit>{{"core", 0, -1}}));
 }
 
 TEST(Codec, RepliesRoundTripAndErrorsKeepTheirCode) {
@@ -417,7 +433,7 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   probe.share = SharingPreference::kPlain;
   probe.after = {DependencyKind::kAfterOk, 4};
   probe.afters = {{DependencyKind::kAfterNotOk, 5}};
-  probe.context = {"/w", "cli", 027};
+  probe.context = {"/w", "cli", 027, {}};
   nlohmann::json j = nlohmann::json::object();
   WriteFields(probe, j);
   // Keys as described; the embedded struct's beside the others; a default left off when asked.
@@ -457,7 +473,7 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   // A struct's member count is what its description is held to: a member added without a
   // description line does not compile.
   static_assert(field_json::MemberCount<Probe>() == 8);
-  static_assert(field_json::MemberCount<JobContext>() == 3);
+  static_assert(field_json::MemberCount<JobContext>() == 4);
 }
 
 TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
@@ -476,10 +492,47 @@ TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
                 .find("umask"),
             std::string::npos);
   ShowReply show;
-  show.job.context = {"/w", "script /w/job.sh", 022};
+  show.job.context = {"/w", "script /w/job.sh", 022, {}};
   auto shown = DecodeReply<ShowReply>(EncodeReply(show));
   ASSERT_TRUE(shown.ok()) << shown.status().message();
   EXPECT_EQ(shown->job.context, show.job.context);
+}
+
+TEST(Codec, ShareRoundTripsAndFractionsAreBounded) {
+  auto request = DecodeRequest(EncodeRequest(ShareRequest{}));
+  ASSERT_TRUE(request.ok()) << request.status().message();
+  EXPECT_EQ(OpName(*request), "share");
+  ShareReply reply;
+  reply.order = "fair-share";
+  reply.half_life_s = 604800;
+  ShareUser alice;
+  alice.user = "alice";
+  alice.share = 2;
+  alice.share_fraction = 2.0 / 3;
+  alice.usage_gpu_hours = 12.5;
+  alice.usage_fraction = 0.8;
+  alice.factor = 0.435;
+  alice.running = 1;
+  alice.gpus = 2;
+  alice.gpu_memory = GiB(80);
+  alice.limits = "gpus 2";
+  reply.users.push_back(alice);
+  auto back = DecodeReply<ShareReply>(EncodeReply(reply));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->users.size(), 1u);
+  EXPECT_EQ(back->users[0].user, "alice");
+  EXPECT_EQ(back->users[0].gpu_memory, GiB(80));
+  EXPECT_DOUBLE_EQ(back->users[0].usage_fraction, 0.8);
+  EXPECT_EQ(back->users[0].limits, "gpus 2");
+  reply.users[0].share_fraction = 0.5;
+  std::string text = EncodeReply(reply);
+  const size_t at = text.find("\"share_fraction\":0.5");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, 20, "\"share_fraction\":1.5");
+  auto bad = DecodeReply<ShareReply>(text);
+  ASSERT_FALSE(bad.ok()) << "a share fraction above 1";
+  EXPECT_NE(bad.status().message().find("share_fraction"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

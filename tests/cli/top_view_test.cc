@@ -21,6 +21,7 @@ api::JobSummary Job(JobId id, std::string user, std::string name, JobState state
   j.reason = std::move(reason);
   if (state == JobState::kRunning) {
     j.gpu_uuids = {"GPU-fake-0"};
+    j.gpu_indices = {0};
     j.mode = "plain";
     j.started = 1000;
   }
@@ -120,7 +121,8 @@ TEST(TopView, At80x24EverythingIsOnScreen) {
                                [](const TopLine& l) { return l.style == LineStyle::kSelected; });
   ASSERT_NE(selected, lines.end());
   EXPECT_EQ(selected->text.substr(0, 7), ">     1");
-  EXPECT_TRUE(Has(lines, "job 1 running on GPU-fake-0")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, "job 1 running on GPU 0 (GPU-fake-0)")) << Screen(lines);
+  EXPECT_TRUE(Has(lines, " 0:01:00  0 (plain)")) << Screen(lines);  // as colo queue numbers GPUs
   // Events, newest first; another user's detail is not shown.
   EXPECT_TRUE(Has(lines, "RECENT EVENTS"));
   EXPECT_TRUE(Has(lines, "attempt 1 on GPU 0"));
@@ -188,6 +190,37 @@ TEST(TopView, SortFilterMineAndSelection) {
   state.filter = "nobody";
   EXPECT_EQ(SelectedJob(s, state), 0);
   EXPECT_TRUE(Has(RenderTop(s, state, 80, 24), "no jobs"));
+}
+
+TEST(TopView, AsksOnlyForWhatItShows) {
+  TopSnapshot s = Snapshot();
+  TopViewState state;
+  // By id, no filter: the first jobs to a screen past the selection, one page.
+  TopQueueAsk ask = QueueToAsk(s, state, 24);
+  EXPECT_FALSE(ask.every_page);
+  EXPECT_EQ(ask.request.limit, 25);
+  EXPECT_EQ(ask.request.user, "");
+  state.selected = 4;  // the fourth shown
+  EXPECT_EQ(QueueToAsk(s, state, 24).request.limit, 28);
+  state.mine_only = true;
+  EXPECT_EQ(QueueToAsk(s, state, 24).request.user, "alice");
+  state.mine_only = false;
+  // Far down the list, in another order or with a filter: every page.
+  EXPECT_TRUE(QueueToAsk(s, state, api::kMaxQueuePage).every_page);
+  state.sort = TopSort::kMemory;
+  EXPECT_TRUE(QueueToAsk(s, state, 24).every_page);
+  state.sort = TopSort::kId;
+  state.filter = "bob";
+  EXPECT_TRUE(QueueToAsk(s, state, 24).every_page);
+  state.filter.clear();
+
+  // A first page: the header counts what colod counted, not the page.
+  s.queue->next = 4;
+  s.queue->running = 7;
+  s.queue->waiting = 1200;
+  EXPECT_TRUE(Has(RenderTop(s, state, 100, 24), "[7 R 1200 PD]"));
+  s.queue->next.reset();
+  EXPECT_TRUE(Has(RenderTop(s, state, 100, 24), "[2 R 2 PD]"));
 }
 
 TEST(TopView, TheSelectionStaysInViewOnAShortScreen) {

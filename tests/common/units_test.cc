@@ -40,6 +40,13 @@ TEST(Bytes, ArithmeticAndFormatting) {
   EXPECT_EQ(GiB(2).Scaled(1.5), GiB(3));
   EXPECT_EQ(FormatBytes(GiBf(11.5)), "11.5 GiB");
   EXPECT_EQ(FormatBytes(MiB(512)), "512 MiB");
+  EXPECT_EQ(FormatExactBytes(GiB(2)), "2GiB");
+  EXPECT_EQ(FormatExactBytes(MiB(512)), "512MiB");
+  EXPECT_EQ(FormatExactBytes(MiB(1536)), "1536MiB");
+  EXPECT_EQ(FormatExactBytes(Bytes(1000)), "1000B");
+  EXPECT_EQ(FormatExactBytes(Bytes(0)), "0B");
+  for (const Bytes b : {GiB(5), MiB(3), Bytes(4097), Bytes(int64_t{1} << 40)})
+    EXPECT_EQ(*ParseBytes(FormatExactBytes(b)), b) << FormatExactBytes(b);
 }
 
 }  // namespace

@@ -59,6 +59,21 @@ TEST_F(SchedulerTest, ReservationsStopTheLaunchRace) {
   for (const auto& v : waiting->last_wait->per_gpu) EXPECT_EQ(v.gate, Gate::kMemory);
 }
 
+TEST_F(SchedulerTest, APassCutShortGoesOnAtTheNextCall) {
+  // colod's loop places a few jobs a turn: the rest start at the next turn, in their order,
+  // although nothing changed in between.
+  Build("worst-fit");
+  for (JobId id = 1; id <= 2; ++id) ASSERT_TRUE(scheduler_->Submit(Job(id, GiB(10))).ok());
+  auto first = scheduler_->Schedule(1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].job, 1);
+  auto second = scheduler_->Schedule(1);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].job, 2);
+  EXPECT_NE(first[0].gpus[0], second[0].gpus[0]);
+  EXPECT_TRUE(scheduler_->Schedule(1).empty());
+}
+
 TEST_F(SchedulerTest, ReservationFollowsObservedPeakOnceSteady) {
   Build("worst-fit", {}, 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());
@@ -245,7 +260,7 @@ TEST_F(SchedulerTest, PriorOutOfMemoryAttemptsSurviveARestart) {
   config.max_oom_retries = 2;
   Build("worst-fit", config, 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
-  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20)), PriorAttempts{2, 2}).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(20)), PriorAttempts{2, 2, std::nullopt}).ok());
   const JobRecord* restored = scheduler_->job(2);
   EXPECT_EQ(restored->state, JobState::kRecovering);
   EXPECT_EQ(restored->oom_count, 2);
@@ -670,6 +685,155 @@ TEST_F(SchedulerTest, ADroppedJobLeavesItsQueueOrFreesItsGpus) {
   EXPECT_EQ(scheduler_->Drop(1), std::nullopt) << "no record is left";
   ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(8))).ok());
   EXPECT_EQ(scheduler_->Schedule().size(), 1u) << "the GPU the running job held is free";
+}
+
+// Fair share, per-user limits and EASY backfill: exclusive jobs of 10 GiB, no launch grace.
+SchedulerConfig FairConfig() {
+  SchedulerConfig config;
+  config.fairness.order = QueueOrder::kFairShare;
+  config.launch_grace = Duration::zero();
+  return config;
+}
+
+std::vector<JobId> Started(Scheduler& scheduler) {
+  std::vector<JobId> ids;
+  for (const Launch& l : scheduler.Schedule()) ids.push_back(l.job);
+  return ids;
+}
+
+TEST_F(SchedulerTest, FairShareALightUsersJobGoesBeforeAHeavyUsersBacklog) {
+  Build("exclusive", FairConfig(), 2);
+  for (JobId id = 1; id <= 100; ++id)
+    ASSERT_TRUE(scheduler_->Submit(Job(id, GiB(10), 1, "alice")).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{1, 2}));
+  clock_.Advance(Seconds(600));
+  ASSERT_TRUE(scheduler_->Submit(Job(101, GiB(10), 1, "bob")).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty()) << "no GPU is free";
+  const auto standing = scheduler_->StandingOf(101);
+  ASSERT_TRUE(standing.has_value());
+  EXPECT_EQ(standing->position, 1) << "bob has used nothing: he goes first";
+  EXPECT_GT(standing->priority, scheduler_->StandingOf(3)->priority);
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{101})) << "the first GPU to free is bob's";
+}
+
+TEST_F(SchedulerTest, FairShareFifoKeepsArrivalOrder) {
+  SchedulerConfig config = FairConfig();
+  config.fairness.order = QueueOrder::kFifo;
+  Build("exclusive", config, 2);
+  for (JobId id = 1; id <= 10; ++id)
+    ASSERT_TRUE(scheduler_->Submit(Job(id, GiB(10), 1, "alice")).ok());
+  EXPECT_EQ(Started(*scheduler_).size(), 2u);
+  ASSERT_TRUE(scheduler_->Submit(Job(11, GiB(10), 1, "bob")).ok());
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  EXPECT_EQ(scheduler_->StandingOf(11)->position, 8);
+}
+
+TEST_F(SchedulerTest, FairShareAUsersPriorityReordersOnlyTheirOwnPlaces) {
+  Build("exclusive", FairConfig(), 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "carol")).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 1, "alice")).ok());
+  clock_.Advance(Seconds(1));
+  JobSpec urgent = Job(3, GiB(10), 1, "alice");
+  urgent.priority = 10;
+  ASSERT_TRUE(scheduler_->Submit(urgent).ok());
+  const std::vector<JobId> order = scheduler_->QueueOrder();
+  EXPECT_EQ(order, (std::vector<JobId>{3, 2})) << "alice's urgent job takes her first place";
+}
+
+TEST_F(SchedulerTest, FairShareAUserAtTheirLimitWaitsWithTheReasonWhileOthersStart) {
+  SchedulerConfig config = FairConfig();
+  config.user_limits.gpus = 2;
+  Build("exclusive", config, 4);
+  for (JobId id = 1; id <= 5; ++id)
+    ASSERT_TRUE(scheduler_->Submit(Job(id, GiB(10), 1, "alice")).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{1, 2}));
+  EXPECT_NE(scheduler_->job(3)->limit_wait.find("2 of the 2 GPUs"), std::string::npos)
+      << scheduler_->job(3)->limit_wait;
+  ASSERT_TRUE(scheduler_->Submit(Job(6, GiB(10), 1, "bob")).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{6}))
+      << "alice's held jobs do not block bob's";
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 2);
+}
+
+TEST_F(SchedulerTest, FairShareAJobBeyondItsOwnersLimitsIsRefusedAtSubmission) {
+  SchedulerConfig config = FairConfig();
+  Build("exclusive", config, 4);
+  scheduler_->SetUserTerms("alice", UserTerms{1, UserLimits{2, Bytes(0), 0}});
+  const Status s = scheduler_->CheckPlaceable(Job(1, GiB(10), 4, "alice"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("within its owner's limits"), std::string::npos) << s.message();
+}
+
+TEST_F(SchedulerTest, FairShareBackfillKeepsTheHeadsReservation) {
+  SchedulerConfig config = FairConfig();
+  config.backfill = true;
+  Build("exclusive", config, 2);
+  JobSpec running = Job(1, GiB(10), 1, "alice");
+  running.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(running).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  // The head needs both GPUs: it waits for job 1's end, in an hour.
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 2, "bob")).ok());
+  JobSpec long_job = Job(3, GiB(10), 1, "carol");
+  long_job.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(long_job).ok());
+  JobSpec short_job = Job(4, GiB(10), 1, "dave");
+  short_job.time_limit = Seconds(600);
+  ASSERT_TRUE(scheduler_->Submit(short_job).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4}))
+      << "only the job that ends before the head's time";
+  const JobRecord* head = scheduler_->job(2);
+  ASSERT_EQ(scheduler_->head(), 2);
+  ASSERT_TRUE(head->reservation.has_value());
+  ASSERT_TRUE(head->reservation->at.has_value());
+  EXPECT_EQ(*head->reservation->at, clock_.Now() + Seconds(3600));
+  EXPECT_EQ(head->reservation->waits_for.front(), 1);
+}
+
+TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
+  Build("worst-fit:grace=off", FairConfig(), 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
+  ASSERT_EQ(Started(*scheduler_).size(), 1u);
+  EXPECT_NEAR(scheduler_->usage().Rate("alice"), 0.25, 1e-9);
+  clock_.Advance(Seconds(400));
+  EXPECT_NEAR(scheduler_->usage().Usage("alice", clock_.Now()), 100, 0.1);
+}
+
+TEST_F(SchedulerTest, FairSharePreemptsARequeueJobOfAUserOverTheirShare) {
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("exclusive", config, 1);
+  JobSpec heavy = Job(1, GiB(10), 1, "alice");
+  heavy.requeue = true;
+  heavy.preempt_notice = Seconds(30);
+  ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 1, "bob")).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  EXPECT_TRUE(scheduler_->Preempt().empty()) << "bob has not waited preempt_after yet";
+  clock_.Advance(Seconds(600));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].job, 1);
+  EXPECT_EQ(preemptions[0].for_job, 2);
+  EXPECT_NE(preemptions[0].reason.find("for job 2 of bob"), std::string::npos)
+      << preemptions[0].reason;
+  EXPECT_TRUE(scheduler_->Preempt().empty()) << "one preemption at a time for the head";
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kPreempted, ""}).action,
+            ExitAction::kRequeuedAfterPreemption);
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kQueued);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{2})) << "bob's job takes the GPU";
 }
 
 }  // namespace

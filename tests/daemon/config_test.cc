@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/client_commands.h"
+#include "common/resource_limits.h"
 
 namespace colo {
 namespace {
@@ -44,6 +45,77 @@ port = 9500
   EXPECT_TRUE(ParseConfig("", "empty.toml").ok());
 }
 
+TEST(DaemonConfig, FairnessDefaultsOnAndReadsSharesAndLimits) {
+  auto defaults = ParseConfig("", "empty.toml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->scheduler.fairness.order, QueueOrder::kFairShare);
+  EXPECT_TRUE(defaults->scheduler.backfill);
+  EXPECT_EQ(defaults->scheduler.fairness.half_life, Seconds(7 * 86400));
+  auto c = ParseConfig(R"(
+[fairness]
+order = "fifo"
+half_life = "2d"
+limits = { gpus = 4, running_jobs = 8 }
+[fairness.users]
+alice = { share = 2, gpu_memory = "80GiB" }
+[fairness.groups]
+students = { gpus = 2 }
+)",
+                       "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->scheduler.fairness.order, QueueOrder::kFifo);
+  EXPECT_EQ(c->scheduler.fairness.half_life, Seconds(2 * 86400));
+  EXPECT_EQ(c->scheduler.user_limits, (UserLimits{4, Bytes(0), 8}));
+  EXPECT_EQ(c->user_terms.at("alice"), (UserTerms{2, UserLimits{4, GiB(80), 8}}))
+      << "an entry starts from the default limits";
+  EXPECT_EQ(c->group_terms.at("students"), (UserTerms{1, UserLimits{2, Bytes(0), 8}}));
+  EXPECT_EQ(TermsFromConfig(*c, "alice").share, 2);
+  EXPECT_EQ(TermsFromConfig(*c, "no-such-user-here"), (UserTerms{1, UserLimits{4, Bytes(0), 8}}));
+  // What --check-config prints reads back the same.
+  std::string text;
+  std::string table;
+  for (const auto& [key, value] : EffectiveSettings(*c)) {
+    const std::string section = key.substr(0, key.find('.'));
+    if (section != table) text += "[" + (table = section) + "]\n";
+    text += key.substr(key.find('.') + 1) + " = " + value + "\n";
+  }
+  auto again = ParseConfig(text, "printed.toml");
+  ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << text;
+  EXPECT_EQ(again->user_terms, c->user_terms);
+  EXPECT_EQ(again->group_terms, c->group_terms);
+  EXPECT_EQ(again->scheduler.user_limits, c->scheduler.user_limits);
+  EXPECT_EQ(again->scheduler.fairness, c->scheduler.fairness);
+}
+
+TEST(DaemonConfig, LogsLimitsAndTheDatabasesReserve) {
+  auto defaults = ParseConfig("", "empty.toml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->log_limit, GiB(1));
+  EXPECT_EQ(defaults->database_reserve, MiB(64));
+  EXPECT_EQ(defaults->PropagatedLimits().size(), std::size(kResourceKinds));
+  ApplyDefaultPaths(*defaults, "/opt/colo/bin");
+  EXPECT_EQ(defaults->jobs_dir, defaults->state_dir + "/jobs");
+  auto c = ParseConfig(R"(
+[paths]
+jobs_dir = "/srv/colo-logs"
+[jobs]
+log_limit = "none"
+propagate_limits = "nofile, core"
+[limits]
+database_reserve = "16MiB"
+)",
+                       "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->log_limit, Bytes(0));
+  EXPECT_EQ(c->database_reserve, MiB(16));
+  EXPECT_EQ(c->PropagatedLimits(), (std::set<int>{RLIMIT_NOFILE, RLIMIT_CORE}));
+  ApplyDefaultPaths(*c, "/opt/colo/bin");
+  EXPECT_EQ(c->jobs_dir, "/srv/colo-logs");
+  auto none = ParseConfig("[jobs]\npropagate_limits = \"none\"", "test.toml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->PropagatedLimits().empty());
+}
+
 TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {"[scheduler]\npolcy = \"worst-fit\"", "unknown key scheduler.polcy"},
@@ -54,6 +126,14 @@ TEST(DaemonConfig, MistakesAreErrorsNamingTheKey) {
       {"[sharing]\ndefault = \"shared\"", "not mps, plain or exclusive"},
       {"[gates]\nsmact_max = 3", "smact"},
       {"[scheduler\n", "test.toml:"},
+      {"[fairness]\norder = \"lottery\"", "unknown queue order 'lottery'"},
+      {"[fairness]\nhalf_life = \"0s\"", "fairness.half_life"},
+      {"[fairness]\nlimits = { gpu = 2 }", "unknown key fairness.limits.gpu"},
+      {"[fairness.users]\nalice = { share = -1 }", "fairness.users.alice.share"},
+      {"[fairness.groups]\nlab = { gpu_memory = \"lots\" }", "fairness.groups.lab.gpu_memory"},
+      {"[jobs]\npropagate_limits = \"nofile,files\"", "'files' is not a resource"},
+      {"[jobs]\nlog_limit = \"lots\"", "jobs.log_limit"},
+      {"[limits]\ndatabase_reserve = \"-3\"", "limits.database_reserve"},
       {"[slurm]\nshard_size = \"512KiB\"", "slurm.shard_size must be between 1MiB and 1TiB"},
       {"[slurm]\nbusy_wait = \"-1s\"", "slurm.busy_wait"},
       {"[slurm]\ndirect_submit = \"yes\"", "slurm.direct_submit"},

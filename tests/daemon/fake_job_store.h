@@ -89,7 +89,9 @@ class FakeJobStore final : public JobStore {
   }
 
   // --- JobStore ---
-  Status Insert(Job& job, const std::vector<JobEvent>& events) override {
+  using JobStore::Insert;
+  using JobStore::InsertReserved;
+  Status Insert(Job& job, const std::vector<JobEvent>& events, std::string_view token) override {
     std::lock_guard lock(mutex_);
     COLO_RETURN_IF_ERROR(TakeWriteFailure());
     const JobId max_id = rows_.empty() ? 0 : rows_.rbegin()->first;
@@ -104,6 +106,7 @@ class FakeJobStore final : public JobStore {
     rows_[id] = std::move(row);
     next_id_ = id + 1;
     AppendEvents(events, id);
+    KeepToken(stored, token);
     job.spec.id = id;
     return Status::Ok();
   }
@@ -120,8 +123,8 @@ class FakeJobStore final : public JobStore {
     return first;
   }
 
-  Status InsertReserved(const std::vector<Job>& jobs,
-                        const std::vector<JobEvent>& events) override {
+  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events,
+                        std::string_view token) override {
     std::lock_guard lock(mutex_);
     COLO_RETURN_IF_ERROR(TakeWriteFailure());
     std::map<JobId, Row> batch;
@@ -136,22 +139,40 @@ class FakeJobStore final : public JobStore {
     }
     rows_.merge(batch);
     AppendEvents(events, 0);
+    if (!jobs.empty()) KeepToken(jobs.front(), token);
     return Status::Ok();
   }
 
+  Result<std::optional<JobId>> SubmittedWith(unsigned uid, std::string_view token,
+                                             WallTime since) override {
+    std::lock_guard lock(mutex_);
+    auto it = tokens_.find({uid, std::string(token.substr(0, kMaxSubmitTokenBytes))});
+    if (it == tokens_.end() || it->second.second < since) return std::optional<JobId>();
+    return std::optional<JobId>(it->second.first);
+  }
+
   Status Update(const Job& job, const std::vector<JobEvent>& events) override {
+    return UpdateMany({JobChange{&job, events}});
+  }
+
+  Status UpdateMany(const std::vector<JobChange>& changes) override {
     std::lock_guard lock(mutex_);
     COLO_RETURN_IF_ERROR(TakeWriteFailure());
-    Row row = RowOf(job);
-    if (row.record.size() > kMaxJobRecordBytes)
-      return InvalidArgument("cannot store job: its record is too large");
-    auto it = rows_.find(job.id());
-    if (it == rows_.end()) return NotFound("job " + std::to_string(job.id()) + " is not stored");
-    if (it->second.quarantined)
-      return FailedPrecondition("job " + std::to_string(job.id()) + " is quarantined (" +
-                                *it->second.quarantined + ")");
-    it->second = std::move(row);
-    AppendEvents(events, 0);
+    std::map<JobId, Row> batch;  // all or none
+    for (const JobChange& change : changes) {
+      const Job& job = *change.job;
+      Row row = RowOf(job);
+      if (row.record.size() > kMaxJobRecordBytes)
+        return InvalidArgument("cannot store job: its record is too large");
+      auto it = rows_.find(job.id());
+      if (it == rows_.end()) return NotFound("job " + std::to_string(job.id()) + " is not stored");
+      if (it->second.quarantined)
+        return FailedPrecondition("job " + std::to_string(job.id()) + " is quarantined (" +
+                                  *it->second.quarantined + ")");
+      batch[job.id()] = std::move(row);
+    }
+    for (auto& [id, row] : batch) rows_[id] = std::move(row);
+    for (const JobChange& change : changes) AppendEvents(change.events, 0);
     return Status::Ok();
   }
 
@@ -230,6 +251,15 @@ class FakeJobStore final : public JobStore {
     return out;
   }
 
+  Status SaveUsage(const UsageRecord& usage) override {
+    std::lock_guard lock(mutex_);
+    usage_ = usage;
+    return Status::Ok();
+  }
+  Result<UsageRecord> LoadUsage() override {
+    std::lock_guard lock(mutex_);
+    return usage_;
+  }
   Result<ModelRuns> EarlierRuns(const std::string& signature, int limit) override {
     std::lock_guard lock(mutex_);
     ModelRuns runs;
@@ -275,6 +305,12 @@ class FakeJobStore final : public JobStore {
     return job;
   }
 
+  void KeepToken(const Job& job, std::string_view token) {
+    if (!token.empty())
+      tokens_[{job.owner.uid, std::string(token.substr(0, kMaxSubmitTokenBytes))}] = {
+          job.id(), job.submitted};
+  }
+
   void AppendEvents(const std::vector<JobEvent>& events, JobId new_job) {
     for (const JobEvent& event : events) {
       JobEvent stored = StoredEvent(event);
@@ -285,7 +321,9 @@ class FakeJobStore final : public JobStore {
 
   mutable std::mutex mutex_;
   std::map<JobId, Row> rows_;
+  UsageRecord usage_;
   std::vector<JobEvent> events_;
+  std::map<std::pair<unsigned, std::string>, std::pair<JobId, WallTime>> tokens_;
   JobId next_id_ = 1;  // 0: lost
   int fail_count_ = 0;
   int succeed_first_ = 0;

@@ -24,11 +24,20 @@ class CrashingStore final : public JobStore {
     after_ = after;
   }
 
-  Status Insert(Job& job, const std::vector<JobEvent>& events) override {
-    return Write([&] { return inner_.Insert(job, events); });
+  using JobStore::Insert;
+  using JobStore::InsertReserved;
+  Status Insert(Job& job, const std::vector<JobEvent>& events, std::string_view token) override {
+    return Write([&] { return inner_.Insert(job, events, token); });
   }
   Status Update(const Job& job, const std::vector<JobEvent>& events) override {
     return Write([&] { return inner_.Update(job, events); });
+  }
+  Status UpdateMany(const std::vector<JobChange>& changes) override {
+    return Write([&] { return inner_.UpdateMany(changes); });
+  }
+  Result<std::optional<JobId>> SubmittedWith(unsigned uid, std::string_view token,
+                                             WallTime since) override {
+    return inner_.SubmittedWith(uid, token, since);
   }
   Result<JobId> ReserveIds(int count) override {
     Result<JobId> first = InvalidArgument("not reserved");
@@ -38,9 +47,9 @@ class CrashingStore final : public JobStore {
     });
     return s.ok() ? first : Result<JobId>(s);
   }
-  Status InsertReserved(const std::vector<Job>& jobs,
-                        const std::vector<JobEvent>& events) override {
-    return Write([&] { return inner_.InsertReserved(jobs, events); });
+  Status InsertReserved(const std::vector<Job>& jobs, const std::vector<JobEvent>& events,
+                        std::string_view token) override {
+    return Write([&] { return inner_.InsertReserved(jobs, events, token); });
   }
   Status AddEvents(const std::vector<JobEvent>& events) override {
     return inner_.AddEvents(events);
@@ -55,6 +64,8 @@ class CrashingStore final : public JobStore {
   Result<ModelRuns> EarlierRuns(const std::string& s, int limit) override {
     return inner_.EarlierRuns(s, limit);
   }
+  Status SaveUsage(const UsageRecord& usage) override { return inner_.SaveUsage(usage); }
+  Result<UsageRecord> LoadUsage() override { return inner_.LoadUsage(); }
 
  private:
   template <typename F>
@@ -192,6 +203,34 @@ TEST_F(JobControllerTest, AFailedWriteRefusesTheSubmitAndTheNextOneGetsAFreshId)
   const JobId next = Submit();
   EXPECT_GT(next, first);
   EXPECT_EQ(controller_->live_jobs().size(), 2u);
+}
+
+TEST_F(JobControllerTest, ASubmitSentAgainWithItsTokenGetsTheJobStoredTheFirstTime) {
+  api::SubmitRequest request = Request({"true"});
+  request.token = "0123abcd";
+  auto first = controller_->Submit(kAlice, request);
+  ASSERT_TRUE(first.ok());
+  // Its reply was lost; after a restart even, the same submit finds its job.
+  Start();
+  auto again = controller_->Submit(kAlice, request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(controller_->live_jobs().size(), 1u);
+  // Another user's token is theirs; a fresh token is a new job.
+  EXPECT_NE(*controller_->Submit(kBob, request), *first);
+  request.token = "fedc";
+  EXPECT_NE(*controller_->Submit(kAlice, request), *first);
+  // An array: its id, and no task twice.
+  api::SubmitRequest array = Request({"true"});
+  array.array = api::ArraySpec{{0, 1, 2}, 0};
+  array.token = "array-1";
+  auto tasks = controller_->Submit(kAlice, array);
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ(*controller_->Submit(kAlice, array), *tasks);
+  EXPECT_EQ(controller_->live_jobs().size(), 6u);
+  // Once its lifetime is over, a token is a new submit.
+  clock_.Advance(kSubmitTokenLifetime + Seconds(1));
+  EXPECT_NE(*controller_->Submit(kAlice, array), *tasks);
 }
 
 TEST_F(JobControllerTest, RequestsThatCanNeverRunAreRefusedWithTheReason) {
@@ -892,6 +931,52 @@ TEST_F(JobControllerTest, HoldAndReleaseAreStoredBeforeActingAndOnlyForWaitingJo
   controller_->Tick();
   EXPECT_TRUE(launcher_.IsRunning(waiting, 1));
   (void)b;
+}
+
+TEST_F(JobControllerTest, ManyJobsAreHeldInOneWriteAndAReleaseStormIsTakenInSlices) {
+  const JobId first = Submit();
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(first, 1));
+  std::vector<JobId> dependents;
+  for (int i = 0; i < 600; ++i) {
+    api::SubmitRequest r = Request({"python", "next.py"});
+    r.dependencies = {{api::DependencyKind::kAfterOk, first}};
+    auto id = controller_->Submit(kAlice, r);
+    ASSERT_TRUE(id.ok());
+    dependents.push_back(*id);
+  }
+  // One transaction for all of them: a failed write holds none.
+  store_.FailWrites(1, Unavailable("disk full"));
+  for (const auto& held : controller_->ControlMany(kAlice, api::JobAction::kHold, dependents, true))
+    EXPECT_EQ(held.status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(controller_->FindLive(dependents.front())->held);
+  for (const auto& held :
+       controller_->ControlMany(kAlice, api::JobAction::kHold, dependents, true)) {
+    ASSERT_TRUE(held.ok());
+    EXPECT_EQ(*held, "held");
+  }
+  EXPECT_TRUE(Stored(dependents.back())->held);
+  for (const auto& released :
+       controller_->ControlMany(kAlice, api::JobAction::kRelease, dependents, true)) {
+    ASSERT_TRUE(released.ok());
+    EXPECT_EQ(*released, "waiting for its dependencies");
+  }
+  // Their dependency met, 256 are taken a turn, and colod's loop is asked back at once.
+  launcher_.Succeed(first, 1);
+  const auto met = [&] {
+    return std::count_if(dependents.begin(), dependents.end(), [&](JobId id) {
+      const Job* job = controller_->FindLive(id);
+      return !job || job->dependencies.empty();
+    });
+  };
+  controller_->Tick();
+  EXPECT_EQ(met(), 256);
+  EXPECT_EQ(controller_->NextWakeup(), clock_.Now());
+  controller_->Tick();
+  EXPECT_EQ(met(), 512);
+  controller_->Tick();
+  EXPECT_EQ(met(), 600);
+  EXPECT_TRUE(Stored(dependents.back())->dependencies.empty()) << "stored too";
 }
 
 TEST_F(JobControllerTest, RequeueRunsARunningJobAgainAndAnEndedOneWithAMinimalEnvironment) {

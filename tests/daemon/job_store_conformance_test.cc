@@ -96,7 +96,7 @@ TYPED_TEST_SUITE(JobStoreTest, Stores, StoreNames);
 // A job too large to fit in the room a full disk leaves (see SqliteStoreHarness::BreakWrites).
 Job LargeJob(const std::string& name) {
   Job job = QueuedJob(name);
-  job.env.push_back("BIG=" + std::string(256 << 10, 'x'));
+  job.env = {"BIG=" + std::string(256 << 10, 'x')};
   return job;
 }
 
@@ -387,6 +387,44 @@ TYPED_TEST(JobStoreTest, ReservedIdsAreNeverHandedOutAgainAndABatchIsStoredWhole
   EXPECT_EQ(this->Insert(QueuedJob("c")), 6);
   EXPECT_FALSE(this->store().ReserveIds(0).ok());
   EXPECT_FALSE(this->store().ReserveIds(kMaxReservedIds + 1).ok());
+}
+
+TYPED_TEST(JobStoreTest, UpdateManyStoresEveryChangeOrNone) {
+  const JobId a = this->Insert(QueuedJob("a"));
+  const JobId b = this->Insert(QueuedJob("b"));
+  Job held_a = this->Stored(a), held_b = this->Stored(b);
+  held_a.held = held_b.held = true;
+  Job ghost = QueuedJob("never stored");
+  ghost.spec.id = 77;
+  EXPECT_EQ(this->store().UpdateMany({{&held_a, {{a, {}, "held", ""}}}, {&ghost, {}}}).code(),
+            StatusCode::kNotFound);
+  EXPECT_FALSE(this->Stored(a).held) << "a change of the failed batch was kept";
+  EXPECT_TRUE(this->store().Events(a)->empty());
+  ASSERT_TRUE(this->store()
+                  .UpdateMany({{&held_a, {{a, {}, "held", ""}}}, {&held_b, {{b, {}, "held", ""}}}})
+                  .ok());
+  EXPECT_TRUE(this->Stored(a).held);
+  EXPECT_TRUE(this->Stored(b).held);
+  EXPECT_EQ(this->store().Events(b)->size(), 1u);
+}
+
+TYPED_TEST(JobStoreTest, ASubmitsTokenFindsTheJobItStored) {
+  Job job = QueuedJob("a", 1000);
+  job.submitted = WallTime(std::chrono::seconds(1'700'000'000));
+  ASSERT_TRUE(this->store().Insert(job, {}, "t1").ok());
+  const WallTime since = job.submitted - kSubmitTokenLifetime;
+  EXPECT_EQ(*this->store().SubmittedWith(1000, "t1", since), job.id());
+  EXPECT_EQ(*this->store().SubmittedWith(1001, "t1", since), std::nullopt);
+  auto first = this->store().ReserveIds(3);
+  ASSERT_TRUE(first.ok());
+  std::vector<Job> tasks;
+  for (int t = 0; t < 3; ++t) {
+    Job& task = tasks.emplace_back(QueuedJob("task", 1000));
+    task.spec.id = *first + t;
+    task.submitted = job.submitted;
+  }
+  ASSERT_TRUE(this->store().InsertReserved(tasks, {}, "t2").ok());
+  EXPECT_EQ(*this->store().SubmittedWith(1000, "t2", since), *first);
 }
 
 TYPED_TEST(JobStoreTest, AFailedUpdateChangesNothing) {

@@ -79,7 +79,7 @@ TEST(SqliteJobStore, JobsAndEventsSurviveReopening) {
 
   RawDb raw(path);
   EXPECT_EQ(raw.Value("PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(raw.Value("SELECT value FROM meta WHERE key = 'schema'"), "2");
+  EXPECT_EQ(raw.Value("SELECT value FROM meta WHERE key = 'schema'"), "3");
   EXPECT_EQ(raw.Value("SELECT signature FROM jobs"), "sig");
   EXPECT_EQ(raw.Value("SELECT ended FROM jobs"), "0");
 }
@@ -187,7 +187,7 @@ TEST(SqliteJobStore, AFullDiskFailsTheWriteNamesItAndLeavesTheStoreUsable) {
 
   ASSERT_TRUE(store->LimitPagesForTesting(1).ok());
   Job large = QueuedJob("large");
-  large.env.push_back("BIG=" + std::string(256 << 10, 'x'));
+  large.env = {"BIG=" + std::string(256 << 10, 'x')};
   const Status insert = store->Insert(large, {{0, {}, "submitted", ""}});
   EXPECT_EQ(insert.code(), StatusCode::kUnavailable);
   EXPECT_EQ(insert.message(), "cannot store the new job in " + path + ": disk full");
@@ -332,9 +332,9 @@ TEST(SqliteJobStore, AFileThatIsNotAColoDatabaseIsNamed) {
 
   const std::string newer = dir.File("newer.db");
   OpenOrDie(newer);
-  RawDb(newer).Exec("UPDATE meta SET value = '3' WHERE key = 'schema'");
+  RawDb(newer).Exec("UPDATE meta SET value = '4' WHERE key = 'schema'");
   EXPECT_EQ(OpenError(newer), "cannot open the state database " + newer +
-                                  ": it has schema version 3, newer than this colod reads (2)");
+                                  ": it has schema version 4, newer than this colod reads (3)");
 
   const std::string broken = dir.File("broken.db");
   OpenOrDie(broken);
@@ -519,10 +519,10 @@ TEST(SqliteJobStore, MigratesASchema1Database) {
   EXPECT_EQ(next.id(), 12);  // schema 1's counter is kept
 
   RawDb raw(path);
-  EXPECT_EQ(raw.Value("SELECT value FROM meta WHERE key = 'schema'"), "2");
+  EXPECT_EQ(raw.Value("SELECT value FROM meta WHERE key = 'schema'"), "3");
   EXPECT_EQ(raw.Value("SELECT json_extract(record, '$.format') FROM jobs WHERE id = 3"), "2");
   EXPECT_EQ(raw.Value("SELECT ended FROM jobs WHERE id = 10"), "1");
-  // Migrated once: opening again reads schema 2 as it is.
+  // Migrated once: opening again reads schema 3 as it is.
   store.reset();
   store = OpenOrDie(path);
   EXPECT_EQ(store->LoadLive()->jobs.size(), 3u);
@@ -664,6 +664,183 @@ TEST(SqliteJobStore, QueriesOverAHundredThousandEndedJobs) {
       "EarlierRuns(20) {:.0f} us\n",
       kEnded, kLive, open_us, live_us, find_us, kFinds, api::kMaxHistoryPage, first_page_us,
       deep_page_us, user_page_us, peaks_us);
+}
+
+// The tasks of an array, each holding the array's command and environment (one copy, shared).
+std::vector<Job> ArrayOf(int tasks, JobId first, const SharedStrings& command,
+                         const SharedStrings& env) {
+  std::vector<Job> jobs;
+  for (int t = 0; t < tasks; ++t) {
+    Job& job = jobs.emplace_back(QueuedJob(fmt::format("task{}", t)));
+    job.spec.id = first + t;
+    job.spec.command = command;
+    job.env = env;
+  }
+  return jobs;
+}
+
+TEST(SqliteJobStore, AnArraysCommandAndEnvironmentAreStoredOnceAndGoWhenNoJobHoldsThem) {
+  TempDir dir;
+  const std::string path = dir.File("colo.db");
+  auto store = OpenOrDie(path);
+  const SharedStrings command({"train", std::string(32 << 10, 'c')});
+  const SharedStrings env({"PATH=/bin", "BIG=" + std::string(250 << 10, 'e')});
+  auto first = store->ReserveIds(1000);
+  ASSERT_TRUE(first.ok());
+  std::vector<Job> tasks = ArrayOf(1000, *first, command, env);
+  ASSERT_TRUE(store->InsertReserved(tasks, {}, "token-1").ok());
+  RawDb raw(path);
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM lists"), "2");
+  EXPECT_EQ(raw.Value("SELECT count(DISTINCT env_list) FROM jobs"), "1");
+  // Each record is small: the lists are named, not held.
+  EXPECT_LT(std::stoll(raw.Value("SELECT max(length(record)) FROM jobs")), 2048);
+  EXPECT_LT(std::stoll(raw.Value("SELECT sum(length(data)) FROM lists")), 300 << 10);
+
+  // Read back, the tasks share one copy again, and writing them again adds no list.
+  auto live = store->LoadLive();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->jobs.size(), 1000u);
+  EXPECT_EQ(live->jobs[0].env, env);
+  EXPECT_EQ(live->jobs[0].spec.command, command);
+  EXPECT_EQ(live->jobs[0].env.shared(), live->jobs[999].env.shared());
+  Job running = live->jobs[0];
+  running.state = JobState::kRunning;
+  ASSERT_TRUE(store->Update(running, {}).ok());
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM lists"), "2");
+
+  // Ended (cancelled), a job's environment is dropped; once no job holds it, so is its row.
+  std::vector<JobChange> changes;
+  std::vector<Job> ended = live->jobs;
+  for (Job& job : ended) {
+    job.state = JobState::kCancelled;
+    job.env.clear();
+    changes.push_back({&job, {}});
+  }
+  changes.pop_back();
+  ASSERT_TRUE(store->UpdateMany(changes).ok());
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM lists"), "2") << "a task still holds it";
+  ASSERT_TRUE(store->Update(ended.back(), {}).ok());
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM lists"), "1");
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM jobs WHERE env_list IS NOT NULL"), "0");
+  // The command stays, for `colo show`.
+  auto shown = store->Find(*first + 5);
+  ASSERT_TRUE(shown.ok() && shown->has_value());
+  EXPECT_EQ((*shown)->spec.command, command);
+  EXPECT_TRUE((*shown)->env.empty());
+}
+
+TEST(SqliteJobStore, AJobNamingAListThatIsGoneIsQuarantined) {
+  TempDir dir;
+  const std::string path = dir.File("colo.db");
+  JobId id = 0;
+  {
+    auto store = OpenOrDie(path);
+    Job job = QueuedJob("big");
+    job.env = {"BIG=" + std::string(4096, 'x')};
+    ASSERT_TRUE(store->Insert(job, {}).ok());
+    id = job.id();
+  }
+  RawDb(path).Exec("DELETE FROM lists");
+  auto store = OpenOrDie(path);
+  auto live = store->LoadLive();
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->jobs.empty());
+  ASSERT_EQ(live->quarantined.size(), 1u);
+  EXPECT_EQ(live->quarantined[0].id, id);
+  EXPECT_NE(live->quarantined[0].reason.find("env_list: no list"), std::string::npos)
+      << live->quarantined[0].reason;
+}
+
+// Schema 2's tables, as colod before shared lists and submit tokens made them.
+constexpr const char kSchema2[] = R"sql(
+  CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE jobs(
+    id INTEGER PRIMARY KEY,
+    uid INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    submitted REAL NOT NULL,
+    finished REAL NOT NULL,
+    record TEXT NOT NULL,
+    ended INTEGER NOT NULL DEFAULT 0,
+    signature TEXT,
+    quarantined TEXT);
+  CREATE TABLE events(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    job INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL);
+  CREATE INDEX events_job ON events(job);
+  CREATE INDEX jobs_ended ON jobs(ended, id);
+  CREATE INDEX jobs_uid ON jobs(uid, ended, id);
+  INSERT INTO meta VALUES ('schema', '2'), ('next_job_id', '102');
+)sql";
+
+TEST(SqliteJobStore, MigratesASchema2DatabaseIntoSharedLists) {
+  TempDir dir;
+  const std::string path = dir.File("colo.db");
+  const SharedStrings command({"train", std::string(8 << 10, 'c')});
+  const SharedStrings env({"BIG=" + std::string(64 << 10, 'e')});
+  {
+    // As schema 2 kept an array: every record with its own copy of both lists.
+    RawDb raw(path);
+    raw.Exec("PRAGMA journal_mode=WAL");
+    raw.Exec(kSchema2);
+    std::vector<Job> jobs = ArrayOf(100, 1, command, env);
+    jobs.push_back(QueuedJob("small"));
+    jobs.back().spec.id = 101;
+    for (const Job& job : jobs) {
+      sqlite3_stmt* stmt = nullptr;
+      sqlite3_prepare_v2(raw.get(),
+                         "INSERT INTO jobs(id, uid, state, submitted, finished, record) "
+                         "VALUES(?, 1000, 'queued', 0, 0, ?)",
+                         -1, &stmt, nullptr);
+      sqlite3_bind_int64(stmt, 1, job.id());
+      const std::string record = EncodeJob(job);
+      sqlite3_bind_text(stmt, 2, record.c_str(), -1, SQLITE_TRANSIENT);
+      EXPECT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+      sqlite3_finalize(stmt);
+    }
+  }
+  auto store = OpenOrDie(path);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Value("SELECT value FROM meta WHERE key = 'schema'"), "3");
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM lists"), "2");
+  EXPECT_EQ(raw.Value("SELECT count(*) FROM jobs WHERE env_list IS NOT NULL"), "100");
+  EXPECT_LT(std::stoll(raw.Value("SELECT max(length(record)) FROM jobs")), 2048);
+  auto live = store->LoadLive();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->jobs.size(), 101u);
+  EXPECT_EQ(live->jobs[0].env, env);
+  EXPECT_EQ(live->jobs[0].spec.command, command);
+  EXPECT_EQ(live->jobs[0].env.shared(), live->jobs[99].env.shared());
+  EXPECT_EQ(live->jobs[100].spec.name, "small");
+  Job next = QueuedJob("after");
+  ASSERT_TRUE(store->Insert(next, {}, "t").ok());
+  EXPECT_EQ(next.id(), 102);
+}
+
+TEST(SqliteJobStore, SubmitTokensAreKeptForTheirUserAndTheirLifetime) {
+  TempDir dir;
+  const std::string path = dir.File("colo.db");
+  auto store = OpenOrDie(path);
+  Job job = QueuedJob("a", 1000);
+  job.submitted = WallTime(std::chrono::seconds(1'700'000'000));
+  ASSERT_TRUE(store->Insert(job, {}, "retry-me").ok());
+  const WallTime long_ago = job.submitted - std::chrono::hours(1);
+  EXPECT_EQ(*store->SubmittedWith(1000, "retry-me", long_ago), job.id());
+  EXPECT_EQ(*store->SubmittedWith(1001, "retry-me", long_ago), std::nullopt);
+  EXPECT_EQ(*store->SubmittedWith(1000, "other", long_ago), std::nullopt);
+  EXPECT_EQ(*store->SubmittedWith(1000, "retry-me", job.submitted + std::chrono::seconds(1)),
+            std::nullopt);
+  // A day later the next submit with a token drops the old ones.
+  Job later = QueuedJob("b", 1000);
+  later.submitted = job.submitted + std::chrono::hours(25);
+  ASSERT_TRUE(store->Insert(later, {}, "new").ok());
+  EXPECT_EQ(RawDb(path).Value("SELECT count(*) FROM submit_tokens"), "1");
+  store.reset();
+  store = OpenOrDie(path);
+  EXPECT_EQ(*store->SubmittedWith(1000, "new", long_ago), later.id());
 }
 
 }  // namespace

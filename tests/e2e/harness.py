@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import uuid
@@ -375,6 +376,8 @@ def toml_value(value):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
+    if isinstance(value, dict):  # an inline table
+        return "{ " + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     return json.dumps(value)
 
 
@@ -538,6 +541,7 @@ class E2ETest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="colo-e2e-")
         os.chmod(self.tmp, 0o755)
         self.daemons = []
+        self.mounts = []
         self.addCleanup(self._cleanup)
 
     def _cleanup(self):
@@ -552,10 +556,25 @@ class E2ETest(unittest.TestCase):
             for path in d.cgroups():
                 remove_cgroup(path)
         self.cleanup_extra()
+        for path in reversed(self.mounts):
+            subprocess.run(["umount", "-l", path], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def cleanup_extra(self):
-        """Subclasses: what must go before the temporary directory (mounts)."""
+        """Subclasses: what must go before the temporary directory."""
+
+    def mount_tmpfs(self, name, size):
+        """A tmpfs of `size` ("8m") at TMP/NAME, unmounted at the end (root only: skipped
+        otherwise)."""
+        if not is_root():
+            self.skipTest("mounting a file system needs root")
+        path = self.mkdir(name)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+        self.mounts.append(path)
+        return path
 
     def mkdir(self, *parts, user=None, mode=0o755):
         path = os.path.join(self.tmp, *parts)
@@ -664,3 +683,62 @@ class E2ETest(unittest.TestCase):
 def main():
     require_binaries()
     unittest.main(verbosity=2)
+
+
+class ReplyDroppingProxy:
+    """A Unix socket in front of colod's that passes requests and replies through, but loses the
+    replies to the first `drop` submits: the submit reaches colod, the client never hears back
+    (the connection closes), as when a reply is lost. colod sees the proxy's credentials (the
+    test's own user). Served by a thread until close()."""
+
+    def __init__(self, target, path, drop=1):
+        self.target, self.path, self.drop = target, path, drop
+        self.dropped = 0
+        self.submits = 0
+        self.lock = threading.Lock()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        os.chmod(path, 0o777)
+        self.listener.listen(16)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn):
+        with conn, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as upstream:
+            try:
+                upstream.connect(self.target)
+                buffered = b""
+                while True:
+                    chunk = conn.recv(1 << 20)
+                    if not chunk:
+                        return
+                    buffered += chunk
+                    while b"\n" in buffered:
+                        line, buffered = buffered.split(b"\n", 1)
+                        upstream.sendall(line + b"\n")
+                        reply = read_line(upstream, deadline=60)
+                        with self.lock:
+                            is_submit = json.loads(line).get("op") == "submit"
+                            self.submits += is_submit
+                            lose = is_submit and self.dropped < self.drop
+                            self.dropped += lose
+                        if lose:
+                            return  # the reply is lost: the client's connection just closes
+                        conn.sendall(reply + b"\n")
+            except (OSError, ValueError, AssertionError):
+                return
+
+    def close(self):
+        self.listener.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

@@ -272,6 +272,18 @@ class CliTest(harness.E2ETest):
         self.assertEqual(r.returncode, 1)
         self.assertEqual(json.loads(r.stdout)["error"]["code"], "unavailable")
 
+    def test_every_command_takes_help_and_all_but_top_json(self):
+        """As the README says: each command `colo --help` lists has --help, and --json unless
+        it is the live view."""
+        listing = self.colo_ok("--help").stdout.split("Subcommands:\n")[1].split("\n\n")[0]
+        commands = [line.split()[0] for line in listing.splitlines() if line.strip()]
+        self.assertIn("submit", commands)
+        for command in commands:
+            with self.subTest(command=command):
+                text = self.colo_ok(command, "--help").stdout
+                self.assertIn("-h,--help", text)
+                self.assertEqual("--json" in text, command != "top", command)
+
     def test_bad_option_values_are_usage_errors(self):
         """A value an option cannot take is a usage error: exit 2 and a message naming the
         option, before anything is asked of colod (and --json gives it as JSON)."""
@@ -287,7 +299,14 @@ class CliTest(harness.E2ETest):
                  (("cancel", "--state", "bogus"), "--state"),
                  (("queue", "--format", "%i %Z"), "unknown field %Z"),
                  (("history", "--format", "JobID,Bogus"), "Bogus"),
-                 (("report", "--since", "yesterday"), "--since")]
+                 (("report", "--since", "yesterday"), "--since"),
+                 (("queue", "-u"), "-u"),
+                 (("submit", "--batch", "-3", "--", "true"), "--batch"),
+                 (("estimate", "x.json", "--batch", "0"), "--batch"),
+                 (("sim", "--trace", "synthetic", "--jobs", "-5"), "--jobs"),
+                 (("sim", "--trace", "synthetic", "--jobs", "0"), "--jobs"),
+                 (("sim", "--trace", "synthetic", "--rate", "0"), "--rate"),
+                 (("sim", "--trace", "synthetic", "--users", "0"), "--users")]
         for args, message in cases:
             with self.subTest(args=args):
                 r = self.colo(*args)
@@ -353,11 +372,35 @@ class ConfigTest(harness.E2ETest):
                                 capture_output=True, text=True, timeout=30)
         self.assertEqual(second.returncode, 0, second.stderr)
         self.assertEqual(second.stdout.splitlines()[1:], out.stdout.splitlines()[1:])
+        # Sizes read as a person writes them, not in bytes.
+        self.assertIn('\noom_extra = "512MiB"\n', out.stdout)
+        self.assertIn('\nmemory_margin = "2GiB"\n', out.stdout)
         bad = self.write(os.path.join(self.tmp, "bad.toml"), "[limits]\nmax_clients = \"x\"\n")
         r = subprocess.run([harness.COLOD, "--config", bad, "--check-config"],
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 2)
         self.assertIn("limits.max_clients must be a number", r.stderr)
+
+    def test_colod_usage_errors_exit_2(self):
+        """An unknown option or a value colod's options cannot take is a usage error, as
+        colod(8) says: exit 2 and a message naming the option, nothing started."""
+        state = os.path.join(self.tmp, "never-made")
+        for args, message in ((["--bogus"], "--bogus"),
+                              (["--fake-gpus", "abc"], "--fake-gpus"),
+                              (["--fake-gpus", "-1"], "--fake-gpus"),
+                              (["--fake-gpus", "0"], "--fake-gpus"),
+                              (["--metrics-port", "99999"], "--metrics-port"),
+                              (["--policy", "bogus"], "unknown policy 'bogus'")):
+            with self.subTest(args=args):
+                r = subprocess.run([harness.COLOD, "--state-dir", state, "--socket",
+                                    os.path.join(self.tmp, "s.sock"), *args],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
+                self.assertFalse(os.path.exists(state), "colod started")
+        for args in (["--help"], ["--version"]):
+            r = subprocess.run([harness.COLOD, *args], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_sighup_reloads_the_config(self):
         """A changed limit applies at once; a changed policy is named as needing a restart; a

@@ -614,11 +614,15 @@ class Commands(DocumentedTest):
         running job, that it runs."""
         blockers = [self.wait_job("--mem", "70GiB") for _ in range(2)]
         waiting = self.submit("--mem", "70GiB", "--name", "big", "--", "true")
-        second = self.submit("--mem", "1GiB", "--", "true")
+        second = self.submit("--mem", "20GiB", "--", "true")
+        # Backfill: a small job starts on a GPU not kept for the waiting head.
+        small = self.submit("--mem", "1GiB", "--", "true")
+        self.assert_succeeded(small)
         self.assertEqual(self.show(waiting)["state"], "queued")
         text = self.colo_ok("explain", waiting).stdout
         self.assertIn(f"job {waiting} (PENDING):", text)
-        self.assertIn("position 1 in the main queue", text)
+        self.assertIn("position 1 of 2 in the main queue", text)
+        self.assertIn("reservation: GPU", text)
         self.assertRegex(text, r"GPU 0 +memory")
         self.assertRegex(text, r"GPU 1 +memory")
         e = self.colo_json("explain", waiting)
@@ -628,7 +632,7 @@ class Commands(DocumentedTest):
         self.assertTrue(all(g["gate"] == "memory" for g in e["gpus"]), e)
         e2 = self.colo_json("explain", second)
         self.assertEqual(e2["position"], 2)
-        self.assertIn(f"waits behind job {waiting}", e2["summary"])
+        self.assertIn("2nd of 2 in the queue", e2["summary"])
         queue = self.colo_ok("queue").stdout
         row = next(line for line in queue.splitlines() if line.split()[0] == str(waiting))
         self.assertIn(" PD ", row)
@@ -821,8 +825,9 @@ class Refusals(DocumentedTest):
         with the reason, nothing queued."""
         r = self.colo("submit", "--mem", "80GiB", "--", "true")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("82.0 GiB", r.stderr)
-        self.assertIn("largest GPU has 80.0 GiB", r.stderr)
+        # As docs/faq.md quotes it.
+        self.assertEqual(r.stderr, "colo: needs 82.0 GiB per GPU including the policy's margin; "
+                                   "the largest GPU has 80.0 GiB\n")
         self.assertEqual(self.colo_json("queue")["jobs"], [])
         self.assertEqual(self.colo_json("history")["jobs"], [])
         job = self.submit("--mem", "78GiB", "--", "true")  # exactly at the margin: fits
@@ -832,7 +837,7 @@ class Refusals(DocumentedTest):
         """`--gpus 3` on two GPUs: refused at submit; `--gpus 2` runs."""
         r = self.colo("submit", "--gpus", "3", "--", "true")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("needs 3 GPUs", r.stderr)
+        self.assertEqual(r.stderr, "colo: needs 3 GPUs on one server; the largest has 2\n")
         self.assertEqual(self.colo_json("queue")["jobs"], [])
         job = self.submit("--gpus", "2", "--", "true")
         self.assertEqual(len(self.assert_succeeded(job)["attempt_list"][0]["gpu_uuids"]), 2)

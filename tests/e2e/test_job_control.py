@@ -537,12 +537,17 @@ class OtherUsersTest(Base):
                           "true")
         self.assertEqual(r.returncode, 0, r.stderr)
         hers = int(json.loads(r.stdout)["job"])
-        self.assertLess(self.colo_json("explain", mine)["position"],
-                        self.colo_json("explain", hers)["position"])
+        plain = int(json.loads(self.as_alice("submit", "--json", "--mem", "70GiB", "--",
+                                             "true").stdout)["job"])
+        # Fair share puts alice, who has used nothing, before root, whose jobs hold the GPUs;
+        # her --priority orders her own jobs and adds nothing to where she stands.
+        mine_e, hers_e, plain_e = (self.colo_json("explain", j) for j in (mine, hers, plain))
+        self.assertEqual([hers_e["position"], plain_e["position"], mine_e["position"]], [1, 2, 3])
+        self.assertAlmostEqual(hers_e["priority"], plain_e["priority"], delta=10)
         for _, release in blockers:
             self.release(release)
-        self.assert_succeeded(mine)
-        self.assert_succeeded(hers)
+        for job in (mine, hers, plain):
+            self.assert_succeeded(job)
 
     def test_output_files_are_opened_as_the_job_s_user(self):
         """-o naming root's file, directly or through a link in the user's directory: the file

@@ -12,7 +12,9 @@ import shutil
 import signal
 import sqlite3
 import stat
+import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -72,8 +74,14 @@ class MultiUserTest(harness.E2ETest):
         self.write(os.path.join(self.bin, "wait-for"), WAIT_SCRIPT, 0o755)
         self.write(os.path.join(self.bin, "replace-logs"), REPLACE_SCRIPT, 0o755)
         self.work = {u.name: self.mkdir(u.name, user=u, mode=0o700) for u in (ALICE, BOB)}
-        self.d = self.colod(config=self.config)
-        self.jobs_dir = os.path.join(self.d.state_dir, "jobs")
+        options = self.daemon_options()  # may set self.config
+        self.d = self.colod(config=self.config, **options)
+        self.jobs_dir = self.config.get("paths", {}).get("jobs_dir") or os.path.join(
+            self.d.state_dir, "jobs")
+
+    def daemon_options(self):
+        """Subclasses: more of Colod's options (a state directory elsewhere)."""
+        return {}
 
     def colo(self, *args, **kwargs):
         """colo ARGS against the system colod, as `user` (default: client_user; None: root),
@@ -401,6 +409,125 @@ class RunningJobsAsAlice(MultiUserTest, lifecycle.LifecycleTests):
         return self.colo_ok("logs", job, *flags).stdout
 
 
+class Isolation(MultiUserTest):
+    def submit_in_shell(self, user, shell, *args):
+        """colo submit ARGS as `user`, run from a shell that first runs `shell` (umask 077,
+        ulimit -n 100): the job id."""
+        argv = harness.as_user(user, ["sh", "-c", shell + '; exec "$0" "$@"', harness.COLO,
+                                      "submit", "--json", *args])
+        r = subprocess.run(argv, env=self.client_env(user, self.d.socket, path_prefix=self.bin),
+                           cwd=self.work[user.name], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return int(json.loads(r.stdout)["job"])
+
+    def test_jobs_files_honour_the_submitters_umask(self):
+        """Alice submits with umask 077: the files her job makes, and its -o copy, are hers
+        alone, and bob cannot read them; `colo show` names the umask. Bob's job, submitted with
+        umask 022, makes files others may read."""
+        shared = self.mkdir("shared", mode=0o1777)
+        make = 'echo secret > "$1/made-by-$COLO_JOB_ID"; mkdir "$1/dir-$COLO_JOB_ID"'
+        job = self.submit_in_shell(ALICE, "umask 077", "-o", f"{shared}/out-%j.txt", "--",
+                                   "sh", "-c", make, "sh", shared)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        for name, mode in [(f"made-by-{job}", 0o600), (f"out-{job}.txt", 0o600),
+                           (f"dir-{job}", 0o700)]:
+            st = os.stat(os.path.join(shared, name))
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (ALICE.uid, mode), name)
+        code, out = self.run_as(BOB, "cat", os.path.join(shared, f"made-by-{job}"))
+        self.assertNotEqual(code, 0, "bob read alice's file")
+        self.assertNotIn("secret", out)
+        self.assertIn("Umask=0077", self.as_(ALICE, "show", job).stdout)
+        other = self.submit_in_shell(BOB, "umask 022", "--", "sh", "-c", make, "sh", shared)
+        self.assertEqual(self.wait_as(BOB, other, TERMINAL)["state"], "succeeded")
+        st = os.stat(os.path.join(shared, f"made-by-{other}"))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o644)
+
+    def test_jobs_get_the_submitters_resource_limits_never_more_than_colods(self):
+        """Alice's `ulimit -n 100 -c 0` reach her job; a hard limit above colod's own is
+        lowered to colod's (colod's open files are cut to 4096 here), never raised."""
+        subprocess.run(["prlimit", "--pid", str(self.d.proc.pid), "--nofile=4096:4096"],
+                       check=True)
+        show = 'echo "$(ulimit -Sn) $(ulimit -Hn) $(ulimit -Sc)"'
+        job = self.submit_in_shell(ALICE, "ulimit -Sn 100; ulimit -Sc 0", "--", "sh", "-c",
+                                   show)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        self.assertEqual(self.as_(ALICE, "logs", job).stdout.split(), ["100", "4096", "0"])
+        # Her own hard limit (above colod's) stays as it was in her shell; the job has colod's.
+        job = self.submit_in_shell(ALICE, "true", "--", "sh", "-c", show)
+        self.assertEqual(self.wait_as(ALICE, job, TERMINAL)["state"], "succeeded")
+        soft, hard, _ = self.as_(ALICE, "logs", job).stdout.split()
+        self.assertEqual(hard, "4096")
+        self.assertLessEqual(int(soft), 4096)
+
+
+# A job that writes as fast as it can, without end.
+FLOOD = "head -c 100000000 /dev/zero; echo done"
+
+
+class LogLimit(MultiUserTest):
+    config = dict(MultiUserTest.config, jobs={"log_limit": "1MiB"})
+
+    def test_a_job_writing_without_end_is_stopped_at_its_log_limit(self):
+        """Alice's job writes to stdout without end: it is stopped once its logs hold 1 MiB
+        (jobs.log_limit), its stderr saying why; the logs and its -o copy hold no more; nothing
+        of it runs on."""
+        job = self.submit_as(ALICE, "-o", "out-%j.txt", "--", "sh", "-c", "yes alice")
+        ended = self.wait_as(ALICE, job, TERMINAL)
+        self.assertEqual(ended["state"], "failed")
+        self.assertIn("reached its limit of 1048576 bytes", ended["reason"])
+        out = os.path.join(self.jobs_dir, str(job), "attempt-1.out")
+        err = os.path.join(self.jobs_dir, str(job), "attempt-1.err")
+        self.assertEqual(os.path.getsize(out), 1 << 20)
+        with open(err) as f:
+            self.assertIn("reached its limit of 1048576 bytes", f.read())
+        copy = os.path.join(self.work[ALICE.name], f"out-{job}.txt")
+        self.assertGreaterEqual(os.path.getsize(copy), 1 << 20)
+        self.assertLess(os.path.getsize(copy), (1 << 20) + 4096)
+        self.assertEqual(harness.processes_with_token(self.token.split("=")[1], "yes"), [])
+
+
+class FullLogFileSystem(MultiUserTest):
+    def daemon_options(self):
+        self.logs = self.mount_tmpfs("logs", "8m")
+        jobs_dir = os.path.join(self.logs, "jobs")
+        self.config = dict(self.config, jobs={"log_limit": "none"},
+                           paths={"jobs_dir": jobs_dir})
+        return {}
+
+    def test_a_full_log_file_system_refuses_nobody_elses_submit(self):
+        """The jobs' logs on a file system of their own (paths.jobs_dir, an 8 MiB tmpfs here),
+        which alice's job fills: bob's submits are stored and his jobs run, as are alice's
+        next ones."""
+        job = self.submit_as(ALICE, "--", "sh", "-c", FLOOD)
+        self.wait_as(ALICE, job, TERMINAL)
+        st = os.statvfs(self.logs)
+        self.assertLess(st.f_bavail * st.f_frsize, 64 << 10, "the log file system is not full")
+        for user in (BOB, BOB, ALICE):
+            other = self.submit_as(user, "--", "true")
+            self.assertEqual(self.wait_as(user, other, TERMINAL)["state"], "succeeded")
+
+
+class FullStateFileSystem(MultiUserTest):
+    def daemon_options(self):
+        fs = self.mount_tmpfs("fs", "16m")
+        self.config = dict(self.config, jobs={"log_limit": "none"},
+                           limits=dict(self.config["limits"], database_reserve="2MiB"))
+        return {"state_dir": os.path.join(fs, "state")}
+
+    def test_a_full_state_file_system_keeps_room_for_the_database(self):
+        """The logs beside the database (the default), on a 16 MiB file system that alice's
+        job fills: colod gives back the room it kept (limits.database_reserve), so bob's
+        submits are still stored and his jobs run; it says so in its log."""
+        reserve = os.path.join(self.d.state_dir, "reserve")
+        self.assertEqual(os.stat(reserve).st_blocks * 512, 2 << 20)
+        job = self.submit_as(ALICE, "--", "sh", "-c", FLOOD)
+        self.wait_as(ALICE, job, TERMINAL)
+        for _ in range(3):
+            other = self.submit_as(BOB, "--", "true")
+            self.assertEqual(self.wait_as(BOB, other, TERMINAL)["state"], "succeeded")
+        self.assertIn("gave back the 2 MiB kept for the database", self.d.current_log())
+
+
 class StoppedStart(MultiUserTest):
     def test_stopped_start_keeps_no_restart_from_starting(self):
         """Alice stops the child colod forks for her job at the first moment she may (right
@@ -410,11 +537,14 @@ class StoppedStart(MultiUserTest):
         why without having run; her next job runs."""
         runs = os.path.join(self.work[ALICE.name], "runs")
         job = self.submit_as(ALICE, "--hold", "--", "sh", "-c", f"echo ran >> {runs}")
+        release = []
         stopped = ptrace_stop.stop_child_when_user(
-            self.d.proc.pid, ALICE.uid, lambda: subprocess.Popen(
+            self.d.proc.pid, ALICE.uid, lambda: release.append(subprocess.Popen(
                 harness.as_user(ALICE, [harness.COLO, "release", str(job)]),
                 env=self.client_env(ALICE, self.d.socket), cwd=self.work[ALICE.name],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+        for p in release:
+            p.wait(30)
         self.assertIsNotNone(stopped, "colod never started alice's job")
         try:
             wait_until(lambda: ptrace_stop.process_state(stopped) == "T", 5,
@@ -504,6 +634,112 @@ class Connections(MultiUserTest):
         finally:
             for s in idle + [busy]:
                 s.close()
+
+
+class ServedInTurn(MultiUserTest):
+    """colod serves users in turn, not connections, and no request of one user costs much."""
+
+    def test_a_user_pipelining_on_every_connection_does_not_hold_up_another(self):
+        """Alice pipelines 100 queue requests (pages of 500 held jobs) on each of her 4
+        connections; bob's one request, sent after all of hers, is answered after a few of hers,
+        not after a turn of each of her connections (64 and more, as colod served before)."""
+        array = self.submit_as(ALICE, "--hold", "--array", "0-499", "--", "true")
+        conns = harness.connect_as(self.d.socket, ALICE, count=4)
+        [bob] = harness.connect_as(self.d.socket, BOB)
+        answered = []  # the monotonic time of each of alice's replies
+        lock = threading.Lock()
+
+        def read_replies(sock, count):
+            buffered = b""
+            while count:
+                try:
+                    chunk = sock.recv(1 << 20)
+                except socket.timeout:
+                    return
+                if not chunk:
+                    return
+                buffered += chunk
+                while b"\n" in buffered and count:
+                    _, buffered = buffered.split(b"\n", 1)
+                    count -= 1
+                    with lock:
+                        answered.append(time.monotonic())
+
+        line = json.dumps({"api": 1, "op": "queue"}).encode() + b"\n"
+        readers = []
+        try:
+            for s in conns:
+                s.settimeout(60)
+                reader = threading.Thread(target=read_replies, args=(s, 100))
+                reader.start()
+                readers.append(reader)
+                s.sendall(line * 100)
+            reply = harness.request(bob, {"api": 1, "op": "queue"}, deadline=60)
+            bob_answered = time.monotonic()
+            self.assertTrue(reply["ok"], reply)
+            self.assertEqual(len(reply["jobs"]), 500)
+            self.assertEqual(reply["waiting"], 500)
+            for reader in readers:
+                reader.join(60)
+            self.assertEqual(len(answered), 400, "alice's requests were not all answered")
+            before_bob = sum(1 for t in answered if t < bob_answered)
+            self.assertLess(before_bob, 40, f"{before_bob} of alice's 400 requests were answered "
+                            "before bob's one")
+        finally:
+            for s in conns + [bob]:
+                s.close()
+        self.assertEqual(self.as_(ALICE, "cancel", str(array)).returncode, 0)
+
+    def test_the_queue_comes_a_page_at_a_time(self):
+        """A queue request answers at most 500 jobs with where the next page starts, and counts
+        every job; colo queue follows the pages (1,200 jobs here), --user too."""
+        first = self.submit_as(ALICE, "--hold", "--array", "0-999", "--", "true")
+        self.submit_as(BOB, "--hold", "--array", "0-199", "--", "true")
+        [s] = harness.connect_as(self.d.socket, BOB)
+        with s:
+            page = harness.request(s, {"api": 1, "op": "queue"})
+            self.assertEqual(len(page["jobs"]), 500)
+            self.assertEqual((page["running"], page["waiting"]), (0, 1200))
+            self.assertEqual(page["next"], first + 499)
+            rest = harness.request(s, {"api": 1, "op": "queue", "after": page["next"],
+                                       "limit": 10})
+            self.assertEqual([j["id"] for j in rest["jobs"]], list(range(first + 500, first + 510)))
+            mine = harness.request(s, {"api": 1, "op": "queue", "user": BOB.name})
+            self.assertEqual(len(mine["jobs"]), 200)
+            self.assertNotIn("next", mine)
+            refused = harness.request(s, {"api": 1, "op": "queue", "limit": 501})
+            self.assertFalse(refused["ok"])
+            self.assertIn("limit", refused["error"])
+        everyone = self.json_as(BOB, "queue")["jobs"]
+        self.assertEqual(len(everyone), 1200)
+        self.assertEqual(len({j["id"] for j in everyone}), 1200)
+        self.assertEqual(len(self.json_as(BOB, "queue", "--user", ALICE.name)["jobs"]), 1000)
+
+    def test_a_thousand_holds_and_releases_are_one_request_each(self):
+        """Releasing and holding again 1,000 tasks (behind a running job, so that none starts)
+        answers every one of them, each as it is now, and a restart finds them as they were
+        left (stored, all of them)."""
+        blocker, release = self.running_job(ALICE)
+        first = self.submit_as(ALICE, "--hold", "--after", str(blocker), "--array", "0-999",
+                               "--", "true")
+        ids = list(range(first, first + 1000))
+        [s] = harness.connect_as(self.d.socket, ALICE)
+        with s:
+            for action, state in (("release", "waiting for its dependencies"), ("hold", "held")):
+                control = {"api": 1, "op": "control", "action": action, "jobs": ids}
+                reply = harness.request(s, control, deadline=60)
+                self.assertTrue(reply["ok"], reply)
+                self.assertEqual({r.get("state", r.get("error")) for r in reply["results"]},
+                                 {state})
+                self.assertEqual(len(reply["results"]), 1000)
+        self.d.kill9()
+        self.d.start()
+        jobs = [j for j in self.json_as(ALICE, "queue")["jobs"] if j["id"] != blocker]
+        self.assertEqual(len(jobs), 1000)
+        self.assertTrue(all("held" in j["reason"] for j in jobs), jobs[0])
+        self.assertEqual(self.as_(ALICE, "cancel", str(first)).returncode, 0)
+        self.assertEqual([j["id"] for j in self.json_as(ALICE, "queue")["jobs"]], [blocker])
+        self.release(release)
 
 
 class AllConnections(MultiUserTest):

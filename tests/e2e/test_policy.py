@@ -7,7 +7,9 @@ with the reason, what only colo sim can do (an estimator of its own, the shards 
 `colod --check-config` refuses a spec it could not run.
 """
 
+import json
 import os
+import shutil
 import subprocess
 
 import harness
@@ -89,6 +91,46 @@ class PolicySpecTest(harness.E2ETest):
         self.assertEqual(proc.wait(timeout=30), 2)
         with open(daemon.log_path) as f:
             self.assertIn("margin", f.read())
+
+    def test_colo_sim_plans_with_the_specs_estimator_and_margin(self):
+        """Two CIFAR tasks (measured peak 858 MiB, Horus 6398 MiB) on one H100 with room for
+        both only by their measured peak: EST-MAGM-Horus plans with Horus' line and runs them
+        one after the other, oracle-MAGM and EST-MAGM (no estimator named: the measured line,
+        as CARMA) share the GPU after the launch grace; a spec's margin=5GiB is the margin
+        whatever --margin says, and OR-MAGM plans with its own 5 GiB."""
+        task = os.path.join(harness.DATA_DIR, "carma", "workloads",
+                            "resnet18_cifar100_20e_3.rad")
+        for name in ("a", "b"):
+            shutil.copy(task, os.path.join(self.tmp, name + ".rad"))
+        self.write(os.path.join(self.tmp, "pair.sh"),
+                   "python3 submit.py --task a.rad\npython3 submit.py --task b.rad\n")
+
+        def second_start(*args):
+            r = self.colo("sim", "--trace", "carma:pair.sh", "--server", "h100x1", "--json",
+                          "--with-jobs", *args, cwd=self.tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            [run] = json.loads(r.stdout)["runs"]
+            self.assertEqual([j["ooms"] for j in run["job_results"]], [0, 0])
+            return run["estimator"], run["job_results"][1]["start_s"]
+
+        shared, alone = 30.0, 192.0  # after the launch grace; after the first job's end
+        for spec, estimator, start in (("oracle-MAGM", "rad:oracle", shared),
+                                       ("EST-MAGM", "rad:oracle", shared),
+                                       ("EST-MAGM-Horus", "rad:horus", alone)):
+            with self.subTest(spec=spec):
+                got = second_start("--gpu-free", "9GiB", "--policy", spec)
+                self.assertEqual(got[0], estimator)
+                self.assertAlmostEqual(got[1], start, delta=1)
+        # 6 GiB free: the second task fits beside the first with a 2 GiB margin, not with 5.
+        for args, start in ((["--policy", "worst-fit:est=rad:oracle"], shared),
+                            (["--policy", "worst-fit:est=rad:oracle,margin=5GiB"], alone),
+                            (["--margin", "5GiB", "--policy", "worst-fit:est=rad:oracle,margin=2GiB"],
+                             shared),
+                            (["--policy", "OR-MAGM"], alone),
+                            (["--policy", "OR-MAGM:margin=2GiB"], shared)):
+            with self.subTest(args=args):
+                self.assertAlmostEqual(second_start("--gpu-free", "6GiB", *args)[1], start,
+                                       delta=1)
 
     def test_colod_places_with_the_specs_margin(self):
         # Fake GPUs have 80 GiB: 76 GiB and the spec's 5 GiB margin can never fit (with the

@@ -5,6 +5,7 @@ the API's errors as exceptions with their codes. The package is imported from th
 `colo-profile --python-path` names), so this tests what is shipped.
 """
 
+import json
 import os
 import shutil
 import sys
@@ -52,6 +53,23 @@ class PythonClientTest(harness.E2ETest):
         self.assertEqual(len(gpus), 2)
         self.assertTrue(all(g.memory_total_bytes > 0 for g in gpus), gpus)
 
+    def test_the_job_gets_this_process_umask_and_limits(self):
+        """The client sends its umask and resource limits, as `colo submit` does: a job
+        submitted under umask 077 and a soft open-files limit of 200 makes its files 0600 and
+        runs with that limit."""
+        import resource
+        mask = os.umask(0o077)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))
+        try:
+            job = self.submit(["sh", "-c", "ulimit -Sn; echo x > made"])
+        finally:
+            os.umask(mask)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        self.assertTrue(self.client.wait(job, timeout=harness.JOB_DEADLINE).succeeded)
+        self.assertEqual(self.client.logs(job), "200\n")
+        self.assertEqual(os.stat(os.path.join(self.work, "made")).st_mode & 0o777, 0o600)
+
     def test_output_files(self):
         job = self.submit(["sh", "-c", "echo out; echo err >&2"], output="o-%j.txt",
                           error="e-%j.txt")
@@ -72,6 +90,17 @@ class PythonClientTest(harness.E2ETest):
         self.client.cancel(job)
         self.assertEqual(self.client.wait(job, timeout=30).state, "cancelled")
         self.assertNotIn(job, [j.id for j in self.client.queue()])
+
+    def test_the_queue_follows_every_page(self):
+        """colod answers the queue 500 jobs a page; the client's queue() has all 600 held."""
+        r = self.colo("submit", "--json", "--hold", "--array", "0-599", "--", "true",
+                      daemon=self.daemon, cwd=self.work)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        first = int(json.loads(r.stdout)["job"])
+        jobs = self.client.queue()
+        self.assertEqual([j.id for j in jobs], list(range(first, first + 600)))
+        self.client.cancel(first)
+        self.assertEqual(self.client.queue(), [])
 
     def test_submit_with_an_estimate_from_a_profile(self):
         src = os.path.join(harness.DATA_DIR, "estimate", "tv-resnet18-b32-adam")

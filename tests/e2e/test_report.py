@@ -166,6 +166,18 @@ class ReportTest(harness.E2ETest):
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--compare-with", bad.stderr)
 
+    def test_the_summary_reads_as_written(self):
+        """The policy line gives sizes as a spec writes them (margin=2GiB, not bytes), and a
+        failed job's notable event says how it failed once."""
+        job = self.submit("--", "sh", "-c", "echo broken >&2; exit 3")
+        self.assertEqual(self.wait_state(job, {"failed"})["state"], "failed")
+        time.sleep(1)  # one flush after the job ended
+        table = self.colo_ok("report").stdout
+        self.assertIn("policy worst-fit:margin=2GiB,reserve=0B,", table)
+        [event] = [line for line in table.splitlines() if f" job {job} " in line]
+        self.assertRegex(event, rf" job {job} \(\S+\) failed: exit code 3\b")
+        self.assertEqual(event.count("failed"), 1, event)
+
     def test_history_off(self):
         self.daemon.stop()
         d = self.colod(config={"history": {"enabled": False}}, state_dir=self.daemon.state_dir,

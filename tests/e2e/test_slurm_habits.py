@@ -229,6 +229,11 @@ class SlurmHabits(harness.E2ETest):
         self.assertNotIn(str(ok), ids("-S", f"{middle:.3f}"))
         self.assertEqual(ids("-E", f"{middle:.3f}"), [str(ok)])
         self.assertEqual(len(ids("-S", "1h")), 5)
+        # sacct's bare list, no width anywhere: its names, not the text on every row.
+        lines = self.colo_ok("history", "--format", "JobID,State").stdout.splitlines()
+        self.assertEqual(lines[0].split(), ["JobID", "State"])
+        self.assertIn([str(bad), "FAILED"], [l.split() for l in lines[1:]])
+        self.assertNotIn("JobID,State", "\n".join(lines))
         r = self.colo("history", "--format", "JobID,Bogus")
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown field 'Bogus'", r.stderr)
@@ -236,6 +241,15 @@ class SlurmHabits(harness.E2ETest):
         self.assertEqual(r.returncode, 2)
         self.assertEqual(self.colo("history", "-s", "nope").returncode, 2)
         self.assertEqual(self.colo("history", "-S", "yesterday-ish").returncode, 2)
+
+    def test_queue_takes_squeues_user_filter(self):
+        """colo queue -u USER, as squeue -u: that user's jobs only."""
+        job = self.submit("--hold", "--", "true")
+        user = self.show(job)["user"]
+        ids = self.colo_ok("queue", "-u", user, "--noheader", "--format", "%i").stdout.split()
+        self.assertEqual(ids, [str(job)])
+        self.assertEqual(self.colo_ok("queue", "-u", "nobody-here", "--noheader").stdout, "")
+        self.colo_ok("cancel", job)
 
     # --- colo show, colo eff ---
 

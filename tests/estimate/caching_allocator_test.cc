@@ -426,8 +426,20 @@ TEST(FragmentationProbe, SkipsABlockThatFitsNoCachedBlockAndFillsItsSegment) {
 
 // The probe as plainly as it can be written: every probe replays the trace from its start, its
 // blocks held from where its step begins to where the next begins.
-int64_t PlainFragmentationRisk(const AllocationTrace& t, const std::vector<int64_t>& permanent,
-                               int64_t bytes, const std::vector<size_t>& starts) {
+int64_t PlainFragmentationRisk(const AllocationTrace& t, const std::vector<int64_t>& permanent) {
+  // The most common block of 1 MiB or more, the larger on a tie, held where the first four
+  // markers say steps begin.
+  std::map<int64_t, int> counts;
+  for (size_t i = t.steps_begin; i < t.events.size(); ++i) {
+    const auto& e = t.events[i];
+    if (e.kind == AllocationTrace::Event::kAlloc && e.value >= kMiB) ++counts[e.value];
+  }
+  int64_t bytes = 0;
+  int most = 0;
+  for (const auto& [size, count] : counts) {
+    if (count >= most) bytes = size, most = count;
+  }
+  const std::vector<size_t> starts(t.step_begins.begin(), t.step_begins.begin() + 4);
   auto peak = [&](size_t held_at, int count, size_t end) {
     CachingAllocatorModel m;
     std::vector<int> handles;
@@ -459,6 +471,15 @@ int64_t PlainFragmentationRisk(const AllocationTrace& t, const std::vector<int64
     }
   }
   return risk;
+}
+
+// The probe's replay of the whole trace is the plain replay's, every figure of it.
+void ExpectSameStats(const AllocatorStats& probed, const AllocatorStats& plain, uint64_t seed) {
+  EXPECT_EQ(probed.peak_reserved, plain.peak_reserved) << "seed " << seed;
+  EXPECT_EQ(probed.peak_allocated, plain.peak_allocated) << "seed " << seed;
+  EXPECT_EQ(probed.peak_requested, plain.peak_requested) << "seed " << seed;
+  EXPECT_EQ(probed.segments, plain.segments) << "seed " << seed;
+  EXPECT_EQ(probed.largest_workspace_tensor, plain.largest_workspace_tensor) << "seed " << seed;
 }
 
 TEST(FragmentationProbe, AgreesWithReplayingEveryProbeFromTheStartOnRandomTraces) {
@@ -498,27 +519,92 @@ TEST(FragmentationProbe, AgreesWithReplayingEveryProbeFromTheStartOnRandomTraces
     options.permanent = {4 * kMiB, 4 * kMiB};
     auto probed = ReplayWithFragmentationProbe(*t, options);
     ASSERT_TRUE(probed.ok()) << probed.status().message();
-    // The most common block of 1 MiB or more, the larger on a tie.
-    std::map<int64_t, int> counts;
-    for (size_t i = t->steps_begin; i < t->events.size(); ++i) {
-      const auto& e = t->events[i];
-      if (e.kind == AllocationTrace::Event::kAlloc && e.value >= kMiB) ++counts[e.value];
-    }
-    int64_t bytes = 0;
-    int most = 0;
-    for (const auto& [size, count] : counts) {
-      if (count >= most) bytes = size, most = count;
-    }
-    const std::vector<size_t> starts(t->step_begins.begin(), t->step_begins.begin() + 4);
-    EXPECT_EQ(probed->fragmentation_risk,
-              PlainFragmentationRisk(*t, options.permanent, bytes, starts))
+    EXPECT_EQ(probed->fragmentation_risk, PlainFragmentationRisk(*t, options.permanent))
         << "seed " << seed;
-    EXPECT_EQ(probed->stats.peak_reserved, Replay(*t, options)->peak_reserved) << "seed " << seed;
+    ExpectSameStats(probed->stats, *Replay(*t, options), seed);
     risky += probed->fragmentation_risk > 0;
     skipped += probed->probes < 9;
   }
   EXPECT_GT(risky, 10) << "traces whose peak a held block raises";
   EXPECT_GT(skipped, 10) << "traces where a probe could not matter";
+}
+
+// A training loop's steady state: after a first step of its own, every step allocates and frees
+// the same, and begins where the one before began. A step whose next repeats it takes the next
+// one's probes instead of replaying its own, to the same answer.
+TEST(FragmentationProbe, AgreesOnRandomTracesWhoseStepsRepeat) {
+  int repeated = 0, risky = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Rng rng(seed);
+    std::vector<int64_t> sizes;
+    for (int i = 0; i < 4; ++i) sizes.push_back((4 + static_cast<int64_t>(rng.Below(60))) * kMiB);
+    const int64_t large = (100 + static_cast<int64_t>(rng.Below(400))) * kMiB;
+    // One step's requests: sizes, and which allocation of the step (or the step's gradient kept
+    // from the step before, -1) each free takes.
+    struct Request {
+      int64_t bytes;
+      int free;
+    };
+    std::vector<Request> step;
+    std::vector<int> live;
+    const int n = 6 + static_cast<int>(rng.Below(10));
+    int made = 0;
+    bool gradient_freed = false;
+    for (int i = 0; i < n; ++i) {
+      if (!gradient_freed && rng.Uniform() < 0.2) {
+        step.push_back({0, -1});
+        gradient_freed = true;
+      }
+      if (!live.empty() && rng.Uniform() < 0.35) {
+        const size_t j = rng.Below(live.size());
+        step.push_back({0, live[j]});
+        live[j] = live.back();
+        live.pop_back();
+      }
+      const int64_t bytes = i == n / 2            ? large
+                            : rng.Uniform() < 0.2 ? 1 + static_cast<int64_t>(rng.Below(kMiB))
+                                                  : sizes[rng.Below(sizes.size())];
+      step.push_back({bytes, 0});
+      live.push_back(made++);
+    }
+    if (!gradient_freed) step.push_back({0, -1});
+    // Everything but one allocation (the gradient the next step frees) is freed in the step.
+    const int keep = live.back();
+    for (int j : live) {
+      if (j != keep) step.push_back({0, j});
+    }
+    std::string text = "colo-alloc-trace 1\n";
+    int allocations = 0;
+    text += fmt::format("a {}\n", sizes[0]), ++allocations;  // a parameter
+    text += "m steps\n";
+    int gradient = allocations;
+    text += fmt::format("a {}\n", sizes[1]), ++allocations;  // the first step's own
+    for (int s = 1; s <= 4; ++s) {
+      text += fmt::format("m step{}\n", s);
+      const int first = allocations;
+      for (const Request& r : step) {
+        if (r.bytes > 0) {
+          text += fmt::format("a {}\n", r.bytes), ++allocations;
+        } else {
+          text += fmt::format("f {}\n", r.free < 0 ? gradient : first + r.free);
+        }
+      }
+      gradient = first + keep;
+    }
+    auto t = ParseAllocationTrace(text, "repeating");
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    ReplayOptions options;
+    options.permanent = {4 * kMiB};
+    auto probed = ReplayWithFragmentationProbe(*t, options);
+    ASSERT_TRUE(probed.ok()) << probed.status().message();
+    EXPECT_EQ(probed->fragmentation_risk, PlainFragmentationRisk(*t, options.permanent))
+        << "seed " << seed;
+    ExpectSameStats(probed->stats, *Replay(*t, options), seed);
+    repeated += probed->probes < 9;
+    risky += probed->fragmentation_risk > 0;
+  }
+  EXPECT_GT(repeated, 50) << "traces whose probes a repeated step spared";
+  EXPECT_GT(risky, 5) << "traces whose peak a held block raises";
 }
 
 TEST(AllocationTrace, RejectsMalformedInputWithTheLine) {

@@ -112,6 +112,31 @@ TEST(Simulator, LearningFromAFinishedRunLetsQueuedJobsOfTheModelShare) {
   EXPECT_NEAR(apart.jobs[2].start_s, 200, 1) << "alice's run taught bob's jobs nothing";
 }
 
+TEST(Simulator, FairShareLetsALightUserPassAHeavyUsersBacklog) {
+  // Alice submits 40 jobs at once, Bob one a second later: under FIFO Bob waits for all of hers.
+  std::string rows;
+  for (int i = 0; i < 40; ++i) rows += "0,100,2GiB,0.2,10,1,alice\n";
+  rows += "1,100,2GiB,0.2,10,1,bob\n";
+  const Trace trace = Csv(rows);
+  SimOptions options = A100x4();
+  options.cluster = ClusterMode::kPerServer;
+  const SimResult fifo = RunSim(trace, "exclusive", options);
+  options.scheduler.fairness.order = QueueOrder::kFairShare;
+  const SimResult fair = RunSim(trace, "exclusive", options);
+  EXPECT_NEAR(fifo.jobs[40].start_s, 1000, 1e-6);
+  EXPECT_NEAR(fair.jobs[40].start_s, 100, 1e-6) << "Bob's job takes the first GPU to free";
+  EXPECT_EQ(fair.metrics.users, 2);
+  EXPECT_EQ(fifo.metrics.worst_user, "bob");
+  EXPECT_NEAR(fifo.metrics.worst_user_slowdown, 10.99, 0.01);
+  // FIFO: Alice's jobs end at 100..1000 s (mean slowdown 5.5), Bob's at 1100 s (10.99).
+  EXPECT_NEAR(fifo.metrics.jain_slowdown,
+              (5.5 + 10.99) * (5.5 + 10.99) / (2 * (5.5 * 5.5 + 10.99 * 10.99)), 1e-3);
+  EXPECT_EQ(fair.metrics.worst_user, "alice");
+  EXPECT_LT(fair.metrics.worst_user_slowdown, 0.6 * fifo.metrics.worst_user_slowdown);
+  EXPECT_NEAR(fair.metrics.total_time_s, fifo.metrics.total_time_s, 1e-6);
+  EXPECT_NE(FormatTable({fifo, fair}, "").find("jain"), std::string::npos);
+}
+
 TEST(Simulator, ImpossibleJobsAreRejectedNotLost) {
   const Trace trace = Csv("0,100,2GiB,0.2,10,8,a\n0,100,60GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n");
   const SimResult r = RunSim(trace, "worst-fit");
