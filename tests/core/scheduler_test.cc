@@ -679,9 +679,13 @@ TEST_F(SchedulerTest, ADroppedJobLeavesItsQueueOrFreesItsGpus) {
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(8))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 1);
   EXPECT_EQ(scheduler_->Drop(2), JobState::kQueued);
   EXPECT_TRUE(scheduler_->main_queue().empty());
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 0) << "its owner has nothing waiting";
+  EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 1);
   EXPECT_EQ(scheduler_->Drop(1), JobState::kRunning);
+  EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 0) << "its owner holds nothing";
   EXPECT_EQ(scheduler_->Drop(1), std::nullopt) << "no record is left";
   ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(8))).ok());
   EXPECT_EQ(scheduler_->Schedule().size(), 1u) << "the GPU the running job held is free";
