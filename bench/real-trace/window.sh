@@ -142,7 +142,14 @@ case ${1:-} in
       tail -30 "$work/out/preflight/show.txt"
     fi
     log "preflight done; modes start on $trace"
-    TRACE=$trace GPU_MODEL=$GPU_MODEL setsid bash "$0" chain > "$work/chain.log" 2>&1 < /dev/null &
+    # The modes run from a copy outside the working tree: a later command that does not carry RT
+    # gets a tree without it, and the modes still to start would find no scripts or binaries.
+    copy=$work/src
+    mkdir -p "$copy/bench"
+    cp -r "$here" "$copy/bench/" && cp -r "$root/tools" "$root/python" "$root/data" "$copy/" &&
+      cp -r "$RT" "$copy/rt" || { log "could not copy the run's files to $copy"; exit 1; }
+    RT=$copy/rt TRACE=$trace GPU_MODEL=$GPU_MODEL \
+      setsid bash "$copy/bench/real-trace/window.sh" chain > "$work/chain.log" 2>&1 < /dev/null &
     wait_modes ;;
   chain) chain ;;
   wait) wait_modes ;;
