@@ -295,6 +295,11 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
         for _, _, _, start, _ in intervals:
             most_at_once = max(most_at_once, sum(1 for i in intervals if i[3] <= start < i[4]))
         self.assertGreater(most_at_once, 6, "more jobs ran at once than there are GPUs")
+        # Slurm booked each one's memory on its GPU: none sat RUNNING in Slurm while it waited
+        # in colod for memory (colod's own time from the step's ask to the start is milliseconds;
+        # a wait for memory would last until another job on the GPU ended).
+        for job, _ in jobs:
+            self.assertLess(self.colod_wait(job), 1.0, f"job {job} waited in colod")
 
 
     def test_a_requeued_job_runs_needing_more_on_another_node(self):
