@@ -54,8 +54,6 @@ bool Ended(const std::string& state) {
 
 }  // namespace
 
-// --- The note in AdminComment ---
-
 SlurmNote ParseSlurmNote(std::string_view comment) {
   SlurmNote note;
   const size_t at = comment.find(kNotePrefix);
@@ -97,8 +95,6 @@ std::string FormatSlurmNote(const SlurmNote& note) {
   return fmt::format("{}need={},ooms={}", kNotePrefix, note.need ? note.need->count() : 0,
                      note.ooms);
 }
-
-// --- scontrol ---
 
 namespace {
 
@@ -446,9 +442,15 @@ Status SlurmCliCommands::Requeue(uint32_t job, const SlurmNote& note) {
   if (!*info) return NotFound(fmt::format("Slurm no longer knows job {}", job));
   if ((*info)->state == "PENDING") return Status::Ok();  // requeued already (Slurm, an admin)
   // The note first, while the job can still be updated (an ended one cannot; PrepareRerun
-  // writes it again once the job is pending). An administrator's own text there stays.
-  (void)Run("scontrol",
-            {"update", "JobId=" + id, "AdminComment=" + WithNote((*info)->admin_comment, note)});
+  // writes it again once the job is pending, so a failure here costs nothing). An administrator's
+  // own text there stays.
+  if (auto noted = Run("scontrol", {"update", "JobId=" + id,
+                                    "AdminComment=" + WithNote((*info)->admin_comment, note)});
+      !noted.ok())
+    LogLine(
+        fmt::format("Slurm job {}: the note could not be written before the requeue ({}); "
+                    "it is written when the job waits again",
+                    job, noted.status().message()));
   // Not held: should colod be gone before PrepareRerun, the job still runs again (Slurm makes
   // a requeued job wait out its credentials' expiry first), with the note already written.
   auto requeued = Run("scontrol", {"requeue", id});
@@ -571,8 +573,6 @@ Result<std::string> SlurmCliCommands::TailAsUser(const Identity& who, const std:
     return Unavailable(fmt::format("{} could not be read as {}", path, who.user));
   return ValidUtf8(run->output);
 }
-
-// --- The bridge ---
 
 SlurmBridge::SlurmBridge(const Clock& clock, TenantHost& host,
                          std::unique_ptr<SlurmCommands> commands, SlurmBridgeOptions options,
