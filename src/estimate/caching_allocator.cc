@@ -519,6 +519,14 @@ ConvCall::Shape ConvCall::shape() const {
   return Shape::kGeneral;
 }
 
+double ConvCall::group_padding() const {
+  if (shape() != Shape::kGrouped) return 1.0;
+  const int64_t width = in_channels / groups;
+  if (width <= 0 || width > (int64_t{1} << 40)) return 1.0;
+  return static_cast<double>(std::bit_ceil(static_cast<uint64_t>(width))) /
+         static_cast<double>(width);
+}
+
 std::string_view ShapeName(ConvCall::Shape shape) {
   switch (shape) {
     case ConvCall::Shape::kGeneral:

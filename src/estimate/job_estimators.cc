@@ -473,7 +473,7 @@ class TraceEstimator final : public MemoryEstimator {
             static_cast<int64_t>(cal.conv_workspace_ratio * static_cast<double>(conv.largest())));
         return {};
       }
-      const auto operands = static_cast<double>(conv.operand_bytes());
+      const double operands = static_cast<double>(conv.operand_bytes()) * conv.group_padding();
       uncertainty = std::max(uncertainty, static_cast<int64_t>(cal.conv_uncertainty_scale *
                                                                (k.max - k.median) * operands));
       return {static_cast<int64_t>(k.median * operands)};
