@@ -106,12 +106,16 @@ class CachingAllocatorModel {
 
   const AllocatorStats& stats() const;
   int64_t reserved() const;
+  // What the pool that serves requests of `bytes` on `stream` has reserved: each pool (small or
+  // large blocks, per stream) keeps its segments to itself.
+  int64_t PoolReserved(int64_t bytes, int stream = 0) const;
 
-  // Whether this model and `other` would serve any sequence of requests alike (the same new
-  // segments, the same blocks split and merged), whatever each has reserved or allocated so far:
-  // the same blocks at the same addresses, each allocated or free, and the same address for the
-  // next segment. Handles may differ; a block's address names it in both.
-  bool SameLayout(const CachingAllocatorModel& other) const;
+  // Whether this model and `other` would serve any sequence of requests of the pool of `bytes`
+  // on `stream` alike (the same new segments, the same blocks split and merged), whatever each
+  // has reserved or allocated so far, there or in other pools: the pool's blocks at the same
+  // addresses, each allocated or free. Handles may differ; a block's address names it in both.
+  // New segments come above every block in both, wherever the other pools put the next one.
+  bool SameLayout(const CachingAllocatorModel& other, int64_t bytes, int stream = 0) const;
   int64_t AddressOf(int handle) const;
 
   static int64_t RoundSize(int64_t bytes);
