@@ -3,6 +3,7 @@
 // unchanged.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/check.h"
@@ -20,6 +21,13 @@ class Clock {
   // Calendar time, only for what people read (timestamps in logs and reports).
   virtual WallTime WallNow() const = 0;
 };
+
+// A past calendar time on the monotonic clock (what was stored as wall time, read back after a
+// restart); a time in the future counts as now.
+inline TimePoint MonotonicOf(const Clock& clock, WallTime past) {
+  const Duration ago = std::chrono::duration_cast<Duration>(clock.WallNow() - past);
+  return clock.Now() - std::max(Duration::zero(), ago);
+}
 
 // Time that moves only when told to: the simulator and tests.
 class ManualClock final : public Clock {

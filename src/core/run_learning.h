@@ -96,6 +96,12 @@ class RunHistory {
   std::map<ModelSignature, ModelRuns> runs_;
 };
 
+// A run's solo SM activity is its GPU's mean SM activity while it ran alone there and computed:
+// above this (its start-up, imports and data loading show none and would pull the mean down), for
+// at least this many samples.
+constexpr double kComputingSmact = 0.02;
+constexpr int kMinSoloSamples = 5;
+
 // A running job that uses more than it planned while it shares a GPU without a memory limit
 // takes memory placement gave to others: it plans with its use and this margin (the history
 // estimator's after one run) for the rest of its run.

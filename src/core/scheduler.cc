@@ -276,6 +276,23 @@ void Scheduler::Forget(JobId id) {
   if (it != jobs_.end() && IsTerminal(it->second.state)) jobs_.erase(it);
 }
 
+std::optional<JobState> Scheduler::Drop(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  JobRecord& job = it->second;
+  const JobState was = job.state;
+  if (was == JobState::kRunning) {
+    Detach(job);
+  } else if (!IsTerminal(was)) {
+    auto& queue = QueueOf(job);
+    queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
+    Unindex(job, was == JobState::kQueued);
+  }
+  jobs_.erase(it);
+  changed_ = true;
+  return was;
+}
+
 void Scheduler::SetUserTerms(const std::string& user, const UserTerms& terms) {
   auto it = terms_.find(user);
   if (it != terms_.end() && it->second == terms) return;
@@ -499,7 +516,11 @@ void Scheduler::OnGpuSample(const GpuSample& sample) {
 std::optional<NeedRaised> Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return std::nullopt;
-  JobRecord& job = it->second;
+  return UseOn(it->second, gpu, used);
+}
+
+std::optional<NeedRaised> Scheduler::UseOn(JobRecord& job, GpuIndex gpu, Bytes used) {
+  const JobId id = job.spec.id;
   std::optional<NeedRaised> raised;
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.current_use[i] == used) continue;
@@ -531,6 +552,33 @@ std::optional<NeedRaised> Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes u
   return raised;
 }
 
+std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, double measured_smact,
+                                                  bool uses_read, std::span<const JobUse> job_use) {
+  OnGpuSample(sample);
+  std::vector<NeedRaised> raised;
+  if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return raised;
+  // Nothing below moves a job on or off the GPU: its list is walked as it is, not copied (this
+  // runs for every GPU at every sample, in colod and in colo sim).
+  const GpuRecord& gpu = gpus_[sample.gpu];
+  const std::vector<const JobRecord*>& here = gpu.jobs;
+  for (const JobRecord* record : here) {
+    JobRecord& job = Get(record->spec.id);  // a GPU's jobs are running ones
+    if (here.size() == 1 && measured_smact > kComputingSmact) {
+      job.solo_smact_sum += measured_smact;
+      job.solo_samples++;
+    }
+    if (!uses_read) continue;
+    const auto seen = std::find_if(job_use.begin(), job_use.end(),
+                                   [&job](const JobUse& use) { return use.job == job.spec.id; });
+    if (seen != job_use.end()) SeenOn(job, sample.gpu);
+    Bytes used = seen == job_use.end() ? Bytes(0) : seen->used;
+    // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
+    if (used > Bytes(0) && job.mode == SharingMode::kMps) used += gpu.info.mps_uncounted_context;
+    if (auto need = UseOn(job, sample.gpu, used)) raised.push_back(*need);
+  }
+  return raised;
+}
+
 void Scheduler::SharesPlainly(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
@@ -542,7 +590,11 @@ void Scheduler::OnJobProcessSeen(JobId id, GpuIndex gpu) {
   if (!policy_.grace_from_process()) return;  // nothing reads it: no reason to look again
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
-  JobRecord& job = it->second;
+  SeenOn(it->second, gpu);
+}
+
+void Scheduler::SeenOn(JobRecord& job, GpuIndex gpu) {
+  if (!policy_.grace_from_process()) return;
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.process_seen[i]) continue;
     changed_ = true;
@@ -568,10 +620,46 @@ void Scheduler::Detach(JobRecord& job) {
   job.preempt_deadline.reset();
 }
 
-ExitAction Scheduler::OnJobExit(JobId id, const JobExit& exit) {
+JobEnded Scheduler::OnJobExit(JobId id, const JobExit& exit) {
   auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.state != JobState::kRunning) return ExitAction::kIgnored;
+  if (it == jobs_.end() || it->second.state != JobState::kRunning) {
+    JobEnded ignored;
+    ignored.job = id;
+    return ignored;  // ExitAction::kIgnored
+  }
   JobRecord& job = it->second;
+  // What the attempt measured (its next placement starts them again).
+  const Bytes peak = job.attempt_peak;
+  const bool over_plan = job.over_plan;
+  const double solo_smact =
+      job.solo_samples >= kMinSoloSamples ? job.solo_smact_sum / job.solo_samples : -1;
+  const ExitAction action = EndAttempt(job, exit);
+  JobEnded ended = EndedOf(job, action);
+  ended.peak = peak;
+  ended.over_plan = over_plan;
+  ended.solo_smact = solo_smact;
+  return ended;
+}
+
+JobEnded Scheduler::EndedOf(const JobRecord& job, ExitAction action) const {
+  JobEnded ended;
+  ended.job = job.spec.id;
+  ended.action = action;
+  ended.state = job.state;
+  // A job that succeeded after out-of-memory retries keeps its story in its attempts.
+  if (IsTerminal(job.state) && job.state != JobState::kSucceeded) ended.reason = job.end_reason;
+  ended.need = job.need;
+  ended.need_basis = job.need_basis;
+  return ended;
+}
+
+std::vector<JobEnded> Scheduler::TakeFailed() {
+  std::vector<JobEnded> taken;
+  taken.swap(failed_);
+  return taken;
+}
+
+ExitAction Scheduler::EndAttempt(JobRecord& job, const JobExit& exit) {
   Detach(job);
   changed_ = true;
   const TimePoint now = clock_.Now();
@@ -834,6 +922,8 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   job.ever_started = true;
   job.attempt_peak = Bytes(0);
   job.over_plan = false;
+  job.solo_smact_sum = 0;
+  job.solo_samples = 0;
   job.last_growth = now;
   job.last_wait.reset();
   for (GpuIndex g : placed.gpus) {
@@ -874,6 +964,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
     job.state = JobState::kFailed;
     job.finished = clock_.Now();
     job.end_reason = "cannot be placed: " + infeasible->reason;
+    failed_.push_back(EndedOf(job, ExitAction::kFinished));
     return Outcome::kInfeasible;
   }
   job.last_wait = std::get<Wait>(std::move(decision));

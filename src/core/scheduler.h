@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -133,6 +134,28 @@ struct QueueStanding {
   double priority = 0;  // fair-share order only
 };
 
+// What the scheduler did with a job whose attempt ended, or that a pass found could never be
+// placed: what the job is now and why, and what the attempt measured. The caller records it as
+// it is, and keeps no copy of the scheduler's state to compare.
+struct JobEnded {
+  JobId job = 0;
+  ExitAction action = ExitAction::kIgnored;
+  JobState state = JobState::kQueued;
+  // Why it failed or ended for good; empty when it succeeded or waits again.
+  std::string reason;
+  MemoryNeed need;         // what it plans with now (raised by an out-of-memory crash)
+  std::string need_basis;  // why an out-of-memory crash raised its need as it did
+  Bytes peak;              // the highest per-GPU use its attempt was seen to reach
+  bool over_plan = false;  // its attempt used more than it planned (NeedRaised)
+  double solo_smact = -1;  // its SM activity alone on its GPU; negative: not measured
+};
+
+// What one job's processes use on one GPU, as a sample of it found them.
+struct JobUse {
+  JobId job = 0;
+  Bytes used;
+};
+
 // A running job used more than it planned on one of its GPUs while it shared it without a memory
 // limit (nothing stops it at its plan, and what it takes was placed for others): it plans with its
 // use and kOverPlanMargin for the rest of its run.
@@ -166,6 +189,9 @@ struct JobRecord {
   Bytes attempt_peak;      // highest per-GPU use seen in this attempt
   Bytes max_peak;          // over all attempts
   bool over_plan = false;  // this attempt used more than it planned (NeedRaised)
+  // Its GPUs' SM activity while it ran alone there and computed, for its solo SM activity.
+  double solo_smact_sum = 0;
+  int solo_samples = 0;
   TimePoint last_growth;
   std::string end_reason;
   std::string need_basis;         // why an out-of-memory crash raised the need as it did
@@ -206,6 +232,10 @@ class Scheduler {
   Status AbortLaunch(JobId id);
   // Drops the record of a job that has ended: a long-running daemon keeps only live jobs.
   void Forget(JobId id);
+  // The job leaves the scheduler, whatever it was: a waiting one leaves its queue, a running one
+  // (ended by the caller, whose exit will not be reported) frees its GPUs. What it was; nullopt:
+  // the scheduler had no record of it.
+  std::optional<JobState> Drop(JobId id);
   // What an administrator grants a user (share, limits); a user never given any has share 1 and
   // the config's user_limits.
   void SetUserTerms(const std::string& user, const UserTerms& terms);
@@ -244,13 +274,25 @@ class Scheduler {
   // Memory the job's processes use on one of its GPUs right now. A use above the plan of a job
   // that shares the GPU plainly raises its need (NeedRaised).
   std::optional<NeedRaised> OnJobMemory(JobId id, GpuIndex gpu, Bytes used);
+  // A sample of one GPU as colod reads it: its figures (`sample.smact` the SM activity placement
+  // uses, NVML's utilization where GPM is missing; `measured_smact` GPM's own, negative where
+  // missing), and what each job's processes use there (JobUse; a job without an entry: nothing, no
+  // process seen yet). Updates the GPU, every job running there (its use, with the MPS server's
+  // part of an MPS client's context; its process seen) and the solo SM activity of a job alone
+  // there and computing. The needs it raised (OnJobMemory).
+  // `uses_read` false: the sample did not list the GPU's processes (none was asked for when it
+  // began), and each job's use stays as last seen.
+  std::vector<NeedRaised> OnDeviceSample(const GpuSample& sample, double measured_smact,
+                                         bool uses_read, std::span<const JobUse> job_use);
   // The job was placed under MPS but runs without it (MPS is unavailable): it shares its GPUs
   // plainly, and its use is held to its plan as any plain sharer's (OnJobMemory).
   void SharesPlainly(JobId id);
   // A process of the job's current attempt is on one of its GPUs (the GPU's process list): the
   // first such report starts the launch grace of policies that count it from there.
   void OnJobProcessSeen(JobId id, GpuIndex gpu);
-  ExitAction OnJobExit(JobId id, const JobExit& exit);
+  JobEnded OnJobExit(JobId id, const JobExit& exit);
+  // The jobs passes found could never be placed (the policy said Infeasible) since last asked.
+  std::vector<JobEnded> TakeFailed();
 
   // One placement pass: jobs with booked GPUs first, each on its own (none waits behind another),
   // then the recovery queue (strict priority), then the main queue in its order (FIFO, or by
@@ -291,6 +333,8 @@ class Scheduler {
   const std::deque<JobId>& booked_jobs() const { return booked_; }
   size_t gpu_count() const { return gpus_.size(); }
   const GpuInfo& gpu_info(GpuIndex g) const { return gpus_.at(g).info; }
+  // The jobs running on a GPU.
+  const std::vector<const JobRecord*>& jobs_on(GpuIndex g) const { return gpus_.at(g).jobs; }
   // The snapshot policies see, as of now, with the window statistics this scheduler's policy
   // reads; or with those `reads` asks for (what a display shows).
   ClusterView View() const;
@@ -377,6 +421,13 @@ class Scheduler {
   void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
              std::vector<Launch>& launches);
   void Detach(JobRecord& job);
+  // OnJobMemory and OnJobProcessSeen for a running job already found.
+  std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
+  void SeenOn(JobRecord& job, GpuIndex gpu);
+  // Ends the running job's attempt: finished, or back to the recovery queue after an
+  // out-of-memory crash with a raised need.
+  ExitAction EndAttempt(JobRecord& job, const JobExit& exit);
+  JobEnded EndedOf(const JobRecord& job, ExitAction action) const;
   void Backfill(JobRecord& head, Walk& walk, ClusterView& view, std::vector<Launch>& launches,
                 std::vector<JobId>& left);
   JobRecord& Get(JobId id);
@@ -411,6 +462,7 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   ClusterView pass_view_;
+  std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
   std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };
 

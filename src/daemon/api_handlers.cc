@@ -229,9 +229,7 @@ api::JobDetail ApiHandlers::Detail(const Job& job) const {
     if (r->state == JobState::kRunning) d.reservation = c_.controller.scheduler().Reservation(*r);
     d.oom_count = r->oom_count;
   } else {
-    d.oom_count = static_cast<int>(
-        std::count_if(job.attempts.begin(), job.attempts.end(),
-                      [](const Attempt& a) { return a.exit == ExitKind::kOutOfMemory; }));
+    d.oom_count = OutOfMemoryAttempts(job);
   }
   return d;
 }
@@ -447,7 +445,7 @@ Result<api::LogsReply> ApiHandlers::Handle(const Identity& caller,
   return reply;
 }
 
-Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::GpusRequest&) {
+Result<api::GpusReply> ApiHandlers::Handle(const Identity&, const api::GpusRequest&) {
   const Scheduler& scheduler = c_.controller.scheduler();
   // Every GPU's SMACT risk is shown, whatever the policy reads.
   const ClusterView view =
@@ -504,7 +502,6 @@ Result<api::GpusReply> ApiHandlers::Handle(const Identity& caller, const api::Gp
       };
       r.mode = runs("exclusive") ? "exclusive" : runs("mps") ? "mps" : "plain";
     }
-    (void)caller;
     reply.gpus.push_back(std::move(r));
   }
   return reply;

@@ -153,7 +153,7 @@ std::string JoinLines(const std::vector<std::string_view>& lines, size_t begin, 
   return joined;
 }
 
-// --- Python tracebacks ---
+// A Python traceback: its header, its frames and the error line that ends it.
 
 bool IsTracebackHeader(std::string_view line) {
   // Matched at the end: a progress bar with no newline of its own may precede it on its line.
@@ -339,7 +339,7 @@ std::optional<Terminal> FromTraceback(const std::vector<std::string_view>& lines
   return terminal;
 }
 
-// --- Outputs without a traceback ---
+// Outputs without a traceback: a framework's or the CUDA driver's own fatal lines.
 
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });

@@ -226,7 +226,9 @@ HistoryStore::~HistoryStore() {
     wake_.notify_all();
     thread_.join();
   }
-  (void)Flush();
+  // The samples of colod's last seconds; should they not be stored, say so where colod's log is.
+  if (Status flushed = Flush(); !flushed.ok())
+    fmt::print(stderr, "colod: the last GPU samples could not be stored: {}\n", flushed.message());
   sqlite3_close(writer_);
   sqlite3_close(reader_);
 }

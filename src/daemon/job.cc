@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "api/output_pattern.h"
 
 namespace colo {
@@ -27,6 +29,12 @@ std::string_view ToString(Attempt::Phase phase) {
       return "ended";
   }
   return "?";
+}
+
+int OutOfMemoryAttempts(const Job& job) {
+  return static_cast<int>(
+      std::count_if(job.attempts.begin(), job.attempts.end(),
+                    [](const Attempt& a) { return a.exit == ExitKind::kOutOfMemory; }));
 }
 
 RunEvidence EvidenceOf(const Attempt& attempt) {

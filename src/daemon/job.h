@@ -104,6 +104,9 @@ struct Job {
 // working directory); empty for an empty pattern.
 std::string OutputFileOf(const Job& job, std::string_view pattern);
 
+// How many of the job's attempts crashed out of memory (its retry cap counts them).
+int OutOfMemoryAttempts(const Job& job);
+
 // What the attempt measured, for its model's later runs (core/run_learning.h).
 RunEvidence EvidenceOf(const Attempt& attempt);
 // Adds what an ended job's attempts measured, newest first, up to `limit` of each kind

@@ -17,7 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-// ---------------------------------------------------------------------------------------------
 // Encoding
 
 json Strings(const std::vector<std::string>& values) {
@@ -94,7 +93,6 @@ json EncodeEstimate(const api::JobEstimate& estimate) {
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------
 // Decoding
 
 // Every enum a record holds is written by its ToString name; these are the names it may have.

@@ -24,27 +24,10 @@ constexpr Duration kJobWorkPerTurn = std::chrono::milliseconds(20);
 // Jobs one placement pass of a turn places at most (each start a durable write and a fork, and
 // what a pass costs grows with what it places); the rest start at the next turn.
 constexpr size_t kPlacementsPerTurn = 4;
-// A GPU counts as computing for a job alone on it above this SM activity: its start-up (imports,
-// building the model, loading data) shows none, and would pull its solo mean down.
-constexpr double kComputingSmact = 0.02;
-// Samples alone and computing an attempt needs before its solo SM activity is recorded.
-constexpr int kMinSoloSamples = 5;
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-int OutOfMemoryAttempts(const Job& job) {
-  return static_cast<int>(
-      std::count_if(job.attempts.begin(), job.attempts.end(),
-                    [](const Attempt& a) { return a.exit == ExitKind::kOutOfMemory; }));
-}
-
-// Wall-clock start of an attempt → the monotonic clock the scheduler uses.
-TimePoint MonotonicStart(const Clock& clock, WallTime started) {
-  const Duration ago = std::chrono::duration_cast<Duration>(clock.WallNow() - started);
-  return clock.Now() - std::max(Duration::zero(), ago);
 }
 
 // How an attempt colod stopped ended. Its shim killed after the grace leaves no record of the
@@ -149,14 +132,10 @@ void JobController::ForgetIfDone(JobId id) {
   }
   // Whatever ended it, it no longer waits for GPUs (a queued record left behind would hold the
   // head of the queue for a job nobody runs) nor holds any.
-  if (const JobRecord* r = scheduler_.job(id); r && r->state == JobState::kRunning) {
+  if (scheduler_.Drop(id) == JobState::kRunning) {
     Log(Event(id, "lost",
-              "ended while the scheduler still counted it as running; its GPUs "
-              "are free again"));
-    (void)scheduler_.OnJobExit(id, JobExit{ExitKind::kLost, {}});
+              "ended while the scheduler still counted it as running; its GPUs are free again"));
   }
-  (void)scheduler_.Cancel(id);
-  scheduler_.Forget(id);
   running_.erase(id);
   if (it->second.external) tenants_.Forget(it->second, TenantReply(it->second));
   admission_.Uncount(it->second);
@@ -177,8 +156,9 @@ Bytes JobController::CurrentPeak(const Job& job) const {
   const Attempt* a = job.current();
   if (!a) return Bytes(0);
   if (a->phase == Attempt::Phase::kEnded) return a->peak;
+  // A running attempt's peak is the scheduler's to keep (OnJobExit gives it to the record).
   const JobRecord* r = scheduler_.job(job.id());
-  return r ? std::max(a->peak, r->attempt_peak) : a->peak;
+  return r ? r->attempt_peak : Bytes(0);
 }
 
 JobSpec JobController::Planned(const Job& job) const {
@@ -189,8 +169,6 @@ JobSpec JobController::Planned(const Job& job) const {
     spec.memory = MemoryNeed{};
   return spec;
 }
-
-// --- Submit ---
 
 Result<Job> JobController::NewJob(const Identity& who, api::SubmitRequest r) {
   if (who.user.empty()) {
@@ -401,8 +379,6 @@ void JobController::AddLive(Job job) {
   live_.emplace(job.id(), std::move(job));
 }
 
-// --- Cancel ---
-
 Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
   // The array's id cancels every live task of it (scancel ARRAY_ID).
   std::vector<JobId> tasks;
@@ -508,199 +484,12 @@ std::vector<Result<std::string>> JobController::CancelWaiting(const Identity& wh
     auto it = live_.find(id);
     if (it == live_.end()) continue;  // named twice
     Log(changes[k].events.front());
-    if (scheduler_.job(id)) {
-      if (Status s = scheduler_.Cancel(id); !s.ok()) Log(Event(id, "cancel", s.message()));
-    }
+    scheduler_.Drop(id);  // it no longer waits for GPUs
     it->second = std::move(ended[k]);
     ForgetIfDone(id);
   }
   return results;
 }
-
-// --- Hold, release, requeue (scontrol) ---
-
-Status JobController::MayControl(const Identity& who, const Job& job, std::string_view what) const {
-  if (who.uid != 0 && who.uid != job.owner.uid)
-    return PermissionDenied(fmt::format("job {} belongs to {}; only its owner or root may {} it",
-                                        job.id(), job.owner.user, what));
-  return RunnerFor(job).MayControl(job, what);
-}
-
-Result<Job> JobController::EndedJobFor(const Identity& who, JobId id, std::string_view what) const {
-  auto stored = store_.Find(id);
-  if (!stored.ok()) return stored.status();
-  if (!*stored) return NotFound(fmt::format("no job {}", id));
-  COLO_RETURN_IF_ERROR(MayControl(who, **stored, what));
-  return std::move(**stored);
-}
-
-Result<std::string> JobController::Control(const Identity& who, api::JobAction action, JobId id,
-                                           bool whole_array) {
-  switch (action) {
-    case api::JobAction::kHold:
-    case api::JobAction::kRelease:
-      return std::move(SetHolds(who, {id}, action == api::JobAction::kHold).front());
-    case api::JobAction::kRequeue:
-      return RequeueJob(who, id);
-    case api::JobAction::kCancel:
-      break;
-  }
-  return whole_array ? Cancel(who, id) : CancelOne(who, id);
-}
-
-std::vector<Result<std::string>> JobController::ControlMany(const Identity& who,
-                                                            api::JobAction action,
-                                                            const std::vector<JobId>& ids,
-                                                            bool whole_array) {
-  if (action == api::JobAction::kHold || action == api::JobAction::kRelease)
-    return SetHolds(who, ids, action == api::JobAction::kHold);
-  std::vector<Result<std::string>> results;
-  for (JobId id : ids) results.push_back(Control(who, action, id, whole_array));
-  return results;
-}
-
-Result<Job*> JobController::HoldTarget(const Identity& who, JobId id, bool hold) {
-  const std::string_view verb = hold ? "hold" : "release";
-  auto it = live_.find(id);
-  if (it == live_.end()) {
-    auto ended = EndedJobFor(who, id, verb);
-    if (!ended.ok()) return ended.status();
-    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(ended->state)));
-  }
-  Job& job = it->second;
-  COLO_RETURN_IF_ERROR(MayControl(who, job, verb));
-  if (job.state != JobState::kQueued && job.state != JobState::kRecovering)
-    return FailedPrecondition(fmt::format("job {} is {}; only a waiting job can be {}", id,
-                                          ToString(job.state), hold ? "held" : "released"));
-  return &job;
-}
-
-std::vector<Result<std::string>> JobController::SetHolds(const Identity& who,
-                                                         const std::vector<JobId>& ids, bool hold) {
-  std::vector<Result<std::string>> results(ids.size(), std::string());
-  std::vector<Job*> targets(ids.size(), nullptr);
-  // Stored first, all in one transaction (a thousand jobs cost one write, not a thousand): a
-  // restart must not start a job its owner held.
-  std::vector<Job> updated;
-  updated.reserve(ids.size());
-  std::vector<JobChange> changes;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto target = HoldTarget(who, ids[i], hold);
-    if (!target.ok()) {
-      results[i] = target.status();
-      continue;
-    }
-    targets[i] = *target;
-    if ((*target)->held == hold) continue;
-    updated.push_back(**target);
-    updated.back().held = hold;
-    changes.push_back(JobChange{&updated.back(), {HoldEvent(ids[i], who, hold)}});
-  }
-  const Status stored = store_.UpdateMany(changes);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (!targets[i]) continue;
-    if (targets[i]->held != hold && !stored.ok()) {
-      results[i] =
-          Unavailable(fmt::format("the {} could not be stored, so the job is as it was: {}",
-                                  hold ? "hold" : "release", stored.message()));
-    } else {
-      results[i] = ApplyHold(*targets[i], who, hold);
-    }
-  }
-  return results;
-}
-
-JobEvent JobController::HoldEvent(JobId id, const Identity& who, bool hold) const {
-  return Event(id, hold ? "held" : "released", "by " + who.user);
-}
-
-Result<std::string> JobController::ApplyHold(Job& job, const Identity& who, bool hold) {
-  const JobId id = job.id();
-  if (job.held != hold) {
-    Log(HoldEvent(id, who, hold));
-    job.held = hold;
-    if (hold) {
-      if (scheduler_.job(id)) {
-        (void)scheduler_.Cancel(id);
-        scheduler_.Forget(id);
-      }
-      if (job.array) admission_.ArraysChanged();
-    } else if (job.dependencies.empty()) {
-      Enqueue(job, "when released");
-      if (!job.live()) {
-        const std::string reason = job.reason;
-        ForgetIfDone(id);
-        return FailedPrecondition(reason);
-      }
-    } else {
-      admission_.DependenciesChanged();
-    }
-  }
-  if (job.held) return std::string("held");
-  return std::string(job.dependencies.empty() ? "queued" : "waiting for its dependencies");
-}
-
-Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
-  auto it = live_.find(id);
-  if (it != live_.end()) {
-    Job& job = it->second;
-    COLO_RETURN_IF_ERROR(MayControl(who, job, "requeue"));
-    if (job.state != JobState::kRunning)
-      return FailedPrecondition(fmt::format("job {} is waiting already", id));
-    if (!job.requeue_requested && !job.cancel_requested) {
-      Job updated = job;
-      updated.requeue_requested = true;
-      const JobEvent event = Event(
-          id, "requeue",
-          fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s; "
-                      "then it waits again",
-                      who.user, job.current() ? job.current()->number : 0,
-                      ToSeconds(options_.cancel_grace)));
-      if (Status s = store_.Update(updated, {event}); !s.ok())
-        return Unavailable("the requeue could not be stored, so the job was not touched: " +
-                           s.message());
-      Log(event);
-      job.requeue_requested = true;
-      RunnerFor(job).Signal(job, SIGTERM);
-      running_[id].kill_at = clock_.Now() + options_.cancel_grace;
-    }
-    return std::string("requeueing");
-  }
-  auto ended = EndedJobFor(who, id, "requeue");
-  if (!ended.ok()) return ended.status();
-  Job job = *std::move(ended);
-  if (job.live()) return Unavailable(fmt::format("job {} is being read back; try again", id));
-  if (who.uid != 0) COLO_RETURN_IF_ERROR(admission_.MayAdd(job.owner, 1));
-  const JobState was = job.state;
-  job.state = JobState::kQueued;
-  job.reason.clear();
-  job.finished = WallTime{};
-  job.cancel_requested = job.timed_out = job.requeue_requested = false;
-  job.dependencies.clear();
-  // An ended job's environment is not kept (it may hold secrets): it runs again with a minimal
-  // one, as sbatch --export=NONE would give it.
-  job.env = {"PATH=/usr/local/bin:/usr/bin:/bin", "USER=" + job.owner.user,
-             "LOGNAME=" + job.owner.user};
-  const JobEvent event =
-      Event(id, "requeued",
-            fmt::format("by {} after it ended ({}); waits again with a minimal environment "
-                        "(PATH, USER, LOGNAME)",
-                        who.user, ToString(was)));
-  if (Status s = store_.Update(job, {event}); !s.ok())
-    return Unavailable("the requeue could not be stored: " + s.message());
-  Log(event);
-  AddLive(std::move(job));
-  Job& live = live_.at(id);
-  Enqueue(live, "when requeued");
-  if (!live.live()) {
-    const std::string reason = live.reason;
-    ForgetIfDone(id);
-    return FailedPrecondition(reason);
-  }
-  return std::string("queued");
-}
-
-// --- Dependencies ---
 
 // Slurm's kill_invalid_depend: a job whose dependency can never be met is cancelled (reason
 // DependencyNeverSatisfied) rather than left waiting forever.
@@ -741,8 +530,6 @@ void JobController::CheckDependencies() {
   for (JobId id : ids) ForgetIfDone(id);
 }
 
-// --- Time limits ---
-
 void JobController::CheckTimeLimits(TimePoint now) {
   for (auto& [id, r] : running_) {
     if (!r.timeout_at || now < *r.timeout_at) continue;
@@ -765,15 +552,10 @@ void JobController::CheckTimeLimits(TimePoint now) {
   }
 }
 
-// --- Samples ---
-
 void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& devices) {
   const size_t gpus = std::min(devices.size(), scheduler_.gpu_count());
   for (size_t g = 0; g < gpus; ++g) {
     const DeviceSample& s = devices[g];
-    scheduler_.OnGpuSample(GpuSample{static_cast<GpuIndex>(g), time, s.memory_used,
-                                     s.smact >= 0 ? s.smact : s.utilization, s.smocc, s.drama,
-                                     true});
     // A process belongs to the job whose attempt it is part of (its cgroup or its session and
     // descendants), not merely to whoever started it.
     std::map<JobId, Bytes> per_job;
@@ -784,44 +566,22 @@ void JobController::OnSample(TimePoint time, const std::vector<DeviceSample>& de
       if (job && job->current() && job->current()->number == owner->second)
         per_job[owner->first] += p.used;
     }
-    const GpuIndex gpu = static_cast<GpuIndex>(g);
-    std::vector<JobId> here;
-    for (const auto& [id, running] : running_) {
-      const JobRecord* r = scheduler_.job(id);
-      if (!r || r->state != JobState::kRunning) continue;
-      if (std::find(r->gpus.begin(), r->gpus.end(), gpu) == r->gpus.end()) continue;
-      here.push_back(id);
-    }
-    for (JobId id : here) {
-      auto it = live_.find(id);
-      if (it == live_.end() || !it->second.current()) continue;
-      Job& job = it->second;
-      if (here.size() == 1 && s.smact > kComputingSmact) {
-        running_[id].solo_smact_sum += s.smact;
-        running_[id].solo_samples++;
-      }
-      // Not listed (the job started after the sample began): its use is as last seen.
-      if (!s.processes_read) continue;
-      const Attempt& attempt = *job.current();
-      const auto seen = per_job.find(id);
-      if (seen != per_job.end()) scheduler_.OnJobProcessSeen(id, gpu);
-      Bytes used = seen == per_job.end() ? Bytes(0) : seen->second;
-      // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
-      if (used > Bytes(0) && attempt.mode == SharingMode::kMps)
-        used += scheduler_.gpu_info(gpu).mps_uncounted_context;
-      if (const auto raised = scheduler_.OnJobMemory(id, gpu, used)) OverPlan(job, *raised);
+    std::vector<JobUse> use;
+    for (const auto& [id, used] : per_job) use.push_back(JobUse{id, used});
+    for (const NeedRaised& raised : scheduler_.OnDeviceSample(
+             GpuSample{static_cast<GpuIndex>(g), time, s.memory_used,
+                       s.smact >= 0 ? s.smact : s.utilization, s.smocc, s.drama, true},
+             s.smact, s.processes_read, use)) {
+      if (auto it = live_.find(raised.job); it != live_.end() && it->second.current())
+        OverPlan(it->second, raised);
     }
   }
 }
 
 std::vector<bool> JobController::GpusRunningJobs() const {
   std::vector<bool> busy(scheduler_.gpu_count(), false);
-  for (const auto& [id, running] : running_) {
-    const JobRecord* r = scheduler_.job(id);
-    if (!r || r->state != JobState::kRunning) continue;
-    for (GpuIndex g : r->gpus)
-      if (static_cast<size_t>(g) < busy.size()) busy[static_cast<size_t>(g)] = true;
-  }
+  for (size_t g = 0; g < busy.size(); ++g)
+    busy[g] = !scheduler_.jobs_on(static_cast<GpuIndex>(g)).empty();
   return busy;
 }
 
@@ -839,8 +599,6 @@ void JobController::OverPlan(Job& job, const NeedRaised& raised) {
                                   scheduler_.gpu_info(raised.gpu).uuid, FormatBytes(raised.plan),
                                   FormatBytes(raised.need.Upper())))});
 }
-
-// --- The turn ---
 
 void JobController::Tick() {
   launcher_.Refresh();
@@ -917,6 +675,14 @@ void JobController::PlacementPass(bool bounded) {
       bounded ? scheduler_.Schedule(kPlacementsPerTurn) : scheduler_.Schedule();
   counters_.pass.Observe(ToSeconds(clock_.Now() - pass_began));
   for (const colo::Launch& launch : launches) Launch(launch);
+  // Jobs the policy found it could never place: they end here.
+  for (const JobEnded& failed : scheduler_.TakeFailed()) {
+    auto it = live_.find(failed.job);
+    if (it == live_.end()) continue;
+    Record(it->second, failed);
+    Persist(it->second, {Event(failed.job, "failed", it->second.reason)});
+    ForgetIfDone(failed.job);
+  }
   // A pass cut short goes on at the next turn, at once.
   if (bounded && launches.size() >= kPlacementsPerTurn) more_work_ = true;
 }
@@ -937,8 +703,6 @@ std::optional<TimePoint> JobController::NextWakeup() const {
   return wake;
 }
 
-// --- Launch ---
-
 void JobController::Launch(const colo::Launch& launch) {
   auto it = live_.find(launch.job);
   if (it == live_.end() ||
@@ -946,9 +710,7 @@ void JobController::Launch(const colo::Launch& launch) {
     // No waiting job of colod's is behind it: dropped, never put back at the head of the queue.
     Log(Event(launch.job, "dropped",
               "the scheduler placed a job that no longer waits; it leaves the queue"));
-    (void)scheduler_.AbortLaunch(launch.job);
-    (void)scheduler_.Cancel(launch.job);
-    scheduler_.Forget(launch.job);
+    scheduler_.Drop(launch.job);
     return;
   }
   Job& job = it->second;
@@ -994,7 +756,8 @@ void JobController::Launch(const colo::Launch& launch) {
   if (Status s = store_.Update(job, {}); !s.ok()) {
     job.attempts.pop_back();
     job.state = before;
-    (void)scheduler_.AbortLaunch(launch.job);
+    // Just placed: the scheduler runs it, and takes it back to the head of its queue.
+    COLO_CHECK(scheduler_.AbortLaunch(launch.job).ok());
     counters_.store_failures++;
     Log(Event(launch.job, "store-error",
               fmt::format("attempt {} could not be recorded, so it was not started (the job "
@@ -1029,8 +792,7 @@ void JobController::Launch(const colo::Launch& launch) {
     current.ended = clock_.WallNow();
     current.exit = ExitKind::kFailure;
     current.detail = why;
-    scheduler_.OnJobExit(launch.job, JobExit{ExitKind::kFailure, why});
-    TakeSchedulerState(job);
+    Record(job, scheduler_.OnJobExit(launch.job, JobExit{ExitKind::kFailure, why}));
     launch_events.push_back(Event(launch.job, "failure", why));
     Persist(job, std::move(launch_events));
     runner.Release(job);
@@ -1073,18 +835,13 @@ AttemptEnv JobController::EnvOf(const Job& job, const Attempt& attempt,
                         job.external ? SharedStrings() : job.env);
 }
 
-// --- Exit ---
-
-void JobController::TakeSchedulerState(Job& job) {
-  const JobRecord* r = scheduler_.job(job.id());
-  if (!r) return;
+void JobController::Record(Job& job, const JobEnded& ended) {
+  if (ended.action == ExitAction::kIgnored) return;  // the scheduler did not count it running
   const bool was_live = job.live();
-  job.state = r->state;
-  if (r->state == JobState::kRecovering) job.spec.memory = r->need;  // raised by the crash
-  if (IsTerminal(r->state)) {
-    // A job that succeeded after out-of-memory retries keeps its story in its attempts.
-    job.reason =
-        r->state == JobState::kSucceeded ? "" : TruncateUtf8(r->end_reason, kMaxDetailBytes);
+  job.state = ended.state;
+  if (ended.state == JobState::kRecovering) job.spec.memory = ended.need;  // raised by the crash
+  if (IsTerminal(ended.state)) {
+    job.reason = TruncateUtf8(ended.reason, kMaxDetailBytes);
     if (was_live) job.finished = clock_.WallNow();
     job.env.clear();  // its secrets are not kept once it cannot run again
   }
@@ -1105,7 +862,6 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   }
   // The estimate the client made from the job's profile: a recovery never plans below it.
   if (job.estimate) exit.oom.profile_upper = job.estimate->upper;
-  attempt.peak = CurrentPeak(job);  // while the scheduler still holds the attempt's peak
   attempt.phase = Attempt::Phase::kEnded;
   attempt.ended = clock_.WallNow();
   attempt.exit = exit.kind;
@@ -1115,10 +871,12 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   } else if (!end.end.exited && end.end.code > 0) {
     attempt.exit_signal = end.end.code;  // its shim was killed: so was the job
   }
-  if (auto r = running_.find(id); r != running_.end() && r->second.solo_samples >= kMinSoloSamples)
-    attempt.solo_smact = r->second.solo_smact_sum / r->second.solo_samples;
   const Bytes need_before = job.spec.memory.known() ? job.spec.memory.Upper() : Bytes(0);
-  const ExitAction action = scheduler_.OnJobExit(id, exit);
+  // What the scheduler did with the job, and what the attempt measured while it ran.
+  const JobEnded ended = scheduler_.OnJobExit(id, exit);
+  const ExitAction action = ended.action;
+  attempt.peak = ended.peak;
+  attempt.solo_smact = ended.solo_smact;
   if (job.requeue_requested) {
     // scontrol requeue: the same job waits again, keeping its attempts (and its environment).
     running_.erase(id);
@@ -1134,7 +892,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
     ForgetIfDone(id);
     return;
   }
-  TakeSchedulerState(job);
+  Record(job, ended);
   running_.erase(id);
   if (exit.kind == ExitKind::kOutOfMemory) {
     counters_.oom_crashes++;
@@ -1149,11 +907,10 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   std::vector<JobEvent> events = {Event(id, std::string(ToString(exit.kind)), "")};
   if (action == ExitAction::kRequeuedForRecovery) {
     detail += fmt::format("; re-queued needing {} per GPU", FormatBytes(job.spec.memory.peak));
-    const JobRecord* r = scheduler_.job(id);
     events.push_back(Event(
         id, "need",
         fmt::format("{} -> {}: {}", need_before > Bytes(0) ? FormatBytes(need_before) : "unknown",
-                    FormatBytes(job.spec.memory.Upper()), r ? r->need_basis : "")));
+                    FormatBytes(job.spec.memory.Upper()), ended.need_basis)));
   }
   events.front().detail = TruncateUtf8(detail, kMaxEventDetailBytes);
   if (RunnerFor(job).reruns_through_engine() && action == ExitAction::kRequeuedForRecovery) {
@@ -1175,128 +932,6 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   ForgetIfDone(id);
 }
 
-// --- Learning from earlier runs ---
-
-ModelRuns JobController::RunsOf(const std::string& signature) const {
-  if (signature.empty()) return {};
-  auto runs = store_.EarlierRuns(signature, options_.history_runs);
-  if (!runs.ok()) {
-    Log(Event(0, "store-error", "earlier runs could not be read: " + runs.status().message()));
-    return {};
-  }
-  return *std::move(runs);
-}
-
-SmactSource JobController::SmactSourceOf(const Job& job) {
-  if (job.estimate && job.estimate->learned && job.estimate->learned->solo_smact >= 0)
-    return SmactSource::kLearned;
-  if (job.estimate && job.estimate->predicted_smact >= 0) return SmactSource::kPredicted;
-  return job.spec.expected_smact >= 0 ? SmactSource::kUser : SmactSource::kUnknown;
-}
-
-void JobController::TakeLesson(Job& job, const Lesson& lesson) {
-  if (!job.estimate || (!lesson.memory && !lesson.smact)) return;
-  std::optional<api::JobEstimate::Learned>& learned = job.estimate->learned;
-  if (!learned) learned = api::JobEstimate::Learned{};
-  if (lesson.memory) {
-    job.spec.memory = lesson.memory->need();
-    learned->runs = lesson.memory->runs;
-    learned->peak = lesson.memory->highest;
-    learned->upper = lesson.memory->upper;
-  }
-  if (lesson.smact) {
-    job.spec.expected_smact = *lesson.smact;
-    learned->solo_smact = *lesson.smact;
-  }
-}
-
-// A run ended that measured something: queued jobs of the same model were planned before it was
-// known, and now plan with it (their estimate's margin is usually wider than what the run showed;
-// their SM activity was unknown or an older runs' mean).
-void JobController::RefineQueuedJobs(const Job& finished) {
-  if (!finished.estimate || finished.estimate->signature.empty()) return;
-  const std::string& signature = finished.estimate->signature;
-  std::vector<JobId> waiting;
-  for (const auto& [id, job] : live_) {
-    if (job.state == JobState::kQueued && job.attempts.empty() && job.estimate &&
-        job.estimate->signature == signature)
-      waiting.push_back(id);
-  }
-  if (waiting.empty()) return;
-  const ModelRuns runs = RunsOf(signature);
-  for (JobId id : waiting) {
-    Job& job = live_.at(id);
-    const MemoryNeed before = job.spec.memory;
-    const Lesson lesson = Learn(runs, before, job.spec.expected_smact, SmactSourceOf(job));
-    // What the scheduler takes is what the job plans with.
-    Lesson taken;
-    std::vector<JobEvent> events;
-    if (lesson.memory && scheduler_.UpdateNeed(id, lesson.memory->need()).ok()) {
-      taken.memory = lesson.memory;
-      events.push_back(Event(
-          id, "estimate",
-          fmt::format("refined by {} earlier run(s) of the same model: plans with {} (was {})",
-                      lesson.memory->runs, FormatBytes(lesson.memory->need().Upper()),
-                      before.known() ? FormatBytes(before.Upper()) : "nothing")));
-    }
-    if (lesson.smact && scheduler_.UpdateExpectedSmact(id, *lesson.smact).ok()) {
-      taken.smact = lesson.smact;
-      events.push_back(SmactEvent(id, *lesson.smact));
-    }
-    TakeLesson(job, taken);
-    if (!events.empty()) Persist(job, std::move(events));
-  }
-}
-
-JobEvent JobController::SmactEvent(JobId id, double smact) const {
-  return Event(id, "smact",
-               fmt::format("learned from earlier runs of the same model alone on a GPU: SM "
-                           "activity {:.2f}, for its MPS thread share and the utilization gate",
-                           smact));
-}
-
-// --- Restart ---
-
-Status JobController::Recover() {
-  auto loaded = store_.LoadLive();
-  if (!loaded.ok()) return loaded.status();
-  for (const QuarantinedJob& q : loaded->quarantined) {
-    const JobEvent e = Event(q.id, "quarantined",
-                             "its stored record cannot be read and was set aside: " + q.reason);
-    Log(e);
-    (void)store_.AddEvents({e});
-  }
-  std::map<std::string, GpuIndex> by_uuid;
-  for (size_t g = 0; g < scheduler_.gpu_count(); ++g)
-    by_uuid[scheduler_.gpu_info(static_cast<GpuIndex>(g)).uuid] = static_cast<GpuIndex>(g);
-  for (Job& loaded_job : loaded->jobs) {
-    const JobId id = loaded_job.id();
-    AddLive(std::move(loaded_job));
-    Job& job = live_.at(id);
-    if (job.state == JobState::kRunning && job.current()) {
-      RecoverRunning(job, by_uuid);
-    } else if (Admission::WaitsOutside(job)) {
-      job.state = JobState::kQueued;
-      admission_.DependenciesChanged();
-    } else {
-      if (job.external) {
-        // Back on the GPUs Slurm booked for it (a GPU gone since cannot take it: it waits, and
-        // goes back to Slurm at its wait limit).
-        job.spec.booked_gpus.clear();
-        for (const std::string& uuid : job.external->gpu_uuids) {
-          if (auto it = by_uuid.find(uuid); it != by_uuid.end())
-            job.spec.booked_gpus.push_back(it->second);
-        }
-      }
-      Enqueue(job, "after a restart");
-      if (job.external && job.live())
-        tenants_.WaitUntil(id, clock_.Now() + options_.tenant_wait_limit);
-    }
-    ForgetIfDone(id);
-  }
-  return Status::Ok();
-}
-
 // Back to the queue it was in, with its attempts and out-of-memory count (its retry cap and its
 // priority survive a restart), and the age it had: it has waited since it was submitted, or
 // since its last attempt ended.
@@ -1308,7 +943,7 @@ void JobController::Requeue(Job& job, std::string_view when) {
                              ? std::max(last->ended, job.submitted)
                              : job.submitted;
   const PriorAttempts prior{static_cast<int>(job.attempts.size()), ooms,
-                            MonotonicStart(clock_, since)};
+                            MonotonicOf(clock_, since)};
   if (Status s = scheduler_.Submit(Planned(job), prior); !s.ok()) {
     job.state = JobState::kFailed;
     job.reason = TruncateUtf8(fmt::format("cannot be queued again {}: {}", when, s.message()),
@@ -1317,169 +952,6 @@ void JobController::Requeue(Job& job, std::string_view when) {
     job.env.clear();
     Persist(job, {Event(job.id(), "failed", job.reason)});
   }
-}
-
-void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid) {
-  const JobId id = job.id();
-  Attempt& attempt = *job.current();
-  std::vector<GpuIndex> gpus;
-  for (const std::string& uuid : attempt.gpu_uuids) {
-    if (auto it = by_uuid.find(uuid); it != by_uuid.end()) gpus.push_back(it->second);
-  }
-  std::vector<JobEvent> events;
-  AttemptRunner& runner = RunnerFor(job);
-  if (attempt.phase == Attempt::Phase::kLaunching) {
-    // colod stopped between storing the intent and storing the start.
-    const AttemptRunner::Recovered found = runner.Recover(job);
-    if (found.running) {
-      attempt.pid = found.running->pid;
-      attempt.pid_start = found.running->start_ticks;
-      attempt.phase = Attempt::Phase::kRunning;
-      events.push_back(Event(id, "adopted",
-                             fmt::format("attempt {} had started when colod stopped (pid {})",
-                                         attempt.number, attempt.pid)));
-    } else if (!found.may_have_started) {
-      events.push_back(
-          Event(id, "requeued",
-                fmt::format("attempt {} never started before colod stopped; the job waits again",
-                            attempt.number)));
-      job.attempts.pop_back();
-      for (const JobEvent& e : events) Log(e);
-      Requeue(job);
-      if (job.live()) Persist(job, std::move(events));
-      return;
-    } else {
-      // It ran and is gone: Check reads how it ended (its shim's record, if any).
-      attempt.phase = Attempt::Phase::kRunning;
-    }
-  }
-  const int ooms = OutOfMemoryAttempts(job);
-  if (static_cast<int>(gpus.size()) != job.spec.gpus ||
-      !scheduler_
-           .Adopt(Planned(job), gpus, attempt.mode, attempt.thread_percent, attempt.number,
-                  MonotonicStart(clock_, attempt.started), ooms)
-           .ok()) {
-    // Its processes are on GPUs colod no longer manages: they are stopped, not left unaccounted
-    // (an engine's are the engine's: its record ends, and its steps keep what they were given).
-    runner.Signal(job, SIGKILL);
-    runner.Release(job);
-    attempt.phase = Attempt::Phase::kEnded;
-    attempt.ended = clock_.WallNow();
-    attempt.exit = ExitKind::kLost;
-    attempt.detail = "was running on GPUs this server no longer has";
-    job.state = JobState::kLost;
-    job.reason = attempt.detail;
-    job.finished = clock_.WallNow();
-    job.env.clear();
-    events.push_back(Event(id, "lost", job.reason));
-    Persist(job, std::move(events));
-    return;
-  }
-  running_[id] = Running{};
-  if (job.cancel_requested || job.requeue_requested)
-    running_[id].kill_at = clock_.Now() + options_.cancel_grace;
-  if (job.timed_out) running_[id].kill_at = clock_.Now() + options_.timeout_grace;
-  // The limit counts from the attempt's start, not from colod's.
-  if (job.time_limit_s > 0 && !job.timed_out && runner.enforces_time_limit())
-    running_[id].timeout_at = MonotonicStart(clock_, attempt.started) + Seconds(job.time_limit_s);
-  if (events.empty())
-    events.push_back(Event(id, "adopted",
-                           fmt::format("attempt {} ({}) taken back after a restart", attempt.number,
-                                       runner.Describe(job, attempt))));
-  Persist(job, std::move(events));
-}
-
-const Job* JobController::FindTenant(uint32_t slurm_job) const {
-  const std::optional<JobId> id = tenants_.Find(slurm_job);
-  return id ? FindLive(*id) : nullptr;
-}
-
-std::vector<const Job*> JobController::Tenants() const {
-  std::vector<const Job*> jobs;
-  for (JobId id : tenants_.live()) {
-    if (const Job* job = FindLive(id)) jobs.push_back(job);
-  }
-  return jobs;
-}
-
-Result<api::SlurmAttachReply> JobController::AttachTenant(const TenantRequest& request) {
-  if (const Job* live = FindTenant(request.slurm_job)) {
-    if (live->external->restarts >= request.restarts) return TenantReply(*live);
-    // A run of it whose end never reached colod (colod was down): Slurm has started it again.
-    EndTenant(request.slurm_job, AttemptEnd{ProcessEnd{true, 0, /*known=*/false}, "", ""});
-  } else if (auto ended = tenants_.EndedReply(request.slurm_job, request.restarts)) {
-    return *ended;
-  }
-  if (request.owner.user.empty())
-    return PermissionDenied(
-        fmt::format("Slurm job {} runs as uid {}, which has no entry in the passwd database",
-                    request.slurm_job, request.owner.uid));
-  Job job;
-  job.owner = request.owner;
-  job.external =
-      ExternalRun{"slurm", request.slurm_job, request.restarts, request.earlier_ooms, {}};
-  job.spec.owner = request.owner.user;
-  job.spec.command = {fmt::format("(Slurm job {})", request.slurm_job)};
-  job.spec.name =
-      TruncateUtf8(request.name.empty() ? fmt::format("slurm-{}", request.slurm_job) : request.name,
-                   kMaxNameBytes);
-  job.spec.gpus = request.gpus;
-  job.spec.booked_gpus = request.booked_gpus;
-  job.spec.threads = request.threads;
-  for (GpuIndex g : request.booked_gpus) {
-    if (g >= 0 && static_cast<size_t>(g) < scheduler_.gpu_count())
-      job.external->gpu_uuids.push_back(scheduler_.gpu_info(g).uuid);
-  }
-  job.context.source = fmt::format("slurm {}", request.slurm_job);
-  if (request.memory) {
-    // The user's declared need is the limit; an out-of-memory crash of an earlier run raised it.
-    const Bytes need = std::max(*request.memory, request.raised_need.value_or(Bytes(0)));
-    job.spec.memory = MemoryNeed{need, MemorySource::kDeclared, 0.0};
-    job.spec.sharing = request.share;
-  } else {
-    // Whole GPUs from Slurm: nobody shares them.
-    job.spec.sharing = SharingPreference::kExclusive;
-  }
-  if (Status placeable = scheduler_.CheckPlaceable(Planned(job)); !placeable.ok()) {
-    return api::SlurmAttachReply{
-        api::SlurmPlacement::kFailed, 0, {}, {}, "cannot run on this node: " + placeable.message()};
-  }
-  job.state = JobState::kQueued;
-  job.submitted = clock_.WallNow();
-  const std::string booked = Join(job.external->gpu_uuids, ",");
-  JobEvent attached = Event(
-      0, "submitted",
-      fmt::format("Slurm job {} (run {}) of {}: {} GPU(s){}, memory {}", request.slurm_job,
-                  request.restarts, job.owner.user, job.spec.gpus,
-                  booked.empty() ? "" : " booked by Slurm: " + booked,
-                  job.spec.memory.known() ? FormatBytes(job.spec.memory.Upper()) : "whole GPUs"));
-  if (Status stored = store_.Insert(job, {attached}); !stored.ok()) {
-    counters_.store_failures++;
-    return Unavailable("the Slurm job could not be stored on this node: " + stored.message());
-  }
-  attached.job = job.id();
-  Log(attached);
-  const JobId id = job.id();
-  const int ooms = request.earlier_ooms;
-  job.state = ooms > 0 ? JobState::kRecovering : JobState::kQueued;
-  if (Status queued = scheduler_.Submit(Planned(job), PriorAttempts{0, ooms, std::nullopt});
-      !queued.ok()) {
-    job.state = JobState::kFailed;
-    job.reason = TruncateUtf8(queued.message(), kMaxDetailBytes);
-    job.finished = clock_.WallNow();
-    Persist(job, {Event(id, "failed", job.reason)});
-    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, {}, job.reason};
-  }
-  AddLive(std::move(job));
-  tenants_.WaitUntil(id, clock_.Now() + options_.tenant_wait_limit);
-  // At once, so that a job that fits starts without waiting for colod's next turn.
-  PlacementPass();
-  const Job* now = FindLive(id);
-  if (!now) {
-    if (auto ended = tenants_.EndedReply(request.slurm_job, request.restarts)) return *ended;
-    return api::SlurmAttachReply{api::SlurmPlacement::kFailed, id, {}, {}, "ended at once"};
-  }
-  return TenantReply(*now);
 }
 
 std::string JobController::WaitReason(const Job& job) const {
@@ -1494,83 +966,6 @@ std::string JobController::WaitReason(const Job& job) const {
     return fmt::format("the recovery queue goes first (job {} waits there)",
                        scheduler_.recovery_queue().front());
   return "waiting for its turn";
-}
-
-api::SlurmAttachReply JobController::TenantReply(const Job& job) const {
-  api::SlurmAttachReply reply;
-  reply.job = job.id();
-  switch (job.state) {
-    case JobState::kRunning: {
-      reply.state = api::SlurmPlacement::kPlaced;
-      const Attempt* attempt = job.current();
-      if (!attempt) break;
-      std::vector<std::string> mps;
-      if (attempt->mode == SharingMode::kMps && options_.mps_env) {
-        auto env = options_.mps_env(attempt->thread_percent, attempt->memory_limit,
-                                    static_cast<int>(attempt->gpu_uuids.size()));
-        if (env.ok()) mps = *std::move(env);
-      }
-      AttemptEnv env = EnvOf(job, *attempt, std::move(mps));
-      reply.env = std::move(env.colo);
-      // Its steps' own values win: a step's environment is its owner's to choose.
-      reply.env_defaults = std::move(env.frameworks.set);
-      break;
-    }
-    case JobState::kQueued:
-    case JobState::kRecovering: {
-      reply.state = api::SlurmPlacement::kWaiting;
-      reply.reason = WaitReason(job);
-      break;
-    }
-    case JobState::kRequeued:
-      reply.state = api::SlurmPlacement::kRequeue;
-      reply.reason = job.reason;
-      break;
-    default:
-      reply.state = api::SlurmPlacement::kFailed;
-      reply.reason = job.reason.empty() ? std::string(ToString(job.state)) : job.reason;
-      break;
-  }
-  return reply;
-}
-
-void JobController::HandBack(Job& job, TenantHandback handback, std::vector<JobEvent> events) {
-  const JobId id = job.id();
-  // It leaves this node's queue: left there, it would stay at the head, never launched (it is
-  // no longer live), keeping a GPU for itself behind a launch grace renewed at every pass.
-  (void)scheduler_.Cancel(id);
-  job.state = JobState::kRequeued;
-  job.reason = TruncateUtf8("given back to Slurm: " + handback.reason, kMaxDetailBytes);
-  job.finished = clock_.WallNow();
-  job.env.clear();
-  events.push_back(Event(id, "requeued", job.reason));
-  const bool stored = Persist(job, std::move(events));
-  // Slurm hears of it once its record is stored (at a later turn, where the store failed now).
-  tenants_.HandBack(std::move(handback), stored);
-  if (stored) ForgetIfDone(id);
-}
-
-std::optional<JobId> JobController::EndTenant(uint32_t slurm_job, const AttemptEnd& end) {
-  const std::optional<JobId> found = tenants_.Find(slurm_job);
-  if (!found) return std::nullopt;
-  const JobId id = *found;
-  auto it = live_.find(id);
-  if (it == live_.end()) return std::nullopt;
-  Job& job = it->second;
-  if (!job.live()) return id;  // ended, waiting to be stored
-  if (job.state == JobState::kRunning && job.current()) {
-    FinishAttempt(job, end);
-    return id;
-  }
-  // It ended before colod placed it (Slurm cancelled it, or its time ran out).
-  (void)scheduler_.Cancel(id);
-  job.state = JobState::kCancelled;
-  job.reason = "Slurm ended the job before it was placed here";
-  job.finished = clock_.WallNow();
-  job.env.clear();
-  Persist(job, {Event(id, "cancelled", job.reason)});
-  ForgetIfDone(id);
-  return id;
 }
 
 }  // namespace colo

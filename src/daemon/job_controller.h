@@ -1,7 +1,12 @@
 // The job lifecycle in one place: submit, launch, exit, out-of-memory recovery, cancel,
 // re-adoption after a restart, and learning a model's need from its earlier runs. It is built on
 // a Clock, a JobStore and a ProcessLauncher, and does no I/O of its own, so every step is tested
-// with a manual clock and fakes (tests/daemon/job_controller_test.cc).
+// with a manual clock and fakes (tests/daemon/job_controller_test.cc). It coordinates owners and
+// keeps no rule of its own: the scheduler (core) owns each job's scheduling state and reports
+// what it changes, Admission what may enter the queue, an AttemptRunner how an attempt runs.
+// Its definitions: job_controller.cc (submit, cancel, samples, the turn, launch, exit),
+// job_controller_control.cc (hold, release, requeue), job_controller_learning.cc (earlier
+// runs), job_controller_restart.cc (after a restart), job_controller_tenants.cc (Slurm's runs).
 //
 // Durability rules it keeps:
 // - a submit is acknowledged only once the job is stored;
@@ -156,9 +161,6 @@ class JobController final : public TenantHost {
   struct Running {
     std::optional<TimePoint> kill_at;     // when a cancelled job gets SIGKILL
     std::optional<TimePoint> timeout_at;  // when its time limit passes
-    // Its GPUs' SM activity while it was alone there and computing, for its solo SMACT.
-    double solo_smact_sum = 0;
-    int solo_samples = 0;
   };
 
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
@@ -221,8 +223,9 @@ class JobController final : public TenantHost {
   }
   // What colod gives the attempt's processes (`mps`: its MPS client settings, if any).
   AttemptEnv EnvOf(const Job& job, const Attempt& attempt, std::vector<std::string> mps) const;
-  // Takes the job's state, need and reason from the scheduler after it decided.
-  void TakeSchedulerState(Job& job);
+  // Records what the scheduler did with the job (JobEnded): its state, its need after an
+  // out-of-memory crash, why it ended. Nothing of the scheduler's is read back.
+  void Record(Job& job, const JobEnded& ended);
   // The job as the scheduler plans it (ControllerOptions::plan_without_estimates).
   JobSpec Planned(const Job& job) const;
   // Stores the job with these events; on failure keeps both to store again at the next turn.

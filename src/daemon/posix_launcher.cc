@@ -1,5 +1,10 @@
 // PosixProcessLauncher: job attempts as colo-shim processes, tracked by cgroup v2 or by session
 // and descendant scans. See posix_launcher.h for the layout and the trust model.
+//
+// One concern, kept whole on purpose: how root starts, finds and stops a user's processes. The
+// child's steps between fork and exec (async-signal-safe), the cgroup and /proc reads that say
+// which processes are an attempt's, and the checks of paths the user controls share one set of
+// rules about what may be trusted and when, and reading them apart is how such rules drift.
 #include "daemon/posix_launcher.h"
 
 #include <dirent.h>
@@ -113,8 +118,6 @@ bool ReadReport(int fd, T* report) {
   } while (got < 0 && errno == EINTR);
   return got == static_cast<ssize_t>(sizeof *report);
 }
-
-// --- Processes ---
 
 int OpenPidFd(pid_t pid) {
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -462,8 +465,6 @@ std::set<std::pair<pid_t, uint64_t>> EndOrphanedStarts() {
   return ended;
 }
 
-// --- cgroups ---
-
 // "\040" in mountinfo is a space, and so on.
 std::string UnescapeMountField(std::string_view field) {
   const auto octal = [](char c) { return c >= '0' && c <= '7'; };
@@ -595,8 +596,6 @@ std::optional<std::string> CgroupOf(pid_t pid) {
   return std::nullopt;
 }
 
-// --- Paths ---
-
 // The start of every attempt cgroup's name of the colod whose jobs live in `jobs_dir`: colods on
 // other state directories may share the parent cgroup (two started from one shell), and neither
 // may take, fail on or kill the other's "job 1, attempt 1". A restart on the same state directory
@@ -652,8 +651,6 @@ int OpenBeneath(int dir_fd, const std::string& path, uint64_t flags) {
 }
 
 }  // namespace
-
-// --- Construction ---
 
 PosixProcessLauncher::PosixProcessLauncher(Options options, int jobs_dir_fd)
     : options_(std::move(options)), jobs_dir_fd_(jobs_dir_fd) {}
@@ -733,8 +730,6 @@ AttemptFiles PosixProcessLauncher::Files(JobId job, int attempt) const {
           fmt::format("{}/{}/{}", options_.jobs_dir, job, AttemptFileName(attempt, "err"))};
 }
 
-// --- Workdir ---
-
 Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::string& workdir) {
   COLO_RETURN_IF_ERROR(CheckWorkdirSyntax(workdir));
   if (geteuid() != 0 && owner.uid != geteuid()) {
@@ -800,8 +795,6 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
                                   ErrorText(report.error)));
   }
 }
-
-// --- Start ---
 
 Result<int> PosixProcessLauncher::OpenJobDirForStart(JobId job, const Identity& owner) {
   const std::string name = std::to_string(job);
@@ -1074,8 +1067,6 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   return ProcessHandle{pid, start_ticks};
 }
 
-// --- Tracking ---
-
 PosixProcessLauncher::Tracked& PosixProcessLauncher::Track(const AttemptRef& ref) {
   const Key key{ref.job, ref.attempt};
   auto it = attempts_.find(key);
@@ -1260,8 +1251,6 @@ void PosixProcessLauncher::Signal(const AttemptRef& ref, int signal) {
   }
 }
 
-// --- Ends ---
-
 int PosixProcessLauncher::OpenBeneathJobDir(JobId job, const std::string& name, int flags) const {
   return OpenBeneath(jobs_dir_fd_, fmt::format("{}/{}", job, name), static_cast<uint64_t>(flags));
 }
@@ -1367,8 +1356,6 @@ std::optional<AttemptEnd> PosixProcessLauncher::Check(const AttemptRef& ref) {
   return end;
 }
 
-// --- After a restart ---
-
 PosixProcessLauncher::Found PosixProcessLauncher::FindLaunched(const AttemptRef& ref) {
   Tracked& tracked = Track(ref);
   Found found;
@@ -1443,8 +1430,6 @@ std::optional<std::pair<JobId, int>> PosixProcessLauncher::AttemptOf(int pid) {
   }
   return std::nullopt;
 }
-
-// --- Housekeeping ---
 
 void PosixProcessLauncher::Refresh() {
   for (;;) {

@@ -53,9 +53,13 @@ Status EnsureOwnDir(const std::string& dir, mode_t mode, bool tighten) {
       const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd >= 0) {
         struct stat fst {};
-        if (fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev)
-          (void)fchmod(fd, mode);
+        const bool same =
+            fstat(fd, &fst) == 0 && fst.st_ino == st.st_ino && fst.st_dev == st.st_dev;
+        // State is owner-only: a directory left with the umask's mode is refused, not used.
+        const int error = same && fchmod(fd, mode) != 0 ? errno : 0;
         close(fd);
+        if (error != 0)
+          return Unavailable(fmt::format("cannot set the mode of {}: {}", dir, strerror(error)));
       }
       return Status::Ok();
     }

@@ -168,7 +168,8 @@ class Engine final : public sim::ClusterHost {
   void Complete(int index, uint64_t version);
   // What the job's run taught its server's colod (learn=on): queued jobs of its model plan with
   // it, through the rule colod learns by (core/run_learning.h).
-  void LearnFrom(const SimJob& job, ExitKind exit);
+  // What the job's run teaches the queued jobs of its model on its server (core's rule).
+  void LearnFrom(const SimJob& job, const RunEvidence& run);
   void Pass(int server);
   void MarkDirty(int server);
   void AddDemand(int server, int gpus);
@@ -215,6 +216,7 @@ class Engine final : public sim::ClusterHost {
   std::vector<CoRunner> runners_;  // scratch for Refresh
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
+  std::vector<JobUse> job_use_;    // scratch for Refresh's samples
   Timeline timeline_;
   int oom_crashes_ = 0;
   double lost_gpu_seconds_ = 0;
@@ -325,18 +327,24 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     // H200: 86 W against 80 W idle).
     gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts,
                                      computing, gpu.smact);
-    server.scheduler->OnGpuSample(GpuSample{
-        gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1, true});
+    // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
+    // on the GPU from the first sample after it. Its SM activity alone is the trace's, not a
+    // measurement (-1): learning it back would teach the simulator its own input. Where every
+    // job here was told its memory since it last changed, the sample tells only the GPU's figures.
+    bool all_reported = true;
+    job_use_.clear();
     for (int j : gpu.jobs) {
-      if (jobs_[j].reported) continue;
-      // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
-      // on the GPU from the first sample after it.
-      server.scheduler->OnJobProcessSeen(jobs_[j].trace->id, gpu.local);
-      // A use above its plan raises the need of a job that shares plainly (core's rule): its
-      // reservation is then that need, until it is steady.
-      if (const auto raised =
-              server.scheduler->OnJobMemory(jobs_[j].trace->id, gpu.local, jobs_[j].memory))
-        jobs_[j].planned = std::max(jobs_[j].planned, raised->need.Upper());
+      all_reported = all_reported && jobs_[j].reported;
+      job_use_.push_back(JobUse{jobs_[j].trace->id, jobs_[j].memory});
+    }
+    // A use above its plan raises the need of a job that shares plainly (core's rule): its
+    // reservation is then that need, until it is steady.
+    for (const NeedRaised& raised : server.scheduler->OnDeviceSample(
+             GpuSample{gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1,
+                       true},
+             /*measured_smact=*/-1, /*uses_read=*/!all_reported, job_use_)) {
+      SimJob& raised_job = jobs_[static_cast<size_t>(raised.job - 1)];
+      raised_job.planned = std::max(raised_job.planned, raised.need.Upper());
     }
     if (options_.record_timeline) {
       auto& series = timeline_.series[static_cast<size_t>(g)];
@@ -524,8 +532,11 @@ void Engine::Warmup(int index, uint64_t attempt) {
     cluster_->Requeue(index);
     return;
   }
-  const ExitAction action = server.scheduler->OnJobExit(
-      job.trace->id, JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory"});
+  const ExitAction action =
+      server.scheduler
+          ->OnJobExit(job.trace->id,
+                      JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory"})
+          .action;
   if (!queue_mode_ && action != ExitAction::kRequeuedForRecovery)
     AddDemand(job.server, -job.trace->profile.gpus);
   Settle(job);
@@ -541,8 +552,10 @@ void Engine::Complete(int index, uint64_t version) {
   Refresh(closure, /*freed=*/true);
   Server& server = servers_[static_cast<size_t>(job.server)];
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
-  server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
-  if (spec_.learn) LearnFrom(job, ExitKind::kSuccess);
+  const JobEnded ended =
+      server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
+  if (spec_.learn)
+    LearnFrom(job, RunEvidence{ExitKind::kSuccess, ended.over_plan, ended.peak, ended.solo_smact});
   Settle(job);
   if (!queue_mode_) AddDemand(job.server, -job.trace->profile.gpus);
   MarkDirty(job.server);
@@ -559,15 +572,11 @@ void Engine::Settle(SimJob& job) {
   scheduler.Forget(job.trace->id);
 }
 
-void Engine::LearnFrom(const SimJob& job, ExitKind exit) {
+void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   const ModelSignature signature = sim::SignatureOf(*job.trace);
   if (signature.empty()) return;
   Server& server = servers_[static_cast<size_t>(job.server)];
   Scheduler& scheduler = *server.scheduler;
-  // What its colod saw of the run (the simulator does not measure SM activity alone).
-  const JobRecord* record = scheduler.job(job.trace->id);
-  COLO_CHECK(record != nullptr);
-  const RunEvidence run{exit, record->over_plan, record->attempt_peak, -1};
   if (!Teaches(run)) return;
   server.runs.Add(signature, run);
   const ModelRuns& runs = server.runs.Runs(signature);

@@ -149,7 +149,7 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
   scheduler_->OnJobMemory(1, 0, GiB(9));
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}).action,
             ExitAction::kRequeuedForRecovery);
   const JobRecord* job = scheduler_->job(1);
   EXPECT_EQ(job->state, JobState::kRecovering);
@@ -162,11 +162,12 @@ TEST_F(SchedulerTest, AdaptiveRecoveryGrowsTheNeedAndCapsRetries) {
   auto launches = scheduler_->Schedule();
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].attempt, 2);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}).action,
             ExitAction::kRequeuedForRecovery);
   EXPECT_TRUE(scheduler_->job(1)->require_idle) << "the last retry runs alone";
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, ""}).action,
+            ExitAction::kFailedRetryCap);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
   EXPECT_NE(scheduler_->job(1)->end_reason.find("retry cap"), std::string::npos);
 }
@@ -188,7 +189,7 @@ TEST_F(SchedulerTest, ARetryAfterACrashAtItsLimitRunsUnderTheRoomOfItsGpu) {
   EXPECT_EQ(launches[0].memory_limit, GiB(3)) << "a first attempt runs under its reservation";
   EXPECT_EQ(launches[0].reservation, GiB(3));
   scheduler_->OnJobMemory(2, 0, GiBf(1.7));
-  ASSERT_EQ(scheduler_->OnJobExit(2, PyTorchOutOfMemory(GiBf(2.87), MiB(196))),
+  ASSERT_EQ(scheduler_->OnJobExit(2, PyTorchOutOfMemory(GiBf(2.87), MiB(196))).action,
             ExitAction::kRequeuedForRecovery);
   const Bytes need = scheduler_->job(2)->need.Upper();
   EXPECT_EQ(need, (GiBf(2.87) + MiB(196)).Scaled(2.4) + MiB(512));
@@ -203,7 +204,7 @@ TEST_F(SchedulerTest, ARetryAfterACrashAtItsLimitRunsUnderTheRoomOfItsGpu) {
   scheduler_->OnJobMemory(2, 0, GiBf(13.9));
   EXPECT_EQ(scheduler_->Reservation(*scheduler_->job(2)), GiBf(13.9))
       << "what it is seen to use counts as it grows past its plan";
-  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kSuccess, ""}).action, ExitAction::kFinished);
   EXPECT_EQ(scheduler_->job(2)->attempts, 2);
 }
 
@@ -214,7 +215,7 @@ TEST_F(SchedulerTest, ARetryAfterACrashBelowItsLimitRunsUnderItsNeed) {
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
   scheduler_->OnJobMemory(1, 0, GiB(2));
-  ASSERT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(2), MiB(20))),
+  ASSERT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(2), MiB(20))).action,
             ExitAction::kRequeuedForRecovery);
   const auto launches = scheduler_->Schedule();
   ASSERT_EQ(launches.size(), 1u);
@@ -236,7 +237,7 @@ TEST_F(SchedulerTest, ANeedRaisedPastTheLargestGpuStaysPlaceableAfterACrash) {
   EXPECT_TRUE(raised->first);
   EXPECT_EQ(raised->plan, GiB(10));
   EXPECT_EQ(scheduler_->job(1)->need.Upper(), GiB(40)) << "at most the largest GPU";
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}).action,
             ExitAction::kRequeuedForRecovery);
   EXPECT_LT(scheduler_->job(1)->need.Upper(), GiB(40)) << scheduler_->job(1)->need_basis;
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(1))).ok());
@@ -268,7 +269,8 @@ TEST_F(SchedulerTest, PriorOutOfMemoryAttemptsSurviveARestart) {
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].job, 2) << "the recovery queue goes first";
   EXPECT_EQ(launches[0].attempt, 3);
-  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kOutOfMemory, ""}), ExitAction::kFailedRetryCap);
+  EXPECT_EQ(scheduler_->OnJobExit(2, {ExitKind::kOutOfMemory, ""}).action,
+            ExitAction::kFailedRetryCap);
 }
 
 TEST_F(SchedulerTest, ThesisRecoveryWaitsForAnIdleGpuWithStrictPriority) {
@@ -295,7 +297,8 @@ TEST_F(SchedulerTest, OtherFailuresAreNeverRetried) {
   Build("worst-fit");
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kFailure, "exit code 1"}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(1, {ExitKind::kFailure, "exit code 1"}).action,
+            ExitAction::kFinished);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kFailed);
   EXPECT_TRUE(scheduler_->recovery_queue().empty());
 }
@@ -537,7 +540,7 @@ TEST_F(SchedulerTest, ABookedJobAfterAnOutOfMemoryCrashWaitsForItsGpusAgain) {
   Build("worst-fit", {}, 2);
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(1, GiB(10)), {1})).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  EXPECT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(10), GiB(2))),
+  EXPECT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(10), GiB(2))).action,
             ExitAction::kRequeuedForRecovery);
   EXPECT_TRUE(scheduler_->recovery_queue().empty());
   EXPECT_TRUE(scheduler_->booked_jobs() == std::deque<JobId>({1}));
@@ -606,6 +609,88 @@ TEST_F(SchedulerTest, WhatAnIdleGpuAlreadyUsesCountsWhenAJobIsJudgedPlaceable) {
       << refused.message();
 }
 
+TEST_F(SchedulerTest, ADeviceSampleTellsEachJobItsUseAndTheEndReportsWhatItMeasured) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  const std::vector<JobUse> use = {{1, GiB(6)}};
+  // Start-up shows no SM activity: those samples are not its solo activity.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(Seconds(1));
+    EXPECT_TRUE(
+        scheduler_->OnDeviceSample({0, clock_.Now(), GiB(6), 0.01, -1, -1, true}, 0.01, true, use)
+            .empty());
+  }
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(Seconds(1));
+    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(7), 0.6, -1, -1, true}, 0.6, true,
+                               std::vector<JobUse>{{1, GiB(7)}});
+  }
+  EXPECT_EQ(scheduler_->job(1)->attempt_peak, GiB(7));
+  const JobEnded ended = scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""});
+  EXPECT_EQ(ended.action, ExitAction::kFinished);
+  EXPECT_EQ(ended.state, JobState::kSucceeded);
+  EXPECT_EQ(ended.peak, GiB(7));
+  EXPECT_FALSE(ended.over_plan);
+  EXPECT_NEAR(ended.solo_smact, 0.6, 1e-9);
+  EXPECT_TRUE(ended.reason.empty());
+}
+
+TEST_F(SchedulerTest, FewerThanFiveComputingSamplesAloneMeasureNoSoloActivity) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(Seconds(1));
+    scheduler_->OnDeviceSample({0, clock_.Now(), GiB(2), 0.6, -1, -1, true}, 0.6, true,
+                               std::vector<JobUse>{{1, GiB(2)}});
+  }
+  EXPECT_LT(scheduler_->OnJobExit(1, {ExitKind::kSuccess, ""}).solo_smact, 0);
+}
+
+// A policy that finds every job impossible, as one would a job no server of its could ever take.
+class NeverPlaces : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "never"; }
+  PlacementDecision Place(const ClusterView&, const PlacementRequest&) const override {
+    return Infeasible{"no GPU of this kind"};
+  }
+};
+
+TEST_F(SchedulerTest, AJobAPassCanNeverPlaceIsReportedOnceAsFailed) {
+  NeverPlaces never;
+  Scheduler scheduler(clock_, never, {});
+  GpuInfo info;
+  info.capacity = GiB(40);
+  scheduler.AddGpu(info);
+  ASSERT_TRUE(scheduler.Submit(Job(1, GiB(8))).ok());
+  EXPECT_TRUE(scheduler.Schedule().empty());
+  const std::vector<JobEnded> failed = scheduler.TakeFailed();
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].job, 1);
+  EXPECT_EQ(failed[0].state, JobState::kFailed);
+  EXPECT_NE(failed[0].reason.find("no GPU of this kind"), std::string::npos) << failed[0].reason;
+  EXPECT_TRUE(scheduler.TakeFailed().empty()) << "taken once";
+  EXPECT_TRUE(scheduler.main_queue().empty());
+}
+
+TEST_F(SchedulerTest, ADroppedJobLeavesItsQueueOrFreesItsGpus) {
+  Build("exclusive", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(8))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(8))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 1);
+  EXPECT_EQ(scheduler_->Drop(2), JobState::kQueued);
+  EXPECT_TRUE(scheduler_->main_queue().empty());
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 0) << "its owner has nothing waiting";
+  EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 1);
+  EXPECT_EQ(scheduler_->Drop(1), JobState::kRunning);
+  EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 0) << "its owner holds nothing";
+  EXPECT_EQ(scheduler_->Drop(1), std::nullopt) << "no record is left";
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(8))).ok());
+  EXPECT_EQ(scheduler_->Schedule().size(), 1u) << "the GPU the running job held is free";
+}
+
 // Fair share, per-user limits and EASY backfill: exclusive jobs of 10 GiB, no launch grace.
 SchedulerConfig FairConfig() {
   SchedulerConfig config;
@@ -632,7 +717,8 @@ TEST_F(SchedulerTest, FairShareALightUsersJobGoesBeforeAHeavyUsersBacklog) {
   ASSERT_TRUE(standing.has_value());
   EXPECT_EQ(standing->position, 1) << "bob has used nothing: he goes first";
   EXPECT_GT(standing->priority, scheduler_->StandingOf(3)->priority);
-  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{101})) << "the first GPU to free is bob's";
 }
 
@@ -644,7 +730,8 @@ TEST_F(SchedulerTest, FairShareFifoKeepsArrivalOrder) {
     ASSERT_TRUE(scheduler_->Submit(Job(id, GiB(10), 1, "alice")).ok());
   EXPECT_EQ(Started(*scheduler_).size(), 2u);
   ASSERT_TRUE(scheduler_->Submit(Job(11, GiB(10), 1, "bob")).ok());
-  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
   EXPECT_EQ(scheduler_->StandingOf(11)->position, 8);
 }
@@ -674,7 +761,8 @@ TEST_F(SchedulerTest, FairShareAUserAtTheirLimitWaitsWithTheReasonWhileOthersSta
   ASSERT_TRUE(scheduler_->Submit(Job(6, GiB(10), 1, "bob")).ok());
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{6}))
       << "alice's held jobs do not block bob's";
-  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}), ExitAction::kFinished);
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
   EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 2);
 }
@@ -746,7 +834,7 @@ TEST_F(SchedulerTest, FairSharePreemptsARequeueJobOfAUserOverTheirShare) {
   EXPECT_NE(preemptions[0].reason.find("for job 2 of bob"), std::string::npos)
       << preemptions[0].reason;
   EXPECT_TRUE(scheduler_->Preempt().empty()) << "one preemption at a time for the head";
-  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kPreempted, ""}),
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kPreempted, ""}).action,
             ExitAction::kRequeuedAfterPreemption);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kQueued);
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{2})) << "bob's job takes the GPU";
