@@ -483,25 +483,6 @@ std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
   return Decide(*record, MakeRequest(*record), View(), nullptr);
 }
 
-Status Scheduler::Cancel(JobId id) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
-  JobRecord& job = it->second;
-  if (IsTerminal(job.state)) {
-    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(job.state)));
-  }
-  if (job.state == JobState::kRunning)
-    return Status::Ok();  // the caller stops it; OnJobExit ends it
-  changed_ = true;
-  auto& queue = QueueOf(job);
-  queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
-  Unindex(job, job.state == JobState::kQueued);
-  job.state = JobState::kCancelled;
-  job.finished = clock_.Now();
-  job.end_reason = "cancelled while queued";
-  return Status::Ok();
-}
-
 void Scheduler::OnGpuSample(const GpuSample& sample) {
   if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return;
   GpuRecord& g = gpus_[sample.gpu];

@@ -526,9 +526,8 @@ void Engine::Warmup(int index, uint64_t attempt) {
       Settle(job);
       return;
     }
-    server.scheduler->OnJobExit(job.trace->id,
-                                JobExit{ExitKind::kFailure, "out of memory: requeued"});
-    server.scheduler->Forget(job.trace->id);
+    // It leaves the server (its cluster queue keeps its attempts).
+    COLO_CHECK(server.scheduler->Drop(job.trace->id) == JobState::kRunning);
     cluster_->Requeue(index);
     return;
   }
