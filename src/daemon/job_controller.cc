@@ -741,7 +741,10 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   JobExit exit =
       ClassifyExit(end.end, job.cancel_requested || job.timed_out || job.requeue_requested,
                    end.stderr_tail, end.stdout_tail);
-  if (job.requeue_requested) {
+  // A cancel asked for while a requeue stopped the job ends it for good (scancel after scontrol
+  // requeue): it is not queued again.
+  const bool requeue = job.requeue_requested && !job.cancel_requested;
+  if (requeue) {
     exit = JobExit{ExitKind::kCancelled, "stopped to be queued again: " + HowItEnded(end.end)};
   } else if (job.timed_out && exit.kind != ExitKind::kSuccess) {
     exit = JobExit{ExitKind::kTimeout,
@@ -765,10 +768,10 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const ExitAction action = ended.action;
   attempt.peak = ended.peak;
   attempt.solo_smact = ended.solo_smact;
-  if (job.requeue_requested) {
+  if (requeue) {
     // scontrol requeue: the same job waits again, keeping its attempts (and its environment).
     running_.erase(id);
-    scheduler_.Forget(id);
+    scheduler_.Drop(id);  // its next attempt is a new record (Requeue)
     job.requeue_requested = false;
     job.cancel_requested = false;
     job.timed_out = false;

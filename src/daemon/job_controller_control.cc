@@ -268,7 +268,9 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
     COLO_RETURN_IF_ERROR(MayControl(who, job, "requeue"));
     if (job.state != JobState::kRunning)
       return FailedPrecondition(fmt::format("job {} is waiting already", id));
-    if (!job.requeue_requested && !job.cancel_requested) {
+    if (job.cancel_requested)
+      return FailedPrecondition(fmt::format("job {} is being cancelled", id));
+    if (!job.requeue_requested) {
       Job updated = job;
       updated.requeue_requested = true;
       const JobEvent event = Event(

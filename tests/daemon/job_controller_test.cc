@@ -1041,6 +1041,26 @@ TEST_F(JobControllerTest, RequeueRunsARunningJobAgainAndAnEndedOneWithAMinimalEn
   EXPECT_EQ(std::count(env.begin(), env.end(), "USER=alice"), 1);
 }
 
+TEST_F(JobControllerTest, ACancelWhileARequeueStopsTheJobEndsItForGood) {
+  const JobId id = Submit();
+  controller_->Tick();
+  launcher_.ignores_sigterm = true;
+  ASSERT_EQ(*controller_->Control(kAlice, api::JobAction::kRequeue, id), "requeueing");
+  auto cancelled = controller_->Cancel(kAlice, id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().message();
+  EXPECT_EQ(*cancelled, "cancelling");
+  EXPECT_TRUE(Stored(id)->cancel_requested);
+  EXPECT_EQ(controller_->Control(kAlice, api::JobAction::kRequeue, id).status().code(),
+            StatusCode::kFailedPrecondition)
+      << "a job being cancelled is not queued again";
+  clock_.Advance(Seconds(11));
+  controller_->Tick();  // SIGKILL
+  controller_->Tick();  // its end
+  EXPECT_EQ(StoredState(id), JobState::kCancelled) << "the cancel wins over the requeue";
+  EXPECT_FALSE(launcher_.IsRunning(id, 2));
+  EXPECT_EQ(scheduler_->job(id), nullptr);
+}
+
 TEST_F(JobControllerTest, AnArrayIsOneJobPerTaskCappedAndCancelledByItsId) {
   api::SubmitRequest r = Request({"python", "train.py"}, GiB(1));
   r.name = "sweep-%A_%a";
