@@ -201,6 +201,10 @@ class JobController final : public TenantHost {
   // What follows a hold or release once it is stored; returns what the job is now.
   Result<std::string> ApplyHold(Job& job, const Identity& who, bool hold);
   Result<std::string> RequeueJob(const Identity& who, JobId id);
+  // A running job's attempt asked to stop, for a cancel (`asked`: &Job::cancel_requested) or a
+  // requeue: stored first, then SIGTERM to every process of it, SIGKILL when the grace is over.
+  // `then`: what follows, for the event.
+  Status AskToStop(const Identity& who, Job& job, bool Job::*asked, std::string_view then);
   void CheckDependencies();
   void CheckTimeLimits(TimePoint now);
   void RefineQueuedJobs(const Job& finished);

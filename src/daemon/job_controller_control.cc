@@ -56,26 +56,31 @@ Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
   if (!target.ok()) return target.status();
   Job& job = **target;
   if (job.state != JobState::kRunning) return std::move(CancelWaiting(who, {id}).front());
-  if (!job.cancel_requested) {
-    // Stored first: if colod stops now, the restart still knows the end was asked for.
-    Job updated = job;
-    updated.cancel_requested = true;
-    const JobEvent event = Event(
-        id, "cancel",
-        fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s",
-                    who.user, job.current() ? job.current()->number : 0,
-                    ToSeconds(options_.cancel_grace)));
-    if (Status s = store_.Update(updated, {event}); !s.ok())
-      return Unavailable("the cancel could not be stored, so the job was not touched: " +
-                         s.message());
-    Log(event);
-    job.cancel_requested = true;
-    // Once: signalling every process of a job is not free, and asking again changes nothing
-    // (SIGKILL follows when the grace is over).
-    RunnerFor(job).Signal(job, SIGTERM);
-    running_[id].kill_at = clock_.Now() + options_.cancel_grace;
-  }
+  // Once: signalling every process of a job is not free, and asking again changes nothing
+  // (SIGKILL follows when the grace is over).
+  if (!job.cancel_requested) COLO_RETURN_IF_ERROR(AskToStop(who, job, &Job::cancel_requested, ""));
   return std::string("cancelling");
+}
+
+Status JobController::AskToStop(const Identity& who, Job& job, bool Job::*asked,
+                                std::string_view then) {
+  const std::string_view what = asked == &Job::cancel_requested ? "cancel" : "requeue";
+  // Stored first: if colod stops now, the restart still knows what was asked for.
+  Job updated = job;
+  updated.*asked = true;
+  const JobEvent event = Event(
+      job.id(), std::string(what),
+      fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s{}",
+                  who.user, job.current() ? job.current()->number : 0,
+                  ToSeconds(options_.cancel_grace), then));
+  if (Status s = store_.Update(updated, {event}); !s.ok())
+    return Unavailable(fmt::format("the {} could not be stored, so the job was not touched: {}",
+                                   what, s.message()));
+  Log(event);
+  job.*asked = true;
+  RunnerFor(job).Signal(job, SIGTERM);
+  running_[job.id()].kill_at = clock_.Now() + options_.cancel_grace;
+  return Status::Ok();
 }
 
 std::vector<Result<std::string>> JobController::CancelWaiting(const Identity& who,
@@ -270,23 +275,8 @@ Result<std::string> JobController::RequeueJob(const Identity& who, JobId id) {
       return FailedPrecondition(fmt::format("job {} is waiting already", id));
     if (job.cancel_requested)
       return FailedPrecondition(fmt::format("job {} is being cancelled", id));
-    if (!job.requeue_requested) {
-      Job updated = job;
-      updated.requeue_requested = true;
-      const JobEvent event = Event(
-          id, "requeue",
-          fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s; "
-                      "then it waits again",
-                      who.user, job.current() ? job.current()->number : 0,
-                      ToSeconds(options_.cancel_grace)));
-      if (Status s = store_.Update(updated, {event}); !s.ok())
-        return Unavailable("the requeue could not be stored, so the job was not touched: " +
-                           s.message());
-      Log(event);
-      job.requeue_requested = true;
-      RunnerFor(job).Signal(job, SIGTERM);
-      running_[id].kill_at = clock_.Now() + options_.cancel_grace;
-    }
+    if (!job.requeue_requested)
+      COLO_RETURN_IF_ERROR(AskToStop(who, job, &Job::requeue_requested, "; then it waits again"));
     return std::string("requeueing");
   }
   auto ended = EndedJobFor(who, id, "requeue");
