@@ -542,9 +542,13 @@ std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, doubl
   // runs for every GPU at every sample, in colod and in colo sim).
   const GpuRecord& gpu = gpus_[sample.gpu];
   const std::vector<const JobRecord*>& here = gpu.jobs;
+  const bool solo = here.size() == 1 && measured_smact > kComputingSmact;
+  if (!solo && !uses_read) return raised;  // nothing of a job's changes (colo sim's usual sample)
   for (const JobRecord* record : here) {
-    JobRecord& job = Get(record->spec.id);  // a GPU's jobs are running ones
-    if (here.size() == 1 && measured_smact > kComputingSmact) {
+    // A GPU's jobs are running ones, and their records this scheduler's own: changed in place,
+    // not looked up again.
+    JobRecord& job = const_cast<JobRecord&>(*record);
+    if (solo) {
       job.solo_smact_sum += measured_smact;
       job.solo_samples++;
     }
