@@ -229,6 +229,8 @@ class JobControlTest(Base):
         release = os.path.join(self.tmp, "release-requeue")
         job = self.submit("--", "sh", "-c", 'trap "" TERM; wait-for "$0"', release)
         self.wait_state(job, "running")
+        # Its trap is set once wait-for has said it started.
+        wait_until(lambda: "started" in self.colo("logs", job).stdout, 20, "the job to start")
         self.assertEqual(self.colo_ok("requeue", job).stdout, f"job {job}: requeueing\n")
         self.assertEqual(self.colo_ok("cancel", job).stdout, f"job {job}: cancelling\n")
         r = self.colo("requeue", job)
