@@ -51,9 +51,10 @@ TEST(DaemonConfig, PreemptionIsOnForRequeueJobsAndReadsItsSettings) {
   EXPECT_TRUE(defaults->scheduler.fairness.preempt);
   EXPECT_EQ(defaults->scheduler.fairness.preempt_after, Seconds(1800));
   EXPECT_EQ(defaults->scheduler.fairness.preemptible, Preemptible::kRequeue);
-  auto c = ParseConfig("[fairness]\npreempt = false\npreempt_after = \"10m\"\n"
-                       "preemptible = \"all\"\n",
-                       "test.toml");
+  auto c = ParseConfig(
+      "[fairness]\npreempt = false\npreempt_after = \"10m\"\n"
+      "preemptible = \"all\"\n",
+      "test.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_FALSE(c->scheduler.fairness.preempt);
   EXPECT_EQ(c->scheduler.fairness.preempt_after, Seconds(600));
