@@ -13,7 +13,9 @@ Modes (the policy itself is colod's configuration; run.sh starts colod for each)
     least-utilized      --share mps, --estimate-from
     consolidate         --share mps, --estimate-from (the thesis' MUG: busiest GPUs first)
     worst-fit-recovery  --share mps, no memory number (the thesis' MAGM learning from crashes)
-    worst-fit-oracle    --share mps, --mem the workload's measured solo peak (the thesis' oracle)
+    worst-fit-oracle    --share mps, --mem the workload's measured solo peak (the thesis' oracle):
+                        --solo's, or with --peaks-from the most each workload held per GPU in
+                        an earlier mode's result on this machine (its exclusive run)
 
 --ballast names ballast.py's report when one held GPU memory through the run (recorded).
 """
@@ -43,6 +45,16 @@ def colo(args, *rest):
     return out.stdout
 
 
+def oracle_peaks(result_path):
+    """The most each workload held on one GPU in a mode's successful attempts."""
+    peaks = {}
+    for record in json.load(open(result_path))["records"]:
+        for attempt in record["attempts"]:
+            if attempt["exit"] == "success" and attempt["peak"]:
+                peaks[record["workload"]] = max(peaks.get(record["workload"], 0), attempt["peak"])
+    return peaks
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trace", required=True)
@@ -53,10 +65,15 @@ def main():
     parser.add_argument("--timeout", type=float, default=1200)
     parser.add_argument("--solo", default=os.path.join(HERE, "results-h200-2026-11-21", "solo.json"),
                         help="the solo profiles whose peaks the oracle declares")
+    parser.add_argument("--peaks-from", help="an earlier mode's result on this machine (its "
+                        "exclusive run): the oracle declares each workload's peak measured there")
     parser.add_argument("--ballast", help="ballast.py's report, if one held memory")
     parser.add_argument("--gpu-model", default="H200", help="the GPUs' model, for colo's estimator")
     args = parser.parse_args()
-    peaks = {w["name"]: w["peak_nvml_bytes"] for w in json.load(open(args.solo))["workloads"]}
+    peaks = {}
+    if args.mode == "worst-fit-oracle":
+        peaks = oracle_peaks(args.peaks_from) if args.peaks_from else \
+            {w["name"]: w["peak_nvml_bytes"] for w in json.load(open(args.solo))["workloads"]}
     ballast = json.load(open(args.ballast)) if args.ballast else None
     from profile_solo import Sampler
 

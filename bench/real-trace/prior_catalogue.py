@@ -7,6 +7,11 @@ format), for the workloads of workloads.json, from earlier measurements only:
   * the workloads that are bench/estimate cases (`case` in workloads.json): the step time, SM
     activity and peak the estimator benchmark measured on the card alone, with the overhead of
     the base catalogue's workloads of their kind (CNNs, transformers);
+  * the workloads at a larger batch than any measured (`scale_of` in workloads.json: the workload
+    measured at a smaller batch, and two bench/estimate cases of the same model at two batches):
+    the smaller one's entry with its iteration time scaled by the batch ratio (a step that fills
+    the GPU takes time in proportion to its samples) and its peak raised by the bytes per sample
+    between the two cases, times the added samples;
   * data-parallel runs on 2 GPUs (job.py --gpus 2) of workloads never measured so: the single-GPU
     entry scaled by what the base catalogue's 2-GPU runs showed (iteration time x1.92 for twice the
     samples, per-GPU SM activity x0.55), the first GPU's peak raised by one copy of the gradients
@@ -33,6 +38,20 @@ PEAKS = {"H100": "results-h100-2026-11-23/main/cases.csv", "H200": "results-h200
 TWO_GPU_ITER, TWO_GPU_SMACT = 1.92, 0.55
 
 
+def scaled(w, known, batches, peaks, gpus=1):
+    """The entry of a workload at a batch never measured, from the same model's at a smaller one."""
+    spec = w["scale_of"]
+    small = known[f"{spec['workload']}/{gpus}"]
+    small_batch = batches[spec["workload"]]
+    ratio = w["batch"] / small_batch
+    (case_a, batch_a), (case_b, batch_b) = spec["cases"]
+    per_sample = (peaks[case_b] - peaks[case_a]) / (batch_b - batch_a)
+    return dict(small, jobs=0, iter_s=small["iter_s"] * ratio,
+                peak_bytes=round(small["peak_bytes"] + per_sample * (w["batch"] - small_batch)),
+                source=f"{spec['workload']} on {gpus} GPU(s) at batch {small_batch}: iteration x{ratio:g}, "
+                       f"peak + {per_sample / 2**20:.0f} MiB a sample ({case_a} to {case_b})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", required=True, help="an earlier run's sim/catalogue.json")
@@ -46,6 +65,7 @@ def main():
     args = parser.parse_args()
     base = json.load(open(args.base))
     workloads = json.load(open(args.workloads))["workloads"]
+    batches = {w["name"]: w["batch"] for w in workloads}
     if args.only:
         keep = set(args.only.split(","))
         workloads = [w for w in workloads if w["name"] in keep]
@@ -63,7 +83,7 @@ def main():
     for w in workloads:
         key = f"{w['name']}/1"
         if key in base:
-            entry = dict(base[key], source="measured by the base run")
+            entry = dict(base[key], source=base[key].get("source", "measured by the base run"))
         elif "case" in w:
             case = w["case"]
             transformer = w["target"].startswith("hf:")
@@ -74,12 +94,16 @@ def main():
                      "smact": steps[case]["smact"], "peak_bytes": peaks[case],
                      "source": f"bench/estimate {case} on the {args.card}; overhead of the base run's "
                                + ("BERT-base" if like else "ImageNet CNNs")}
+        elif "scale_of" in w:
+            entry = scaled(w, out, batches, peaks)
         else:
             continue
         out[key] = entry
         two = f"{w['name']}/2"
-        if two in base:
-            out[two] = dict(base[two], source="measured by the base run")
+        if "scale_of" in w and f"{w['scale_of']['workload']}/2" in out:
+            out[two] = scaled(w, out, batches, peaks, gpus=2)
+        elif two in base:
+            out[two] = dict(base[two], source=base[two].get("source", "measured by the base run"))
         else:
             summary = json.load(open(os.path.join(args.profiles, w["name"] + ".json")))
             grads = summary["totals"]["parameter_bytes"]

@@ -8,7 +8,8 @@
 # GPU's compute mode, clocks or MIG layout, and stops the MPS daemon colod started before it ends.
 # With BALLAST_LEAVE=GIB, a ballast process (ballast.py) holds all but GIB GiB of every GPU through
 # all the modes: memory binds. GPU_MODEL (default: read from nvidia-smi) is what colo's estimator
-# is told; SOLO names the solo profiles whose peaks the oracle declares.
+# is told; SOLO names the solo profiles whose peaks the oracle declares, or with ORACLE_PEAKS=exclusive
+# the peaks this run's exclusive mode measured (run exclusive before worst-fit-oracle).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -58,6 +59,7 @@ TOML
     python3 "$here/drive.py" --trace "$trace" --mode "$mode" --profiles "$profiles" \
       --out "$OUT/result-$mode.json" --colo "$BIN/colo" --timeout "${DRIVE_TIMEOUT:-1200}" \
       --gpu-model "$gpu_model" ${SOLO:+--solo "$SOLO"} \
+      ${ORACLE_PEAKS:+--peaks-from "$OUT/result-$ORACLE_PEAKS.json"} \
       ${ballast:+--ballast "$held/ballast.json"} || echo "drive.py failed for $mode"
     # Past its time limit: end what is left, so that the next mode starts on idle GPUs.
     if colo queue --json | grep -q '"id"'; then

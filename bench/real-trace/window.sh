@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The 4-GPU run on a GPU machine reached by commands of at most 10 minutes each: the modes run on
 # in the background (setsid) while later commands wait on them.
-#   window.sh start      checks (a 2-GPU job, an under-declared job's out-of-memory recovery, each
-#                        new workload's first steps), then starts the modes in the background and
-#                        waits on them until WAIT_S (default 540) seconds into the command
+#   window.sh start      makes the colo-profile profiles the trace's workloads lack (on the CPU, fake
+#                        tensors), checks (a 2-GPU job, an under-declared job's out-of-memory
+#                        recovery, each new workload's first steps), then starts the modes in the
+#                        background and waits on them until WAIT_S (default 540) seconds into the
+#                        command
 #   window.sh wait       waits until the modes end or WAIT_S seconds pass; copies what is done
 #   window.sh collect    packs everything into $OUT
 # Inputs (RT, default .rt/ in the repository): RT/dist (colo binaries), RT/profiles.tgz, RT/TRACE
 # (default trace.json); CHAIN: the run.sh calls, ';'-separated "BALLAST_LEAVE|MODES" (default
-# every mode with 40 GiB left, then worst-fit and exclusive without ballast). Everything lands in
-# /tmp/rt/out; progress in /tmp/rt/progress.log.
+# every mode with 40 GiB left, then worst-fit and exclusive without ballast). PREFLIGHT_TWO_GPU and
+# PREFLIGHT_WORKLOADS name the preflight's 2-GPU workload and the workloads whose first steps it
+# checks. Everything lands in /tmp/rt/out; progress in /tmp/rt/progress.log.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -51,11 +54,12 @@ TOML
   colo gpus > "$dir/gpus.txt" 2>&1
   local job="python3 $here/job.py" est="--gpu-model $GPU_MODEL --estimate-from $work/profiles"
   local ids=()
-  ids+=("$(colo submit --json --name two-gpu --share mps --gpus 2 $est/gpt2-s512-b8.json -- \
-    $job gpt2-s512-b8 --iters 20 --gpus 2 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')")
+  local two=${PREFLIGHT_TWO_GPU:-gpt2-s512-b8}
+  ids+=("$(colo submit --json --name two-gpu --share mps --gpus 2 $est/$two.json -- \
+    $job "$two" --iters 20 --gpus 2 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')")
   ids+=("$(colo submit --json --name underdeclared --share mps --mem 3GiB -- \
     $job resnet50-i224-b128 --iters 40 | python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')")
-  for w in vgg16-i224-b64 inception_v3-i299-b64 bert-base-s512-b16 gpt2-medium-s512-b4; do
+  for w in ${PREFLIGHT_WORKLOADS:-vgg16-i224-b64 inception_v3-i299-b64 bert-base-s512-b16 gpt2-medium-s512-b4}; do
     ids+=("$(colo submit --json --name "$w" --share mps $est/$w.json -- $job "$w" --iters 10 |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["job"])')")
   done
@@ -76,6 +80,29 @@ PY
   cat "$dir/verdict.txt"
   kill "$pid"; wait "$pid" 2>/dev/null
   CUDA_MPS_PIPE_DIRECTORY="$state/state/mps/pipe" timeout 10 nvidia-cuda-mps-control <<< quit > /dev/null 2>&1
+}
+
+# colo-profile for every workload of the trace that has no profile yet, in parallel on the CPU.
+make_profiles() {
+  python3 - "$RT/${TRACE:-trace.json}" "$here/workloads.json" "$work/profiles" "$root/tools/colo_profile.py" <<'PY'
+import json, os, subprocess, sys
+trace, workloads, profiles, tool = sys.argv[1:]
+spec = {w["name"]: w for w in json.load(open(workloads))["workloads"]}
+runs = []
+for name in sorted({j["workload"] for j in json.load(open(trace))["jobs"]}):
+    out = os.path.join(profiles, name + ".json")
+    if os.path.exists(out):
+        continue
+    w = spec[name]
+    cmd = [sys.executable, tool, w["target"], "--batch", str(w["batch"]), "--optimizer", w["optimizer"],
+           "-o", out]
+    cmd += ["--input-shape", w["input_shape"]] if "input_shape" in w else []
+    cmd += ["--seq-len", str(w["seq_len"])] if "seq_len" in w else []
+    runs.append((name, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+for name, proc in runs:
+    text = proc.communicate()[0]
+    print(name, "profiled" if proc.returncode == 0 else "PROFILE FAILED", text.strip().splitlines()[-1:])
+PY
 }
 
 chain() {
@@ -103,6 +130,8 @@ case ${1:-} in
     GPU_MODEL=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]\{3\}' || echo H200)
     export GPU_MODEL
     tar xzf "$RT/profiles.tgz" -C "$work"
+    make_profiles | tee "$work/out/profiles.log"
+    (cd "$work" && tar czf "$work/out/profiles-made.tgz" profiles)
     log "preflight on $GPU_MODEL"
     preflight
     trace=${TRACE:-trace.json}
@@ -113,7 +142,14 @@ case ${1:-} in
       tail -30 "$work/out/preflight/show.txt"
     fi
     log "preflight done; modes start on $trace"
-    TRACE=$trace GPU_MODEL=$GPU_MODEL setsid bash "$0" chain > "$work/chain.log" 2>&1 < /dev/null &
+    # The modes run from a copy outside the working tree: a later command that does not carry RT
+    # gets a tree without it, and the modes still to start would find no scripts or binaries.
+    copy=$work/src
+    mkdir -p "$copy/bench"
+    cp -r "$here" "$copy/bench/" && cp -r "$root/tools" "$root/python" "$root/data" "$copy/" &&
+      cp -r "$RT" "$copy/rt" || { log "could not copy the run's files to $copy"; exit 1; }
+    RT=$copy/rt TRACE=$trace GPU_MODEL=$GPU_MODEL \
+      setsid bash "$copy/bench/real-trace/window.sh" chain > "$work/chain.log" 2>&1 < /dev/null &
     wait_modes ;;
   chain) chain ;;
   wait) wait_modes ;;

@@ -15,7 +15,9 @@ GPU Slurm gave it (`scontrol show job -d`, after its first line). Measured:
   before the job itself ran. For colo jobs also colod's own wait, its "submitted" event (the step's
   ask) to its "placed" event, and whether colod ever gave a job back to Slurm (requeues);
 - no GPU over-committed: at every job's start, the needs of the jobs on its GPU sum to at most the
-  GPU's shards (78 GiB of an 80 GiB GPU).
+  GPU's shards (78 GiB of an 80 GiB GPU);
+- the makespan split along its critical path (critical_path below): where two runs' makespans
+  differ, which part of the chain of jobs that set them moved.
 
 Writes OUT/LABEL.jobs.csv and OUT/LABEL.summary.json, and prints a summary.
 """
@@ -101,6 +103,33 @@ def colod_waits():
             previous = waits.get(slurm_job, (0.0, False))
             waits[slurm_job] = ((waited or 0.0) + previous[0], requeued or previous[1])
     return waits
+
+
+def critical_path(rows, first_submit):
+    """The chain of jobs that set the makespan, from the last to end backwards: each job's
+    predecessor is the job whose end came last before its launch (the end that let Slurm start
+    it); a job launched before any end starts the chain. The makespan split along it (s): the
+    chain's first job submitted after the first submission, its submission to its launch (Slurm's
+    scheduling), each end to the next job's launch (the batch script's exit, slurmstepd, the epilog,
+    slurmctld's next pass, the next job's prolog), each launch to the job's first line (the node:
+    slurmstepd, and colo's plugin and colod for colo jobs) and each job's run (first to last line)."""
+    chain = [max(rows, key=lambda r: r["end"])]
+    while True:
+        before = [r for r in rows if r["end"] < chain[-1]["launched"]]
+        if not before:
+            break
+        chain.append(max(before, key=lambda r: r["end"]))
+    chain.reverse()
+    first = chain[0]
+    split = {
+        "jobs": [r["job"] for r in chain],
+        "submitted_after_first": first["submitted"] - first_submit,
+        "submit_to_launch": first["launched"] - first["submitted"],
+        "end_to_next_launch": sum(b["launched"] - a["end"] for a, b in zip(chain, chain[1:])),
+        "launch_to_first_line": sum(r["start"] - r["launched"] for r in chain),
+        "runs": sum(r["end"] - r["start"] for r in chain),
+    }
+    return split
 
 
 def main():
@@ -210,6 +239,8 @@ def main():
         "overcommitted": overcommitted,
         "jobs_per_node": {n: sum(1 for r in rows if r["run_node"] == n) for n in NODES},
     }
+    if all(r["launched"] for r in rows):
+        summary["critical_path_s"] = critical_path(rows, first_submit)
     if args.kind == "colo":
         waited = [r["colod_wait_s"] for r in rows if r["colod_wait_s"] is not None]
         summary["colod_submitted_to_placed_s"] = {

@@ -321,56 +321,6 @@ Result<std::map<uint32_t, SlurmJobInfo>> SlurmCliCommands::ShowJobs(
   return wanted;
 }
 
-std::string WithShards(const std::string& tres, int64_t shards) {
-  std::string out;
-  for (std::string item : Split(tres, ',')) {
-    for (std::string_view prefix : {"gres:shard:", "gres/shard:", "shard:"}) {
-      if (item.rfind(prefix, 0) == 0) item = "gres:shard:" + std::to_string(shards);
-    }
-    if (!item.empty()) out += (out.empty() ? "" : ",") + item;
-  }
-  return out;
-}
-
-std::vector<int> ParseGresIndexes(std::string_view detail) {
-  std::vector<int> out;
-  const size_t open = detail.find("(IDX:");
-  if (open == std::string_view::npos) return out;
-  std::string_view list = detail.substr(open + 5);
-  list = list.substr(0, list.find(')'));
-  for (const std::string& item : Split(std::string(list), ',')) {
-    const size_t dash = item.find('-');
-    auto first = ParseInt(item.substr(0, dash));
-    auto last = dash == std::string::npos ? first : ParseInt(item.substr(dash + 1));
-    if (!first.ok() || !last.ok() || *first < 0 || *last < *first || *last > 1023) return {};
-    for (int64_t i = *first; i <= *last && out.size() < 64; ++i) out.push_back(static_cast<int>(i));
-  }
-  return out;
-}
-
-SlurmBooking ParseBooking(std::string_view tres, std::string_view comment) {
-  SlurmBooking booking;
-  for (const std::string& item : Split(std::string(tres), ',')) {
-    const std::vector<std::string> parts = Split(item, ':');
-    // gres:NAME:COUNT or gres:NAME:TYPE:COUNT
-    if (parts.size() < 3 || (parts[0] != "gres" && parts[0] != "gres/")) continue;
-    auto count = ParseInt(parts.back());
-    if (!count.ok() || *count <= 0 || *count > (int64_t{1} << 40)) continue;
-    if (parts[1] == "gpu") booking.whole_gpus += static_cast<int>(std::min<int64_t>(*count, 64));
-    if (parts[1] == "shard") booking.shards += *count;
-  }
-  constexpr std::string_view kMpsNote = "colo:mps=";
-  if (const size_t at = comment.find(kMpsNote); at != std::string_view::npos && booking.shards) {
-    int percent = 0;
-    for (char c : comment.substr(at + kMpsNote.size())) {
-      if (c < '0' || c > '9' || percent > 100) break;
-      percent = percent * 10 + (c - '0');
-    }
-    if (percent >= 1 && percent <= 100) booking.mps_percent = percent;
-  }
-  return booking;
-}
-
 std::map<uint32_t, SlurmJobInfo> ParseSqueueBookings(std::string_view text) {
   std::map<uint32_t, SlurmJobInfo> out;
   for (const std::string& line : Split(std::string(text), '\n')) {
@@ -477,17 +427,9 @@ Result<bool> SlurmCliCommands::PrepareRerun(uint32_t job, const SlurmNote& note,
   std::vector<std::string> update = {"update", "JobId=" + id,
                                      "AdminComment=" + WithNote(record.admin_comment, note),
                                      "StartTime=now+1"};
-  // Kept off the node that could not place it, as well as off those its user excluded; not
-  // when its user asked for nodes by name (excluding one of them would leave it pending).
-  if (!avoid_node.empty() && record.required_nodes.empty()) {
-    std::vector<std::string> excluded = Split(record.excluded_nodes, ',');
-    std::erase(excluded, std::string());
-    if (std::find(excluded.begin(), excluded.end(), avoid_node) == excluded.end())
-      excluded.push_back(avoid_node);
-    update.push_back("ExcNodeList=" + Join(excluded, ","));
-  }
-  if (shards > 0 && ParseBooking(record.tres_per_node, "").shards > 0)
-    update.push_back("TresPerNode=" + WithShards(record.tres_per_node, shards));
+  for (std::string& change : RerunChanges(record.tres_per_node, record.excluded_nodes,
+                                          record.required_nodes, shards, avoid_node))
+    update.push_back(std::move(change));
   auto updated = Run("scontrol", update);
   if (!updated.ok()) return updated.status();
   return true;
@@ -706,74 +648,6 @@ void SlurmBridge::LearnNode() {
   });
 }
 
-Result<TenantRequest> SlurmBridge::Booked(const api::SlurmAttachRequest& request,
-                                          const api::SlurmRunRequest* prolog,
-                                          const Lookup* record) {
-  TenantRequest tenant;
-  tenant.slurm_job = request.job;
-  tenant.owner = IdentityOf(request.uid).value_or(Identity{request.uid, 0, ""});
-  tenant.name = request.name;
-  tenant.restarts = request.restarts;
-  // The GPUs slurmd gave the job here: the prolog's word (slurmd's own environment), else
-  // Slurm's record. Never the step's: its environment is its user's.
-  const std::vector<int>& slurm_gpus = prolog ? prolog->slurm_gpus : record->gpus_here;
-  if (slurm_gpus.empty()) {
-    return InvalidArgument(
-        "Slurm booked no GPU of this node for the job (ask with --colo-mem, --gres=gpu:N or "
-        "--gres=shard:N; is job_submit.lua installed?)");
-  }
-  for (int index : slurm_gpus) {
-    const auto it = gpus_->by_slurm_index.find(index);
-    if (it == gpus_->by_slurm_index.end())
-      return InvalidArgument(fmt::format(
-          "Slurm gave the job GPU {} of this node, which colod does not know (see colod's log "
-          "for how gres.conf's GPUs match this node's)",
-          index));
-    tenant.booked_gpus.push_back(it->second);
-  }
-  tenant.gpus = static_cast<int>(tenant.booked_gpus.size());
-  if (prolog && prolog->share) {
-    // A colo job: what it asked for at submission, from which job_submit.lua booked one GPU's
-    // shards, or whole GPUs (exclusive, of unknown need, or several).
-    if (prolog->gpus != tenant.gpus)
-      return InvalidArgument(
-          fmt::format("the job asked colo for {} GPU(s) per node but Slurm gave it {} here (is "
-                      "job_submit.lua installed?)",
-                      prolog->gpus, tenant.gpus));
-    tenant.memory = prolog->memory;
-    const bool shares =
-        tenant.gpus == 1 && prolog->memory && *prolog->share != SharingPreference::kExclusive;
-    tenant.share = shares ? *prolog->share : SharingPreference::kExclusive;
-    return tenant;
-  }
-  // Slurm's record says what was booked: a plain shard or mps job, whole GPUs, or a colo job
-  // whose prolog colod missed (its step's own numbers then count only within the booking).
-  const SlurmBooking booking = ParseBooking(record->tres_per_node, record->comment);
-  const bool colo_step = !prolog && (request.memory || request.share != SharingPreference::kAny);
-  if (booking.shards > 0) {
-    if (tenant.gpus != 1)
-      return InvalidArgument(
-          fmt::format("Slurm gave the job {} GPUs here for its shards", tenant.gpus));
-    const Bytes booked(booking.shards * options_.shard_size.count());
-    tenant.memory = booked;
-    if (colo_step && request.memory) tenant.memory = std::min(*request.memory, booked);
-    tenant.share = SharingPreference::kPlain;  // as Slurm's shards share a GPU: time-sliced
-    if (colo_step && request.share != SharingPreference::kExclusive) tenant.share = request.share;
-    if (booking.mps_percent > 0) {
-      tenant.share = SharingPreference::kMps;
-      tenant.threads = booking.mps_percent;
-    }
-    return tenant;
-  }
-  if (booking.whole_gpus > 0) {
-    if (colo_step && request.memory) tenant.memory = request.memory;
-    tenant.share = SharingPreference::kExclusive;
-    return tenant;
-  }
-  return InvalidArgument(
-      "Slurm booked no GPU for the job (ask with --colo-mem, --gres=gpu:N or --gres=shard:N)");
-}
-
 Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest& asked) {
   if (!gpus_) return Waiting("reading slurmd's list of this node's GPUs");
   api::SlurmAttachRequest request = asked;
@@ -821,7 +695,7 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
       }
       if (queue_full) return Unavailable("colod's queue of work for Slurm is full; try again");
       if (lookups_.size() >= options_.max_pending) lookups_.erase(lookups_.begin());
-      lookups_[request.job] = Lookup{request.restarts, {}, 0, {}, {}, {}, {}};
+      lookups_[request.job] = Lookup{request.restarts, {}, 0, {}, {}};
       const uint32_t job = request.job;
       const int restarts = request.restarts;
       const std::string node = options_.node;
@@ -836,10 +710,10 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
           if (info.ok() && *info) {
             l.note = ParseSlurmNote((*info)->admin_comment);
             l.slurm_restarts = (*info)->restarts;
-            l.tres_per_node = (*info)->tres_per_node;
-            l.comment = (*info)->comment;
+            l.booked.tres_per_node = (*info)->tres_per_node;
+            l.booked.comment = (*info)->comment;
             if (auto here = (*info)->gpus_by_node.find(node); here != (*info)->gpus_by_node.end())
-              l.gpus_here = here->second;
+              l.booked.gpus = here->second;
           } else {
             l.error = info.ok() ? "Slurm does not know the job" : info.status().message();
           }
@@ -865,7 +739,9 @@ Result<api::SlurmAttachReply> SlurmBridge::Attach(const api::SlurmAttachRequest&
                       request.job, l.error));
     }
   }
-  auto tenant = Booked(request, prolog, record);
+  auto tenant =
+      BookTenant(request, prolog, record ? &record->booked : nullptr, *gpus_, options_.shard_size);
+  if (tenant.ok()) tenant->owner = IdentityOf(request.uid).value_or(Identity{request.uid, 0, ""});
   if (tenant.ok() && record && request.restarts > 0) {
     tenant->raised_need = record->note->need;
     tenant->earlier_ooms = record->note->ooms;
@@ -993,10 +869,7 @@ void SlurmBridge::HandBack(const TenantHandback& handback) {
   const uint32_t slurm_job = handback.slurm_job;
   const std::string reason = handback.reason;
   // Its shards, where it books shards: the raised need in whole shards.
-  const int64_t shards =
-      handback.need > Bytes(0)
-          ? (handback.need.count() + options_.shard_size.count() - 1) / options_.shard_size.count()
-          : 0;
+  const int64_t shards = ShardsFor(handback.need, options_.shard_size);
   requeuing_.insert(slurm_job);
   // Two steps: the requeue (the batch step, if it is still there, waits for it), then, once
   // Slurm has the job pending, what its next run needs.

@@ -2,9 +2,10 @@
 // as shards of one GPU: docs/slurm-design.md); the SPANK plugin (src/slurm) tells colod, as root,
 // which GPUs slurmd gave a job and what it booked, asks for the job's placement at each step and
 // reports its end. This bridge turns those asks into tenants of colod (TenantHost, which the job
-// controller is) booked on exactly those GPUs, and carries out what only Slurm can do — requeue a
-// job, tell where its output went, drain and resume this node — on worker threads, so that a slow
-// or absent slurmctld never holds up colod's loop.
+// controller is) booked on exactly those GPUs (what a booking stands for: slurm_booking.h), and
+// carries out what only Slurm can do — requeue a job, tell where its output went, drain and
+// resume this node — on worker threads, so that a slow or absent slurmctld never holds up colod's
+// loop.
 //
 // What an out-of-memory crash taught travels with the job in its AdminComment
 // ("colo:need=BYTES,ooms=N"), which only Slurm's administrators (and this root daemon) can set:
@@ -24,6 +25,7 @@
 
 #include "api/types.h"
 #include "common/clock.h"
+#include "daemon/slurm_booking.h"
 #include "daemon/slurm_gpus.h"
 #include "daemon/tenant_runner.h"
 #include "gpu/gpu.h"
@@ -50,17 +52,6 @@ struct SlurmJobInfo {
   // (squeue --json's gres_detail, e.g. "shard:7(IDX:0)").
   std::map<std::string, std::vector<int>> gpus_by_node;
 };
-
-// What Slurm booked for a job on each of its nodes, from its per-node GRES request.
-struct SlurmBooking {
-  int whole_gpus = 0;  // gres:gpu:N
-  int64_t shards = 0;  // gres:shard:K, all of one GPU
-  // An mps:P request job_submit.lua booked as shards notes P in the job's Comment (colo:mps=P).
-  int mps_percent = 0;
-};
-SlurmBooking ParseBooking(std::string_view tres_per_node, std::string_view comment);
-// The indexes of a gres_detail entry: "gpu:2(IDX:0-1)" -> {0, 1}, "shard:7(IDX:3)" -> {3}.
-std::vector<int> ParseGresIndexes(std::string_view detail);
 
 // A node as `scontrol show node` has it: drained or not, and why.
 struct SlurmNodeState {
@@ -152,8 +143,6 @@ std::map<uint32_t, SlurmJobInfo> ParseSqueueStates(std::string_view text);
 std::map<uint32_t, SlurmJobInfo> ParseSqueueBookings(std::string_view text);
 // Parses `squeue --json`: the jobs it lists, by Slurm job id.
 Result<std::map<uint32_t, SlurmJobInfo>> ParseSqueueJobs(std::string_view text);
-// `tres_per_node` with its shard count made `shards` (unchanged when it has none).
-std::string WithShards(const std::string& tres_per_node, int64_t shards);
 
 // What an attach waits for of Slurm's record of its job: the run it is, the need an earlier run
 // raised, what Slurm booked, the GPUs it gave the job here.
@@ -161,9 +150,7 @@ struct Lookup {
   int restarts = 0;               // the run the attach asked for
   std::optional<SlurmNote> note;  // set when the record came back
   int slurm_restarts = 0;
-  std::string tres_per_node;  // what Slurm booked for the job
-  std::string comment;
-  std::vector<int> gpus_here;  // the GPUs it gave the job on this node (the full record only)
+  RecordedBooking booked;  // its GPUs here come with the full record only
   std::string error;
 };
 
@@ -217,10 +204,6 @@ class SlurmBridge {
   // more of a GPU than it has (the node is drained then), and this node resumed from a drain of
   // colo's own once colod serves it again.
   void LearnNode();
-  // A run's first attach that has the prolog's word or Slurm's record: the tenant to place, on
-  // the GPUs Slurm booked, or why it cannot run here.
-  Result<TenantRequest> Booked(const api::SlurmAttachRequest& request,
-                               const api::SlurmRunRequest* prolog, const Lookup* record);
 
   const Clock& clock_;
   TenantHost& host_;

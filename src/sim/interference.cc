@@ -32,13 +32,17 @@ void InterferenceModel::Slowdowns(SharingMode mode, const std::vector<CoRunner>&
   if (mode == SharingMode::kMps) {
     double total = 0;
     for (const auto& j : jobs) total += j.smact;
+    double delivered = 0;  // SM activity of all jobs at these slowdowns
     for (size_t i = 0; i < jobs.size(); ++i) {
       const double others = total - jobs[i].smact;
-      const double contention = 1.0 + mps_beta * others;
-      const double saturation = total / mps_capacity;
-      const double limit = ThreadLimit(jobs[i]);
-      out[i] = std::max({1.0, contention, saturation, limit});
+      const double busy = std::min(others, mps_queue_cap);
+      const double queueing =
+          mps_queueing * busy / (1.0 - busy) * std::max(0.0, 1.0 - jobs[i].smact);
+      out[i] = std::max({1.0, 1.0 + mps_beta * others + queueing, ThreadLimit(jobs[i])});
+      delivered += jobs[i].smact / out[i];
     }
+    if (delivered > mps_capacity)
+      for (double& slowdown : out) slowdown *= delivered / mps_capacity;
     return;
   }
   double total = 0;

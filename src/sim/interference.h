@@ -1,6 +1,7 @@
 // How jobs sharing a GPU slow each other down, and how much power the GPU draws. Both models are
-// fitted to the collocation measurements on the H100 (the README's "Models" section has the fit and
-// its error; `colo sim --calibration` prints it).
+// fitted to the collocation measurements on the H100 (docs/simulator.md's "Models" section has the
+// fit and its error; `colo sim --calibration` prints it); the MPS model's queueing term to the
+// mixed pairs of the real-trace runs on H200s.
 #pragma once
 
 #include <string>
@@ -19,8 +20,18 @@ struct CoRunner {
 
 struct InterferenceModel {
   // MPS: jobs run side by side on the SMs. Each co-runner costs beta * its SMACT (contention for
-  // memory bandwidth and caches); past mps_capacity of aggregate SMACT the SMs saturate.
-  double mps_beta = 0.19;
+  // memory bandwidth and caches). A job's kernels also queue behind the co-runners' kernels that
+  // hold the SMs: with the co-runners' SMACT rho, the wait grows as rho / (1 - rho), as in a
+  // single-server queue, up to rho = mps_queue_cap, and a job pays it for the share of its time it
+  // does not hold the SMs itself (1 - its SMACT). So a job of small kernels beside one of large
+  // kernels slows much, and the large one little (measured on an H200: CIFAR CNNs at SMACT 0.12
+  // beside a VGG-16 at 0.92 took 1.7-2.1x as long, the VGG-16 1.08x). Past mps_capacity of SM
+  // activity delivered by all jobs together, the SMs saturate and every job slows by the same
+  // further factor (which of two saturating jobs wins depends on kernel shapes SMACT does not
+  // show).
+  double mps_beta = 0.10;
+  double mps_queueing = 0.04;
+  double mps_queue_cap = 0.95;
   double mps_capacity = 0.923;
   // Plain time-slicing: contexts take turns. A job occupies the GPU for k * SMACT of the time (its
   // kernels hold the whole GPU while they run); each co-runner costs delta * its occupancy in

@@ -233,6 +233,31 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
         self.assertEqual(len(listed), 1, listed)
         self.assertEqual(int(listed[0]["restarts"]), len(runs) - 1, listed)
 
+    def test_a_job_that_keeps_running_out_of_memory_fails_at_the_retry_cap_and_says_why(self):
+        # It needs more than any GPU has: each run crashes out of memory and goes back to Slurm
+        # needing more, on whichever node Slurm picks; the crash after the cap's last retry (3,
+        # colod's default, counted over every node through the job's AdminComment) ends it. Its
+        # output says colo gave up, and why.
+        job = self.sbatch("colo-alice", job_text(200 * GIB, 0),
+                          ["--colo-mem=20GiB", "--open-mode=append"])
+        info = self.wait_finished(job, deadline=180)
+        self.assertEqual(info["JobState"], "FAILED", info)
+        self.assertEqual(info["Restarts"], "3", info)
+        self.assertIn("colo:need=", info.get("AdminComment", ""))
+        self.assertIn("ooms=3", info.get("AdminComment", ""))
+        planned = [run[2] for run in self.runs_of(job)]
+        self.assertEqual(len(planned), 4, self.output_of(job, info))
+        self.assertEqual(planned[0], 20 * GIB)
+        self.assertEqual(planned, sorted(set(planned)), "each run planned with more memory")
+        # colod writes the last word into the job's output as its user, once it judged the end.
+        harness.wait_until(lambda: "colo gave up" in self.output_of(job, info), 30,
+                           f"job {job}'s output to say colo gave up")
+        text = self.output_of(job, info)
+        self.assertIn(f"colo: Slurm job {job} failed: colo gave up and does not requeue it again: "
+                      "out of memory 4 times (retry cap 3)", text)
+        self.assertIn("Ask for more GPU memory (--colo-mem)", text)
+        self.assertEqual(text.count("ran out of GPU memory on"), 3, text)
+
     def test_forty_jobs_of_two_users_share_gpus_and_never_overcommit_one(self):
         jobs = []
         for i in range(40):
@@ -270,6 +295,11 @@ class ColoUnderSlurmTest(harness.SlurmClusterTest):
         for _, _, _, start, _ in intervals:
             most_at_once = max(most_at_once, sum(1 for i in intervals if i[3] <= start < i[4]))
         self.assertGreater(most_at_once, 6, "more jobs ran at once than there are GPUs")
+        # Slurm booked each one's memory on its GPU: none sat RUNNING in Slurm while it waited
+        # in colod for memory (colod's own time from the step's ask to the start is milliseconds;
+        # a wait for memory would last until another job on the GPU ended).
+        for job, _ in jobs:
+            self.assertLess(self.colod_wait(job), 1.0, f"job {job} waited in colod")
 
 
     def test_a_requeued_job_runs_needing_more_on_another_node(self):
