@@ -39,6 +39,11 @@ struct Ended {
   TimePoint first_started, finished;
 };
 
+inline Ended EndedOf(const JobRecord& record) {
+  return Ended{record.state,        record.attempts,      record.oom_count,
+               record.ever_started, record.first_started, record.finished};
+}
+
 // A job as submitted to the cluster queue: its spec, and what a server's policy is asked for it
 // before any server's lessons (its owner a view of the spec's: the two never move apart).
 struct Submission {
@@ -93,6 +98,16 @@ struct SimGpu {
   Bytes used;
   TimePoint integrated_to;
   double energy_j = 0, smact_seconds = 0, memory_byte_seconds = 0;
+
+  // Energy, SM activity and memory over time, brought up to `to` at the present figures.
+  void IntegrateTo(TimePoint to) {
+    if (to <= integrated_to) return;
+    const double dt = ToSeconds(to - integrated_to);
+    energy_j += watts * dt;
+    smact_seconds += smact * dt;
+    memory_byte_seconds += static_cast<double>(used.count()) * dt;
+    integrated_to = to;
+  }
 };
 
 struct Server {
