@@ -158,6 +158,12 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
                   "has waited this long has jobs of users over their share preempted (each "
                   "saves a checkpoint and runs on from it later), as colod's "
                   "fairness.preempt_after");
+  sim->add_option("--run-times", o.run_times,
+                  "what reservations count on without a --time: learned (each server's earlier "
+                  "runs of the job's model, as colod learns them) or exact (every job's solo run "
+                  "time, as if each gave it as --time)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"learned", "exact"}));
   sim->add_option("--backfill-depth", o.backfill_depth, "later jobs backfill looks at per pass")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
@@ -382,6 +388,7 @@ int RunSimCommand(const SimCommandOptions& o) {
   options.scheduler.fairness.weight_fair_share = o.weight_fair_share;
   options.scheduler.fairness.weight_age = o.weight_age;
   options.scheduler.backfill_depth = o.backfill_depth;
+  options.exact_run_times = o.run_times == "exact";
   options.scheduler.user_limits.gpus = o.user_gpus;
   options.scheduler.user_limits.running_jobs = o.user_running;
   options.scheduler.window_samples = o.window;

@@ -24,7 +24,8 @@ struct SimCommandOptions {
   double rate = 42;
   int users = 1;
   bool backfill = false;
-  std::string order = "fifo";  // the main queue's order: fifo or fair-share
+  std::string run_times = "learned";  // what reservations count on: learned or exact
+  std::string order = "fifo";         // the main queue's order: fifo or fair-share
   std::string half_life = "7d";
   std::string max_age = "7d";
   std::string preempt_after;  // empty: no preemption

@@ -26,14 +26,27 @@ bool MeasuredPeak(const RunEvidence& run) {
          (run.exit == ExitKind::kSuccess || (run.over_plan && run.exit != ExitKind::kOutOfMemory));
 }
 
+bool MeasuredRunTime(const RunEvidence& run) {
+  return run.exit == ExitKind::kSuccess && run.run_time > Duration::zero();
+}
+
 bool Teaches(const RunEvidence& run) {
-  return MeasuredPeak(run) || run.solo_smact >= 0;
+  return MeasuredPeak(run) || run.solo_smact >= 0 || MeasuredRunTime(run);
 }
 
 void AddRun(const RunEvidence& run, size_t limit, ModelRuns& runs) {
   if (MeasuredPeak(run) && runs.peaks.size() < limit) runs.peaks.push_back(run.peak);
   if (run.solo_smact >= 0 && runs.solo_smact.size() < limit)
     runs.solo_smact.push_back(run.solo_smact);
+  if (MeasuredRunTime(run) && runs.run_times.size() < limit) runs.run_times.push_back(run.run_time);
+}
+
+std::optional<Duration> LearnRunTime(const std::vector<Duration>& run_times) {
+  if (run_times.empty()) return std::nullopt;
+  const size_t n = std::min(run_times.size(), kRunTimesLearnedFrom);
+  Duration sum{0};
+  for (size_t i = 0; i < n; ++i) sum += run_times[i];
+  return sum / static_cast<int64_t>(n);
 }
 
 MemoryNeed NeedFromRuns::need() const {
@@ -70,6 +83,7 @@ Lesson Learn(const ModelRuns& runs, const MemoryNeed& need, double smact, SmactS
     const double mean = std::clamp(sum / static_cast<double>(runs.solo_smact.size()), 0.0, 1.0);
     if (source != SmactSource::kLearned || std::abs(mean - smact) >= 0.005) lesson.smact = mean;
   }
+  lesson.run_time = LearnRunTime(runs.run_times);
   return lesson;
 }
 
@@ -84,6 +98,10 @@ void RunHistory::Add(const ModelSignature& signature, const RunEvidence& run) {
   if (run.solo_smact >= 0) {
     runs.solo_smact.insert(runs.solo_smact.begin(), run.solo_smact);
     if (runs.solo_smact.size() > kRunsLearnedFrom) runs.solo_smact.pop_back();
+  }
+  if (MeasuredRunTime(run)) {
+    runs.run_times.insert(runs.run_times.begin(), run.run_time);
+    if (runs.run_times.size() > kRunsLearnedFrom) runs.run_times.pop_back();
   }
 }
 

@@ -43,8 +43,9 @@ class ModelSignature {
 
 // What earlier runs of a model measured, newest first.
 struct ModelRuns {
-  std::vector<Bytes> peaks;        // per-GPU peaks the runs were seen to reach
-  std::vector<double> solo_smact;  // SM activity of runs alone on their GPU for a while
+  std::vector<Bytes> peaks;         // per-GPU peaks the runs were seen to reach
+  std::vector<double> solo_smact;   // SM activity of runs alone on their GPU for a while
+  std::vector<Duration> run_times;  // how long the runs that succeeded took, start to end
 };
 
 // What one ended attempt of a job measured.
@@ -53,11 +54,14 @@ struct RunEvidence {
   bool over_plan = false;  // its use went above its plan while it shared without a limit
   Bytes peak;              // the highest per-GPU use seen
   double solo_smact = -1;  // its SM activity alone on its GPU; negative: not measured
+  Duration run_time{0};    // from its start to its end; counted only when it succeeded
 };
 // Whether the attempt measured anything its model's later runs plan with: a peak (it succeeded,
 // or was seen above its plan: a use seen, whatever ended it later; an out-of-memory crash proves
-// only that it needed more than its peak) or its solo SM activity.
+// only that it needed more than its peak), its solo SM activity or, when it succeeded, its run
+// time (a run that failed or was stopped says nothing of how long a whole run takes).
 bool MeasuredPeak(const RunEvidence& run);
+bool MeasuredRunTime(const RunEvidence& run);
 bool Teaches(const RunEvidence& run);
 // Adds what the attempt measured to `runs`, up to `limit` of each kind.
 void AddRun(const RunEvidence& run, size_t limit, ModelRuns& runs);
@@ -72,6 +76,15 @@ struct NeedFromRuns {
 };
 std::optional<NeedFromRuns> LearnNeed(const std::vector<Bytes>& peaks);
 
+// How long a job that gives no time limit is expected to run, for backfill's reservations (its
+// own end while it runs, and whether it ends before the waiting head's start): the mean of its
+// model's newest kRunTimesLearnedFrom successful runs. A run of the same user's model is the best
+// predictor there is of the next (Tsafrir, Etsion and Feitelson, "Backfilling using
+// system-generated predictions rather than user runtime estimates", 2007: the mean of the user's
+// last two runs); a job that outlives it is expected to end at any moment, as one past its --time.
+constexpr size_t kRunTimesLearnedFrom = 2;
+std::optional<Duration> LearnRunTime(const std::vector<Duration>& run_times);
+
 // Where the SM activity a job plans with came from: the user's word always stands; a prediction
 // (the client's, from the profile) gives way to what runs measured; a learned one follows them.
 enum class SmactSource { kUnknown, kUser, kPredicted, kLearned };
@@ -80,9 +93,11 @@ enum class SmactSource { kUnknown, kUser, kPredicted, kLearned };
 struct Lesson {
   std::optional<NeedFromRuns> memory;  // set: plan with memory->need()
   std::optional<double> smact;         // set: the solo SM activity to plan with
+  std::optional<Duration> run_time;    // set: what reservations count on without a time limit
 };
 // The runs' need unless the job's need was declared (the limit it runs under); their mean solo
-// SM activity unless the user gave one, and, once learned, only when it moves by 0.005 or more.
+// SM activity unless the user gave one, and, once learned, only when it moves by 0.005 or more;
+// their run time (LearnRunTime).
 Lesson Learn(const ModelRuns& runs, const MemoryNeed& need, double smact, SmactSource source);
 
 // The runs one colod's store would hold, by signature, newest first (up to kRunsLearnedFrom of

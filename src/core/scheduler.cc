@@ -350,6 +350,7 @@ Status Scheduler::UpdateExpectedRun(JobId id, Duration run) {
   if (IsTerminal(it->second.state)) return FailedPrecondition(fmt::format("job {} has ended", id));
   if (run < Duration::zero())
     return InvalidArgument(fmt::format("job {}: a negative run time", id));
+  if (it->second.spec.expected_run == run) return Status::Ok();
   it->second.spec.expected_run = run;
   changed_ = true;
   return Status::Ok();
@@ -1086,11 +1087,16 @@ std::optional<QueueStanding> Scheduler::StandingOf(JobId id) const {
 
 std::optional<TimePoint> Scheduler::ExpectedEnd(const JobRecord& job) const {
   if (job.preempt_deadline) return job.preempt_deadline;
-  const Duration run =
-      job.spec.time_limit > Duration::zero() ? job.spec.time_limit : job.spec.expected_run;
-  if (run <= Duration::zero()) return std::nullopt;
-  // One that has run past what it was expected to take may end at any moment.
-  return std::max(job.started + run, clock_.Now());
+  const TimePoint now = clock_.Now();
+  // A time limit stops it: one past its limit is being stopped and may end at any moment.
+  if (job.spec.time_limit > Duration::zero())
+    return std::max(job.started + job.spec.time_limit, now);
+  if (job.spec.expected_run <= Duration::zero()) return std::nullopt;
+  if (job.started + job.spec.expected_run > now) return job.started + job.spec.expected_run;
+  // It has outlived what its model's runs took. Run times are heavy-tailed: the longer a job has
+  // run, the longer it is likely to go on, so it is expected to run as long again as it has
+  // (at least kMinRemaining more), not to end at once.
+  return now + std::max(now - job.started, kMinRemaining);
 }
 
 bool Scheduler::EndsBy(const JobRecord& job, TimePoint at) const {

@@ -118,7 +118,10 @@ struct Preemption {
 
 // What backfill keeps for the main queue's waiting head: the GPUs it would get first and, where
 // the running jobs' ends are known (time limits, learned run times, preemptions), from when.
-// Later jobs may start on other GPUs, or on these only if they end before `at`.
+// Later jobs may start on other GPUs, or on these only if they end before `at`. A running job
+// that has outlived its learned run time is expected to go on as long again as it has run, and
+// at least kMinRemaining.
+constexpr Duration kMinRemaining = Seconds(60);
 struct HeadReservation {
   std::optional<TimePoint> at;  // unknown: no running job's end is known
   std::vector<GpuIndex> gpus;
@@ -260,8 +263,9 @@ class Scheduler {
   Status UpdateNeed(JobId id, const MemoryNeed& need);
   // Replaces the expected SM activity of a waiting job (learned from earlier runs of its model).
   Status UpdateExpectedSmact(JobId id, double smact);
-  // A running job's learned run time (earlier runs of its model have ended since it was
-  // submitted): what reservations count on where it has no time limit.
+  // A waiting or running job's learned run time (earlier runs of its model have ended since it
+  // was submitted; core/run_learning.h's LearnRunTime): what reservations count on where it has
+  // no time limit.
   Status UpdateExpectedRun(JobId id, Duration run);
   // Takes on a job that is already running on `gpus` (a daemon restarted while it ran). Its
   // reservation starts from the plan, as for a fresh launch.
@@ -387,7 +391,7 @@ class Scheduler {
   void Hold(JobRecord& job, bool holding);
   std::map<std::string, double> CountedUsers() const;
   // When a running job is expected to end (its preemption's notice, its time limit or learned
-  // run time), if known.
+  // run time, or as long again as it has run once past that run time), if known.
   std::optional<TimePoint> ExpectedEnd(const JobRecord& job) const;
   // Whether a job that starts now is expected to end by `at`.
   bool EndsBy(const JobRecord& job, TimePoint at) const;

@@ -48,7 +48,10 @@ api::JobSignal SignalOf(const Job& job) {
 }
 
 RunEvidence EvidenceOf(const Attempt& attempt) {
-  return RunEvidence{attempt.exit, attempt.over_plan, attempt.peak, attempt.solo_smact};
+  // Wall times: a clock set back while it ran shows no run time, never a negative one.
+  const auto ran = std::chrono::duration_cast<Duration>(attempt.ended - attempt.started);
+  return RunEvidence{attempt.exit, attempt.over_plan, attempt.peak, attempt.solo_smact,
+                     attempt.ended > attempt.started ? ran : Duration::zero()};
 }
 
 void CollectRuns(const Job& job, size_t limit, ModelRuns& runs) {

@@ -46,6 +46,9 @@ json EncodeSpec(const JobSpec& spec) {
   out["sharing"] = ToString(spec.sharing);
   out["priority"] = spec.priority;
   out["expected_smact"] = Finite(spec.expected_smact, -1.0);
+  // Learned from earlier runs of its model (core/run_learning.h); absent while none is known.
+  if (spec.expected_run > Duration::zero())
+    out["expected_run_us"] = static_cast<int64_t>(spec.expected_run.count());
   return out;
 }
 
@@ -452,6 +455,12 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
     spec.Name("sharing", s.sharing, kSharingPreferences, "sharing preference");
     spec.Int("priority", s.priority);
     spec.Double("expected_smact", s.expected_smact);
+    if (spec.Optional("expected_run_us")) {
+      int64_t run_us = 0;
+      spec.Int64("expected_run_us", run_us);
+      if (run_us < 0) spec.Fail("expected_run_us", "negative");
+      s.expected_run = Duration(std::max<int64_t>(run_us, 0));
+    }
   }
   if (const json* owner_json = r.Member("owner")) {
     FieldReader owner(*owner_json, "owner", shared);

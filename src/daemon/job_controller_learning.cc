@@ -25,7 +25,10 @@ SmactSource JobController::SmactSourceOf(const Job& job) {
 }
 
 void JobController::TakeLesson(Job& job, const Lesson& lesson) {
-  if (!job.estimate || (!lesson.memory && !lesson.smact)) return;
+  if (!job.estimate) return;
+  // Without a --time, backfill's reservations count on how long the model's runs took.
+  if (lesson.run_time) job.spec.expected_run = *lesson.run_time;
+  if (!lesson.memory && !lesson.smact) return;
   std::optional<api::JobEstimate::Learned>& learned = job.estimate->learned;
   if (!learned) learned = api::JobEstimate::Learned{};
   if (lesson.memory) {
@@ -42,18 +45,25 @@ void JobController::TakeLesson(Job& job, const Lesson& lesson) {
 
 // A run ended that measured something: queued jobs of the same model were planned before it was
 // known, and now plan with it (their estimate's margin is usually wider than what the run showed;
-// their SM activity was unknown or an older runs' mean).
+// their SM activity was unknown or an older runs' mean). Those waiting or running count on the
+// run time the runs show, in the scheduler and the job (stored with its next change).
 void JobController::RefineQueuedJobs(const Job& finished) {
   if (!finished.estimate || finished.estimate->signature.empty()) return;
   const std::string& signature = finished.estimate->signature;
-  std::vector<JobId> waiting;
+  std::vector<JobId> waiting, timed;
   for (const auto& [id, job] : live_) {
-    if (job.state == JobState::kQueued && job.attempts.empty() && job.estimate &&
-        job.estimate->signature == signature)
-      waiting.push_back(id);
+    if (!job.estimate || job.estimate->signature != signature) continue;
+    if (job.state == JobState::kQueued && job.attempts.empty()) waiting.push_back(id);
+    if (job.state == JobState::kQueued || job.state == JobState::kRunning) timed.push_back(id);
   }
-  if (waiting.empty()) return;
+  if (timed.empty()) return;
   const ModelRuns runs = RunsOf(signature);
+  if (const auto run_time = LearnRunTime(runs.run_times)) {
+    for (JobId id : timed) {
+      if (scheduler_.UpdateExpectedRun(id, *run_time).ok())
+        live_.at(id).spec.expected_run = *run_time;
+    }
+  }
   for (JobId id : waiting) {
     Job& job = live_.at(id);
     const MemoryNeed before = job.spec.memory;

@@ -393,13 +393,17 @@ int64_t ClusterQueue::NeededScore(const PlacementRequest& request) const {
   return 0;
 }
 
-void ClusterQueue::SubmitTo(Scheduler& scheduler, SimJob& job, const MemoryNeed& need) {
-  // The spec as submitted but for the need (the scheduler copies it): changed for the call only.
+void ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& need) {
+  Server& server = state_.server(server_index);
+  // The spec as submitted but for the need and the run time the server's runs of its model
+  // taught (the scheduler copies it): changed for the call only.
   JobSpec& spec = job.submitted->spec;
   const MemoryNeed submitted = std::exchange(spec.memory, need);
-  const Status status = scheduler.Submit(spec);
+  if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, *job.trace);
+  const Status status = server.scheduler->Submit(spec);
   spec.memory = submitted;
   COLO_CHECK(status.ok());
+  server.sent[SignatureOf(*job.trace)].push_back(static_cast<int>(&job - state_.jobs.data()));
 }
 
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {
@@ -415,7 +419,7 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
     return false;
   SimJob& job = state_.jobs[static_cast<size_t>(index)];
   const JobId id = job.trace->id;
-  SubmitTo(scheduler, job, request.memory);
+  SubmitTo(server_index, job, request.memory);
   ++state_.passes;
   std::vector<Launch> launches = scheduler.Schedule();
   if (launches.empty()) {
@@ -520,7 +524,7 @@ bool ClusterQueue::Reserve(int index) {
   SimJob& job = state_.jobs[static_cast<size_t>(index)];
   Picture& server = pictures_[static_cast<size_t>(s)];
   Scheduler& scheduler = *state_.server(s).scheduler;
-  SubmitTo(scheduler, job, NeedOn(job, s));
+  SubmitTo(s, job, NeedOn(job, s));
   job.server = s;
   ++state_.passes;
   std::vector<Launch> launches = scheduler.Schedule();

@@ -123,8 +123,9 @@ class ClusterQueue {
   bool MayPlace(const Picture& server, const PlacementRequest& request) const;
   // The least score a server that can take the request has.
   int64_t NeededScore(const PlacementRequest& request) const;
-  // Queues the job on the server's scheduler, planning with `need`.
-  void SubmitTo(Scheduler& scheduler, SimJob& job, const MemoryNeed& need);
+  // Queues the job on the server's scheduler, planning with `need` and the run time the server's
+  // runs of its model taught.
+  void SubmitTo(int server_index, SimJob& job, const MemoryNeed& need);
   // Starts the job on the server if it can start it now.
   bool TryStart(int index, int server, const PlacementRequest& request);
   // Starts the job on the most free server that can start it now, if any. A job looked at in the

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,9 +118,13 @@ struct Server {
   bool dirty = false;
   std::optional<TimePoint> wakeup;
   int demand = 0;  // GPUs of assigned, unfinished jobs: how the dispatcher balances servers
-  // With learn=on: what the runs of each model that ended on this server measured, as its colod's
-  // store would hold them.
+  // What the runs of each model that ended on this server measured, as its colod's store would
+  // hold them: their run times always (backfill's reservations count on them), their peaks and
+  // SM activity planned with only under learn=on.
   RunHistory runs;
+  // The jobs sent here, by model, while they may wait or run here (pruned as a run of their
+  // model ends): what a run that ends tells how long their model runs.
+  std::map<ModelSignature, std::vector<int>> sent;
   // Its own queues are empty: the cluster may send it a job.
   bool idle_queues() const {
     return scheduler->main_queue().empty() && scheduler->recovery_queue().empty();
@@ -131,6 +136,12 @@ struct Server {
 inline ModelSignature SignatureOf(const TraceJob& job) {
   return job.profile.name == "custom" ? ModelSignature()
                                       : ModelSignature(job.profile.name, job.owner);
+}
+
+// How long a job sent to `server` is expected to run, where it has no time limit: what its
+// model's runs there took (core's rule); 0 while none has ended there.
+inline Duration LearnedRunTime(const Server& server, const TraceJob& job) {
+  return LearnRunTime(server.runs.Runs(SignatureOf(job)).run_times).value_or(Duration::zero());
 }
 
 // What happened to a server, for the cluster's picture of it.

@@ -156,9 +156,9 @@ class Engine final : public sim::ClusterHost {
   void StartupDone(int index, uint64_t attempt);
   void Warmup(int index, uint64_t attempt);
   void Complete(int index, uint64_t version);
-  // What the job's run taught its server's colod (learn=on): queued jobs of its model plan with
-  // it, through the rule colod learns by (core/run_learning.h).
-  // What the job's run teaches the queued jobs of its model on its server (core's rule).
+  // What the job's run taught its server's colod, through the rule colod learns by
+  // (core/run_learning.h): the jobs of its model there expect to run as long, and with learn=on
+  // the queued ones plan with its peak.
   void LearnFrom(const SimJob& job, const RunEvidence& run);
   void Pass(int server);
   void MarkDirty(int server);
@@ -366,9 +366,7 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
   spec.owner = t.owner;
   spec.gpus = t.profile.gpus;
   spec.expected_smact = t.profile.smact;
-  // What colod learns from earlier runs of the model: how long it runs (for backfill's
-  // reservations).
-  spec.expected_run = t.profile.duration;
+  if (options_.exact_run_times) spec.expected_run = t.profile.duration;
   std::optional<Bytes> declared = t.declared;
   if (const auto line = TaskFileLine(spec_.estimator)) {
     // CARMA's estimator policies read the task file's line; its "not known" (40000) is more than
@@ -407,7 +405,10 @@ void Engine::Arrive(int index) {
   // The dispatcher sends a job to the server with the least outstanding GPU demand.
   const int chosen = by_demand_.begin()->second;
   Server& server = servers_[static_cast<size_t>(chosen)];
-  const JobSpec spec = SpecFor(t);
+  JobSpec spec = SpecFor(t);
+  // Its server's colod knows how long the model's earlier runs there took, not how long this
+  // one will.
+  if (!options_.exact_run_times) spec.expected_run = sim::LearnedRunTime(server, t);
   const Status submitted = server.scheduler->Submit(spec);
   job.server = chosen;
   if (!submitted.ok()) {
@@ -415,6 +416,7 @@ void Engine::Arrive(int index) {
     job.reason = submitted.message();
     return;
   }
+  server.sent[sim::SignatureOf(t)].push_back(index);
   AddDemand(chosen, spec.gpus);
   MarkDirty(chosen);
 }
@@ -537,9 +539,9 @@ void Engine::Complete(int index, uint64_t version) {
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
   const JobEnded ended =
       server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
-  if (spec_.learn)
-    LearnFrom(job, RunEvidence{ExitKind::kSuccess, ended.over_plan, ended.peak, ended.solo_smact});
   Settle(job);
+  LearnFrom(job, RunEvidence{ExitKind::kSuccess, ended.over_plan, ended.peak, ended.solo_smact,
+                             Now() - job.started});
   if (!queue_mode_) AddDemand(job.server, -job.trace->profile.gpus);
   MarkDirty(job.server);
 }
@@ -583,6 +585,17 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   if (!Teaches(run)) return;
   server.runs.Add(signature, run);
   const ModelRuns& runs = server.runs.Runs(signature);
+  if (const auto run_time = LearnRunTime(runs.run_times); run_time && !options_.exact_run_times) {
+    // The model's jobs that wait or run here count on it from now on, as colod's do.
+    std::vector<int>& sent = server.sent[signature];
+    std::erase_if(sent, [&](int index) {
+      const JobRecord* record = scheduler.job(jobs_[static_cast<size_t>(index)].trace->id);
+      if (record == nullptr || IsTerminal(record->state)) return true;  // it left this server
+      COLO_CHECK(scheduler.UpdateExpectedRun(record->spec.id, *run_time).ok());
+      return false;
+    });
+  }
+  if (!spec_.learn) return;
   for (JobId id : scheduler.main_queue()) {
     const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
     if (queued.attempt != 0 || sim::SignatureOf(*queued.trace) != signature) continue;

@@ -76,6 +76,9 @@ struct SimOptions {
   // cluster's accounting of free memory agrees with the servers' schedulers.
   bool check_dispatch = false;
   SchedulerConfig scheduler;
+  // What backfill's reservations count on for a job: false, how long its model's earlier runs on
+  // its server took (what colod learns); true, its solo run time, as if it gave that as --time.
+  bool exact_run_times = false;
   InterferenceModel interference;
   PowerModel power;
   uint64_t seed = 1;

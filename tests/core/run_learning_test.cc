@@ -55,7 +55,7 @@ TEST(RunLearning, TheNeedIsTheHighestPeakWithAMarginThatShrinksWithEvidence) {
 }
 
 TEST(RunLearning, AWaitingJobPlansWithTheRunsUnlessTheUserSaidOtherwise) {
-  const ModelRuns runs{{GiB(10)}, {0.40, 0.60}};
+  const ModelRuns runs{{GiB(10)}, {0.40, 0.60}, {}};
   const MemoryNeed estimated{GiB(14), MemorySource::kEstimated, 0.2};
   const MemoryNeed declared{GiB(14), MemorySource::kDeclared, 0.0};
 
@@ -92,6 +92,43 @@ TEST(RunLearning, AHistoryKeepsEachModelsNewestRunsFirstUpToTheLimit) {
   EXPECT_TRUE(history.Runs(b).peaks.empty()) << "another user's runs teach nothing";
   history.Add(ModelSignature(), Ended(ExitKind::kSuccess, GiB(1)));
   EXPECT_TRUE(history.Runs(ModelSignature()).peaks.empty());
+}
+
+TEST(RunLearning, TheRunTimeIsTheMeanOfTheNewestTwoSuccessfulRuns) {
+  EXPECT_FALSE(LearnRunTime({}).has_value());
+  EXPECT_EQ(LearnRunTime({Seconds(100)}), Seconds(100));
+  EXPECT_EQ(LearnRunTime({Seconds(100), Seconds(300), Seconds(9000)}), Seconds(200))
+      << "the newest two: what the model does now";
+
+  RunEvidence succeeded = Ended(ExitKind::kSuccess, Bytes(0));
+  succeeded.run_time = Seconds(120);
+  EXPECT_TRUE(MeasuredRunTime(succeeded));
+  EXPECT_TRUE(Teaches(succeeded)) << "a run time alone teaches";
+  RunEvidence failed = Ended(ExitKind::kFailure, Bytes(0));
+  failed.run_time = Seconds(5);
+  EXPECT_FALSE(MeasuredRunTime(failed)) << "a failed run says nothing of a whole run";
+  EXPECT_FALSE(MeasuredRunTime(Ended(ExitKind::kSuccess, GiB(1)))) << "no time measured";
+
+  ModelRuns runs;
+  AddRun(failed, 20, runs);
+  AddRun(succeeded, 20, runs);
+  EXPECT_EQ(runs.run_times, std::vector<Duration>{Seconds(120)});
+  const MemoryNeed declared{GiB(4), MemorySource::kDeclared, 0.0};
+  EXPECT_EQ(Learn(runs, declared, 0.5, SmactSource::kUser).run_time, Seconds(120))
+      << "a declared need or --smact does not stop it learning the run time";
+
+  RunHistory history;
+  const ModelSignature model("bert", "alice");
+  for (int s : {10, 20, 30}) {
+    RunEvidence run = succeeded;
+    run.run_time = Seconds(s);
+    history.Add(model, run);
+  }
+  EXPECT_EQ(history.Runs(model).run_times,
+            (std::vector<Duration>{Seconds(30), Seconds(20), Seconds(10)}))
+      << "newest first";
+  EXPECT_EQ(LearnRunTime(history.Runs(model).run_times), Seconds(25));
+  EXPECT_TRUE(history.Runs(ModelSignature("bert", "bob")).run_times.empty());
 }
 
 }  // namespace

@@ -808,6 +808,38 @@ TEST_F(SchedulerTest, FairShareBackfillKeepsTheHeadsReservation) {
   EXPECT_EQ(head->reservation->waits_for.front(), 1);
 }
 
+TEST_F(SchedulerTest, BackfillCountsOnLearnedRunTimesAndOnAJobThatOutlivedItsOwn) {
+  SchedulerConfig config = FairConfig();
+  config.backfill = true;
+  Build("exclusive", config, 2);
+  JobSpec running = Job(1, GiB(10), 1, "alice");
+  running.expected_run = Seconds(3600);  // learned: no --time
+  ASSERT_TRUE(scheduler_->Submit(running).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 2, "bob")).ok());
+  JobSpec unknown = Job(3, GiB(10), 1, "carol");  // no time limit, no run learned
+  ASSERT_TRUE(scheduler_->Submit(unknown).ok());
+  JobSpec learned_short = Job(4, GiB(10), 1, "dave");
+  ASSERT_TRUE(scheduler_->Submit(learned_short).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty()) << "no job's end before the head's time is known";
+  ASSERT_TRUE(scheduler_->UpdateExpectedRun(4, Seconds(600)).ok());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4}))
+      << "a run time learned while it waited lets it go before the head";
+  const JobRecord* head = scheduler_->job(2);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(*head->reservation->at, clock_.Now() + Seconds(3600)) << "job 1's learned end";
+  // Job 1 outlives what its model's runs took: it is expected to run as long again as it has,
+  // not to end at once (which would let no job start before the head).
+  ASSERT_EQ(scheduler_->OnJobExit(4, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  clock_.Advance(Seconds(5400));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(*head->reservation->at, clock_.Now() + Seconds(5400));
+  EXPECT_EQ(scheduler_->UpdateExpectedRun(9, Seconds(1)).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(scheduler_->UpdateExpectedRun(3, Seconds(-1)).ok());
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40

@@ -584,6 +584,37 @@ TEST_F(JobControllerTest, SmActivityIsTheUsersThenWhatRunsMeasuredThenThePredict
       << "the user's number stands";
 }
 
+TEST_F(JobControllerTest, JobsOfAModelThatRanCountOnItsRunTimeWithoutATimeLimit) {
+  auto with_estimate = [&] {
+    api::SubmitRequest r = Request({"python", "train.py"}, GiB(8));
+    api::JobEstimate e;
+    e.estimator = "trace";
+    e.peak = e.lower = e.upper = GiB(8);
+    e.signature = "model-b32";
+    r.estimate = e;
+    auto id = controller_->Submit(kAlice, r);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return *id;
+  };
+  const JobId first = with_estimate();
+  const JobId second = with_estimate();
+  EXPECT_EQ(controller_->FindLive(first)->spec.expected_run, Duration::zero());
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(first, 1));
+  clock_.Advance(Seconds(600));
+  launcher_.Succeed(first, 1);
+  controller_->Tick();
+  const JobRecord* record = controller_->scheduler().job(second);
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(record->spec.expected_run, Seconds(600))
+      << "a waiting or running job of the model counts on how long its run took";
+  EXPECT_EQ(controller_->FindLive(second)->spec.expected_run, Seconds(600));
+  const JobId later = with_estimate();
+  EXPECT_EQ(controller_->FindLive(later)->spec.expected_run, Seconds(600)) << "learned at submit";
+  EXPECT_EQ(Stored(later)->spec.expected_run, Seconds(600)) << "and stored with the job";
+  EXPECT_EQ(controller_->scheduler().job(later)->spec.expected_run, Seconds(600));
+}
+
 TEST_F(JobControllerTest, OnlyTheGpusRunningJobsHaveTheirProcessesReadAndAnUnreadListKeepsTheUse) {
   const JobId id = Submit();
   EXPECT_EQ(controller_->GpusRunningJobs(), std::vector<bool>({false, false}));
