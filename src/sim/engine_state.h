@@ -60,10 +60,10 @@ struct SimJob {
   // Its scheduler was told its memory on every GPU (and that its process is there) since the
   // memory last changed: telling it again would change nothing.
   bool reported = false;
+  bool rejected = false;
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
-  bool rejected = false;
   std::optional<Ended> ended;
   std::string reason;  // why it was rejected, or why it ended (with `ended`)
   // The cluster queue.
