@@ -31,11 +31,12 @@ struct ClusterRule {
 // What its server's scheduler said of a job once it ended there for good. The engine keeps this
 // and the scheduler forgets the job: its whole record, kept to the end, would cost more than the
 // rest of the job's state together.
+// (Its times first: an optional Ended then fits its flag in the last field's padding.)
 struct Ended {
+  TimePoint first_started, finished;
   JobState state = JobState::kSucceeded;
   int attempts = 0, ooms = 0;
   bool ever_started = false;
-  TimePoint first_started, finished;
 };
 
 // A job as submitted to the cluster queue: its spec, and what a server's policy is asked for it

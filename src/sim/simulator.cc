@@ -85,8 +85,12 @@ struct Event {
   uint64_t tag;     // attempt or version the event belongs to
 };
 sim::Ended EndedOf(const JobRecord& record) {
-  return sim::Ended{record.state,        record.attempts,      record.oom_count,
-                    record.ever_started, record.first_started, record.finished};
+  return sim::Ended{.first_started = record.first_started,
+                    .finished = record.finished,
+                    .state = record.state,
+                    .attempts = record.attempts,
+                    .ooms = record.oom_count,
+                    .ever_started = record.ever_started};
 }
 
 struct Later {
