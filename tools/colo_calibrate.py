@@ -156,7 +156,17 @@ CONV_SHAPES = [(3, 64, 7, 2, 224, 1), (3, 64, 3, 1, 224, 1), (3, 32, 3, 2, 224, 
                (512, 512, 3, 1, 14, 1), (512, 512, 3, 1, 7, 1), (32, 32, 3, 1, 112, 1),
                (1024, 256, 1, 1, 14, 1), (64, 192, 5, 1, 28, 1), (96, 96, 3, 1, 56, 96),
                (144, 144, 3, 2, 56, 144), (384, 384, 3, 1, 28, 384), (96, 96, 7, 1, 56, 96),
-               (240, 240, 5, 1, 28, 240), (128, 128, 3, 1, 56, 32), (64, 64, 3, 1, 32, 1)]
+               (240, 240, 5, 1, 28, 240), (128, 128, 3, 1, 56, 32), (64, 64, 3, 1, 32, 1),
+               (72, 72, 3, 1, 56, 3)]
+
+
+def group_padding(in_channels, groups):
+    """As colo's estimator reads a grouped convolution: cuDNN runs each group at a power-of-two
+    channel count (a group of 24 channels at 32), and the workspace grows with the padding."""
+    if groups <= 1 or groups == in_channels:
+        return 1.0
+    width = in_channels // groups
+    return (1 << (width - 1).bit_length()) / width
 
 
 def conv_workspaces(batches=(32, 128)):
@@ -215,15 +225,17 @@ def conv_workspaces(batches=(32, 128)):
     finally:
         torch.backends.cudnn.benchmark = saved
     # Per pass, class and cudnn.benchmark setting: the workspace per byte of the call's input,
-    # output and weight together (cuDNN's implicit-GEMM kernels take about that much), as the
-    # median and the largest over the shapes measured.
+    # output and weight together (cuDNN's implicit-GEMM kernels take about that much; a grouped
+    # call's padded to its groups' power-of-two width), as the median and the largest over the
+    # shapes measured.
     coefficients = {}
     for benchmark in (False, True):
         mode = "benchmark" if benchmark else "heuristic"
         for direction in ("forward", "backward"):
             for cls in sorted({s["class"] for s in samples}):
                 ratios = sorted(
-                    s[f"{direction}_bytes"] / (s["input_bytes"] + s["output_bytes"] + s["weight_bytes"])
+                    s[f"{direction}_bytes"] / (group_padding(s["shape"][1], s["shape"][6]) * (
+                        s["input_bytes"] + s["output_bytes"] + s["weight_bytes"]))
                     for s in samples if s["benchmark"] == benchmark and s["class"] == cls)
                 if ratios:
                     coefficients.setdefault(mode, {}).setdefault(direction, {})[cls] = {

@@ -5,14 +5,16 @@
 # every 50 ms: that user's latencies (p50/p99) and colod's memory, first for one such array alone
 # on a fresh colod (kept, held, through the flood). Run as
 # root with two ordinary users (default colo-alice and colo-bob, as .ci/run makes them); fake GPUs,
-# no GPU needed. Prints a report; the numbers are measured, not asserted.
-#   bench/daemon/fairness.sh [BUILD_DIR] [SECONDS] [FLOODER] [PROBER]
+# no GPU needed. Prints a report; the numbers are measured, not asserted. ROLES (e.g. `flip`, or
+# `submit,history`) floods with those kinds of request only; by default all four in turn.
+#   bench/daemon/fairness.sh [BUILD_DIR] [SECONDS] [FLOODER] [PROBER] [ROLES]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:-$here/../../build}"
 seconds="${2:-60}"
 flooder="${3:-colo-alice}"
 prober="${4:-colo-bob}"
+roles="${5:-submit,history,flip,array}"
 [ "$(id -u)" -eq 0 ] || { echo "fairness.sh: run it as root (a system colod, two users)" >&2; exit 2; }
 bin="$(cd "$build/bin" && pwd)"
 work="$(mktemp -d /tmp/colo-fair-XXXXXX)"
@@ -55,9 +57,9 @@ echo "   colod's RSS grew by $(awk "BEGIN {printf \"%.1f\", ($after - $before) /
   "($((before / 1024)) to $((after / 1024)) MiB); database now $(du -ch "$work/state/colo.db"* | tail -1 | cut -f1) with its WAL"
 echo "== $prober's queue alone for 10 s"
 as "$prober" "$bin/colo-loadgen" --socket "$socket" probe --seconds 10
-echo "== $flooder floods on 32 connections for $seconds s while $prober asks for the queue"
+echo "== $flooder floods on 32 connections ($roles) for $seconds s while $prober asks for the queue"
 as "$flooder" "$bin/colo-loadgen" --socket "$socket" flood --seconds "$seconds" \
-  --workdir "$work/$flooder" --connections 32 > "$work/flood.txt" &
+  --workdir "$work/$flooder" --connections 32 --roles "$roles" > "$work/flood.txt" &
 flood=$!
 sleep 2
 as "$prober" "$bin/colo-loadgen" --socket "$socket" probe --seconds "$((seconds - 4))" || true

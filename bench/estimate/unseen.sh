@@ -10,6 +10,9 @@
 #
 #   bench/estimate/unseen.sh [SECONDS]      (default 330; a stopped run keeps what it measured)
 #
+# RUN_JOBS=N trains N cases at a time on each GPU (default 1): each process's peak is its own, so
+# on 2 GPUs RUN_JOBS=2 fits the whole set into about 4 minutes.
+#
 # Everything worth keeping is packed into $OUT/unseen.tgz. Nothing here needs colo's C++ build:
 # the estimates are made afterwards, anywhere, with bench/estimate/report.py (see
 # docs/estimation.md).
@@ -45,7 +48,7 @@ for ((g = first; g < gpus; g++)); do
   k=$((g - first))
   (
     CUDA_VISIBLE_DEVICES=$g python3 "$here/evaluate.py" --out "$work/unseen-$k" --cases unseen \
-      --shard "$k/$shares" --seconds "$((seconds - 40))" --profile-jobs 6 --run-jobs 1 \
+      --shard "$k/$shares" --seconds "$((seconds - 40))" --profile-jobs 6 --run-jobs "${RUN_JOBS:-1}" \
       --snapshot-match convnext_nano-b32 > "$OUT/unseen-$k.log" 2>&1
     if [ "$k" -eq $((shares - 1)) ]; then
       for set in all heldout; do

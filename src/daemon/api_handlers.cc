@@ -73,19 +73,44 @@ std::string ApiHandlers::Handle(const Identity& caller, std::string_view line) {
   try {
     auto request = api::DecodeRequest(line);
     if (!request.ok()) return api::EncodeError(request.status());
-    return std::visit(
-        [&](const auto& typed) -> std::string {
-          auto reply = Handle(caller, typed);
-          if (!reply.ok()) return api::EncodeError(reply.status());
-          return api::EncodeReply(*reply);
-        },
-        *request);
+    return Reply(caller, *request);
   } catch (const std::exception& e) {
     // Nothing a client sends may end colod; an allocation failure on a huge reply is this
     // request's error, not the daemon's.
     return api::EncodeError(api::ErrorCode::kInternal,
                             fmt::format("colod could not answer: {}", e.what()));
   }
+}
+
+std::optional<std::string> ApiHandlers::HandleFromMemory(const Identity& caller,
+                                                         std::string_view line) {
+  // These requests are a few bytes; a larger one is left for its turn without being decoded
+  // again and again.
+  constexpr size_t kMaxBytes = 4096;
+  if (line.size() > kMaxBytes) return std::nullopt;
+  try {
+    auto request = api::DecodeRequest(line);
+    if (!request.ok()) return api::EncodeError(request.status());
+    const bool from_memory = std::holds_alternative<api::HelloRequest>(*request) ||
+                             std::holds_alternative<api::QueueRequest>(*request) ||
+                             std::holds_alternative<api::GpusRequest>(*request) ||
+                             std::holds_alternative<api::ShareRequest>(*request);
+    if (!from_memory) return std::nullopt;
+    return Reply(caller, *request);
+  } catch (const std::exception& e) {
+    return api::EncodeError(api::ErrorCode::kInternal,
+                            fmt::format("colod could not answer: {}", e.what()));
+  }
+}
+
+std::string ApiHandlers::Reply(const Identity& caller, const api::Request& request) {
+  return std::visit(
+      [&](const auto& typed) -> std::string {
+        auto reply = Handle(caller, typed);
+        if (!reply.ok()) return api::EncodeError(reply.status());
+        return api::EncodeReply(*reply);
+      },
+      request);
 }
 
 Result<api::HelloReply> ApiHandlers::Handle(const Identity& caller, const api::HelloRequest&) {

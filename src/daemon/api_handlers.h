@@ -49,6 +49,10 @@ class ApiHandlers {
   // One request line from `caller` → one reply line (without the newline). Never throws; any
   // request, however malformed, gets an error reply naming the problem.
   std::string Handle(const Identity& caller, std::string_view line);
+  // The reply, as Handle gives it, to a request answered from colod's memory alone (hello, queue,
+  // gpus, share: no store, no change), or to one that cannot be read; nullopt for any other. What
+  // colod answers while its loop waits on the store (ConnectionSet::ServeQuick).
+  std::optional<std::string> HandleFromMemory(const Identity& caller, std::string_view line);
 
  private:
   Result<api::HelloReply> Handle(const Identity& caller, const api::HelloRequest&);
@@ -73,6 +77,9 @@ class ApiHandlers {
   api::JobSummary Summarize(const Job& job, const Identity& caller) const;
   api::JobDetail Detail(const Job& job) const;
   std::vector<int> GpuIndices(const std::vector<std::string>& uuids) const;
+
+  // The reply to a decoded request (Handle's second half).
+  std::string Reply(const Identity& caller, const api::Request& request);
 
   HandlerContext c_;
   // When each user's latest reports were asked for: a report is read on the event loop, so one

@@ -22,9 +22,10 @@ ConnectionSet::~ConnectionSet() {
   for (const auto& [fd, client] : clients_) close(fd);
 }
 
-void ConnectionSet::AddPollFds(std::vector<pollfd>& fds) const {
+void ConnectionSet::AddPollFds(std::vector<pollfd>& fds, bool quick) const {
   fds.push_back({listen_fd_, POLLIN, 0});
   for (const auto& [fd, c] : clients_) {
+    if (quick && &c == serving_) continue;
     short events = 0;
     // Backpressure: a client with replies piling up is not read until it takes them.
     if (WantsInput(c)) events |= POLLIN;
@@ -33,7 +34,7 @@ void ConnectionSet::AddPollFds(std::vector<pollfd>& fds) const {
   }
 }
 
-void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
+void ConnectionSet::Transfer(const std::vector<pollfd>& fds, TimePoint now) {
   for (const pollfd& p : fds) {
     if (!p.revents) continue;
     if (p.fd == listen_fd_) {
@@ -41,11 +42,16 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
       continue;
     }
     auto it = clients_.find(p.fd);
-    if (it == clients_.end()) continue;
+    // The connection being served: its handler may still read its request.
+    if (it == clients_.end() || &it->second == serving_) continue;
     Client& c = it->second;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) Read(c, now);
     if (!c.out.empty()) Write(c);
   }
+}
+
+void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
+  Transfer(fds, now);
   ServeInTurn(now);
   for (auto it = clients_.begin(); it != clients_.end();) {
     Client& c = it->second;
@@ -213,12 +219,17 @@ bool ConnectionSet::HasBufferedWork() const {
   return false;
 }
 
-ConnectionSet::Client* ConnectionSet::NextInTurn() {
+bool ConnectionSet::Waiting(const Client& c, bool quick) const {
+  if (c.out.size() >= limits_.max_unsent_bytes || RequestEnd(c) == std::string::npos) return false;
+  return !quick || (&c != serving_ && !c.waits_turn);
+}
+
+ConnectionSet::Client* ConnectionSet::NextInTurn(bool quick) {
   // Among those with a request waiting and room for its reply: the smallest uid above the last
   // one served, else the smallest; then that user's smallest fd above their last, else smallest.
   std::optional<unsigned> after, lowest;
   for (auto& [fd, c] : clients_) {
-    if (c.out.size() >= limits_.max_unsent_bytes || RequestEnd(c) == std::string::npos) continue;
+    if (!Waiting(c, quick)) continue;
     const unsigned uid = c.identity.uid;
     if (!lowest || uid < *lowest) lowest = uid;
     if (uid > last_user_ && (!after || uid < *after)) after = uid;
@@ -228,9 +239,7 @@ ConnectionSet::Client* ConnectionSet::NextInTurn() {
   const auto last = last_connection_.find(user);
   Client *first = nullptr, *next = nullptr;
   for (auto& [fd, c] : clients_) {
-    if (c.identity.uid != user || c.out.size() >= limits_.max_unsent_bytes ||
-        RequestEnd(c) == std::string::npos)
-      continue;
+    if (c.identity.uid != user || !Waiting(c, quick)) continue;
     if (!first) first = &c;
     if (!next && (last == last_connection_.end() || fd > last->second)) next = &c;
   }
@@ -238,14 +247,37 @@ ConnectionSet::Client* ConnectionSet::NextInTurn() {
 }
 
 void ConnectionSet::ServeOne(Client& c, TimePoint now) {
-  const size_t end = RequestEnd(c);
-  c.out += handler_(c.identity, std::string_view(c.in.data(), end));
+  serving_ = &c;
+  std::string reply = handler_(c.identity, std::string_view(c.in.data(), RequestEnd(c)));
+  serving_ = nullptr;
+  Answered(c, std::move(reply), now);
+}
+
+void ConnectionSet::Answered(Client& c, std::string reply, TimePoint now) {
+  c.out += reply;
   c.out += '\n';
-  c.in.erase(0, std::min(end + 1, c.in.size()));
+  c.in.erase(0, std::min(RequestEnd(c) + 1, c.in.size()));
   c.scanned = 0;
+  c.waits_turn = false;
   c.last_request = now;
   last_user_ = c.identity.uid;
   last_connection_[c.identity.uid] = c.fd;
+}
+
+bool ConnectionSet::ServeQuick(const std::vector<pollfd>& fds, TimePoint now,
+                               const QuickHandler& quick) {
+  Transfer(fds, now);
+  while (Client* c = NextInTurn(/*quick=*/true)) {
+    if (clock_.Now() - now >= kTurnBudget) return true;
+    auto reply = quick(c->identity, std::string_view(c->in.data(), RequestEnd(*c)));
+    if (!reply) {
+      c->waits_turn = true;
+      continue;
+    }
+    Answered(*c, std::move(*reply), now);
+    Write(*c);
+  }
+  return false;
 }
 
 // Also serves requests read at an earlier turn and held back (the turn's time, or replies piling

@@ -36,6 +36,10 @@ class ConnectionSet {
   using Handler = std::function<std::string(const Identity& caller, std::string_view request)>;
   // Who a peer is, from its credentials; an error refuses the connection with that message.
   using Identify = std::function<Result<Identity>(unsigned uid, unsigned gid)>;
+  // The reply to a request that reads only what colod holds in memory (nothing stored is read or
+  // written, nothing changes); nullopt for any other request, which then waits for its turn.
+  using QuickHandler =
+      std::function<std::optional<std::string>(const Identity& caller, std::string_view request)>;
 
   // `clock` times the turns (ServeInTurn).
   ConnectionSet(const Clock& clock, int listen_fd, Protocol protocol, ConnectionLimits limits,
@@ -44,7 +48,8 @@ class ConnectionSet {
   ConnectionSet(const ConnectionSet&) = delete;
   ConnectionSet& operator=(const ConnectionSet&) = delete;
 
-  void AddPollFds(std::vector<pollfd>& fds) const;
+  // `quick`: for ServeQuick, which leaves the connection being served alone.
+  void AddPollFds(std::vector<pollfd>& fds, bool quick = false) const;
   // Handles whatever `fds` (as filled by AddPollFds, then polled) says is ready.
   void OnReady(const std::vector<pollfd>& fds, TimePoint now);
   // Closes connections idle past the limit.
@@ -57,6 +62,12 @@ class ConnectionSet {
   // user who has one waiting, then again, until none waits or the turn's time is spent. A user
   // pipelining on all their connections so gets no more of colod than one who sends one request.
   void ServeInTurn(TimePoint now);
+  // While colod's loop waits on its store for the request being served (or for its own work):
+  // takes new connections, reads and writes as OnReady does, and answers the requests `quick`
+  // answers, in turn by user; every other request waits for ServeInTurn. The connection whose
+  // request is being served is left alone, so that its replies keep their order. Closes nothing.
+  // Serves for about a turn; returns whether such requests still wait.
+  bool ServeQuick(const std::vector<pollfd>& fds, TimePoint now, const QuickHandler& quick);
   size_t size() const { return clients_.size(); }
   // New limits (a reloaded config): connections beyond them stay until they close.
   void SetLimits(const ConnectionLimits& limits) { limits_ = limits; }
@@ -69,9 +80,13 @@ class ConnectionSet {
     TimePoint last_request;
     bool closing = false;        // close once `out` is sent
     mutable size_t scanned = 0;  // the bytes of `in` already known to hold no newline
+    bool waits_turn = false;     // its next request is not one ServeQuick may answer
   };
 
   void Accept(TimePoint now);
+  // New connections, reads and writes that `fds` says are ready (none of the connection being
+  // served).
+  void Transfer(const std::vector<pollfd>& fds, TimePoint now);
   // Whether the client's socket is read now: not while its replies pile up, nor once a whole
   // request waits to be served beyond a little read-ahead. What one client holds in colod is so
   // bounded by one request plus the read-ahead in, and the unsent limit (plus one reply) out.
@@ -82,9 +97,13 @@ class ConnectionSet {
   // sending without a last newline has its last request end where its bytes do.
   size_t RequestEnd(const Client& client) const;
   // The client whose request is served next: the next user after the last one served (by uid)
-  // who has one waiting, and that user's next connection after the last one served.
-  Client* NextInTurn();
+  // who has one waiting, and that user's next connection after the last one served. `quick`:
+  // only clients whose next request ServeQuick may answer.
+  Client* NextInTurn(bool quick = false);
+  bool Waiting(const Client& client, bool quick) const;
   void ServeOne(Client& client, TimePoint now);
+  // Takes `reply` as the answer to the client's next request.
+  void Answered(Client& client, std::string reply, TimePoint now);
   void Write(Client& client);
   std::map<int, Client>::iterator Close(std::map<int, Client>::iterator it);
   void Refuse(int fd, std::string_view code, std::string_view message);
@@ -106,6 +125,7 @@ class ConnectionSet {
   std::map<int, Client> clients_;            // by fd
   unsigned last_user_ = 0;                   // the uid whose request was served last
   std::map<unsigned, int> last_connection_;  // per uid: the fd whose request was served last
+  const Client* serving_ = nullptr;          // whose request the handler is answering now
 };
 
 }  // namespace colo

@@ -26,6 +26,7 @@
 #include "daemon/posix_launcher.h"
 #include "daemon/slurm_bridge.h"
 #include "daemon/sqlite_job_store.h"
+#include "daemon/threaded_job_store.h"
 #include "estimate/job_estimators.h"
 #include "policies/registry.h"
 
@@ -77,6 +78,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Create(Options options, GpuBackend& gpus
 }
 
 Daemon::~Daemon() {
+  if (threaded_store_) threaded_store_->SetWhileWaiting(nullptr);
   sampler_.reset();
   history_.reset();  // writes what is pending
   api_clients_.reset();
@@ -100,9 +102,13 @@ Status Daemon::Init() {
   auto store = SqliteJobStore::Open(config_.state_dir + "/colo.db");
   if (!store.ok()) return store.status();
   reserve_ = SpaceReserve(config_.state_dir + "/reserve", config_.database_reserve.count());
+  // Called on the store's thread, while the loop waits for that call (it never touches the
+  // reserve meanwhile).
   (*store)->SetSpaceReserve([this] { return reserve_.Release(); });
   CheckReserve();
-  store_ = std::move(*store);
+  auto threaded = std::make_unique<ThreadedJobStore>(std::move(*store));
+  threaded_store_ = threaded.get();
+  store_ = std::move(threaded);
 
   PosixProcessLauncher::Options launcher_options;
   launcher_options.jobs_dir = config_.jobs_dir;
@@ -316,6 +322,7 @@ Status Daemon::Listen() {
         return handlers_->Handle(caller, line);
       },
       [this](unsigned uid, unsigned gid) { return Identify(uid, gid); });
+  threaded_store_->SetWhileWaiting([this](int done_fd) { ServeWhileStoring(done_fd); });
 
   if (!config_.metrics_enabled) return Status::Ok();
   metrics_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -439,6 +446,27 @@ void Daemon::RecordHistory(const GpuSampleSet& sample) {
   }
   batch.queue.push_back(queue);
   history_->Record(std::move(batch));
+}
+
+// The loop waits on the store (a request's write, a page of history, a job's end stored): other
+// users' requests that read only colod's memory are answered meanwhile, so that one user's large
+// write does not hold everyone's `colo queue`. Nothing else of colod's runs until the store is
+// done.
+void Daemon::ServeWhileStoring(int done_fd) {
+  const ConnectionSet::QuickHandler quick = [this](const Identity& caller, std::string_view line) {
+    return handlers_->HandleFromMemory(caller, line);
+  };
+  std::vector<pollfd> fds;
+  bool more = false;
+  while (true) {
+    fds.clear();
+    fds.push_back({done_fd, POLLIN, 0});
+    api_clients_->AddPollFds(fds, /*quick=*/true);
+    const int timeout = more ? 0 : static_cast<int>(kMaxSleep.count());
+    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
+    more = api_clients_->ServeQuick(fds, clock_.Now(), quick);
+    if (fds.front().revents) return;
+  }
 }
 
 void Daemon::Wake() {

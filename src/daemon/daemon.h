@@ -26,6 +26,7 @@ namespace colo {
 class JobStore;
 class ProcessLauncher;
 class SlurmBridge;
+class ThreadedJobStore;
 
 class Daemon {
  public:
@@ -59,6 +60,8 @@ class Daemon {
   // Takes the database's reserve again once there is room, and says what became of it.
   void CheckReserve();
   void RecordHistory(const GpuSampleSet& sample);
+  // What the loop does while a call of the store's runs (ThreadedJobStore::WhileWaiting).
+  void ServeWhileStoring(int done_fd);
   void Wake();
   // Applies what a reloaded config changed that can change live, and logs what needs a restart.
   void Reload();
@@ -73,6 +76,7 @@ class Daemon {
   SpaceReserve reserve_;
   TimePoint next_reserve_check_;
   std::unique_ptr<JobStore> store_;
+  ThreadedJobStore* threaded_store_ = nullptr;  // store_, whose calls run on a thread of its own
   std::unique_ptr<ProcessLauncher> launcher_;
   std::unique_ptr<PlacementPolicy> policy_;
   std::unique_ptr<Scheduler> scheduler_;

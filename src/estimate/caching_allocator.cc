@@ -121,18 +121,27 @@ class CachingAllocatorModel::Impl {
 
   int64_t AddressOf(int block) const { return blocks_[block].address; }
 
-  bool SameLayout(const Impl& other) const {
-    if (expandable_ != other.expandable_ || next_address_ != other.next_address_ ||
-        segment_base_ != other.segment_base_ || tails_.size() != other.tails_.size()) {
+  int64_t PoolReserved(bool small, int stream) const {
+    const auto& reserved = small ? small_reserved_ : large_reserved_;
+    return static_cast<size_t>(stream) < reserved.size() ? reserved[stream] : 0;
+  }
+
+  bool SameLayout(const Impl& other, bool small, int stream) const {
+    if (expandable_ != other.expandable_) return false;
+    const std::pair key{small, stream};
+    const auto base = segment_base_.find(key), other_base = other.segment_base_.find(key);
+    const bool grown = base != segment_base_.end();
+    if (grown != (other_base != other.segment_base_.end()) ||
+        (grown && base->second != other_base->second)) {
       return false;
     }
-    for (const auto& [key, tail] : tails_) {
-      const auto it = other.tails_.find(key);
-      if (it == other.tails_.end() || AddressOrNone(tail) != other.AddressOrNone(it->second)) {
-        return false;
-      }
+    const auto tail = tails_.find(key), other_tail = other.tails_.find(key);
+    const bool tailed = tail != tails_.end();
+    if (tailed != (other_tail != other.tails_.end()) ||
+        (tailed && AddressOrNone(tail->second) != other.AddressOrNone(other_tail->second))) {
+      return false;
     }
-    return Layout() == other.Layout();
+    return Layout(small, stream) == other.Layout(small, stream);
   }
 
   void Free(int block) {
@@ -255,22 +264,21 @@ class CachingAllocatorModel::Impl {
 
   int64_t AddressOrNone(int block) const { return block < 0 ? -1 : blocks_[block].address; }
 
-  // What decides where later requests go: every block in use by the model (free or allocated),
-  // with its segment neighbours, by address.
+  // What decides where a pool's later requests go: every block of the pool in use by the model
+  // (free or allocated), with its segment neighbours, by address.
   struct Placed {
     int64_t address, size, prev, next;
     int stream;
     bool small, allocated;
     auto operator<=>(const Placed&) const = default;
   };
-  std::vector<Placed> Layout() const {
+  std::vector<Placed> Layout(bool small, int stream) const {
     std::vector<bool> spare(blocks_.size());
     for (const int id : spare_) spare[id] = true;
     std::vector<Placed> layout;
-    layout.reserve(blocks_.size() - spare_.size());
     for (size_t id = 0; id < blocks_.size(); ++id) {
-      if (spare[id]) continue;
       const Block& b = blocks_[id];
+      if (spare[id] || b.small != small || b.stream != stream) continue;
       layout.push_back({b.address, b.size, AddressOrNone(b.prev), AddressOrNone(b.next), b.stream,
                         b.small, b.allocated});
     }
@@ -319,7 +327,10 @@ class CachingAllocatorModel::Impl {
     }
   }
 
-  void Reserve(int64_t bytes) {
+  void Reserve(bool small, int stream, int64_t bytes) {
+    auto& pools = small ? small_reserved_ : large_reserved_;
+    if (static_cast<size_t>(stream) >= pools.size()) pools.resize(stream + 1);
+    pools[stream] += bytes;
     reserved_ += bytes;
     if (reserved_ > stats_.peak_reserved) stats_.peak_reserved = reserved_;
   }
@@ -329,7 +340,7 @@ class CachingAllocatorModel::Impl {
   int Grow(bool small, int stream, int64_t size) {
     if (!expandable_) {
       const int64_t segment = SegmentSize(size);
-      Reserve(segment);
+      Reserve(small, stream, segment);
       ++stats_.segments;
       const int block = NewBlock(next_address_, segment, stream, small);
       next_address_ += segment + kSmallBuffer;  // a gap: segments are never adjacent
@@ -350,7 +361,7 @@ class CachingAllocatorModel::Impl {
       if (!blocks_[tail].allocated) have = blocks_[tail].size;
     }
     const int64_t mapped = RoundUp(size - have, page);
-    Reserve(mapped);
+    Reserve(small, stream, mapped);
     if (tail >= 0 && !blocks_[tail].allocated) {
       Pool(small, stream).Remove(blocks_, tail);
       blocks_[tail].size += mapped;
@@ -368,7 +379,8 @@ class CachingAllocatorModel::Impl {
   int64_t reserved_ = 0;
   std::vector<Block> blocks_;
   std::vector<int> spare_;
-  std::vector<FreeSet> small_free_, large_free_;  // by stream
+  std::vector<FreeSet> small_free_, large_free_;          // by stream
+  std::vector<int64_t> small_reserved_, large_reserved_;  // by stream
   int64_t next_address_ = 0;
   int64_t allocated_ = 0;
   int64_t requested_ = 0;
@@ -398,8 +410,12 @@ const AllocatorStats& CachingAllocatorModel::stats() const {
 int64_t CachingAllocatorModel::reserved() const {
   return impl_->reserved();
 }
-bool CachingAllocatorModel::SameLayout(const CachingAllocatorModel& other) const {
-  return impl_->SameLayout(*other.impl_);
+int64_t CachingAllocatorModel::PoolReserved(int64_t bytes, int stream) const {
+  return impl_->PoolReserved(RoundSize(bytes) <= kSmallSize, stream);
+}
+bool CachingAllocatorModel::SameLayout(const CachingAllocatorModel& other, int64_t bytes,
+                                       int stream) const {
+  return impl_->SameLayout(*other.impl_, RoundSize(bytes) <= kSmallSize, stream);
 }
 int64_t CachingAllocatorModel::AddressOf(int handle) const {
   return impl_->AddressOf(handle);
@@ -519,6 +535,14 @@ ConvCall::Shape ConvCall::shape() const {
   return Shape::kGeneral;
 }
 
+double ConvCall::group_padding() const {
+  if (shape() != Shape::kGrouped) return 1.0;
+  const int64_t width = in_channels / groups;
+  if (width <= 0 || width > (int64_t{1} << 40)) return 1.0;
+  return static_cast<double>(std::bit_ceil(static_cast<uint64_t>(width))) /
+         static_cast<double>(width);
+}
+
 std::string_view ShapeName(ConvCall::Shape shape) {
   switch (shape) {
     case ConvCall::Shape::kGeneral:
@@ -559,6 +583,18 @@ class TraceReplay {
       : trace_(&trace), options_(&options), model_(options.expandable_segments) {
     handles_.reserve(trace.allocations);
   }
+  // Goes on with `trace` from its event `next` on a copy of `model`, where the trace's
+  // allocations made before `next` are the blocks `earlier` (which must outlive it), and its
+  // permanent blocks are already made.
+  TraceReplay(const AllocationTrace& trace, const ReplayOptions& options, size_t next,
+              const CachingAllocatorModel& model, const std::vector<int>& earlier)
+      : trace_(&trace),
+        options_(&options),
+        model_(model),
+        next_(next),
+        permanent_made_(true),
+        earlier_(&earlier),
+        earlier_count_(earlier.size()) {}
 
   // Replays the events before `end`; the permanent blocks come where the steps begin.
   Status RunTo(size_t end) {
@@ -603,15 +639,6 @@ class TraceReplay {
     return Status::Ok();
   }
 
-  // A copy to go on from here; it looks up the allocations made so far in this replay's handles,
-  // which must outlive it.
-  TraceReplay Fork() const {
-    TraceReplay fork(*this, Uncopied{});
-    fork.earlier_ = &handles_;
-    fork.earlier_count_ = handles_.size();
-    return fork;
-  }
-
   size_t next() const { return next_; }
   // How many allocations of the trace were made so far, and the model's handle of one of them.
   size_t made() const { return earlier_count_ + handles_.size(); }
@@ -628,16 +655,6 @@ class TraceReplay {
   }
 
  private:
-  struct Uncopied {};
-  // Everything but the handles.
-  TraceReplay(const TraceReplay& other, Uncopied)
-      : trace_(other.trace_),
-        options_(other.options_),
-        model_(other.model_),
-        next_(other.next_),
-        permanent_made_(other.permanent_made_),
-        largest_workspace_tensor_(other.largest_workspace_tensor_) {}
-
   void MakePermanent() {
     for (const int64_t bytes : options_->permanent) model_.Allocate(bytes);
     permanent_made_ = true;
@@ -650,7 +667,7 @@ class TraceReplay {
   bool permanent_made_ = false;
   int64_t largest_workspace_tensor_ = 0;
   // The model's handle of each allocation, by its index in the trace: the first earlier_count_ in
-  // the replay this one was forked from, the rest here.
+  // the replay this one goes on from, the rest here.
   const std::vector<int>* earlier_ = nullptr;
   size_t earlier_count_ = 0;
   std::vector<int> handles_;
@@ -712,6 +729,10 @@ namespace {
 struct PoolTrace {
   AllocationTrace trace;
   std::vector<size_t> starts;
+  // Per allocation here, the trace's allocation it is (-1: a permanent block or a workspace),
+  // and how many were made before each start.
+  std::vector<int64_t> source;
+  std::vector<int64_t> made;
 };
 
 PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int64_t bytes,
@@ -722,8 +743,9 @@ PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int
   };
   PoolTrace out;
   AllocationTrace& pool = out.trace;
-  auto allocate = [&pool](int64_t request) {
+  auto allocate = [&pool, &out](int64_t request, int64_t source) {
     pool.events.push_back({AllocationTrace::Event::kAlloc, 0, request});
+    out.source.push_back(source);
     return pool.allocations++;
   };
   std::vector<int64_t> index(trace.allocations, -1);  // of each allocation here
@@ -733,18 +755,20 @@ PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int
   for (size_t i = 0; i <= trace.events.size(); ++i) {
     if (!permanent && i >= trace.steps_begin) {
       for (const int64_t request : options.permanent) {
-        if (mine(request, 0)) allocate(request);
+        if (mine(request, 0)) allocate(request, -1);
       }
       permanent = true;
     }
     for (; start < starts.size() && starts[start] == i; ++start) {
       out.starts.push_back(pool.events.size());
+      out.made.push_back(pool.allocations);
     }
     if (i == trace.events.size()) break;
     const auto& event = trace.events[i];
     switch (event.kind) {
       case AllocationTrace::Event::kAlloc:
-        if (mine(event.value, event.stream)) index[allocations] = allocate(event.value);
+        if (mine(event.value, event.stream))
+          index[allocations] = allocate(event.value, allocations);
         ++allocations;
         break;
       case AllocationTrace::Event::kFree:
@@ -757,7 +781,7 @@ PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int
           for (const int64_t request : options.workspaces[event.value]) {
             const int64_t capped = std::min(request, kMaxTraceBytes);
             if (request > 0 && mine(capped, 0)) {
-              pool.events.push_back({AllocationTrace::Event::kFree, 0, allocate(capped)});
+              pool.events.push_back({AllocationTrace::Event::kFree, 0, allocate(capped, -1)});
             }
           }
         }
@@ -771,10 +795,10 @@ PoolTrace PoolOf(const AllocationTrace& trace, const ReplayOptions& options, int
 // the same layout, and each event of the one asks what the other's asks at the same place
 // (allocations of the same size, frees of the same block or of the allocation made as many
 // allocations into the run). Whatever either is given first, it then reserves as much more.
-bool SameRun(const AllocationTrace& trace, const TraceReplay& a, size_t a_end, const TraceReplay& b,
-             size_t b_end) {
+bool SameRun(const AllocationTrace& trace, int64_t bytes, const TraceReplay& a, size_t a_end,
+             const TraceReplay& b, size_t b_end) {
   const size_t a_begin = a.next(), b_begin = b.next();
-  if (a_end - a_begin != b_end - b_begin || !a.model().SameLayout(b.model())) return false;
+  if (a_end - a_begin != b_end - b_begin || !a.model().SameLayout(b.model(), bytes)) return false;
   const auto a_made = static_cast<int64_t>(a.made()), b_made = static_cast<int64_t>(b.made());
   for (size_t i = 0; i < a_end - a_begin; ++i) {
     const auto& x = trace.events[a_begin + i];
@@ -801,31 +825,34 @@ Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
   COLO_RETURN_IF_ERROR(CheckTotal(trace));
   const int64_t bytes = MostCommonBlock(trace);
   const std::vector<size_t> starts = bytes > 0 ? ProbeStarts(trace) : std::vector<size_t>{};
-  // What the plain replay reserves where each step ends (reserved memory only grows, so a replay
-  // that stops there peaks there).
+  // The probes replay only the requests of the held blocks' pool (the other pools cannot change
+  // what the held blocks do), each from where the plain replay's allocator stood as its step began.
+  const PoolTrace pool = starts.empty() ? PoolTrace{} : PoolOf(trace, options, bytes, starts);
+  const ReplayOptions none;
+  std::vector<std::vector<int>> earlier(starts.size());  // the pool's allocations there
+  std::vector<TraceReplay> snapshots;
+  snapshots.reserve(starts.size());
+  // What the plain replay reserves where each step ends, in all and in the held blocks' pool
+  // (reserved memory only grows, so a replay that stops there peaks there).
+  std::vector<int64_t> reserved_at, pool_reserved_at;  // where steps 1.. begin, then at the end
   TraceReplay full(trace, options);
-  std::vector<int64_t> reserved_at;  // where steps 1.. begin, then at the end
-  for (size_t k = 1; k < starts.size(); ++k) {
-    COLO_RETURN_IF_ERROR(full.RunTo(starts[k]));
-    reserved_at.push_back(full.model().reserved());
+  for (size_t k = 0; k <= starts.size(); ++k) {
+    COLO_RETURN_IF_ERROR(full.RunTo(k < starts.size() ? starts[k] : trace.events.size()));
+    if (k > 0) {
+      reserved_at.push_back(full.model().reserved());
+      pool_reserved_at.push_back(full.model().PoolReserved(bytes));
+    }
+    if (k == starts.size()) break;
+    earlier[k].reserve(pool.made[k]);
+    for (size_t i = 0; i < static_cast<size_t>(pool.made[k]); ++i) {
+      const int64_t source = pool.source[i];
+      earlier[k].push_back(source < 0 ? -1 : full.Handle(static_cast<size_t>(source)));
+    }
+    snapshots.emplace_back(pool.trace, none, pool.starts[k], full.model(), earlier[k]);
   }
-  COLO_RETURN_IF_ERROR(full.RunTo(trace.events.size()));
-  reserved_at.push_back(full.model().reserved());
   ProbedReplay out;
   out.stats = full.Stats();
   if (starts.empty()) return out;
-  const PoolTrace pool = PoolOf(trace, options, bytes, starts);
-  const ReplayOptions none;
-  TraceReplay base(pool.trace, none);
-  std::vector<TraceReplay> snapshots;
-  std::vector<int64_t> pool_reserved_at;  // as reserved_at, the held blocks' pool alone
-  for (size_t k = 0; k < pool.starts.size(); ++k) {
-    COLO_RETURN_IF_ERROR(base.RunTo(pool.starts[k]));
-    if (k > 0) pool_reserved_at.push_back(base.model().reserved());
-    snapshots.push_back(base.Fork());
-  }
-  COLO_RETURN_IF_ERROR(base.RunTo(pool.trace.events.size()));
-  pool_reserved_at.push_back(base.model().reserved());
   // A block that fits no cached block and fills a segment of its own changes nothing else: the
   // replay goes on as without it, its segment beside, and the peak rises by that segment alone.
   const int64_t rounded = CachingAllocatorModel::RoundSize(bytes);
@@ -842,7 +869,8 @@ Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
   // what the next step's reserve beyond where they began, and need no replay of their own.
   std::array<bool, 3> repeats{};
   for (size_t k = 0; k + 1 < probed; ++k) {
-    repeats[k] = SameRun(pool.trace, snapshots[k], step_end(k), snapshots[k + 1], step_end(k + 1));
+    repeats[k] =
+        SameRun(pool.trace, bytes, snapshots[k], step_end(k), snapshots[k + 1], step_end(k + 1));
   }
   for (int count = 1; count <= 3; ++count) {
     // What the held blocks reserve by themselves (a 1-10 MiB block takes a 20 MiB segment).
@@ -864,7 +892,8 @@ Result<ProbedReplay> ReplayWithFragmentationProbe(const AllocationTrace& trace,
       known[k] = true;
       // The other pools and streams reserve what the plain replay does by then.
       const int64_t reserved = reserved_at[k] - pool_reserved_at[k] +
-                               snapshots[k].model().reserved() + grown[k] - alone.reserved();
+                               snapshots[k].model().PoolReserved(bytes) + grown[k] -
+                               alone.reserved();
       out.fragmentation_risk = std::max(out.fragmentation_risk, reserved - out.stats.peak_reserved);
     }
   }

@@ -75,6 +75,15 @@ Result<ConvWorkspaceCatalogue> CatalogueFromJson(const nlohmann::json& doc,
   return catalogue;
 }
 
+// One hash of several fields (boost's hash_combine).
+size_t Mix(std::initializer_list<int64_t> fields) {
+  uint64_t h = 0x9e3779b97f4a7c15;
+  for (const int64_t f : fields) {
+    h ^= static_cast<uint64_t>(f) + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2);
+  }
+  return static_cast<size_t>(h);
+}
+
 }  // namespace
 
 Result<ConvWorkspaceCatalogue> ConvWorkspaceCatalogue::Make(std::vector<int> batches) {
@@ -108,6 +117,15 @@ Status ConvWorkspaceCatalogue::Add(const Key& key, std::vector<std::vector<int64
     if (!first) slot->second.reset();
   }
   return Status::Ok();
+}
+
+size_t ConvWorkspaceCatalogue::Hash::operator()(const Key& k) const {
+  return Mix({k.backward, k.input_per_sample, k.output_per_sample, k.weight_bytes, k.kernel_h,
+              k.kernel_w, k.in_channels, k.groups, k.channels_last});
+}
+size_t ConvWorkspaceCatalogue::Hash::operator()(const Inputs& k) const {
+  return Mix({k.backward, k.input_per_sample, k.weight_bytes, k.kernel_h, k.kernel_w, k.in_channels,
+              k.groups, k.channels_last});
 }
 
 std::optional<ConvWorkspaceCatalogue::Workspaces> ConvWorkspaceCatalogue::Lookup(
@@ -473,7 +491,7 @@ class TraceEstimator final : public MemoryEstimator {
             static_cast<int64_t>(cal.conv_workspace_ratio * static_cast<double>(conv.largest())));
         return {};
       }
-      const auto operands = static_cast<double>(conv.operand_bytes());
+      const double operands = static_cast<double>(conv.operand_bytes()) * conv.group_padding();
       uncertainty = std::max(uncertainty, static_cast<int64_t>(cal.conv_uncertainty_scale *
                                                                (k.max - k.median) * operands));
       return {static_cast<int64_t>(k.median * operands)};

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "estimate/caching_allocator.h"
@@ -40,7 +41,7 @@ class ConvWorkspaceCatalogue {
     int64_t input_per_sample = 0, output_per_sample = 0, weight_bytes = 0;
     int64_t kernel_h = 0, kernel_w = 0, in_channels = 0, groups = 1;
     bool channels_last = false;  // measured with an NHWC input (ConvCall::channels_last)
-    auto operator<=>(const Key&) const = default;
+    bool operator==(const Key&) const = default;
   };
   // The batch sizes every call was measured at (at least one, ascending).
   static Result<ConvWorkspaceCatalogue> Make(std::vector<int> batches);
@@ -72,11 +73,17 @@ class ConvWorkspaceCatalogue {
     int64_t input_per_sample = 0, weight_bytes = 0, kernel_h = 0, kernel_w = 0, in_channels = 0,
             groups = 1;
     bool channels_last = false;
-    auto operator<=>(const Inputs&) const = default;
+    bool operator==(const Inputs&) const = default;
+  };
+  // Every field mixed in: a model's calls differ in one or two of them. Hashed, a lookup costs a
+  // fifth of a search of the ordered map, and an estimate makes one per convolution.
+  struct Hash {
+    size_t operator()(const Key& k) const;
+    size_t operator()(const Inputs& k) const;
   };
   std::vector<int> batches_;
-  std::map<Key, Measured> calls_;
-  std::map<Inputs, std::optional<Key>> by_inputs_;
+  std::unordered_map<Key, Measured, Hash> calls_;
+  std::unordered_map<Inputs, std::optional<Key>, Hash> by_inputs_;
 };
 
 // What a training process holds on a GPU outside the caching allocator, measured by

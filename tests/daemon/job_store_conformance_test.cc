@@ -2,6 +2,7 @@
 // use: the same tests, so the fake cannot drift from the real one.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "daemon/job_codec.h"
 #include "daemon/job_store_test_support.h"
 #include "daemon/sqlite_job_store.h"
+#include "daemon/threaded_job_store.h"
 
 namespace colo {
 namespace {
@@ -20,13 +22,27 @@ using testing::EstimateWithSignature;
 using testing::Page;
 using testing::QueuedJob;
 
-// Each store with the same handles on its faults.
-class SqliteStoreHarness {
+// Each store with the same handles on its faults. `Threaded`: the SQLite store behind
+// ThreadedJobStore, as colod uses it (every call on the store's thread, the caller waiting with
+// other work of its own).
+template <bool Threaded>
+class SqliteHarness {
  public:
-  SqliteStoreHarness() {
+  SqliteHarness() {
     auto opened = SqliteJobStore::Open(path());
     EXPECT_TRUE(opened.ok()) << opened.status().message();
-    if (opened.ok()) store_ = std::move(*opened);
+    if (!opened.ok()) return;
+    sqlite_ = opened->get();
+    if (!Threaded) {
+      store_ = std::move(*opened);
+      return;
+    }
+    auto threaded = std::make_unique<ThreadedJobStore>(std::move(*opened));
+    threaded->SetWhileWaiting([](int done_fd) {
+      pollfd p{done_fd, POLLIN, 0};
+      poll(&p, 1, -1);
+    });
+    store_ = std::move(threaded);
   }
   JobStore& store() { return *store_; }
   void Corrupt(JobId id) {
@@ -36,15 +52,19 @@ class SqliteStoreHarness {
   void ForgetIdCounter() {
     testing::RawDb(path()).Exec("DELETE FROM meta WHERE key = 'next_job_id'");
   }
-  // Writes that need more room fail as on a full disk: the failing writes below are large.
-  void BreakWrites() { ASSERT_TRUE(store_->LimitPagesForTesting(1).ok()); }
-  void HealWrites() { ASSERT_TRUE(store_->LimitPagesForTesting(std::nullopt).ok()); }
+  // Writes that need more room fail as on a full disk: the failing writes below are large. (Between
+  // calls: the store's thread is not using the connection.)
+  void BreakWrites() { ASSERT_TRUE(sqlite_->LimitPagesForTesting(1).ok()); }
+  void HealWrites() { ASSERT_TRUE(sqlite_->LimitPagesForTesting(std::nullopt).ok()); }
 
  private:
   std::string path() const { return dir_.File("colo.db"); }
   testing::TempDir dir_;
-  std::unique_ptr<SqliteJobStore> store_;
+  SqliteJobStore* sqlite_ = nullptr;
+  std::unique_ptr<JobStore> store_;
 };
+using SqliteStoreHarness = SqliteHarness<false>;
+using ThreadedSqliteStoreHarness = SqliteHarness<true>;
 
 class FakeStoreHarness {
  public:
@@ -83,12 +103,13 @@ class JobStoreTest : public ::testing::Test {
   Harness harness_;
 };
 
-using Stores = ::testing::Types<SqliteStoreHarness, FakeStoreHarness>;
+using Stores = ::testing::Types<SqliteStoreHarness, ThreadedSqliteStoreHarness, FakeStoreHarness>;
 class StoreNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return std::is_same_v<T, SqliteStoreHarness> ? "Sqlite" : "Fake";
+    if (std::is_same_v<T, SqliteStoreHarness>) return "Sqlite";
+    return std::is_same_v<T, ThreadedSqliteStoreHarness> ? "ThreadedSqlite" : "Fake";
   }
 };
 TYPED_TEST_SUITE(JobStoreTest, Stores, StoreNames);

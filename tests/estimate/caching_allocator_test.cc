@@ -351,6 +351,23 @@ TEST(CachingAllocatorModel, ACopyGoesOnFromTheSameStateIndependently) {
   EXPECT_EQ(original.stats().segments, 2);
 }
 
+TEST(CachingAllocatorModel, EachPoolKeepsItsReservationAndLayoutToItself) {
+  CachingAllocatorModel a, b;
+  for (CachingAllocatorModel* m : {&a, &b}) m->Free(m->Allocate(30 * kMiB));
+  a.Allocate(1000);         // a small block: a 2 MiB segment of the small pool
+  a.Allocate(4 * kMiB, 1);  // another stream's pool: a 20 MiB segment
+  EXPECT_EQ(a.PoolReserved(30 * kMiB), 30 * kMiB);
+  EXPECT_EQ(a.PoolReserved(1000), 2 * kMiB);
+  EXPECT_EQ(a.PoolReserved(4 * kMiB, 1), 20 * kMiB);
+  EXPECT_EQ(a.PoolReserved(4 * kMiB, 2), 0) << "a stream that asked for nothing";
+  EXPECT_EQ(a.reserved(), 52 * kMiB);
+  EXPECT_TRUE(a.SameLayout(b, 30 * kMiB)) << "the large pool of stream 0 is alike in both";
+  EXPECT_FALSE(a.SameLayout(b, 1000));
+  EXPECT_FALSE(a.SameLayout(b, 4 * kMiB, 1));
+  b.Allocate(10 * kMiB);  // splits b's cached 30 MiB block
+  EXPECT_FALSE(a.SameLayout(b, 30 * kMiB));
+}
+
 TEST(Replay, RefusesATraceBeyondAnyGpu) {
   // Each size is within the format's 18 digits; together they are beyond 2^60 bytes.
   auto t =

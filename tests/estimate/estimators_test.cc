@@ -230,6 +230,39 @@ TEST(Estimators, TraceModelsConvolutionWorkspacesWithTheGpusCalibration) {
   EXPECT_NE(between.status().message().find("differ in structure"), std::string::npos);
 }
 
+// A grouped call's workspace is the median coefficient times its operands padded to the groups'
+// power-of-two width: RegNet's groups of 24 channels take 4/3 of what groups of 8 take.
+TEST(Estimators, GroupedConvolutionsTakeWorkspaceForTheirPaddedGroups) {
+  GpuCalibration cal;
+  cal.gpu = "test";
+  cal.margin_ratio = 0;
+  cal.margin_bytes = 0;
+  cal.conv_workspace[ConvWorkspaceIndex(false, false, ConvCall::Shape::kGrouped)] = {1.0, 1.0,
+                                                                                     true};
+  auto peak = [&](int channels, int groups) -> int64_t {
+    const std::string name = fmt::format("g{}x{}", channels, groups);
+    WriteTestFile(name + ".b2.trace",
+                  fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {} 0 3 3 {} {}\n",
+                              100 * kMiB, 30 * kMiB, 30 * kMiB, channels, groups));
+    const std::string summary = WriteTestFile(
+        name + ".json", fmt::format(R"({{"format": "colo-model-summary", "version": 1, "batch": 2,
+      "totals": {{"parameters": 1}}, "layers": [{{"type": "Conv2d", "parameters": 1}}],
+      "traces": [{{"batch": 2, "file": "{}.b2.trace"}}]}})",
+                                    name));
+    auto s = LoadModelSummary(summary);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    JobDescription job;
+    job.summary = &*s;
+    job.batch = 2;
+    auto e = MakeTraceEstimator(cal)->Estimate(job);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    return e.ok() ? e->peak.count() : 0;
+  };
+  EXPECT_EQ(peak(72, 9), 160 * kMiB) << "groups of 8: a 60 MiB workspace";
+  EXPECT_EQ(peak(72, 3), 180 * kMiB) << "groups of 24 run as 32: an 80 MiB workspace";
+  EXPECT_EQ(peak(72, 72), 100 * kMiB) << "depthwise: no grouped coefficient";
+}
+
 ConvCall Conv(bool backward, int64_t input, int64_t output, int64_t weight) {
   ConvCall c;
   c.backward = backward;
