@@ -70,7 +70,7 @@ constexpr void CheckDescribed() {
                 "a member of this struct is missing from its Fields() description");
 }
 
-// ---- Writing ----
+// A described struct as a JSON object: each field by its spec, defaults omitted where it says so.
 
 template <Described T>
 void Write(const T& value, json& out);
@@ -126,7 +126,7 @@ void Write(const T& value, json& out) {
   std::apply([&](const auto&... spec) { (WriteField(value, spec, out), ...); }, Fields(Of<T>{}));
 }
 
-// ---- Reading ----
+// A JSON object into a described struct, strictly: types, ranges and sizes by each field's spec.
 
 // Reads the fields of one JSON object; every reader of one value shares the first problem.
 class Reader {

@@ -483,25 +483,6 @@ std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
   return Decide(*record, MakeRequest(*record), View(), nullptr);
 }
 
-Status Scheduler::Cancel(JobId id) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
-  JobRecord& job = it->second;
-  if (IsTerminal(job.state)) {
-    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(job.state)));
-  }
-  if (job.state == JobState::kRunning)
-    return Status::Ok();  // the caller stops it; OnJobExit ends it
-  changed_ = true;
-  auto& queue = QueueOf(job);
-  queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
-  Unindex(job, job.state == JobState::kQueued);
-  job.state = JobState::kCancelled;
-  job.finished = clock_.Now();
-  job.end_reason = "cancelled while queued";
-  return Status::Ok();
-}
-
 void Scheduler::OnGpuSample(const GpuSample& sample) {
   if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return;
   GpuRecord& g = gpus_[sample.gpu];
@@ -561,9 +542,13 @@ std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, doubl
   // runs for every GPU at every sample, in colod and in colo sim).
   const GpuRecord& gpu = gpus_[sample.gpu];
   const std::vector<const JobRecord*>& here = gpu.jobs;
+  const bool solo = here.size() == 1 && measured_smact > kComputingSmact;
+  if (!solo && !uses_read) return raised;  // nothing of a job's changes (colo sim's usual sample)
   for (const JobRecord* record : here) {
-    JobRecord& job = Get(record->spec.id);  // a GPU's jobs are running ones
-    if (here.size() == 1 && measured_smact > kComputingSmact) {
+    // A GPU's jobs are running ones, and their records this scheduler's own: changed in place,
+    // not looked up again.
+    JobRecord& job = const_cast<JobRecord&>(*record);
+    if (solo) {
       job.solo_smact_sum += measured_smact;
       job.solo_samples++;
     }

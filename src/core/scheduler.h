@@ -226,7 +226,6 @@ class Scheduler {
   // for a job that would otherwise wait at the head of the queue forever. `idle_used`: what an
   // idle GPU uses that no job of the scheduler's does (the simulator's driver and other tenants).
   Status CheckPlaceable(const JobSpec& spec, Bytes idle_used = Bytes(0)) const;
-  Status Cancel(JobId id);
   // Undoes a launch that Schedule() returned but the caller could not carry out before starting
   // anything (it could not record it): the job goes back to the head of the queue it came from.
   Status AbortLaunch(JobId id);

@@ -460,7 +460,7 @@ void DecodeRecord(const json& record, FieldReader::Shared& shared, Job& job) {
       DecodeAttempt(a, job.attempts.emplace_back());
     }
   }
-  // Its context as the API describes it (api::JobContext): workdir, source.
+  // Its context as the API describes it (api::JobContext: workdir, source, umask, limits).
   if (r.ok()) api::ReadFields(record, "", job.context, shared.error);
   r.Int("threads", job.spec.threads);
   // Added within schema 2: absent in records written before colod knew Slurm. A Slurm job's run

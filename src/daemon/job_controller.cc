@@ -379,118 +379,6 @@ void JobController::AddLive(Job job) {
   live_.emplace(job.id(), std::move(job));
 }
 
-Result<std::string> JobController::Cancel(const Identity& who, JobId id) {
-  // The array's id cancels every live task of it (scancel ARRAY_ID).
-  std::vector<JobId> tasks;
-  for (const auto& [task_id, job] : live_) {
-    if (job.array && job.array->job == id && job.live()) tasks.push_back(task_id);
-  }
-  if (tasks.size() > 1 || (tasks.size() == 1 && tasks.front() != id)) {
-    int cancelled = 0, cancelling = 0;
-    std::optional<Status> first_error;
-    std::vector<JobId> waiting;
-    const auto count = [&](const Result<std::string>& state) {
-      if (!state.ok()) {
-        if (!first_error) first_error = state.status();
-      } else {
-        (*state == "cancelling" ? cancelling : cancelled)++;
-      }
-    };
-    for (JobId task : tasks) {
-      if (live_.at(task).state == JobState::kRunning) {
-        count(CancelOne(who, task));
-      } else {
-        waiting.push_back(task);
-      }
-    }
-    for (const Result<std::string>& state : CancelWaiting(who, waiting)) count(state);
-    if (cancelled + cancelling == 0 && first_error) return *first_error;
-    if (cancelling == 0) return fmt::format("cancelled {} task(s)", cancelled);
-    return fmt::format("cancelling {} task(s), cancelled {}", cancelling, cancelled);
-  }
-  return CancelOne(who, id);
-}
-
-Result<Job*> JobController::CancelTarget(const Identity& who, JobId id) {
-  auto it = live_.find(id);
-  if (it == live_.end()) {
-    auto ended = EndedJobFor(who, id, "cancel");
-    if (!ended.ok()) return ended.status();
-    return FailedPrecondition(fmt::format("job {} already ended ({})", id, ToString(ended->state)));
-  }
-  COLO_RETURN_IF_ERROR(MayControl(who, it->second, "cancel"));
-  return &it->second;
-}
-
-Result<std::string> JobController::CancelOne(const Identity& who, JobId id) {
-  auto target = CancelTarget(who, id);
-  if (!target.ok()) return target.status();
-  Job& job = **target;
-  if (job.state != JobState::kRunning) return std::move(CancelWaiting(who, {id}).front());
-  if (!job.cancel_requested) {
-    // Stored first: if colod stops now, the restart still knows the end was asked for.
-    Job updated = job;
-    updated.cancel_requested = true;
-    const JobEvent event = Event(
-        id, "cancel",
-        fmt::format("asked by {}: SIGTERM to every process of attempt {}; SIGKILL in {:.0f} s",
-                    who.user, job.current() ? job.current()->number : 0,
-                    ToSeconds(options_.cancel_grace)));
-    if (Status s = store_.Update(updated, {event}); !s.ok())
-      return Unavailable("the cancel could not be stored, so the job was not touched: " +
-                         s.message());
-    Log(event);
-    job.cancel_requested = true;
-    // Once: signalling every process of a job is not free, and asking again changes nothing
-    // (SIGKILL follows when the grace is over).
-    RunnerFor(job).Signal(job, SIGTERM);
-    running_[id].kill_at = clock_.Now() + options_.cancel_grace;
-  }
-  return std::string("cancelling");
-}
-
-std::vector<Result<std::string>> JobController::CancelWaiting(const Identity& who,
-                                                              const std::vector<JobId>& ids) {
-  std::vector<Result<std::string>> results(ids.size(), std::string("cancelled"));
-  // Stored first, all in one transaction: the tasks of a large array cost one write.
-  std::vector<Job> ended;
-  ended.reserve(ids.size());
-  std::vector<JobChange> changes;
-  std::vector<JobId> targets;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto target = CancelTarget(who, ids[i]);
-    if (!target.ok()) {
-      results[i] = target.status();
-      continue;
-    }
-    Job& job = ended.emplace_back(**target);
-    job.state = JobState::kCancelled;
-    job.reason = fmt::format("cancelled by {} while waiting", who.user);
-    job.finished = clock_.WallNow();
-    job.env.clear();
-    changes.push_back(JobChange{&job, {Event(ids[i], "cancelled", job.reason)}});
-    targets.push_back(ids[i]);
-  }
-  if (Status s = store_.UpdateMany(changes); !s.ok()) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (results[i].ok())
-        results[i] =
-            Unavailable("the cancel could not be stored, so the job stays queued: " + s.message());
-    }
-    return results;
-  }
-  for (size_t k = 0; k < targets.size(); ++k) {
-    const JobId id = targets[k];
-    auto it = live_.find(id);
-    if (it == live_.end()) continue;  // named twice
-    Log(changes[k].events.front());
-    scheduler_.Drop(id);  // it no longer waits for GPUs
-    it->second = std::move(ended[k]);
-    ForgetIfDone(id);
-  }
-  return results;
-}
-
 // Slurm's kill_invalid_depend: a job whose dependency can never be met is cancelled (reason
 // DependencyNeverSatisfied) rather than left waiting forever.
 void JobController::CheckDependencies() {
@@ -853,7 +741,10 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   JobExit exit =
       ClassifyExit(end.end, job.cancel_requested || job.timed_out || job.requeue_requested,
                    end.stderr_tail, end.stdout_tail);
-  if (job.requeue_requested) {
+  // A cancel asked for while a requeue stopped the job ends it for good (scancel after scontrol
+  // requeue): it is not queued again.
+  const bool requeue = job.requeue_requested && !job.cancel_requested;
+  if (requeue) {
     exit = JobExit{ExitKind::kCancelled, "stopped to be queued again: " + HowItEnded(end.end)};
   } else if (job.timed_out && exit.kind != ExitKind::kSuccess) {
     exit = JobExit{ExitKind::kTimeout,
@@ -877,10 +768,10 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const ExitAction action = ended.action;
   attempt.peak = ended.peak;
   attempt.solo_smact = ended.solo_smact;
-  if (job.requeue_requested) {
+  if (requeue) {
     // scontrol requeue: the same job waits again, keeping its attempts (and its environment).
     running_.erase(id);
-    scheduler_.Forget(id);
+    scheduler_.Drop(id);  // its next attempt is a new record (Requeue)
     job.requeue_requested = false;
     job.cancel_requested = false;
     job.timed_out = false;

@@ -4,8 +4,8 @@
 // with a manual clock and fakes (tests/daemon/job_controller_test.cc). It coordinates owners and
 // keeps no rule of its own: the scheduler (core) owns each job's scheduling state and reports
 // what it changes, Admission what may enter the queue, an AttemptRunner how an attempt runs.
-// Its definitions: job_controller.cc (submit, cancel, samples, the turn, launch, exit),
-// job_controller_control.cc (hold, release, requeue), job_controller_learning.cc (earlier
+// Its definitions: job_controller.cc (submit, samples, the turn, launch, exit),
+// job_controller_control.cc (cancel, hold, release, requeue), job_controller_learning.cc (earlier
 // runs), job_controller_restart.cc (after a restart), job_controller_tenants.cc (Slurm's runs).
 //
 // Durability rules it keeps:
@@ -114,7 +114,7 @@ class JobController final : public TenantHost {
   Result<std::string> Control(const Identity& who, api::JobAction action, JobId id,
                               bool whole_array = true);
   // Control of many jobs, each answered as Control answers it; holds and releases are stored
-  // together, one write for them all.
+  // together, one write for them all, and so are the cancels of the waiting jobs named.
   std::vector<Result<std::string>> ControlMany(const Identity& who, api::JobAction action,
                                                const std::vector<JobId>& ids, bool whole_array);
   // Why a job waits that the scheduler does not know of (held, dependencies, its array's cap);
@@ -201,6 +201,10 @@ class JobController final : public TenantHost {
   // What follows a hold or release once it is stored; returns what the job is now.
   Result<std::string> ApplyHold(Job& job, const Identity& who, bool hold);
   Result<std::string> RequeueJob(const Identity& who, JobId id);
+  // A running job's attempt asked to stop, for a cancel (`asked`: &Job::cancel_requested) or a
+  // requeue: stored first, then SIGTERM to every process of it, SIGKILL when the grace is over.
+  // `then`: what follows, for the event.
+  Status AskToStop(const Identity& who, Job& job, bool Job::*asked, std::string_view then);
   void CheckDependencies();
   void CheckTimeLimits(TimePoint now);
   void RefineQueuedJobs(const Job& finished);

@@ -48,6 +48,8 @@ Result<std::string> RunControl(const MpsSettings& s, const std::vector<std::stri
   }
   close(in[0]);
   close(out[1]);
+  // A command (a line for nvidia-cuda-mps-control) far below a pipe's buffer: a control that
+  // exited before reading it answers with its exit status and output, which the caller reads.
   if (!input.empty()) (void)!write(in[1], input.data(), input.size());
   close(in[1]);
   std::string output;

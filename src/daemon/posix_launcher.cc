@@ -190,6 +190,8 @@ struct ChildReport {
 // Async-signal-safe from here to the end of the child helpers: they run between fork and exec.
 [[noreturn]] void ReportAndExit(int report_fd, Step step, int error) {
   const ChildReport report{step, error};
+  // Nothing more can be done should this fail: the pipe closes at the exit as at an exec, and the
+  // attempt ends as a shim that left no record would (status 127).
   (void)!write(report_fd, &report, sizeof report);
   _exit(127);
 }
@@ -1458,6 +1460,7 @@ bool PosixProcessLauncher::RemoveCgroup(const std::string& path) {
   // Processes still in it: they go, and the next Refresh() removes it.
   if (has_cgroup_kill_) {
     UniqueFd kill_fd(open((path + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
+    // Should the kill not take, the cgroup is still there at the next Refresh(), which tries again.
     if (kill_fd.valid()) (void)!write(kill_fd.get(), "1", 1);
   } else {
     SignalCgroup(path, SIGKILL);

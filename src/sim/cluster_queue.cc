@@ -420,8 +420,7 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   std::vector<Launch> launches = scheduler.Schedule();
   if (launches.empty()) {
     COLO_CHECK(!current);  // the policy on the same view said it would start
-    COLO_CHECK(scheduler.Cancel(id).ok());
-    scheduler.Forget(id);
+    COLO_CHECK(scheduler.Drop(id) == JobState::kQueued);
     ReadServer(server_index);  // now known not to take it
     return false;
   }
@@ -547,8 +546,7 @@ void ClusterQueue::Unreserve() {
   SimJob& job = state_.jobs[static_cast<size_t>(reserved_job_)];
   const int s = reserved_server_;
   Scheduler& scheduler = *state_.server(s).scheduler;
-  COLO_CHECK(scheduler.Cancel(job.trace->id).ok());
-  scheduler.Forget(job.trace->id);
+  COLO_CHECK(scheduler.Drop(job.trace->id) == JobState::kQueued);
   job.server = -1;
   reserved_job_ = reserved_server_ = -1;
   ReadServer(s);  // eligible again: later jobs of this round may use it

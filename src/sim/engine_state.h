@@ -39,6 +39,15 @@ struct Ended {
   bool ever_started = false;
 };
 
+inline Ended EndedOf(const JobRecord& record) {
+  return Ended{.first_started = record.first_started,
+               .finished = record.finished,
+               .state = record.state,
+               .attempts = record.attempts,
+               .ooms = record.oom_count,
+               .ever_started = record.ever_started};
+}
+
 // A job as submitted to the cluster queue: its spec, and what a server's policy is asked for it
 // before any server's lessons (its owner a view of the spec's: the two never move apart).
 struct Submission {
@@ -93,6 +102,16 @@ struct SimGpu {
   Bytes used;
   TimePoint integrated_to;
   double energy_j = 0, smact_seconds = 0, memory_byte_seconds = 0;
+
+  // Energy, SM activity and memory over time, brought up to `to` at the present figures.
+  void IntegrateTo(TimePoint to) {
+    if (to <= integrated_to) return;
+    const double dt = ToSeconds(to - integrated_to);
+    energy_j += watts * dt;
+    smact_seconds += smact * dt;
+    memory_byte_seconds += static_cast<double>(used.count()) * dt;
+    integrated_to = to;
+  }
 };
 
 struct Server {

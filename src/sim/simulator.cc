@@ -3,20 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <deque>
-#include <limits>
-#include <map>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <set>
-#include <tuple>
 #include <utility>
 
 #include "common/check.h"
 #include "common/clock.h"
-#include "common/stats.h"
 #include "common/strings.h"
 #include "estimate/estimator.h"
 #include "estimate/job_estimators.h"
@@ -24,6 +17,7 @@
 #include "sim/cluster_queue.h"
 #include "sim/engine_state.h"
 #include "sim/shard_policy.h"
+#include "sim/sim_result.h"
 
 namespace colo {
 
@@ -84,14 +78,6 @@ struct Event {
   int64_t subject;  // job index or server index
   uint64_t tag;     // attempt or version the event belongs to
 };
-sim::Ended EndedOf(const JobRecord& record) {
-  return sim::Ended{.first_started = record.first_started,
-                    .finished = record.finished,
-                    .state = record.state,
-                    .attempts = record.attempts,
-                    .ooms = record.oom_count,
-                    .ever_started = record.ever_started};
-}
 
 struct Later {
   bool operator()(const Event& x, const Event& y) const {
@@ -187,11 +173,9 @@ class Engine final : public sim::ClusterHost {
   // After its server's scheduler was told the job's attempt ended: if the job ended there for
   // good, what the scheduler says of it is kept (SimJob::ended) and the scheduler forgets it.
   void Settle(SimJob& job);
-  void Integrate(SimGpu& gpu, TimePoint to);
   void MarkChanged(int server, Change change) {
     if (cluster_) cluster_->MarkChanged(server, change);
   }
-  SimResult Finish();
 
   const MemoryEstimator& estimator_;
   const bool queue_mode_;
@@ -227,15 +211,6 @@ class Engine final : public sim::ClusterHost {
   int64_t event_count_ = 0;
 };
 
-void Engine::Integrate(SimGpu& gpu, TimePoint to) {
-  if (to <= gpu.integrated_to) return;
-  const double dt = ToSeconds(to - gpu.integrated_to);
-  gpu.energy_j += gpu.watts * dt;
-  gpu.smact_seconds += gpu.smact * dt;
-  gpu.memory_byte_seconds += static_cast<double>(gpu.used.count()) * dt;
-  gpu.integrated_to = to;
-}
-
 const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
   std::vector<int>& closure = closure_;
   closure.assign(gpus.begin(), gpus.end());
@@ -247,7 +222,7 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
   closure.erase(std::unique(closure.begin(), closure.end()), closure.end());
   const TimePoint now = Now();
   for (int g : closure) {
-    Integrate(gpus_[g], now);
+    gpus_[g].IntegrateTo(now);
     for (int j : gpus_[g].jobs) {
       SimJob& job = jobs_[j];
       job.remaining_s -= job.rate * ToSeconds(now - job.progress_at);
@@ -530,9 +505,8 @@ void Engine::Warmup(int index, uint64_t attempt) {
       Settle(job);
       return;
     }
-    server.scheduler->OnJobExit(job.trace->id,
-                                JobExit{ExitKind::kFailure, "out of memory: requeued"});
-    server.scheduler->Forget(job.trace->id);
+    // It leaves the server (its cluster queue keeps its attempts).
+    COLO_CHECK(server.scheduler->Drop(job.trace->id) == JobState::kRunning);
     cluster_->Requeue(index);
     return;
   }
@@ -569,7 +543,7 @@ void Engine::Settle(SimJob& job) {
   Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
   const JobRecord* record = scheduler.job(job.trace->id);
   if (record == nullptr || !IsTerminal(record->state)) return;
-  job.ended = EndedOf(*record);
+  job.ended = sim::EndedOf(*record);
   job.reason = record->end_reason;
   job.submitted.reset();
   std::vector<int>().swap(job.gpus);
@@ -738,151 +712,9 @@ SimResult Engine::Run() {
       if (cluster_) cluster_->EndInstant();
     }
   }
-  return Finish();
-}
-
-// Of values in ascending order.
-double Percentile(const std::vector<double>& values, double q) {
-  if (values.empty()) return 0;
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
-  return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
-SimResult Engine::Finish() {
-  SimResult result;
-  Metrics& m = result.metrics;
-  m.label = spec_.label;
-  m.estimator = spec_.estimator;
-  m.jobs = static_cast<int>(jobs_.size());
-  std::map<std::string, std::pair<double, int>> slowdowns;  // by owner: sum, count
-  // Sized once: at a million jobs a vector's growth would double the largest of them for a while.
-  result.jobs.reserve(jobs_.size());
-  double first_submit = jobs_.empty() ? 0 : ToSeconds(jobs_.front().trace->submit);
-  double last_end = first_submit;
-  for (const SimJob& job : jobs_) {
-    JobResult r;
-    r.id = job.trace->id;
-    r.name = job.trace->name;
-    r.server = job.server;
-    r.submit_s = ToSeconds(job.trace->submit);
-    if (job.rejected) {
-      r.state = JobState::kFailed;
-      r.reason = "rejected: " + job.reason;
-      ++m.rejected;
-      ++m.failed;
-      result.jobs.push_back(r);
-      continue;
-    }
-    const JobRecord* record =
-        job.server < 0 || job.ended
-            ? nullptr
-            : servers_[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
-    if (record == nullptr && !job.ended) {
-      // Still in the cluster queue when nothing more could happen.
-      COLO_CHECK(cluster_ && job.queued);
-      r.state = JobState::kFailed;
-      r.attempts = job.prior_attempts;
-      r.ooms = job.prior_ooms;
-      r.start_s = job.first_start_s;
-      r.reason = "never placed: waiting in the cluster queue";
-      ++m.failed;
-      result.jobs.push_back(r);
-      continue;
-    }
-    const sim::Ended end = job.ended ? *job.ended : EndedOf(*record);
-    r.state = end.state;
-    r.attempts = end.attempts + job.prior_attempts;
-    r.ooms = end.ooms + job.prior_ooms;
-    r.reason = job.ended ? job.reason : record->end_reason;
-    if (end.ever_started) r.start_s = ToSeconds(end.first_started);
-    if (job.prior_attempts > 0) r.start_s = job.first_start_s;  // its first start, elsewhere
-    if (IsTerminal(end.state)) r.end_s = ToSeconds(end.finished);
-    if (!IsTerminal(end.state)) {
-      // Nothing more could happen to it: the trace ended with the job still waiting.
-      r.state = JobState::kFailed;
-      r.reason =
-          record->last_wait ? "never placed: " + record->last_wait->Reason() : "never placed";
-    }
-    if (r.state == JobState::kSucceeded) {
-      ++m.succeeded;
-      auto& [sum, count] = slowdowns[job.trace->owner];
-      sum += (r.end_s - r.submit_s) / std::max(1.0, ToSeconds(job.trace->profile.duration));
-      ++count;
-    } else {
-      ++m.failed;
-    }
-    if (r.end_s >= 0) last_end = std::max(last_end, r.end_s);
-    result.jobs.push_back(r);
-  }
-  m.total_time_s = last_end - first_submit;
-  // The succeeded jobs' waits, execution and completion times, one measure at a time in one
-  // vector: at a million jobs, three side by side would hold 16 bytes a job more at the peak.
-  std::vector<double> values;
-  values.reserve(static_cast<size_t>(m.succeeded));
-  const auto of_succeeded = [&](double (*measure)(const JobResult&)) -> std::vector<double>& {
-    values.clear();
-    for (const JobResult& r : result.jobs)
-      if (r.state == JobState::kSucceeded) values.push_back(measure(r));
-    return values;
-  };
-  // Each mean summed in the jobs' order, then the values sorted once for its percentiles.
-  m.wait_avg_s = Mean(of_succeeded([](const JobResult& r) { return r.start_s - r.submit_s; }));
-  std::sort(values.begin(), values.end());
-  m.wait_p50_s = Percentile(values, 0.5);
-  m.wait_p95_s = Percentile(values, 0.95);
-  m.wait_p99_s = Percentile(values, 0.99);
-  m.exec_avg_s = Mean(of_succeeded([](const JobResult& r) { return r.end_s - r.start_s; }));
-  std::sort(values.begin(), values.end());
-  m.exec_p50_s = Percentile(values, 0.5);
-  m.exec_p95_s = Percentile(values, 0.95);
-  m.jct_avg_s = Mean(of_succeeded([](const JobResult& r) { return r.end_s - r.submit_s; }));
-  std::sort(values.begin(), values.end());
-  m.jct_p50_s = Percentile(values, 0.5);
-  m.jct_p95_s = Percentile(values, 0.95);
-  m.jct_p99_s = Percentile(values, 0.99);
-  std::vector<double> per_user;
-  double all_sum = 0;
-  int all_count = 0;
-  for (const auto& [owner, totals] : slowdowns) {
-    per_user.push_back(totals.first / totals.second);
-    all_sum += totals.first;
-    all_count += totals.second;
-    if (per_user.back() > m.worst_user_slowdown) {
-      m.worst_user_slowdown = per_user.back();
-      m.worst_user = owner;
-    }
-  }
-  m.users = static_cast<int>(per_user.size());
-  m.mean_slowdown = all_count > 0 ? all_sum / all_count : 0;
-  m.jain_slowdown = JainIndex(per_user);
-  if (cluster_) {
-    m.requeues = cluster_->requeues();
-    m.rounds = cluster_->rounds();
-    m.dispatch_checks = cluster_->dispatch_checks();
-    m.dispatch_violations = cluster_->dispatch_violations();
-  }
-  m.oom_crashes = oom_crashes_;
-  m.lost_gpu_hours = lost_gpu_seconds_ / 3600.0;
-  const TimePoint end = AtSeconds(last_end);
-  const double span = std::max(1e-9, last_end - first_submit);
-  double energy = 0, smact = 0, memory = 0;
-  for (SimGpu& gpu : gpus_) {
-    Integrate(gpu, end);
-    energy += gpu.energy_j;
-    const double gpu_smact = gpu.smact_seconds / span;
-    const double gpu_memory = gpu.memory_byte_seconds / span / static_cast<double>(1 << 30);
-    m.gpu_smact.push_back(gpu_smact);
-    m.gpu_memory_gib.push_back(gpu_memory);
-    smact += gpu_smact;
-    memory += gpu_memory / options_.server.capacity.gib();
-  }
-  m.energy_mj = energy / 1e6;
-  m.mean_smact = gpus_.empty() ? 0 : smact / static_cast<double>(gpus_.size());
-  m.mean_memory_frac = gpus_.empty() ? 0 : memory / static_cast<double>(gpus_.size());
-  m.events = event_count_;
-  m.passes = state_.passes;
-  result.timeline = std::move(timeline_);
-  return result;
+  return sim::ResultOf(state_, cluster_ ? &*cluster_ : nullptr,
+                       sim::RunCounts{oom_crashes_, lost_gpu_seconds_, event_count_},
+                       std::move(timeline_));
 }
 
 }  // namespace

@@ -138,7 +138,7 @@ std::string SocketPath() {
   return path;
 }
 
-// --- Options ---
+// The options sbatch, srun and salloc take for colo; each is checked where the user gives it.
 
 int OnMem(int, const char* value, int) {
   auto bytes = colo::ParseBytes(value ? value : "");
@@ -208,7 +208,7 @@ struct spank_option g_options[] = {
      const_cast<char*>("[colo] how its GPU is shared: mps, plain or exclusive"), 1, 0, OnShare},
     SPANK_OPTIONS_TABLE_END};
 
-// --- Local context ---
+// What runs in the local context: sbatch, srun and salloc, as the user.
 
 // `colo estimate` as the user, where the user's files are: the same answer `colo submit
 // --estimate-from` plans with (the best estimator's upper bound).
@@ -273,7 +273,7 @@ int LocalPostOpt(spank_t sp) {
   return 0;
 }
 
-// --- Remote context ---
+// What runs in the remote context: slurmd and slurmstepd, on the node that runs the job.
 
 std::string Getenv(spank_t sp, const char* name) {
   char value[4096] = {};

@@ -312,20 +312,26 @@ TEST_F(SchedulerTest, RejectsWhatCanNeverRun) {
   EXPECT_FALSE(scheduler_->Submit(Job(4, GiB(4))).ok());  // duplicate id
 }
 
-TEST_F(SchedulerTest, CancelEndsQueuedJobsAndLeavesRunningOnesToTheirExit) {
+TEST_F(SchedulerTest, DropTakesARecoveringOrEndedJobOut) {
   Build("exclusive", {}, 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
   ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  ASSERT_TRUE(scheduler_->Cancel(2).ok());
-  EXPECT_EQ(scheduler_->job(2)->state, JobState::kCancelled);
-  EXPECT_TRUE(scheduler_->main_queue().empty());
-  ASSERT_TRUE(scheduler_->Cancel(1).ok());
-  EXPECT_EQ(scheduler_->job(1)->state, JobState::kRunning);
-  scheduler_->OnJobExit(1, {ExitKind::kCancelled, ""});
-  EXPECT_EQ(scheduler_->job(1)->state, JobState::kCancelled);
-  EXPECT_FALSE(scheduler_->Cancel(1).ok());
-  EXPECT_EQ(scheduler_->Cancel(99).code(), StatusCode::kNotFound);
+  ASSERT_EQ(scheduler_->OnJobExit(1, PyTorchOutOfMemory(GiB(4), GiB(2))).action,
+            ExitAction::kRequeuedForRecovery);
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 2);
+  EXPECT_EQ(scheduler_->Drop(1), JobState::kRecovering);
+  EXPECT_TRUE(scheduler_->recovery_queue().empty());
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 1) << "its owner's count leaves with it";
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u) << "the recovery queue no longer holds the main queue";
+  EXPECT_EQ(launches[0].job, 2u);
+  scheduler_->OnJobExit(2, {ExitKind::kCancelled, ""});
+  EXPECT_EQ(scheduler_->Drop(2), JobState::kCancelled);
+  EXPECT_EQ(scheduler_->Drop(2), std::nullopt);
+  EXPECT_EQ(scheduler_->Drop(99), std::nullopt);
+  EXPECT_EQ(scheduler_->WaitingOf("alice"), 0);
+  EXPECT_EQ(scheduler_->HeldBy("alice").gpus, 0);
 }
 
 TEST_F(SchedulerTest, AQueuedJobsNeedCanBeReplacedAndTheNextPassUsesIt) {
@@ -549,7 +555,7 @@ TEST_F(SchedulerTest, ABookedJobAfterAnOutOfMemoryCrashWaitsForItsGpusAgain) {
   EXPECT_EQ(launches[0].gpus, std::vector<GpuIndex>{1});
   EXPECT_GT(launches[0].reservation, GiB(10));
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(4)), {0})).ok());
-  EXPECT_TRUE(scheduler_->Cancel(2).ok());
+  EXPECT_EQ(scheduler_->Drop(2), JobState::kQueued);
   EXPECT_TRUE(scheduler_->booked_jobs().empty());
 }
 

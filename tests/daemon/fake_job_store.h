@@ -157,6 +157,7 @@ class FakeJobStore final : public JobStore {
 
   Status UpdateMany(const std::vector<JobChange>& changes) override {
     std::lock_guard lock(mutex_);
+    if (changes.empty()) return Status::Ok();  // as SQLite's: nothing written, nothing to fail
     COLO_RETURN_IF_ERROR(TakeWriteFailure());
     std::map<JobId, Row> batch;  // all or none
     for (const JobChange& change : changes) {

@@ -933,6 +933,42 @@ TEST_F(JobControllerTest, HoldAndReleaseAreStoredBeforeActingAndOnlyForWaitingJo
   (void)b;
 }
 
+TEST_F(JobControllerTest, WaitingJobsNamedInOneRequestAreCancelledInOneWrite) {
+  const JobId a = Submit(kAlice, GiB(70));
+  Submit(kAlice, GiB(70));
+  std::vector<JobId> waiting;
+  for (int i = 0; i < 3; ++i) waiting.push_back(Submit(kAlice, GiB(70)));
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(a, 1));
+  // One transaction for all of them (a thousand named jobs cost one write, not a thousand): a
+  // failed write cancels none.
+  store_.FailWrites(1, Unavailable("disk full"));
+  for (const auto& cancelled :
+       controller_->ControlMany(kAlice, api::JobAction::kCancel, waiting, true))
+    EXPECT_EQ(cancelled.status().code(), StatusCode::kUnavailable);
+  for (JobId id : waiting) {
+    EXPECT_EQ(controller_->FindLive(id)->state, JobState::kQueued);
+    EXPECT_NE(scheduler_->job(id), nullptr);
+  }
+  // Running, waiting, twice named and unknown jobs in one request: each answered as it is.
+  const std::vector<JobId> ids = {a, waiting[0], 999, waiting[1], waiting[0], waiting[2]};
+  const auto results = controller_->ControlMany(kAlice, api::JobAction::kCancel, ids, true);
+  ASSERT_EQ(results.size(), ids.size());
+  EXPECT_EQ(*results[0], "cancelling");
+  EXPECT_EQ(results[2].status().code(), StatusCode::kNotFound);
+  for (size_t i : {1, 3, 4, 5}) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status().message();
+    EXPECT_EQ(*results[i], "cancelled");
+  }
+  for (JobId id : waiting) {
+    EXPECT_EQ(StoredState(id), JobState::kCancelled);
+    EXPECT_EQ(scheduler_->job(id), nullptr);
+  }
+  EXPECT_TRUE(scheduler_->main_queue().empty());
+  EXPECT_EQ(scheduler_->WaitingOf(kAlice.user), 0);
+  EXPECT_TRUE(Stored(a)->cancel_requested);
+}
+
 TEST_F(JobControllerTest, ManyJobsAreHeldInOneWriteAndAReleaseStormIsTakenInSlices) {
   const JobId first = Submit();
   controller_->Tick();
@@ -1003,6 +1039,26 @@ TEST_F(JobControllerTest, RequeueRunsARunningJobAgainAndAnEndedOneWithAMinimalEn
   const auto& env = launcher_.process(id, 3)->spec.env;
   EXPECT_EQ(std::count(env.begin(), env.end(), "SECRET=hunter2"), 0);
   EXPECT_EQ(std::count(env.begin(), env.end(), "USER=alice"), 1);
+}
+
+TEST_F(JobControllerTest, ACancelWhileARequeueStopsTheJobEndsItForGood) {
+  const JobId id = Submit();
+  controller_->Tick();
+  launcher_.ignores_sigterm = true;
+  ASSERT_EQ(*controller_->Control(kAlice, api::JobAction::kRequeue, id), "requeueing");
+  auto cancelled = controller_->Cancel(kAlice, id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().message();
+  EXPECT_EQ(*cancelled, "cancelling");
+  EXPECT_TRUE(Stored(id)->cancel_requested);
+  EXPECT_EQ(controller_->Control(kAlice, api::JobAction::kRequeue, id).status().code(),
+            StatusCode::kFailedPrecondition)
+      << "a job being cancelled is not queued again";
+  clock_.Advance(Seconds(11));
+  controller_->Tick();  // SIGKILL
+  controller_->Tick();  // its end
+  EXPECT_EQ(StoredState(id), JobState::kCancelled) << "the cancel wins over the requeue";
+  EXPECT_FALSE(launcher_.IsRunning(id, 2));
+  EXPECT_EQ(scheduler_->job(id), nullptr);
 }
 
 TEST_F(JobControllerTest, AnArrayIsOneJobPerTaskCappedAndCancelledByItsId) {

@@ -7,8 +7,10 @@ and usage survives a restart (README, "Sharing a server"; docs/admin.md, "Shares
 Needs root and the users colo-alice and colo-bob (CI makes them; .ci/run). Skipped (77) without.
 """
 
+import json
 import os
 import sqlite3
+import time
 
 import harness
 from test_multi_user import ALICE, BOB, MultiUserTest
@@ -167,6 +169,130 @@ class Backfill(FairShareTest):
             self.release(path)
         self.wait_as(BOB, head, "succeeded")
         self.wait_as(ALICE, long_job, "succeeded")
+
+
+class ManyJobsDropped(FairShareTest):
+    """Holds, releases and cancels of many waiting jobs at once leave the scheduler's queues and
+    every user's count of waiting jobs as colo queue shows them, keep the order between users,
+    and hold across a kill -9 in the middle of a batch."""
+
+    def control(self, user, action, ids, reply=True):
+        """One control request for all of `ids`; its results, or None without waiting for them."""
+        [s] = harness.connect_as(self.d.socket, user)
+        with s:
+            request = {"api": 1, "op": "control", "action": action, "jobs": ids}
+            if not reply:
+                s.sendall(json.dumps(request).encode() + b"\n")
+                return None
+            answer = harness.request(s, request, deadline=60)
+            self.assertTrue(answer["ok"], answer)
+            return answer["results"]
+
+    def assert_counts_agree(self, expected):
+        """colo share's waiting jobs per user (the scheduler's owner index) are the jobs colo
+        queue shows waiting in the scheduler's queue (neither held nor capped), as expected."""
+        queue = self.json_as(ALICE, "queue")["jobs"]
+        in_queue = {}
+        for job in queue:
+            if job["state"] == "queued" and not job["reason"].startswith("held"):
+                in_queue[job["user"]] = in_queue.get(job["user"], 0) + 1
+        share = {u["user"]: u["waiting"] for u in self.json_as(BOB, "share")["users"]}
+        shown = {user: share.get(user, 0) for user in expected}
+        self.assertEqual({user: in_queue.get(user, 0) for user in expected}, expected)
+        self.assertEqual(shown, expected, "colo share counts jobs that left the queue")
+        return queue
+
+    def test_holds_releases_and_cancels_of_an_array(self):
+        a1, release_a1 = self.running_job(ALICE, *EXCLUSIVE)
+        a2, release_a2 = self.running_job(ALICE, *EXCLUSIVE)
+        first = self.submit_as(ALICE, *EXCLUSIVE, "--array", "0-999", "--", "true")
+        tasks = list(range(first, first + 1000))
+        bobs = [self.submit_as(BOB, *EXCLUSIVE, "--", "true") for _ in range(2)]
+
+        self.assertEqual({r["state"] for r in self.control(ALICE, "hold", tasks[:600])}, {"held"})
+        self.assertEqual({r["state"] for r in self.control(ALICE, "release", tasks[:300])},
+                         {"queued"})
+        # Held ones and queued ones cancelled in one request each.
+        for part in (tasks[300:400], tasks[600:700]):
+            self.assertEqual({r["state"] for r in self.control(ALICE, "cancel", part)},
+                             {"cancelled"})
+        self.assert_counts_agree({ALICE.name: 600, BOB.name: 2})
+        mine = self.explain(BOB, bobs[0])
+        self.assertEqual((mine["position"], mine["waiting"]), (1, 602), mine)
+
+        # kill -9 while colod holds every live task in one write: all of them or none are held
+        # after the restart, and the queues agree with what was stored.
+        live = tasks[:300] + tasks[400:600] + tasks[700:]
+        self.control(ALICE, "hold", live, reply=False)
+        time.sleep(0.05)
+        self.d.kill9()
+        self.d.start()
+        alive = [j for j in self.json_as(ALICE, "queue")["jobs"] if j["id"] in set(tasks)]
+        self.assertEqual(len(alive), 800)
+        held = sum(1 for j in alive if j["reason"].startswith("held"))
+        self.assertIn(held, (200, 800), "a batch of holds was stored in part")
+        self.assert_counts_agree({ALICE.name: 800 - held, BOB.name: 2})
+
+        self.control(ALICE, "release", live)
+        self.assert_counts_agree({ALICE.name: 800, BOB.name: 2})
+
+        # kill -9 while colod cancels a second array's 200 waiting tasks in one write: all of
+        # them or none are cancelled after the restart.
+        second = self.submit_as(ALICE, *EXCLUSIVE, "--array", "0-199", "--", "true")
+        self.control(ALICE, "cancel", [second], reply=False)
+        time.sleep(0.05)
+        self.d.kill9()
+        self.d.start()
+        left = sum(1 for j in self.json_as(ALICE, "queue")["jobs"]
+                   if second <= j["id"] < second + 200)
+        self.assertIn(left, (0, 200), "a batch of cancels was stored in part")
+        self.assert_counts_agree({ALICE.name: 800 + left, BOB.name: 2})
+        self.assertEqual(self.as_(ALICE, "cancel", str(second)).returncode, 0 if left else 1)
+        self.assert_counts_agree({ALICE.name: 800, BOB.name: 2})
+        # Bob has had nothing of this server: his jobs go before Alice's 800 when her GPUs free.
+        self.release(release_a1)
+        self.wait_as(BOB, bobs[0], "succeeded")
+        self.release(release_a2)
+        self.wait_as(BOB, bobs[1], "succeeded")
+        started = {self.show_as(BOB, b)["started"] for b in bobs}
+        self.assertEqual(self.as_(ALICE, "cancel", str(first)).returncode, 0)
+        for task in tasks[:5]:
+            detail = self.show_as(ALICE, task)
+            self.assertTrue(detail["started"] == 0 or detail["started"] >= min(started),
+                            f"task {task} of Alice's started before Bob's first job")
+            self.assertLessEqual(len(detail["attempt_list"]), 1)
+        self.assert_counts_agree({ALICE.name: 0, BOB.name: 0})
+        for job in (a1, a2):
+            self.wait_as(ALICE, job, "succeeded")
+
+    def test_hold_release_cancel_requeue_of_one_job(self):
+        """One waiting job through hold, release, hold, cancel, requeue and a restart: each step
+        answers what the job is, the counts follow, and it runs once when its turn comes."""
+        a1, release_a1 = self.running_job(ALICE, *EXCLUSIVE)
+        a2, release_a2 = self.running_job(ALICE, *EXCLUSIVE)
+        job = self.submit_as(BOB, *EXCLUSIVE, "--", "true")
+        steps = [("hold", "held", 0), ("release", "queued", 1), ("hold", "held", 0),
+                 ("release", "queued", 1), ("cancel", "cancelled", 0)]
+        for action, state, waiting in steps:
+            [result] = self.control(BOB, action, [job])
+            self.assertEqual(result.get("state"), state, (action, result))
+            self.assert_counts_agree({BOB.name: waiting})
+        [result] = self.control(BOB, "release", [job])
+        self.assertIn("already ended", result["error"])
+        self.assertEqual(self.as_(BOB, "requeue", str(job)).returncode, 0)
+        self.assert_counts_agree({BOB.name: 1})
+        self.control(BOB, "hold", [job])
+        self.d.kill9()
+        self.d.start()
+        self.assert_counts_agree({BOB.name: 0})
+        self.control(BOB, "release", [job])
+        self.assert_counts_agree({BOB.name: 1})
+        self.release(release_a1)
+        detail = self.wait_as(BOB, job, "succeeded")
+        self.assertEqual(len(detail["attempt_list"]), 1, detail)
+        self.release(release_a2)
+        for j in (a1, a2):
+            self.wait_as(ALICE, j, "succeeded")
 
 
 if __name__ == "__main__":

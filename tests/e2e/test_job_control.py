@@ -223,6 +223,24 @@ class JobControlTest(Base):
         self.assertEqual(r.returncode, 1)
         self.assertIn("no job 99999", r.stderr)
 
+    def test_a_cancel_while_a_requeue_stops_the_job_ends_it(self):
+        """scancel after scontrol requeue: a job that takes its time to stop (it ignores SIGTERM)
+        is cancelled for good, not queued again, and colo requeue no longer takes it."""
+        release = os.path.join(self.tmp, "release-requeue")
+        job = self.submit("--", "sh", "-c", 'trap "" TERM; wait-for "$0"', release)
+        self.wait_state(job, "running")
+        # Its trap is set once wait-for has said it started.
+        wait_until(lambda: "started" in self.colo("logs", job).stdout, 20, "the job to start")
+        self.assertEqual(self.colo_ok("requeue", job).stdout, f"job {job}: requeueing\n")
+        self.assertEqual(self.colo_ok("cancel", job).stdout, f"job {job}: cancelling\n")
+        r = self.colo("requeue", job)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("being cancelled", r.stderr)
+        detail = self.wait_state(job, TERMINAL)
+        self.assertEqual((detail["state"], len(detail["attempt_list"])), ("cancelled", 1),
+                         json.dumps(detail)[:2000])
+        self.release(release)
+
     # --- Cancel, wait ---
 
     def test_cancel_several_and_by_filters(self):
