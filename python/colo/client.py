@@ -18,6 +18,7 @@ import os
 import re
 import resource
 import shutil
+import signal as signal_module
 import socket
 import stat
 import subprocess
@@ -294,12 +295,14 @@ class Client:
     def submit(self, command: Sequence[str], *, gpus=1, memory=None, share=None, threads=None,
                smact=None, name="", workdir=None, env: Mapping[str, str] | None = None,
                estimate_from=None, batch=None, gpu_model=None, output=None, error=None,
-               token=None, patience=60.0) -> int:
+               requeue=False, signal=None, token=None, patience=60.0) -> int:
         """Submits `command` (argv; the first word is found through PATH) and returns the job id.
         `memory`: the declared peak per GPU (bytes or "12GiB"); `estimate_from`: a profile
         (colo.profile's or colo-profile's JSON, or a torchsummary file) that colo's estimators turn
         into the plan, as `colo submit --estimate-from` does; `env` defaults to this process's;
         `output`/`error`: files for the job's stdout/stderr as `colo submit -o/-e` takes them.
+        `requeue`: preemptible (`colo submit --requeue`); `signal`: what it gets before it is
+        stopped, "[B:]SIG[@SECONDS]" as `--signal` takes it (default "TERM@60").
         The submit carries a token (`token`, else a new random one): should its answer be lost
         (the connection broke, colod restarted), it is sent again for up to `patience` seconds,
         and colod answers with the job it stored the first time, never a second one."""
@@ -322,6 +325,10 @@ class Client:
             request["output"] = output
         if error:
             request["error"] = error
+        if requeue:
+            request["requeue"] = True
+        if signal is not None:
+            request["signal"] = parse_signal(signal)
         if estimate_from is not None:
             request["estimate"] = self.estimate(estimate_from, batch=batch, gpu_model=gpu_model)
         request.update(submitter_context())
@@ -460,6 +467,20 @@ class Client:
 _LIMITS = {name: getattr(resource, f"RLIMIT_{name.upper()}") for name in
            ("as", "core", "cpu", "data", "fsize", "memlock", "nofile", "nproc", "rss", "stack")
            if hasattr(resource, f"RLIMIT_{name.upper()}")}
+
+
+def parse_signal(text):
+    """sbatch's --signal, "[B:]SIG[@SECONDS]" (SIG a name such as USR1 or a number), in the API's
+    form; colod names the signals it sends if this one is not among them."""
+    rest = text[2:] if text.startswith("B:") else text
+    name, _, lead = rest.partition("@")
+    try:
+        seconds = int(lead) if lead else 60
+        number = int(name) if name.isdigit() else int(
+            signal_module.Signals["SIG" + name.upper().removeprefix("SIG")])
+    except (KeyError, ValueError):
+        raise InvalidArgument(f"signal: {text!r} is not [B:]SIG[@SECONDS]") from None
+    return {"number": number, "lead_s": seconds}
 
 
 def submitter_context():

@@ -6,6 +6,7 @@
 
 #include "api/field_json.h"
 #include "api/output_pattern.h"
+#include "common/job_signals.h"
 #include "common/resource_limits.h"
 
 namespace colo::api {
@@ -114,6 +115,13 @@ void CheckFields(ResourceLimit& limit, field_json::Reader& r) {
     return v < 0 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(v);
   };
   if (value(limit.soft) > value(limit.hard)) r.Fail("soft", "must be at most hard");
+}
+
+void CheckFields(JobSignal& signal, field_json::Reader& r) {
+  if (!IsJobSignal(signal.number))
+    r.Fail("number",
+           "must be one of HUP, INT, QUIT, USR1, USR2, ALRM, TERM, URG, WINCH (1, 2, "
+           "3, 10, 12, 14, 15, 23, 28)");
 }
 
 void CheckFields(ControlRequest& c, field_json::Reader& r) {

@@ -177,6 +177,20 @@ constexpr auto Fields(Of<ResourceLimit>) {
 }
 void CheckFields(ResourceLimit& limit, field_json::Reader& fields);  // a known name, soft <= hard
 
+// sbatch's --signal SIG[@SECONDS]: what a preemptible job is sent before it is stopped for
+// another job, and how long before. SIGKILL follows when the lead is over.
+struct JobSignal {
+  int number = 15;  // SIGTERM
+  int lead_s = 60;
+  bool operator==(const JobSignal&) const = default;
+};
+constexpr int kMaxSignalLeadSeconds = 65535;  // Slurm's
+constexpr auto Fields(Of<JobSignal>) {
+  return std::tuple{Field("number", &JobSignal::number).Range(1, 64),
+                    Field("lead_s", &JobSignal::lead_s).Range(0, kMaxSignalLeadSeconds)};
+}
+void CheckFields(JobSignal& signal, field_json::Reader& fields);  // one a job can catch
+
 struct JobContext {
   std::string workdir;         // absolute
   std::string source = "cli";  // "cli", "script PATH", "rad PATH", "slurm ID"
@@ -186,6 +200,11 @@ struct JobContext {
   // The submitter's resource limits, which the job's processes get, never above what they would
   // have without them (colod's own).
   std::vector<ResourceLimit> limits;
+  // Submitted --requeue: it may be preempted (signalled, stopped, and queued again as its next
+  // attempt, keeping its environment) so that a user under their share can start.
+  bool requeue = false;
+  // Its --signal; absent: SIGTERM 60 s before it is stopped.
+  std::optional<JobSignal> signal;
   bool operator==(const JobContext&) const = default;
 };
 constexpr size_t kMaxSourceBytes = 4096;
@@ -193,7 +212,9 @@ constexpr auto Fields(Of<JobContext>) {
   return std::tuple{Field("workdir", &JobContext::workdir).MaxBytes(4096),
                     Field("source", &JobContext::source).MaxBytes(kMaxSourceBytes),
                     Field("umask", &JobContext::umask).Range(0, 0777),
-                    Field("limits", &JobContext::limits).MaxItems(32).OmitDefault()};
+                    Field("limits", &JobContext::limits).MaxItems(32).OmitDefault(),
+                    Field("requeue", &JobContext::requeue).OmitDefault(),
+                    Field("signal", &JobContext::signal)};
 }
 
 // Requests

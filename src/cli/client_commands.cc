@@ -27,6 +27,7 @@
 #include "cli/job_table.h"
 #include "cli/report_command.h"
 #include "common/resource_limits.h"
+#include "common/signals.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "common/units.h"
@@ -245,6 +246,8 @@ Status ApplyJobScript(const std::vector<std::string>& words, api::SubmitRequest&
   if (o.output.empty() && d.output) o.output = *d.output;
   if (o.error.empty() && d.error) o.error = *d.error;
   if (o.time_limit.empty() && d.time_limit) o.time_limit = *d.time_limit;
+  if (o.signal.empty() && d.signal) o.signal = *d.signal;
+  if (!o.requeue && d.requeue) o.requeue = *d.requeue;
   if (o.array.empty() && d.array) o.array = *d.array;
   if (o.dependency.empty() && d.dependency) o.dependency = *d.dependency;
   const std::string absolute = fs::absolute(path).lexically_normal().string();
@@ -580,6 +583,10 @@ void PrintShow(const api::JobDetail& j) {
   fmt::print("   Command={}\n   WorkDir={} Source={}{}\n", Join(words, " "),
              Printable(j.context.workdir), Printable(j.context.source),
              j.context.umask ? fmt::format(" Umask={:04o}", *j.context.umask) : "");
+  if (j.context.requeue) {
+    const api::JobSignal signal = j.context.signal.value_or(api::JobSignal{});
+    fmt::print("   Requeue=1 Signal={}@{}\n", SignalName(signal.number), signal.lead_s);
+  }
   if (!j.output_file.empty() || !j.error_file.empty()) {
     fmt::print("   StdOut={} StdErr={}\n", j.output_file.empty() ? "-" : Printable(j.output_file),
                j.error_file.empty() ? "-" : Printable(j.error_file));
@@ -797,6 +804,12 @@ Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
   }
   COLO_RETURN_IF_ERROR(CheckRunnable(r));
   r.hold = o.hold;
+  r.context.requeue = o.requeue;
+  if (!o.signal.empty()) {
+    auto signal = ParseSignalOption(o.signal);
+    if (!signal.ok()) return signal.status();
+    r.context.signal = *signal;
+  }
   r.priority = o.priority - o.nice;
   if (r.priority < -api::kMaxPriority || r.priority > api::kMaxPriority)
     return InvalidArgument(fmt::format("--priority minus --nice must be between {} and {}",
@@ -861,6 +874,14 @@ void AddClientCommands(CLI::App& app, ClientOptions& o) {
   submit->add_option("--after", o.after, "ID[:ID...]: start after these jobs end (afterany)")
       ->check(parses([](const std::string& t) { return ParseDependencyList("afterany:" + t); }));
   submit->add_flag("-H,--hold", o.hold, "submit held: it starts after colo release");
+  submit->add_flag("--requeue", o.requeue,
+                   "preemptible: it may be stopped for a user under their share (after its "
+                   "--signal) and run again as its next attempt, with COLO_RESTART_COUNT");
+  submit
+      ->add_option("--signal", o.signal,
+                   "[B:]SIG[@SECONDS]: what a --requeue job gets before it is stopped, and how "
+                   "long before (default TERM@60); SIGKILL follows")
+      ->check(parses([](const std::string& t) { return ParseSignalOption(t); }));
   submit
       ->add_option("--priority", o.priority,
                    "order among your own waiting jobs (higher first; never before other "

@@ -29,7 +29,8 @@ struct ClientOptions {
   // submit: sbatch's --time, --dependency, --after, --hold, --priority, --nice, --export
   std::string time_limit, dependency, after, export_env, array;
   std::string output, error;  // sbatch's -o/-e file patterns
-  bool hold = false;
+  std::string signal;         // sbatch's --signal, for a job submitted --requeue
+  bool hold = false, requeue = false;
   int priority = 0, nice = 0;
   // cancel, hold, release, requeue, wait (cancel also filters by user, name and state): as
   // typed (job_refs: ID or Slurm's ARRAY_TASK), then resolved to ids (jobs)

@@ -14,6 +14,8 @@
 
 #include "api/client.h"
 #include "cli/job_table.h"
+#include "common/job_signals.h"
+#include "common/signals.h"
 #include "common/strings.h"
 #include "common/text.h"
 
@@ -227,6 +229,32 @@ std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& o) {
   if (!queue.ok()) return names;  // the ids alone, then; the command itself reports the error
   for (const api::JobSummary& j : queue->jobs) names[j.id] = JobIdText(j);
   return names;
+}
+
+Result<api::JobSignal> ParseSignalOption(std::string_view text) {
+  std::string_view rest = text;
+  // R: (Slurm's "not at a reservation's end") has no meaning here: only B: is taken.
+  if (rest.starts_with("B:")) rest.remove_prefix(2);
+  api::JobSignal signal;
+  const size_t at = rest.find('@');
+  if (at != std::string_view::npos) {
+    const auto lead = Number(rest.substr(at + 1));
+    if (!lead || at + 1 == rest.size() || *lead > api::kMaxSignalLeadSeconds)
+      return InvalidArgument(fmt::format("--signal: '{}' is not a number of seconds 0..{} after @",
+                                         Printable(rest.substr(at + 1)),
+                                         api::kMaxSignalLeadSeconds));
+    signal.lead_s = static_cast<int>(*lead);
+    rest = rest.substr(0, at);
+  }
+  auto number = ParseSignal(rest);
+  if (!number.ok()) return InvalidArgument("--signal: " + number.status().message());
+  if (!IsJobSignal(*number))
+    return InvalidArgument(
+        fmt::format("--signal: {} is not one colo sends (HUP, INT, QUIT, USR1, USR2, ALRM, TERM, "
+                    "URG or WINCH)",
+                    SignalName(*number)));
+  signal.number = *number;
+  return signal;
 }
 
 Result<int64_t> ParseTimeLimit(std::string_view text) {

@@ -17,6 +17,9 @@ namespace colo {
 
 // sbatch's --time: MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN, D-H:MIN:SEC; "UNLIMITED" is 0 (none).
 Result<int64_t> ParseTimeLimit(std::string_view text);
+// sbatch's --signal: [B:]SIG[@SECONDS] (SIG a name such as USR1 or a number; SECONDS 60 unless
+// given). colo signals every process of the job, so B: (the batch shell) changes nothing.
+Result<api::JobSignal> ParseSignalOption(std::string_view text);
 // sbatch's --dependency: afterok:ID[:ID...],afterany:ID,afternotok:ID (comma-separated).
 Result<std::vector<api::Dependency>> ParseDependencyList(std::string_view text);
 // sbatch's --array: 0-99, 1,3,5, 0-15:4 (a step), with %N after any of them (at most N at once).

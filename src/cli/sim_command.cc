@@ -153,6 +153,11 @@ void AddSimCommand(CLI::App& app, SimCommandOptions& o) {
       ->check(CLI::Range(0.0, 1e9));
   sim->add_option("--max-age", o.max_age, "fair share: the wait at which the age factor is 1")
       ->capture_default_str();
+  sim->add_option("--preempt-after", o.preempt_after,
+                  "fair share: the head of a server's queue, its owner under their share, that "
+                  "has waited this long has jobs of users over their share preempted (each "
+                  "saves a checkpoint and runs on from it later), as colod's "
+                  "fairness.preempt_after");
   sim->add_option("--backfill-depth", o.backfill_depth, "later jobs backfill looks at per pass")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
@@ -353,6 +358,23 @@ int RunSimCommand(const SimCommandOptions& o) {
                "cluster queue (--cluster {}) keeps arrival order: add --cluster per-server\n",
                ToString(*cluster));
     return 2;
+  }
+  if (!o.preempt_after.empty()) {
+    auto after = ParseDuration(o.preempt_after);
+    if (!after.ok()) {
+      fmt::print(stderr, "colo sim: --preempt-after: {}\n", after.status().message());
+      return 2;
+    }
+    if (*order != QueueOrder::kFairShare) {
+      fmt::print(stderr,
+                 "colo sim: --preempt-after stops jobs of users over their share: add --order "
+                 "fair-share\n");
+      return 2;
+    }
+    // A trace says nothing of checkpoints: every job is taken to resume from one.
+    options.scheduler.fairness.preempt = true;
+    options.scheduler.fairness.preempt_after = *after;
+    options.scheduler.fairness.preemptible = Preemptible::kAll;
   }
   options.scheduler.fairness.order = *order;
   options.scheduler.fairness.half_life = half_life;

@@ -27,6 +27,7 @@ struct SimCommandOptions {
   std::string order = "fifo";  // the main queue's order: fifo or fair-share
   std::string half_life = "7d";
   std::string max_age = "7d";
+  std::string preempt_after;  // empty: no preemption
   double weight_fair_share = 10000, weight_age = 1000;
   int backfill_depth = 16;
   int user_gpus = 0;  // what one user may hold at once (0: no limit)

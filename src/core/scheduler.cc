@@ -1365,12 +1365,18 @@ void Scheduler::AbortPreemption(JobId id) {
   changed_ = true;
 }
 
-Status Scheduler::ResumePreemption(JobId id, TimePoint deadline) {
+Status Scheduler::ResumePreemption(JobId id, JobId for_job, TimePoint deadline) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound(fmt::format("no job {}", id));
   if (it->second.state != JobState::kRunning)
     return FailedPrecondition(fmt::format("job {} is not running", id));
   it->second.preempt_deadline = deadline;
+  it->second.preempted_for = for_job;
+  if (auto head = jobs_.find(for_job); head != jobs_.end()) {
+    std::vector<JobId>& preempting = head->second.preempting;
+    if (std::find(preempting.begin(), preempting.end(), id) == preempting.end())
+      preempting.push_back(id);
+  }
   changed_ = true;
   return Status::Ok();
 }

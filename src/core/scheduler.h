@@ -309,8 +309,9 @@ class Scheduler {
   std::vector<Preemption> Preempt();
   // A preemption the driver could not carry out (it could not record it): the job runs on.
   void AbortPreemption(JobId id);
-  // A job taken back after a restart was being preempted: its notice ends at `deadline`.
-  Status ResumePreemption(JobId id, TimePoint deadline);
+  // A job taken back after a restart was being preempted for `for_job`: its notice ends at
+  // `deadline`, and the job it makes room for waits for it rather than preempts another.
+  Status ResumePreemption(JobId id, JobId for_job, TimePoint deadline);
   // When the scheduler wants to run again even if no event arrives (grace ends, reservations
   // settle, utilization windows slide). nullopt: only events can change its mind.
   std::optional<TimePoint> NextWakeup() const;

@@ -7,6 +7,8 @@
 #include <map>
 
 #include "api/codec.h"
+#include "common/signals.h"
+#include "common/strings.h"
 
 namespace colo {
 namespace {
@@ -343,6 +345,15 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
   api::ExplainReply reply;
   reply.job = job.id();
   reply.state = job.state;
+  if (job.state == JobState::kRunning && job.preemption) {
+    const PreemptionNotice& notice = *job.preemption;
+    reply.summary = fmt::format(
+        "running; being preempted {}: {} sent, SIGKILL in {}, then it waits again", notice.reason,
+        SignalName(SignalOf(job).number),
+        FormatDuration(std::max(Duration::zero(), std::chrono::duration_cast<Duration>(
+                                                      notice.kill_at - c_.clock.WallNow()))));
+    return reply;
+  }
   if (job.state != JobState::kQueued && job.state != JobState::kRecovering) {
     reply.summary = job.state == JobState::kRunning
                         ? "running; nothing to explain"
@@ -406,6 +417,16 @@ Result<api::ExplainReply> ApiHandlers::Handle(const Identity&, const api::Explai
       reply.summary = "can never run here: " + no->reason;
     }
   }
+  const auto add = [&](const std::string& part) {
+    reply.summary += (reply.summary.empty() ? "" : "; ") + part;
+  };
+  if (const JobRecord* record = scheduler.job(job.id()); record && !record->preempting.empty()) {
+    std::vector<std::string> ids;
+    for (JobId id : record->preempting) ids.push_back(std::to_string(id));
+    add(fmt::format("job(s) {} being preempted to make room for it", Join(ids, ", ")));
+  }
+  if (const Attempt* last = job.current(); last && last->exit == ExitKind::kPreempted)
+    add(fmt::format("its attempt {} was {}", last->number, last->detail));
   return reply;
 }
 

@@ -26,7 +26,8 @@ AttemptEnv MakeAttemptEnv(const Job& job, const Attempt& attempt, const GpuInfo&
   AttemptEnv env;
   env.colo = {"CUDA_VISIBLE_DEVICES=" + VisibleDevices(attempt),
               fmt::format("COLO_JOB_ID={}", job.id()),
-              fmt::format("COLO_ATTEMPT={}", attempt.number)};
+              fmt::format("COLO_ATTEMPT={}", attempt.number),
+              fmt::format("COLO_RESTART_COUNT={}", Restarts(job))};
   if (job.array) {
     env.colo.push_back(fmt::format("COLO_ARRAY_JOB_ID={}", job.array->job));
     env.colo.push_back(fmt::format("COLO_ARRAY_TASK_ID={}", job.array->task));
@@ -52,7 +53,8 @@ std::vector<std::string> ProcessEnvironment(const Job& job, const AttemptEnv& en
   std::vector<std::string> out;
   for (const std::string& e : job.env) {
     // colo decides which GPUs and which MPS server the job talks to.
-    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_", "COLO_JOB_ID=", "COLO_ATTEMPT=",
+    if (StartsWithAny(e, {"CUDA_VISIBLE_DEVICES=", "CUDA_MPS_",
+                          "COLO_JOB_ID=", "COLO_ATTEMPT=", "COLO_RESTART_COUNT=",
                           "COLO_GPU_MEMORY=", "COLO_ARRAY_JOB_ID=", "COLO_ARRAY_TASK_ID="}))
       continue;
     out.push_back(e);

@@ -54,6 +54,8 @@ SchedulerConfig DaemonSchedulerDefaults() {
   // 2 x h100x8 at --rate 4: the mean JCT of fair share with backfill falls from 99.5 h to 16.9 h).
   config.backfill_depth = 100;
   config.fairness.order = QueueOrder::kFairShare;
+  // Only jobs submitted --requeue are preempted: their users said they can take it.
+  config.fairness.preempt = true;
   return config;
 }
 
@@ -224,6 +226,9 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   num("fairness", "weight_fair_share", c.scheduler.fairness.weight_fair_share);
   num("fairness", "weight_age", c.scheduler.fairness.weight_age);
   duration("fairness", "max_age", c.scheduler.fairness.max_age);
+  flag("fairness", "preempt", c.scheduler.fairness.preempt);
+  duration("fairness", "preempt_after", c.scheduler.fairness.preempt_after);
+  read_parsed("fairness", "preemptible", ParsePreemptible, c.scheduler.fairness.preemptible);
   // A table of terms: share (where `with_share`) and the limits, each optional.
   auto terms = [&](const std::string& key, const toml::node& node, bool with_share,
                    UserTerms& out) {
@@ -363,6 +368,8 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   if (c.scheduler.fairness.half_life <= Duration::zero() ||
       c.scheduler.fairness.max_age <= Duration::zero())
     return InvalidArgument(origin + ": fairness.half_life and fairness.max_age must be positive");
+  if (c.scheduler.fairness.preempt_after < Duration::zero())
+    return InvalidArgument(origin + ": fairness.preempt_after must be 0 or more");
   if (!(c.scheduler.fairness.weight_fair_share >= 0) || !(c.scheduler.fairness.weight_age >= 0))
     return InvalidArgument(origin +
                            ": fairness.weight_fair_share and fairness.weight_age must be "
@@ -480,6 +487,9 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"fairness.weight_fair_share", Number(s.fairness.weight_fair_share)},
       {"fairness.weight_age", Number(s.fairness.weight_age)},
       {"fairness.max_age", Secs(s.fairness.max_age)},
+      {"fairness.preempt", Flag(s.fairness.preempt)},
+      {"fairness.preempt_after", Secs(s.fairness.preempt_after)},
+      {"fairness.preemptible", Quoted(std::string(ToString(s.fairness.preemptible)))},
       {"fairness.limits", Terms(UserTerms{1, s.user_limits}, false)},
       {"fairness.users", TermsTable(c.user_terms)},
       {"fairness.groups", TermsTable(c.group_terms)},

@@ -37,6 +37,16 @@ int OutOfMemoryAttempts(const Job& job) {
                     [](const Attempt& a) { return a.exit == ExitKind::kOutOfMemory; }));
 }
 
+int Restarts(const Job& job) {
+  return static_cast<int>(
+      std::count_if(job.attempts.begin(), job.attempts.end(),
+                    [](const Attempt& a) { return a.exit && *a.exit != ExitKind::kOutOfMemory; }));
+}
+
+api::JobSignal SignalOf(const Job& job) {
+  return job.context.signal.value_or(api::JobSignal{});
+}
+
 RunEvidence EvidenceOf(const Attempt& attempt) {
   return RunEvidence{attempt.exit, attempt.over_plan, attempt.peak, attempt.solo_smact};
 }

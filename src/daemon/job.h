@@ -70,6 +70,14 @@ struct ArrayMembership {
   int limit = 0;  // tasks of the array that may be queued or run at once (0: all)
 };
 
+// A running job being preempted: stored before it is signalled, so that a restart finishes the
+// preemption (SIGKILL when its notice is over, then queued again) rather than forgets it.
+struct PreemptionNotice {
+  JobId for_job = 0;   // the waiting job it makes room for
+  WallTime kill_at;    // its notice ends
+  std::string reason;  // who waited, and how both users stand against their shares
+};
+
 struct Job {
   JobSpec spec;  // id, name, owner (the user name), command, GPUs, memory need, sharing, SMACT
   Identity owner;
@@ -87,8 +95,9 @@ struct Job {
   int64_t time_limit_s = 0;  // 0: none; counted from its attempt's start
   bool timed_out = false;    // its limit passed: signalled, and it ends as timeout
   bool held = false;
-  std::vector<api::Dependency> dependencies;  // still to be met (met ones are dropped)
-  bool requeue_requested = false;             // stopped to be queued again
+  std::vector<api::Dependency> dependencies;   // still to be met (met ones are dropped)
+  bool requeue_requested = false;              // stopped to be queued again
+  std::optional<PreemptionNotice> preemption;  // being stopped for another job
   std::optional<ArrayMembership> array;
   // sbatch -o/-e: where the job's user's copies of its output go (api/output_pattern.h); empty:
   // none. Only an output pattern: stderr goes there too.
@@ -106,6 +115,11 @@ std::string OutputFileOf(const Job& job, std::string_view pattern);
 
 // How many of the job's attempts crashed out of memory (its retry cap counts them).
 int OutOfMemoryAttempts(const Job& job);
+// How many times it was started again other than after an out-of-memory crash: preempted,
+// requeued (COLO_RESTART_COUNT, as Slurm's SLURM_RESTART_COUNT).
+int Restarts(const Job& job);
+// What a preemptible job is sent before it is stopped (its --signal, else SIGTERM 60 s before).
+api::JobSignal SignalOf(const Job& job);
 
 // What the attempt measured, for its model's later runs (core/run_learning.h).
 RunEvidence EvidenceOf(const Attempt& attempt);

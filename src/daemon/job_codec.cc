@@ -386,6 +386,13 @@ void DecodeSlurmHabits(FieldReader& r, Job& job, FieldReader::Shared& shared) {
     // The first task is stored before its own id is known to it: 0 names itself.
     if (a.job == 0) a.job = job.spec.id;
   }
+  if (const json* preemption = r.Optional("preemption")) {
+    FieldReader p(*preemption, "preemption", shared);
+    PreemptionNotice& being = job.preemption.emplace();
+    p.Int64("for_job", being.for_job);
+    p.Time("kill_at", being.kill_at);
+    p.String("reason", being.reason);
+  }
   if (r.Optional("output_pattern")) r.String("output_pattern", job.output_pattern);
   if (r.Optional("error_pattern")) r.String("error_pattern", job.error_pattern);
   if (const json* deps = r.Optional("dependencies")) {
@@ -647,6 +654,10 @@ std::string EncodeJob(const Job& job) {
   if (job.timed_out) record["timed_out"] = true;
   if (job.held) record["held"] = true;
   if (job.requeue_requested) record["requeue_requested"] = true;
+  if (const std::optional<PreemptionNotice>& being = job.preemption)
+    record["preemption"] = {{"for_job", being->for_job},
+                            {"kill_at", ToEpochSeconds(being->kill_at)},
+                            {"reason", ValidUtf8(being->reason)}};
   if (job.array)
     record["array"] = {
         {"job", job.array->job}, {"task", job.array->task}, {"limit", job.array->limit}};

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "api/output_pattern.h"
+#include "common/signals.h"
 #include "common/strings.h"
 #include "common/text.h"
 #include "estimate/estimator.h"
@@ -165,6 +166,8 @@ JobSpec JobController::Planned(const Job& job) const {
   JobSpec spec = job.spec;
   // Backfill's reservations count on it.
   spec.time_limit = Seconds(job.time_limit_s);
+  spec.requeue = job.context.requeue;
+  spec.preempt_notice = Seconds(SignalOf(job).lead_s);
   if (options_.plan_without_estimates && spec.memory.source != MemorySource::kLearned)
     spec.memory = MemoryNeed{};
   return spec;
@@ -418,8 +421,31 @@ void JobController::CheckDependencies() {
   for (JobId id : ids) ForgetIfDone(id);
 }
 
+void JobController::SetTimeLimit(Job& job, Running& running, TimePoint started) {
+  if (job.time_limit_s <= 0 || !RunnerFor(job).enforces_time_limit()) return;
+  running.timeout_at = started + Seconds(job.time_limit_s);
+  // sbatch's --signal: its signal this long before the limit, to save what it has.
+  if (job.context.signal && job.context.signal->lead_s < job.time_limit_s)
+    running.warn_at = *running.timeout_at - Seconds(job.context.signal->lead_s);
+}
+
 void JobController::CheckTimeLimits(TimePoint now) {
   for (auto& [id, r] : running_) {
+    if (r.warn_at && now >= *r.warn_at) {
+      r.warn_at.reset();
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second.state == JobState::kRunning &&
+          !it->second.cancel_requested && !it->second.requeue_requested && !it->second.preemption) {
+        const api::JobSignal signal = SignalOf(it->second);
+        Persist(it->second,
+                {Event(id, "signal",
+                       fmt::format("{} to every process of attempt {}: {} s before its time limit",
+                                   SignalName(signal.number),
+                                   it->second.current() ? it->second.current()->number : 0,
+                                   signal.lead_s))});
+        RunnerFor(it->second).Signal(it->second, signal.number);
+      }
+    }
     if (!r.timeout_at || now < *r.timeout_at) continue;
     r.timeout_at.reset();
     auto it = live_.find(id);
@@ -555,6 +581,48 @@ void JobController::Tick() {
   if (admission_.dependencies_changed()) CheckDependencies();
   if (admission_.arrays_changed()) AdmitArrayTasks();
   PlacementPass(/*bounded=*/true);
+  StartPreemptions();
+}
+
+void JobController::StartPreemptions() {
+  for (const Preemption& chosen : scheduler_.Preempt()) {
+    auto it = live_.find(chosen.job);
+    if (it == live_.end() || it->second.state != JobState::kRunning ||
+        it->second.cancel_requested || it->second.requeue_requested || it->second.timed_out) {
+      scheduler_.AbortPreemption(chosen.job);  // ending anyway
+      continue;
+    }
+    Job& job = it->second;
+    if (!RunnerFor(job).MayControl(job, "preempt").ok()) {
+      // An engine's run (preemptible = "all") is the engine's to preempt: it runs on.
+      scheduler_.AbortPreemption(chosen.job);
+      continue;
+    }
+    const api::JobSignal signal = SignalOf(job);
+    const Duration notice = Seconds(signal.lead_s);
+    // Stored first: a restart finishes a preemption it knows of, and never one it does not.
+    Job updated = job;
+    updated.preemption = PreemptionNotice{chosen.for_job, clock_.WallNow() + notice,
+                                          TruncateUtf8(chosen.reason, kMaxDetailBytes)};
+    const JobEvent event =
+        Event(job.id(), "preempting",
+              fmt::format("{}: {} to every process of attempt {}; SIGKILL in {:.0f} s, then it "
+                          "waits again",
+                          chosen.reason, SignalName(signal.number),
+                          job.current() ? job.current()->number : 0, ToSeconds(notice)));
+    if (Status s = store_.Update(updated, {event}); !s.ok()) {
+      counters_.store_failures++;
+      scheduler_.AbortPreemption(chosen.job);
+      Log(Event(job.id(), "store-error",
+                "the preemption could not be stored, so the job runs on: " + s.message()));
+      continue;
+    }
+    Log(event);
+    job.preemption = std::move(updated.preemption);
+    counters_.preemptions++;
+    RunnerFor(job).Signal(job, signal.number);
+    running_[job.id()].kill_at = clock_.Now() + notice;
+  }
 }
 
 void JobController::PlacementPass(bool bounded) {
@@ -583,6 +651,7 @@ std::optional<TimePoint> JobController::NextWakeup() const {
   for (const auto& [id, r] : running_) {
     if (r.kill_at) earlier(*r.kill_at);
     if (r.timeout_at) earlier(*r.timeout_at);
+    if (r.warn_at) earlier(*r.warn_at);
   }
   if (admission_.dependencies_changed()) earlier(clock_.Now() + kStoreRetry);
   if (!unsaved_.empty()) earlier(clock_.Now() + kStoreRetry);
@@ -654,8 +723,7 @@ void JobController::Launch(const colo::Launch& launch) {
     return;
   }
   running_[launch.job] = Running{};
-  if (job.time_limit_s > 0 && runner.enforces_time_limit())
-    running_[launch.job].timeout_at = clock_.Now() + Seconds(job.time_limit_s);
+  SetTimeLimit(job, running_[launch.job], clock_.Now());
   if (job.external) tenants_.StopWaiting(launch.job);
 
   const AttemptEnv env = EnvOf(job, attempt, std::move(mps_env));
@@ -738,13 +806,18 @@ void JobController::Record(Job& job, const JobEnded& ended) {
 void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   const JobId id = job.id();
   Attempt& attempt = *job.current();
-  JobExit exit =
-      ClassifyExit(end.end, job.cancel_requested || job.timed_out || job.requeue_requested,
-                   end.stderr_tail, end.stdout_tail);
+  const bool stopped = job.cancel_requested || job.timed_out || job.requeue_requested;
+  const bool preempted = job.preemption && !stopped;
+  JobExit exit = ClassifyExit(end.end, stopped || preempted, end.stderr_tail, end.stdout_tail);
   // A cancel asked for while a requeue stopped the job ends it for good (scancel after scontrol
   // requeue): it is not queued again.
   const bool requeue = job.requeue_requested && !job.cancel_requested;
-  if (requeue) {
+  if (preempted) {
+    // However it ended once it had its notice (saved its checkpoint and exited, or was killed):
+    // it runs again, and an out-of-memory crash in its notice is no recovery's business.
+    exit = JobExit{ExitKind::kPreempted, fmt::format("preempted for job {}: {}",
+                                                     job.preemption->for_job, HowItEnded(end.end))};
+  } else if (requeue) {
     exit = JobExit{ExitKind::kCancelled, "stopped to be queued again: " + HowItEnded(end.end)};
   } else if (job.timed_out && exit.kind != ExitKind::kSuccess) {
     exit = JobExit{ExitKind::kTimeout,
@@ -774,6 +847,7 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
     scheduler_.Drop(id);  // its next attempt is a new record (Requeue)
     job.requeue_requested = false;
     job.cancel_requested = false;
+    job.preemption.reset();
     job.timed_out = false;
     Requeue(job, "when requeued");
     Persist(job,
@@ -785,6 +859,19 @@ void JobController::FinishAttempt(Job& job, const AttemptEnd& end) {
   }
   Record(job, ended);
   running_.erase(id);
+  if (action == ExitAction::kRequeuedAfterPreemption) {
+    const JobId for_job = job.preemption->for_job;
+    job.preemption.reset();
+    Persist(job, {Event(id, "preempted",
+                        fmt::format("attempt {} stopped for job {}: {}; waits again, attempt {} "
+                                    "runs with COLO_RESTART_COUNT={}",
+                                    attempt.number, for_job, HowItEnded(end.end),
+                                    attempt.number + 1, Restarts(job)))});
+    RunnerFor(job).Release(job);
+    ForgetIfDone(id);
+    return;
+  }
+  job.preemption.reset();
   if (exit.kind == ExitKind::kOutOfMemory) {
     counters_.oom_crashes++;
     if (action == ExitAction::kRequeuedForRecovery) {

@@ -79,6 +79,8 @@ struct ControllerCounters {
   // By what the raised need came from: "framework" (the framework's own figures) or "observed".
   std::map<std::string, int64_t> oom_recoveries_by_reason;
   int64_t store_failures = 0;
+  // Running jobs signalled to make room for a user under their share.
+  int64_t preemptions = 0;
   // Attempts seen using more memory than planned while sharing without an MPS memory limit, by
   // GPU.
   std::map<GpuIndex, int64_t> over_plan;
@@ -161,7 +163,10 @@ class JobController final : public TenantHost {
   struct Running {
     std::optional<TimePoint> kill_at;     // when a cancelled job gets SIGKILL
     std::optional<TimePoint> timeout_at;  // when its time limit passes
+    std::optional<TimePoint> warn_at;     // when its --signal comes before its time limit
   };
+  // When the job's time limit passes, and when its --signal (if it has one) comes before it.
+  void SetTimeLimit(Job& job, Running& running, TimePoint started);
 
   Result<Job> NewJob(const Identity& who, api::SubmitRequest request);
   Result<std::string> CancelOne(const Identity& who, JobId id);
@@ -182,6 +187,8 @@ class JobController final : public TenantHost {
   void AddLive(Job job);
   void FinishAttempt(Job& job, const AttemptEnd& end);
   void RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid);
+  // A preemption under way when colod stopped: its notice runs on to its stored end.
+  void ResumePreemption(Job& job);
   // Into the scheduler's queue it belongs in (recovery after out-of-memory crashes); a job the
   // scheduler refuses fails, the reason naming `when`.
   void Requeue(Job& job, std::string_view when = "after a restart");
@@ -207,6 +214,9 @@ class JobController final : public TenantHost {
   Status AskToStop(const Identity& who, Job& job, bool Job::*asked, std::string_view then);
   void CheckDependencies();
   void CheckTimeLimits(TimePoint now);
+  // The running jobs the scheduler chose to stop for the queue's head: each stored as being
+  // preempted, then sent its signal; SIGKILL when its notice is over.
+  void StartPreemptions();
   void RefineQueuedJobs(const Job& finished);
   // Where the SM activity the job plans with came from (its estimate records what was learned).
   static SmactSource SmactSourceOf(const Job& job);

@@ -50,7 +50,26 @@ Status JobController::Recover() {
     }
     ForgetIfDone(id);
   }
+  // Preemptions under way when colod stopped, once every job they make room for is back.
+  for (auto& [id, job] : live_) {
+    if (job.preemption && job.state == JobState::kRunning && running_.count(id))
+      ResumePreemption(job);
+  }
   return Status::Ok();
+}
+
+void JobController::ResumePreemption(Job& job) {
+  const PreemptionNotice& notice = *job.preemption;
+  const Duration left = std::max(
+      Duration::zero(), std::chrono::duration_cast<Duration>(notice.kill_at - clock_.WallNow()));
+  const TimePoint kill_at = clock_.Now() + left;
+  if (!scheduler_.ResumePreemption(job.id(), notice.for_job, kill_at).ok()) return;
+  Running& running = running_[job.id()];
+  if (!running.kill_at || kill_at < *running.kill_at) running.kill_at = kill_at;
+  if (job.cancel_requested || job.requeue_requested || job.timed_out) return;
+  // colod may have stopped between storing the preemption and signalling: the signal is sent
+  // again while its notice lasts (a job may get it twice), so that it saves its checkpoint.
+  if (left > Duration::zero()) RunnerFor(job).Signal(job, SignalOf(job).number);
 }
 
 void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuIndex>& by_uuid) {
@@ -113,9 +132,9 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
   if (job.cancel_requested || job.requeue_requested)
     running_[id].kill_at = clock_.Now() + options_.cancel_grace;
   if (job.timed_out) running_[id].kill_at = clock_.Now() + options_.timeout_grace;
-  // The limit counts from the attempt's start, not from colod's.
-  if (job.time_limit_s > 0 && !job.timed_out && runner.enforces_time_limit())
-    running_[id].timeout_at = MonotonicOf(clock_, attempt.started) + Seconds(job.time_limit_s);
+  // The limit counts from the attempt's start, not from colod's. A --signal whose time passed
+  // while colod was down comes now (a job may get it twice).
+  if (!job.timed_out) SetTimeLimit(job, running_[id], MonotonicOf(clock_, attempt.started));
   if (events.empty())
     events.push_back(Event(id, "adopted",
                            fmt::format("attempt {} ({}) taken back after a restart", attempt.number,

@@ -260,6 +260,9 @@ std::string RenderMetrics(const JobController& controller, const GpuBackend& gpu
              fmt::format("policy=\"{}\",reason=\"{}\"", policy, reason),
              static_cast<double>(it == c.oom_recoveries_by_reason.end() ? 0 : it->second));
   }
+  w.Family("colo_preemptions_total", "counter",
+           "Running jobs signalled to make room for a user under their share.");
+  w.Sample("colo_preemptions_total", "", static_cast<double>(c.preemptions));
   w.Family("colo_jobs_over_plan_total", "counter",
            "Attempts seen using more memory than planned while sharing without an MPS memory "
            "limit, by GPU.");

@@ -99,14 +99,22 @@ Status ApplyDirective(std::string_view word, ScriptDirectives* d) {
   const std::string_view key = word.substr(0, eq);
   if (!key.starts_with("--"))
     return InvalidArgument(fmt::format("{} is not a directive (--key=value)", Quote(word)));
-  static constexpr std::string_view kKnown[] = {"--gpus", "--mem",   "--share",     "--threads",
-                                                "--name", "--smact", "--output",    "--error",
-                                                "--time", "--array", "--dependency"};
+  static constexpr std::string_view kKnown[] = {
+      "--gpus",  "--mem",  "--share", "--threads",    "--name",   "--smact",  "--output",
+      "--error", "--time", "--array", "--dependency", "--signal", "--requeue"};
   if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
     return InvalidArgument(
         fmt::format("unknown directive {} (known: --gpus, --mem, --share, --threads, --name, "
-                    "--smact, --output, --error, --time, --array, --dependency)",
+                    "--smact, --output, --error, --time, --array, --dependency, --signal, "
+                    "--requeue)",
                     Quote(key)));
+  }
+  if (key == "--requeue") {  // a flag
+    if (eq != std::string_view::npos)
+      return InvalidArgument("--requeue takes no value (#COLO --requeue)");
+    d->requeue = true;
+    d->any = true;
+    return Status::Ok();
   }
   if (eq == std::string_view::npos || eq + 1 == word.size())
     return InvalidArgument(fmt::format("{} needs a value ({}=VALUE)", key, key));
@@ -145,18 +153,19 @@ Status ApplyDirective(std::string_view word, ScriptDirectives* d) {
     if (Trim(value).empty()) return InvalidArgument("--name is blank");
     d->name = std::string(value);
   } else if (key == "--output" || key == "--error" || key == "--time" || key == "--array" ||
-             key == "--dependency") {
+             key == "--dependency" || key == "--signal") {
     // Kept as written: `colo submit` reads each as its option of the same name.
     if (value.size() > kMaxTextValueBytes)
       return InvalidArgument(fmt::format("{} is longer than {} bytes", key, kMaxTextValueBytes));
     if (!IsPlainText(value))
       return InvalidArgument(fmt::format(
           "{} must be valid UTF-8 without control characters, got {}", key, Quote(value)));
-    std::optional<std::string>& field = key == "--output"  ? d->output
-                                        : key == "--error" ? d->error
-                                        : key == "--time"  ? d->time_limit
-                                        : key == "--array" ? d->array
-                                                           : d->dependency;
+    std::optional<std::string>& field = key == "--output"   ? d->output
+                                        : key == "--error"  ? d->error
+                                        : key == "--time"   ? d->time_limit
+                                        : key == "--array"  ? d->array
+                                        : key == "--signal" ? d->signal
+                                                            : d->dependency;
     field = std::string(value);
   } else {  // --smact
     const auto x = ParseDouble(value);
@@ -182,6 +191,7 @@ constexpr SbatchOption kSbatchOptions[] = {
     {"-e", "--error", "--error"},
     {"-a", "--array", "--array"},
     {"-d", "--dependency", "--dependency"},
+    {"", "--signal", "--signal"},
 };
 
 const SbatchOption* FindSbatchOption(std::string_view name) {
@@ -214,6 +224,11 @@ Status ApplySbatchWords(const std::vector<std::string>& words, std::string_view 
       name = word.substr(0, 2);
       value = word.substr(word[2] == '=' ? 3 : 2);
       attached = true;
+    }
+    if ((name == "--requeue" || name == "--no-requeue") && !attached) {
+      d->requeue = name == "--requeue";
+      d->any = true;
+      continue;
     }
     const SbatchOption* known = FindSbatchOption(name);
     const bool takes_value = known || SlurmOptionTakesValue(name) ||
@@ -309,6 +324,8 @@ Result<ScriptDirectives> ParseJobScript(std::string_view text, std::string_view 
   fill(d.time_limit, slurm.time_limit);
   fill(d.array, slurm.array);
   fill(d.dependency, slurm.dependency);
+  fill(d.signal, slurm.signal);
+  fill(d.requeue, slurm.requeue);
   d.any = d.any || slurm.any;
   return d;
 }

@@ -25,8 +25,9 @@ struct ScriptDirectives {
   std::optional<double> smact;        // SM activity when alone, 0..1 (as `colo submit --smact`)
   // As written (≤ 4096 bytes of plain text); `colo submit` reads each as its option of the same
   // name: output/error file patterns, time limit, array, dependencies.
-  std::optional<std::string> output, error, time_limit, array, dependency;
-  bool any = false;  // the script has at least one directive
+  std::optional<std::string> output, error, time_limit, array, dependency, signal;
+  std::optional<bool> requeue;  // --requeue (sbatch's --no-requeue: false)
+  bool any = false;             // the script has at least one directive
   // "job.sh:4: #SBATCH --partition ignored: ..." for each #SBATCH option colo does not read.
   std::vector<std::string> warnings;
 };
@@ -35,7 +36,8 @@ struct ScriptDirectives {
 // `--key=value` words (a value may be quoted to hold blanks: --name="bert large"). A later
 // directive overrides an earlier one; unknown directives and bad values are errors.
 // `#SBATCH` lines among them are read as sbatch reads them (-J NAME, --job-name=NAME, -G N,
-// --gpus=N, --gres=gpu:N, -t, -o, -e, -a, -d; a value attached or as the next word) for what
+// --gpus=N, --gres=gpu:N, -t, -o, -e, -a, -d, --signal, --requeue and --no-requeue; a value
+// attached or as the next word) for what
 // the #COLO lines leave open; a bad value is an error, and every other option a warning naming
 // it.
 Result<ScriptDirectives> ParseJobScript(std::string_view text, std::string_view origin);

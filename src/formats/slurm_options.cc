@@ -18,7 +18,8 @@ struct SlurmOption {
 };
 
 // sbatch's options that colo has no counterpart for, and the few whose colo namesake means
-// something else (--mem). The ones colo reads (-J, -G, --gres, -t, -o, -e, -a, -d) are not here.
+// something else (--mem). The ones colo reads (-J, -G, --gres, -t, -o, -e, -a, -d, --signal,
+// --requeue, --no-requeue) are not here.
 constexpr SlurmOption kSlurmOptions[] = {
     {"-p", "--partition", true, "colo runs jobs on this server's GPUs: there are no partitions"},
     {"-A", "--account", true, "colo has no accounts"},
@@ -47,12 +48,8 @@ constexpr SlurmOption kSlurmOptions[] = {
     {"", "--begin", true, "colo has no start times; --hold, then colo release N"},
     {"", "--deadline", true, "colo has no deadlines; --time limits a job's run"},
     {"", "--time-min", true, "colo has no minimum time; --time limits a job's run"},
-    {"", "--requeue", false,
-     "colo requeues a job that ran out of GPU memory itself; colo requeue N does it by hand"},
-    {"", "--no-requeue", false, "colo requeues only jobs that ran out of GPU memory"},
     {"", "--open-mode", true,
      "-o/-e files are emptied when the job first starts and appended to by later attempts"},
-    {"", "--signal", true, "at --time a job gets SIGTERM, then SIGKILL after the grace"},
     {"", "--comment", true, "colo keeps no comments; --name names the job"},
     {"-L", "--licenses", true, "colo has no licenses"},
     {"", "--reservation", true, "colo has no reservations"},

@@ -55,6 +55,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/job_signals.h"
+
 namespace {
 
 constexpr long kDefaultGraceMs = 5000;
@@ -442,9 +444,9 @@ int main(int argc, char** argv) {
 
   // Orphans below the shim become its children instead of leaving the job.
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) perror("colo-shim: PR_SET_CHILD_SUBREAPER");
-  signal(SIGTERM, SIG_IGN);
-  signal(SIGINT, SIG_IGN);
-  signal(SIGHUP, SIG_IGN);
+  // colod's signals to the job (cancel, time limit, --signal) reach the shim too: it outlives
+  // the job to record its end.
+  for (int number : colo::kJobSignals) signal(number, SIG_IGN);
   // A full disk or a file size limit fails a log's write instead of ending the shim.
   signal(SIGXFSZ, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
@@ -474,9 +476,7 @@ int main(int argc, char** argv) {
     for (int fd = 3; fd <= 6; ++fd) close(fd);
     // Ignored and blocked signals survive exec: give the job the defaults back.
     sigprocmask(SIG_UNBLOCK, &chld, nullptr);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    for (int number : colo::kJobSignals) signal(number, SIG_DFL);
     signal(SIGXFSZ, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
     execvp(command[0], command);

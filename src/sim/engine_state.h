@@ -65,8 +65,10 @@ struct SimJob {
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
   double remaining_s = 0;  // solo seconds of work left
-  double rate = 1;         // solo seconds done per second
-  bool starting = false;   // in its start-up: on the CPU, no SM activity, not slowed
+  // Preempted: the work left at the checkpoint it saved, which its next attempt takes up.
+  std::optional<double> resume_s;
+  double rate = 1;        // solo seconds done per second
+  bool starting = false;  // in its start-up: on the CPU, no SM activity, not slowed
   // Its scheduler was told its memory on every GPU (and that its process is there) since the
   // memory last changed: telling it again would change nothing.
   bool reported = false;

@@ -180,6 +180,7 @@ std::string ToJson(const ReportContext& context, const std::vector<SimResult>& r
     run["jct_s"] = {
         {"avg", round(m.jct_avg_s)}, {"p50", round(m.jct_p50_s)}, {"p95", round(m.jct_p95_s)}};
     run["oom_crashes"] = m.oom_crashes;
+    if (m.preemptions > 0) run["preemptions"] = m.preemptions;
     run["lost_gpu_hours"] = round(m.lost_gpu_hours);
     run["energy_mj"] = round(m.energy_mj);
     run["mean_smact"] = round(m.mean_smact);
@@ -259,6 +260,7 @@ Result<std::vector<SimResult>> FromJson(std::string_view text) {
     stats("exec_s", m.exec_avg_s, m.exec_p50_s, m.exec_p95_s);
     stats("jct_s", m.jct_avg_s, m.jct_p50_s, m.jct_p95_s);
     m.oom_crashes = static_cast<int>(number(run, "oom_crashes"));
+    if (run.contains("preemptions")) m.preemptions = static_cast<int>(number(run, "preemptions"));
     m.lost_gpu_hours = number(run, "lost_gpu_hours");
     m.energy_mj = number(run, "energy_mj");
     m.mean_smact = number(run, "mean_smact");

@@ -137,6 +137,7 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
     m.dispatch_violations = cluster->dispatch_violations();
   }
   m.oom_crashes = counts.oom_crashes;
+  m.preemptions = counts.preemptions;
   m.lost_gpu_hours = counts.lost_gpu_seconds / 3600.0;
   const TimePoint end = AtSeconds(last_end);
   const double span = std::max(1e-9, last_end - first_submit);

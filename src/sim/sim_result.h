@@ -15,6 +15,7 @@ namespace colo::sim {
 // What the engine counted as it ran, beside its state.
 struct RunCounts {
   int oom_crashes = 0;
+  int preemptions = 0;
   double lost_gpu_seconds = 0;
   int64_t events = 0;
 };

@@ -173,6 +173,8 @@ class Engine final : public sim::ClusterHost {
   // After its server's scheduler was told the job's attempt ended: if the job ended there for
   // good, what the scheduler says of it is kept (SimJob::ended) and the scheduler forgets it.
   void Settle(SimJob& job);
+  // A running job its server's scheduler stops for the head of its queue (fair share).
+  void Preempt(const Preemption& preemption);
   void MarkChanged(int server, Change change) {
     if (cluster_) cluster_->MarkChanged(server, change);
   }
@@ -207,6 +209,7 @@ class Engine final : public sim::ClusterHost {
   std::vector<JobUse> job_use_;    // scratch for Refresh's samples
   Timeline timeline_;
   int oom_crashes_ = 0;
+  int preemptions_ = 0;
   double lost_gpu_seconds_ = 0;
   int64_t event_count_ = 0;
 };
@@ -432,7 +435,9 @@ void Engine::Start(int server_index, const Launch& launch) {
   job.mode = launch.mode;
   job.planned = launch.reservation;
   job.thread_percent = launch.mode == SharingMode::kMps ? launch.thread_percent : 100;
-  job.remaining_s = ToSeconds(job.trace->profile.duration);  // a restart loses all progress
+  // A restart loses all progress, save what a preempted job's checkpoint kept.
+  job.remaining_s = job.resume_s.value_or(ToSeconds(job.trace->profile.duration));
+  job.resume_s.reset();
   job.rate = 0;  // no rate yet: Refresh sets one and schedules the completion
   ++job.version;
   job.progress_at = now;
@@ -539,6 +544,26 @@ void Engine::Complete(int index, uint64_t version) {
   MarkDirty(job.server);
 }
 
+void Engine::Preempt(const Preemption& preemption) {
+  const int index = static_cast<int>(preemption.job - 1);
+  SimJob& job = jobs_[static_cast<size_t>(index)];
+  if (!job.running) return;
+  // It saves a checkpoint when signalled and exits: its GPUs are free at once, and its next
+  // attempt takes up the work left (start-up and warm-up again).
+  const auto& closure = Touch(job.gpus);
+  job.resume_s = std::max(0.0, job.remaining_s);
+  Detach(job, "preempted");
+  job.memory = Bytes(0);
+  Refresh(closure, /*freed=*/true);
+  ++preemptions_;
+  Server& server = servers_[static_cast<size_t>(job.server)];
+  const ExitAction action =
+      server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kPreempted, preemption.reason})
+          .action;
+  COLO_CHECK(action == ExitAction::kRequeuedAfterPreemption);
+  MarkDirty(job.server);
+}
+
 void Engine::Settle(SimJob& job) {
   Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
   const JobRecord* record = scheduler.job(job.trace->id);
@@ -583,6 +608,7 @@ void Engine::Pass(int server_index) {
   ++state_.passes;
   if (!cluster_) {
     for (const Launch& launch : server.scheduler->Schedule()) Start(server_index, launch);
+    for (const Preemption& preemption : server.scheduler->Preempt()) Preempt(preemption);
     PushWakeup(server_index);
     return;
   }
@@ -713,7 +739,7 @@ SimResult Engine::Run() {
     }
   }
   return sim::ResultOf(state_, cluster_ ? &*cluster_ : nullptr,
-                       sim::RunCounts{oom_crashes_, lost_gpu_seconds_, event_count_},
+                       sim::RunCounts{oom_crashes_, preemptions_, lost_gpu_seconds_, event_count_},
                        std::move(timeline_));
 }
 

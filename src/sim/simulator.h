@@ -107,6 +107,8 @@ struct Metrics {
   int oom_crashes = 0;
   // Jobs put back into the cluster queue after an out-of-memory crash (the shards baseline).
   int requeues = 0;
+  // Running jobs stopped for a user under their share (--preempt-after).
+  int preemptions = 0;
   double lost_gpu_hours = 0;
   double energy_mj = 0;
   double mean_smact = 0;          // over all GPUs and the trace's duration

@@ -3,6 +3,7 @@
 #include "api/codec.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "api/field_json.h"
 #include "api/output_pattern.h"
@@ -433,7 +434,7 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   probe.share = SharingPreference::kPlain;
   probe.after = {DependencyKind::kAfterOk, 4};
   probe.afters = {{DependencyKind::kAfterNotOk, 5}};
-  probe.context = {"/w", "cli", 027, {}};
+  probe.context = {"/w", "cli", 027, {}, false, std::nullopt};
   nlohmann::json j = nlohmann::json::object();
   WriteFields(probe, j);
   // Keys as described; the embedded struct's beside the others; a default left off when asked.
@@ -473,7 +474,31 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   // A struct's member count is what its description is held to: a member added without a
   // description line does not compile.
   static_assert(field_json::MemberCount<Probe>() == 8);
-  static_assert(field_json::MemberCount<JobContext>() == 4);
+  static_assert(field_json::MemberCount<JobContext>() == 6);
+}
+
+TEST(Codec, RequeueAndTheSignalTravelWithTheJob) {
+  SubmitRequest s;
+  s.command = {"true"};
+  s.context.workdir = "/w";
+  s.context.requeue = true;
+  s.context.signal = JobSignal{SIGUSR1, 120};
+  auto back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(std::get<SubmitRequest>(*back).context.requeue);
+  EXPECT_EQ(std::get<SubmitRequest>(*back).context.signal, (JobSignal{SIGUSR1, 120}));
+  s.context = JobContext{"/w", "cli", std::nullopt, {}, false, std::nullopt};
+  back = DecodeRequest(EncodeRequest(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(std::get<SubmitRequest>(*back).context.requeue);
+  EXPECT_FALSE(std::get<SubmitRequest>(*back).context.signal);
+  const std::string submit = R"({"api":1,"op":"submit","command":["true"],"workdir":"/",)";
+  EXPECT_NE(Error(submit + R"("signal":{"number":9,"lead_s":60}})")
+                .find("signal.number: must be "
+                      "one of HUP"),
+            std::string::npos);
+  EXPECT_NE(Error(submit + R"("signal":{"number":15,"lead_s":70000}})").find("signal.lead_s"),
+            std::string::npos);
 }
 
 TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
@@ -492,7 +517,7 @@ TEST(Codec, TheSubmittersUmaskTravelsWithTheJob) {
                 .find("umask"),
             std::string::npos);
   ShowReply show;
-  show.job.context = {"/w", "script /w/job.sh", 022, {}};
+  show.job.context = {"/w", "script /w/job.sh", 022, {}, false, std::nullopt};
   auto shown = DecodeReply<ShowReply>(EncodeReply(show));
   ASSERT_TRUE(shown.ok()) << shown.status().message();
   EXPECT_EQ(shown->job.context, show.job.context);

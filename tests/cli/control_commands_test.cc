@@ -2,6 +2,7 @@
 #include "cli/control_commands.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 namespace colo {
 namespace {
@@ -23,6 +24,24 @@ TEST(TimeLimit, RefusesWhatIsNotATimeNamingTheOption) {
     auto parsed = ParseTimeLimit(text);
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_NE(parsed.status().message().find("--time"), std::string::npos) << text;
+  }
+}
+
+TEST(SignalOption, TakesSbatchsFormByNameOrNumber) {
+  const auto signal = [](std::string_view text) {
+    auto parsed = ParseSignalOption(text);
+    EXPECT_TRUE(parsed.ok()) << text << ": " << parsed.status().message();
+    return parsed.ok() ? std::pair{parsed->number, parsed->lead_s} : std::pair{0, 0};
+  };
+  EXPECT_EQ(signal("TERM"), (std::pair{SIGTERM, 60}));
+  EXPECT_EQ(signal("SIGUSR1@120"), (std::pair{SIGUSR1, 120}));
+  EXPECT_EQ(signal("B:usr2@0"), (std::pair{SIGUSR2, 0}));
+  EXPECT_EQ(signal("10@30"), (std::pair{SIGUSR1, 30}));
+  for (const char* bad :
+       {"", "KILL", "9", "STOP", "SEGV", "USR1@", "USR1@-1", "USR1@65536", "R:USR1", "TERM@1m"}) {
+    auto parsed = ParseSignalOption(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_TRUE(parsed.status().message().starts_with("--signal: ")) << parsed.status().message();
   }
 }
 

@@ -45,6 +45,26 @@ port = 9500
   EXPECT_TRUE(ParseConfig("", "empty.toml").ok());
 }
 
+TEST(DaemonConfig, PreemptionIsOnForRequeueJobsAndReadsItsSettings) {
+  auto defaults = ParseConfig("", "empty.toml");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->scheduler.fairness.preempt);
+  EXPECT_EQ(defaults->scheduler.fairness.preempt_after, Seconds(1800));
+  EXPECT_EQ(defaults->scheduler.fairness.preemptible, Preemptible::kRequeue);
+  auto c = ParseConfig(
+      "[fairness]\npreempt = false\npreempt_after = \"10m\"\n"
+      "preemptible = \"all\"\n",
+      "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->scheduler.fairness.preempt);
+  EXPECT_EQ(c->scheduler.fairness.preempt_after, Seconds(600));
+  EXPECT_EQ(c->scheduler.fairness.preemptible, Preemptible::kAll);
+  auto bad = ParseConfig("[fairness]\npreemptible = \"some\"\n", "test.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown preemptible 'some'"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(DaemonConfig, FairnessDefaultsOnAndReadsSharesAndLimits) {
   auto defaults = ParseConfig("", "empty.toml");
   ASSERT_TRUE(defaults.ok());

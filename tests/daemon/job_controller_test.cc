@@ -858,6 +858,26 @@ TEST_F(JobControllerTest, ATimeLimitSignalsTheJobAndItEndsAsTimeout) {
   EXPECT_NE(Stored(*id)->reason.find("time limit of 00:01:00"), std::string::npos);
 }
 
+TEST_F(JobControllerTest, ASignalComesItsLeadBeforeTheTimeLimit) {
+  launcher_.signal_ends = false;  // it saves what it has and runs on
+  api::SubmitRequest r = Request({"python", "train.py"});
+  r.time_limit_s = 300;
+  r.context.signal = api::JobSignal{SIGUSR1, 120};
+  auto id = controller_->Submit(kAlice, r);
+  ASSERT_TRUE(id.ok());
+  controller_->Tick();
+  clock_.Advance(Seconds(179));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.process(*id, 1)->signals.empty());
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(launcher_.process(*id, 1)->signals, std::vector<int>{SIGUSR1});
+  EXPECT_TRUE(Logged("signal"));
+  clock_.Advance(Seconds(120));
+  controller_->Tick();
+  EXPECT_EQ(launcher_.process(*id, 1)->signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+}
+
 TEST_F(JobControllerTest, ATimeLimitCountsFromTheAttemptsStartAcrossARestart) {
   api::SubmitRequest r = Request({"python", "train.py"});
   r.time_limit_s = 100;
@@ -1125,6 +1145,172 @@ TEST_F(JobControllerTest, AnArrayIsBoundedAndStoredWholeOrNotAtAll) {
   EXPECT_EQ(*array, 4);
   for (JobId id : {4, 5, 6}) EXPECT_EQ(StoredState(id), JobState::kQueued) << id;
   EXPECT_EQ(controller_->live_jobs().size(), 3u);
+}
+
+// Preemption: Alice fills both GPUs with --requeue jobs, Bob (under his share) waits past
+// preempt_after.
+class PreemptionTest : public JobControllerTest {
+ protected:
+  PreemptionTest() {
+    config_.fairness.order = QueueOrder::kFairShare;
+    config_.fairness.preempt = true;
+    config_.fairness.preempt_after = Seconds(600);
+    Start();
+  }
+  JobId SubmitPreemptible(const Identity& who, int signal = SIGUSR1, int lead_s = 30) {
+    api::SubmitRequest r = Request({"python", "train.py"}, GiB(70));
+    r.context.requeue = true;
+    r.context.signal = api::JobSignal{signal, lead_s};
+    auto id = controller_->Submit(who, r);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return id.ok() ? *id : 0;
+  }
+  // Alice's two jobs run on both GPUs; Bob's has waited preempt_after: returns Bob's.
+  JobId BobWaitsPastPreemptAfter() {
+    controller_->Tick();
+    EXPECT_TRUE(launcher_.IsRunning(first_, 1));
+    EXPECT_TRUE(launcher_.IsRunning(second_, 1));
+    clock_.Advance(Seconds(60));
+    const JobId bob = Submit(kBob, GiB(70));
+    controller_->Tick();
+    clock_.Advance(Seconds(600));
+    return bob;
+  }
+  static bool HasEnv(const FakeLauncher::Process& p, const std::string& entry) {
+    return std::find(p.spec.env.begin(), p.spec.env.end(), entry) != p.spec.env.end();
+  }
+  JobId first_ = 0, second_ = 0;
+};
+
+TEST_F(PreemptionTest, ARequeueJobGetsItsSignalStoredFirstThenSigkillAndRunsAgainWithItsCount) {
+  first_ = SubmitPreemptible(kAlice);
+  second_ = SubmitPreemptible(kAlice);
+  const JobId bob = BobWaitsPastPreemptAfter();
+  launcher_.ignores_sigterm = true;  // it ignores its signal: SIGKILL ends it
+
+  // A preemption that cannot be stored is not carried out: the job runs on, untouched.
+  store_.FailWrites(1, Unavailable("disk full"));
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.process(first_, 1)->signals.empty());
+  EXPECT_TRUE(launcher_.process(second_, 1)->signals.empty());
+  EXPECT_TRUE(Logged("store-error"));
+
+  controller_->Tick();  // tried again
+  const auto signalled = [&](JobId id) { return !launcher_.process(id, 1)->signals.empty(); };
+  ASSERT_NE(signalled(first_), signalled(second_)) << "one job makes the room Bob needs";
+  const JobId victim = signalled(first_) ? first_ : second_;
+  const JobId other = victim == first_ ? second_ : first_;
+  EXPECT_EQ(launcher_.process(victim, 1)->signals, std::vector<int>{SIGUSR1});
+  const std::optional<Job> stored = Stored(victim);
+  ASSERT_TRUE(stored->preemption.has_value()) << "stored before the signal";
+  EXPECT_EQ(stored->preemption->for_job, bob);
+  EXPECT_NE(stored->preemption->reason.find(fmt::format("for job {} of bob", bob)),
+            std::string::npos)
+      << stored->preemption->reason;
+  EXPECT_TRUE(Logged("preempting"));
+
+  clock_.Advance(Seconds(29));
+  controller_->Tick();
+  EXPECT_EQ(launcher_.process(victim, 1)->signals, std::vector<int>{SIGUSR1});
+  clock_.Advance(Seconds(1));
+  controller_->Tick();  // SIGKILL at the end of its notice
+  controller_->Tick();  // its end; Bob's job starts
+  EXPECT_EQ(launcher_.process(victim, 1)->signals, (std::vector<int>{SIGUSR1, SIGKILL}));
+  const std::optional<Job> requeued = Stored(victim);
+  EXPECT_EQ(requeued->state, JobState::kQueued);
+  EXPECT_FALSE(requeued->preemption.has_value());
+  EXPECT_EQ(requeued->current()->exit, ExitKind::kPreempted);
+  EXPECT_EQ(requeued->current()->exit_signal, SIGKILL);
+  EXPECT_NE(requeued->current()->detail.find(fmt::format("preempted for job {}", bob)),
+            std::string::npos);
+  EXPECT_EQ(OutOfMemoryAttempts(*requeued), 0) << "no out-of-memory retry";
+  EXPECT_TRUE(launcher_.IsRunning(bob, 1));
+  EXPECT_TRUE(launcher_.IsRunning(other, 1));
+  EXPECT_TRUE(launcher_.process(other, 1)->signals.empty());
+
+  // Its next attempt, once Bob's ends: its environment kept, its restart counted.
+  launcher_.Succeed(bob, 1);
+  controller_->Tick();
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(victim, 2));
+  const FakeLauncher::Process& again = *launcher_.process(victim, 2);
+  EXPECT_TRUE(HasEnv(again, "COLO_RESTART_COUNT=1"));
+  EXPECT_TRUE(HasEnv(again, "COLO_ATTEMPT=2"));
+  EXPECT_TRUE(HasEnv(again, "SECRET=hunter2"));
+  EXPECT_TRUE(HasEnv(*launcher_.process(other, 1), "COLO_RESTART_COUNT=0"));
+  launcher_.Succeed(victim, 2);
+  controller_->Tick();
+  EXPECT_EQ(StoredState(victim), JobState::kSucceeded);
+}
+
+TEST_F(PreemptionTest, JobsNotSubmittedRequeueRunOn) {
+  first_ = Submit(kAlice, GiB(70));
+  second_ = Submit(kAlice, GiB(70));
+  const JobId bob = BobWaitsPastPreemptAfter();
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.process(first_, 1)->signals.empty());
+  EXPECT_TRUE(launcher_.process(second_, 1)->signals.empty());
+  EXPECT_EQ(controller_->FindLive(bob)->state, JobState::kQueued);
+}
+
+TEST_F(PreemptionTest, AKillNineAfterThePreemptionIsStoredFinishesItAfterTheRestart) {
+  first_ = SubmitPreemptible(kAlice, SIGTERM, 60);
+  second_ = SubmitPreemptible(kAlice, SIGTERM, 60);
+  const JobId bob = BobWaitsPastPreemptAfter();
+  launcher_.ignores_sigterm = true;
+  // colod stops right after storing the preemption, before any signal.
+  crashing_.CrashAtWrite(1, /*after=*/true);
+  Turn();
+  ASSERT_TRUE(crashed_);
+  EXPECT_TRUE(launcher_.process(first_, 1)->signals.empty());
+  EXPECT_TRUE(launcher_.process(second_, 1)->signals.empty());
+  const JobId victim = Stored(first_)->preemption ? first_ : second_;
+  const JobId other = victim == first_ ? second_ : first_;
+  ASSERT_TRUE(Stored(victim)->preemption.has_value());
+  EXPECT_FALSE(Stored(other)->preemption.has_value());
+
+  clock_.Advance(Seconds(20));
+  Start();
+  // The restart sends the signal the job never got, and keeps the notice's end.
+  EXPECT_EQ(launcher_.process(victim, 1)->signals, std::vector<int>{SIGTERM});
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.process(other, 1)->signals.empty()) << "Bob waits for the one under way";
+  clock_.Advance(Seconds(39));
+  controller_->Tick();
+  EXPECT_EQ(launcher_.process(victim, 1)->signals, std::vector<int>{SIGTERM});
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_EQ(Stored(victim)->current()->exit, ExitKind::kPreempted);
+  EXPECT_EQ(StoredState(victim), JobState::kQueued);
+  EXPECT_TRUE(launcher_.IsRunning(bob, 1));
+  EXPECT_EQ((launcher_.starts[{victim, 1}]), 1);
+
+  // Killed again once it ended and the end was stored: it waits, and runs once more.
+  Start();
+  EXPECT_EQ(controller_->FindLive(victim)->state, JobState::kQueued);
+  launcher_.Succeed(bob, 1);
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_TRUE(launcher_.IsRunning(victim, 2));
+  EXPECT_EQ((launcher_.starts[{victim, 2}]), 1);
+}
+
+TEST_F(PreemptionTest, AJobEndingInItsNoticeWhileColodIsDownIsRequeuedAtTheRestart) {
+  first_ = SubmitPreemptible(kAlice);
+  second_ = SubmitPreemptible(kAlice);
+  const JobId bob = BobWaitsPastPreemptAfter();
+  launcher_.signal_ends = false;  // it saves its checkpoint first
+  controller_->Tick();
+  const JobId victim = Stored(first_)->preemption ? first_ : second_;
+  launcher_.Succeed(victim, 1);  // saved and exited 0 while colod was down
+  Start();
+  controller_->Tick();
+  controller_->Tick();
+  const std::optional<Job> stored = Stored(victim);
+  EXPECT_EQ(stored->state, JobState::kQueued) << "exit 0 in its notice is a preemption";
+  EXPECT_EQ(stored->current()->exit, ExitKind::kPreempted);
+  EXPECT_TRUE(launcher_.IsRunning(bob, 1));
 }
 
 }  // namespace

@@ -70,6 +70,19 @@ class PythonClientTest(harness.E2ETest):
         self.assertEqual(self.client.logs(job), "200\n")
         self.assertEqual(os.stat(os.path.join(self.work, "made")).st_mode & 0o777, 0o600)
 
+    def test_a_preemptible_job_with_its_signal(self):
+        """requeue and signal as `colo submit --requeue --signal` send them; a bad signal is
+        refused before anything is sent."""
+        job = self.submit(["true"], requeue=True, signal="B:USR1@120")
+        shown = self.client.call("show", job=job)["job"]
+        self.assertEqual((shown["requeue"], shown["signal"]), (True, {"number": 10, "lead_s": 120}))
+        with self.assertRaises(colo.InvalidArgument):
+            self.submit(["true"], requeue=True, signal="NOPE@1")
+        with self.assertRaises(colo.InvalidArgument) as refused:
+            self.submit(["true"], requeue=True, signal="KILL")
+        self.assertIn("must be one of HUP", str(refused.exception))
+        self.assertTrue(self.client.wait(job, timeout=harness.JOB_DEADLINE).succeeded)
+
     def test_output_files(self):
         job = self.submit(["sh", "-c", "echo out; echo err >&2"], output="o-%j.txt",
                           error="e-%j.txt")

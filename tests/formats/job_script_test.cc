@@ -81,6 +81,22 @@ TEST(JobScript, SbatchLinesGiveWhatColoHasAndNameTheRest) {
       << d.warnings[2];
 }
 
+TEST(JobScript, RequeueAndSignalFromColoAndSbatchLines) {
+  ScriptDirectives d = Parse("#SBATCH --requeue --signal=B:USR1@120\nrun\n");
+  EXPECT_EQ(d.requeue, true);
+  EXPECT_EQ(d.signal, "B:USR1@120");
+  EXPECT_TRUE(d.warnings.empty());
+  d = Parse("#SBATCH --requeue\n#SBATCH --no-requeue --signal TERM\nrun\n");
+  EXPECT_EQ(d.requeue, false);
+  EXPECT_EQ(d.signal, "TERM");
+  d = Parse("#SBATCH --no-requeue --signal=TERM\n#COLO --requeue --signal=USR2@30\nrun\n");
+  EXPECT_EQ(d.requeue, true) << "#COLO lines win";
+  EXPECT_EQ(d.signal, "USR2@30");
+  auto bad = ParseJobScript("#COLO --requeue=yes\nrun\n", "job.sh");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--requeue takes no value"), std::string::npos);
+}
+
 TEST(JobScript, ColoLinesWinOverSbatchLines) {
   const ScriptDirectives d =
       Parse("#SBATCH --job-name=slurm-name -G a100:3 -t 10\n#COLO --name=colo-name\nrun\n");

@@ -137,6 +137,32 @@ TEST(Simulator, FairShareLetsALightUserPassAHeavyUsersBacklog) {
   EXPECT_NE(FormatTable({fifo, fair}, "").find("jain"), std::string::npos);
 }
 
+TEST(Simulator, PreemptionStopsAHeavyUsersJobWhichResumesFromItsCheckpoint) {
+  // Alice's four 1,000 s jobs fill the four GPUs; Bob's 100 s job comes a second later.
+  const Trace trace =
+      Csv("0,1000,2GiB,0.2,10,1,alice\n0,1000,2GiB,0.2,10,1,alice\n0,1000,2GiB,0.2,10,1,alice\n"
+          "0,1000,2GiB,0.2,10,1,alice\n1,100,2GiB,0.2,10,1,bob\n");
+  SimOptions options = A100x4();
+  options.cluster = ClusterMode::kPerServer;
+  options.scheduler.fairness.order = QueueOrder::kFairShare;
+  const SimResult waits = RunSim(trace, "exclusive", options);
+  options.scheduler.fairness.preempt = true;
+  options.scheduler.fairness.preempt_after = Seconds(60);
+  options.scheduler.fairness.preemptible = Preemptible::kAll;
+  const SimResult preempts = RunSim(trace, "exclusive", options);
+  EXPECT_EQ(waits.metrics.preemptions, 0);
+  EXPECT_NEAR(waits.jobs[4].start_s, 1000, 1e-6);
+  EXPECT_EQ(preempts.metrics.preemptions, 1);
+  EXPECT_NEAR(preempts.jobs[4].start_s, 61, 1e-6) << "Bob's job starts once it waited 60 s";
+  EXPECT_EQ(preempts.metrics.succeeded, 5);
+  // The most recently started of Alice's (the last, by id) stops at 61 s, 61 s of its work
+  // done, and takes up the 939 s left when Bob's job ends at 161 s.
+  const JobResult& stopped = preempts.jobs[3];
+  EXPECT_EQ(stopped.attempts, 2);
+  EXPECT_NEAR(stopped.end_s, 161 + 939, 1e-6) << "its work up to the checkpoint is kept";
+  EXPECT_EQ(preempts.jobs[0].attempts, 1);
+}
+
 TEST(Simulator, ImpossibleJobsAreRejectedNotLost) {
   const Trace trace = Csv("0,100,2GiB,0.2,10,8,a\n0,100,60GiB,0.2,10,1,a\n0,100,2GiB,0.2,10,1,a\n");
   const SimResult r = RunSim(trace, "worst-fit");
