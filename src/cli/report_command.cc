@@ -184,7 +184,7 @@ SimResult RunToSimResult(const api::RunReportReply& run, double origin) {
     const api::JobSummary& s = job.summary;
     JobResult j;
     j.id = s.id;
-    j.name = s.name;
+    j.name = Interned(s.name);
     j.state = s.state;
     j.submit_s = s.submitted - origin;
     j.attempts = static_cast<int>(job.attempts.size());

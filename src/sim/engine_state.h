@@ -32,16 +32,21 @@ struct ClusterRule {
 // What its server's scheduler said of a job once it ended there for good. The engine keeps this
 // and the scheduler forgets the job: its whole record, kept to the end, would cost more than the
 // rest of the job's state together.
+// (Its times first: an optional Ended then fits its flag in the last field's padding.)
 struct Ended {
+  TimePoint first_started, finished;
   JobState state = JobState::kSucceeded;
   int attempts = 0, ooms = 0;
   bool ever_started = false;
-  TimePoint first_started, finished;
 };
 
 inline Ended EndedOf(const JobRecord& record) {
-  return Ended{record.state,        record.attempts,      record.oom_count,
-               record.ever_started, record.first_started, record.finished};
+  return Ended{.first_started = record.first_started,
+               .finished = record.finished,
+               .state = record.state,
+               .attempts = record.attempts,
+               .ooms = record.oom_count,
+               .ever_started = record.ever_started};
 }
 
 // A job as submitted to the cluster queue: its spec, and what a server's policy is asked for it
@@ -68,10 +73,10 @@ struct SimJob {
   // Its scheduler was told its memory on every GPU (and that its process is there) since the
   // memory last changed: telling it again would change nothing.
   bool reported = false;
+  bool rejected = false;
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
-  bool rejected = false;
   std::optional<Ended> ended;
   std::string reason;  // why it was rejected, or why it ended (with `ended`)
   // The cluster queue.

@@ -280,7 +280,7 @@ Result<std::vector<SimResult>> FromJson(std::string_view text) {
         if (!j.is_object()) continue;
         JobResult job;
         job.id = static_cast<int64_t>(number(j, "id"));
-        job.name = text_of(j, "name");
+        job.name = Interned(text_of(j, "name"));
         auto state = ParseJobState(text_of(j, "state"));
         job.state = state.ok() ? *state : JobState::kFailed;
         job.submit_s = number(j, "submit_s");

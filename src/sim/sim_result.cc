@@ -29,11 +29,9 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
   m.label = state.spec.label;
   m.estimator = state.spec.estimator;
   m.jobs = static_cast<int>(jobs.size());
-  std::vector<double> waits, execs, jcts;
   std::map<std::string, std::pair<double, int>> slowdowns;  // by owner: sum, count
   // Sized once: at a million jobs a vector's growth would double the largest of them for a while.
   result.jobs.reserve(jobs.size());
-  for (auto* values : {&waits, &execs, &jcts}) values->reserve(jobs.size());
   double first_submit = jobs.empty() ? 0 : ToSeconds(jobs.front().trace->submit);
   double last_end = first_submit;
   for (const SimJob& job : jobs) {
@@ -82,9 +80,6 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
     }
     if (r.state == JobState::kSucceeded) {
       ++m.succeeded;
-      waits.push_back(r.start_s - r.submit_s);
-      execs.push_back(r.end_s - r.start_s);
-      jcts.push_back(r.end_s - r.submit_s);
       auto& [sum, count] = slowdowns[job.trace->owner];
       sum += (r.end_s - r.submit_s) / std::max(1.0, ToSeconds(job.trace->profile.duration));
       ++count;
@@ -95,9 +90,31 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
     result.jobs.push_back(r);
   }
   m.total_time_s = last_end - first_submit;
-  m.wait_avg_s = Mean(waits);
-  m.exec_avg_s = Mean(execs);
-  m.jct_avg_s = Mean(jcts);
+  // The succeeded jobs' waits, execution and completion times, one measure at a time in one
+  // vector: at a million jobs, three side by side would hold 16 bytes a job more at the peak.
+  std::vector<double> values;
+  values.reserve(static_cast<size_t>(m.succeeded));
+  const auto of_succeeded = [&](double (*measure)(const JobResult&)) -> std::vector<double>& {
+    values.clear();
+    for (const JobResult& r : result.jobs)
+      if (r.state == JobState::kSucceeded) values.push_back(measure(r));
+    return values;
+  };
+  // Each mean summed in the jobs' order, then the values sorted once for its percentiles.
+  m.wait_avg_s = Mean(of_succeeded([](const JobResult& r) { return r.start_s - r.submit_s; }));
+  std::sort(values.begin(), values.end());
+  m.wait_p50_s = Percentile(values, 0.5);
+  m.wait_p95_s = Percentile(values, 0.95);
+  m.wait_p99_s = Percentile(values, 0.99);
+  m.exec_avg_s = Mean(of_succeeded([](const JobResult& r) { return r.end_s - r.start_s; }));
+  std::sort(values.begin(), values.end());
+  m.exec_p50_s = Percentile(values, 0.5);
+  m.exec_p95_s = Percentile(values, 0.95);
+  m.jct_avg_s = Mean(of_succeeded([](const JobResult& r) { return r.end_s - r.submit_s; }));
+  std::sort(values.begin(), values.end());
+  m.jct_p50_s = Percentile(values, 0.5);
+  m.jct_p95_s = Percentile(values, 0.95);
+  m.jct_p99_s = Percentile(values, 0.99);
   std::vector<double> per_user;
   double all_sum = 0;
   int all_count = 0;
@@ -113,16 +130,6 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
   m.users = static_cast<int>(per_user.size());
   m.mean_slowdown = all_count > 0 ? all_sum / all_count : 0;
   m.jain_slowdown = JainIndex(per_user);
-  // Each sorted once for its percentiles (the means above are summed in the jobs' order).
-  for (auto* values : {&waits, &execs, &jcts}) std::sort(values->begin(), values->end());
-  m.wait_p50_s = Percentile(waits, 0.5);
-  m.wait_p95_s = Percentile(waits, 0.95);
-  m.exec_p50_s = Percentile(execs, 0.5);
-  m.exec_p95_s = Percentile(execs, 0.95);
-  m.jct_p50_s = Percentile(jcts, 0.5);
-  m.jct_p95_s = Percentile(jcts, 0.95);
-  m.wait_p99_s = Percentile(waits, 0.99);
-  m.jct_p99_s = Percentile(jcts, 0.99);
   if (cluster) {
     m.requeues = cluster->requeues();
     m.rounds = cluster->rounds();

@@ -779,9 +779,8 @@ Result<SimResult> Simulate(const Trace& trace, const RunSpec& spec, const SimOpt
         "rad:gpumemnet)",
         spec.estimator));
   }
-  const bool has_task_files =
-      std::any_of(trace.jobs.begin(), trace.jobs.end(),
-                  [](const TraceJob& j) { return j.task_file.has_value(); });
+  const bool has_task_files = std::any_of(trace.jobs.begin(), trace.jobs.end(),
+                                          [](const TraceJob& j) { return j.task_file != nullptr; });
   if (task_file_estimate && !has_task_files && spec.estimator != "rad:oracle") {
     return InvalidArgument(fmt::format(
         "est={} reads CARMA's task files: it needs a carma:SCRIPT trace", spec.estimator));

@@ -89,7 +89,7 @@ struct SimOptions {
 
 struct JobResult {
   int64_t id = 0;
-  std::string name;
+  Interned name;  // the trace's
   int server = 0;
   JobState state = JobState::kQueued;
   double submit_s = 0, start_s = -1, end_s = -1;

@@ -91,7 +91,7 @@ SoloProfile ProfileLike(Rng& rng, Duration duration, int gpus) {
                                                               OfClass(WorkloadClass::kHeavy)};
   const auto& pool = by_class[static_cast<int>(DrawClass(rng))];
   SoloProfile p = *pool[rng.Below(pool.size())];
-  p.name = fmt::format("{}-like", p.name);
+  p.name = Interned(fmt::format("{}-like", p.name));
   p.duration = std::max(duration, p.warmup + Seconds(1));
   p.gpus = gpus;
   return p;
@@ -120,7 +120,7 @@ Trace ThesisTrace(int tasks) {
     job.submit = at;
     job.profile = *pool[rng.Below(pool.size())];
     job.name = job.profile.name;
-    job.owner = "thesis";
+    job.owner = Interned("thesis");
     trace.jobs.push_back(job);
   }
   SortAndNumber(trace);
@@ -167,7 +167,7 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
             fmt::format("unknown workload '{}' (see `colo sim --list-workloads`)", workload));
       job.profile = *p;
     } else {
-      job.profile.name = "custom";
+      job.profile.name = Interned("custom");
     }
     if (const auto s = field("duration_s"); !s.empty()) {
       auto d = ParseDouble(s);
@@ -216,9 +216,9 @@ Result<Trace> ParseColoCsv(const std::string& text, const std::string& origin) {
         return where(fmt::format("declared_mem '{}' must be a size up to 1 TiB", s));
       job.declared = *b;
     }
-    if (const auto s = field("owner"); !s.empty()) job.owner = s;
-    if (const auto s = field("model"); !s.empty()) job.profile.name = s;
-    job.name = field("name").empty() ? job.profile.name : field("name");
+    if (const auto s = field("owner"); !s.empty()) job.owner = Interned(s);
+    if (const auto s = field("model"); !s.empty()) job.profile.name = Interned(s);
+    job.name = field("name").empty() ? job.profile.name : Interned(field("name"));
     trace.jobs.push_back(std::move(job));
     if (trace.jobs.size() > 10'000'000) return where("more than 10 million jobs");
   }
@@ -314,7 +314,7 @@ std::optional<TaskShape> ShapeOfCommand(const std::string& command, int file_bat
   const std::string haystack = Lower(command);
   size_t best_len = 0;
   for (const auto& p : ThesisCatalogue()) {
-    const std::string model = p.name.substr(0, p.name.find('-'));
+    const std::string model = p.name.str().substr(0, p.name.str().find('-'));
     if (model.size() > best_len && haystack.find(model) != std::string::npos) {
       best_len = model.size();
       shape.model = {model, ""};
@@ -364,7 +364,8 @@ std::optional<SoloProfile> ProfileOf(const TaskShape& shape) {
   if (shape.epochs > 0 && shape.epochs != p->epochs) {
     profile.duration = p->duration * shape.epochs / p->epochs;
     profile.epochs = shape.epochs;
-    profile.name = fmt::format("{}-e{}", p->name.substr(0, p->name.rfind("-e")), shape.epochs);
+    const std::string& name = p->name;
+    profile.name = Interned(fmt::format("{}-e{}", name.substr(0, name.rfind("-e")), shape.epochs));
     if (profile.warmup >= profile.duration) profile.warmup = profile.duration / 2;
   }
   return profile;
@@ -450,7 +451,7 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
     const auto rad_path = FindTaskFile(named, dir);
     TraceJob job;
     job.submit = SecondsF(at);
-    job.name = named.stem().string();
+    job.name = Interned(named.stem().string());
     std::optional<TaskShape> shape;
     int gpus = 0;
     if (rad_path) {
@@ -466,8 +467,8 @@ Result<Trace> ReadCarmaScript(const std::string& path) {
                         rad_path->string(), task->command));
       }
       gpus = task->gpus;
-      job.task_file =
-          TaskFileMemory{task->measured_peak, task->horus, task->faketensor, task->gpumemnet};
+      job.task_file = std::make_shared<const TaskFileMemory>(
+          TaskFileMemory{task->measured_peak, task->horus, task->faketensor, task->gpumemnet});
     } else {
       shape = ShapeOfName(named.stem().string());
       if (!shape) {
@@ -547,7 +548,7 @@ Result<Trace> ParsePhillyJson(const std::string& text, const std::string& origin
     job.submit = Seconds(r.submitted - raws.front().submitted);
     job.profile = ProfileLike(rng, Seconds(r.duration), r.gpus);
     job.name = job.profile.name;
-    job.owner = r.user;
+    job.owner = Interned(r.user);
     trace.jobs.push_back(std::move(job));
   }
   SortAndNumber(trace);
@@ -580,7 +581,8 @@ Trace SyntheticPhilly(const SyntheticOptions& o) {
   std::vector<double> cumulative(static_cast<size_t>(users));
   double weight_sum = 0;
   for (int k = 0; k < users; ++k) cumulative[static_cast<size_t>(k)] = weight_sum += 1.0 / (k + 1);
-  int owner = 0;
+  int owner = -1;
+  Interned owner_name;  // the name of `owner`, made when it changes
   double at = 0;
   for (size_t i = 0; i < o.jobs; ++i) {
     const bool in_burst = rng.Uniform() < p1;
@@ -594,10 +596,14 @@ Trace SyntheticPhilly(const SyntheticOptions& o) {
     job.profile = ProfileLike(rng, SecondsF(seconds), gpus);
     job.name = job.profile.name;
     const double pick = rng.Uniform() * weight_sum;
-    if (!in_burst || i == 0)
-      owner = static_cast<int>(std::lower_bound(cumulative.begin(), cumulative.end(), pick) -
-                               cumulative.begin());
-    job.owner = fmt::format("user{}", std::min(owner, users - 1));
+    if (!in_burst || i == 0) {
+      const int drawn = std::min(
+          users - 1, static_cast<int>(std::lower_bound(cumulative.begin(), cumulative.end(), pick) -
+                                      cumulative.begin()));
+      if (drawn != owner) owner_name = Interned(fmt::format("user{}", drawn));
+      owner = drawn;
+    }
+    job.owner = owner_name;
     trace.jobs.push_back(std::move(job));
   }
   SortAndNumber(trace);

@@ -4,12 +4,14 @@
 // problem".
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "common/units.h"
+#include "sim/interned.h"
 #include "sim/workloads.h"
 
 namespace colo {
@@ -20,14 +22,16 @@ struct TaskFileMemory {
   std::optional<Bytes> measured, horus, faketensor, gpumemnet;
 };
 
+// A million-job trace is held whole while it runs: a job's names are ids in one table (Interned)
+// and its task file's lines, which only CARMA's traces have, are held apart.
 struct TraceJob {
   int64_t id = 0;
   Duration submit{0};  // since the trace start
-  std::string name;
-  std::string owner = "user";
+  Interned name;
+  Interned owner{"user"};
   SoloProfile profile;  // profile.gpus is the GPU count
   std::optional<Bytes> declared;
-  std::optional<TaskFileMemory> task_file;  // jobs of a carma: trace
+  std::shared_ptr<const TaskFileMemory> task_file;  // jobs of a carma: trace
 };
 
 struct Trace {

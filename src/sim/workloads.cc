@@ -36,8 +36,9 @@ double CifarSmact(int batch) {
 SoloProfile Make(std::string model, std::string data, int batch, int gpus, double epoch_min,
                  int epochs, double mem_mb, WorkloadClass cls, double smact) {
   SoloProfile p;
-  p.name = fmt::format("{}-{}-bs{}", model, data, batch);
-  if (cls == WorkloadClass::kLight) p.name += fmt::format("-e{}", epochs);
+  std::string name = fmt::format("{}-{}-bs{}", model, data, batch);
+  if (cls == WorkloadClass::kLight) name += fmt::format("-e{}", epochs);
+  p.name = Interned(name);
   p.cls = cls;
   p.duration = SecondsF(epoch_min * 60.0 * epochs);
   p.smact = smact;

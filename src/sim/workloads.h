@@ -1,22 +1,23 @@
 // The workload catalogue (thesis table 6.2) and the server profiles the simulator models.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "common/units.h"
+#include "sim/interned.h"
 
 namespace colo {
 
-enum class WorkloadClass { kLight, kMedium, kHeavy };
+enum class WorkloadClass : uint8_t { kLight, kMedium, kHeavy };
 std::string_view ToString(WorkloadClass c);
 
 // How a job behaves when it has its GPU(s) to itself.
 struct SoloProfile {
-  std::string name;
-  WorkloadClass cls = WorkloadClass::kLight;
+  Interned name;
   Duration duration{0};  // wall time alone, warm-up included
   double smact = 0.2;    // SM activity alone, 0..1
   Bytes peak;          // peak memory per GPU as nvidia-smi/NVML reports it (CUDA context included)
@@ -27,6 +28,7 @@ struct SoloProfile {
   int gpus = 1;
   int batch = 0;
   int epochs = 1;  // the epochs `duration` covers
+  WorkloadClass cls = WorkloadClass::kLight;
   // In thesis table 6.2 (the built-in and generated traces draw only from those); false for the
   // models only CARMA's task files name.
   bool in_table_6_2 = true;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "sim/simulator.h"
 
@@ -53,7 +54,7 @@ TEST(CarmaScript, SleepsAdvanceTimeAndRadFilesBecomeJobs) {
   ASSERT_EQ(trace->jobs.size(), 2u);
   EXPECT_EQ(trace->jobs[0].profile.name, "resnet50-imagenet-bs64");
   EXPECT_EQ(trace->jobs[0].profile.peak, MiB(8536)) << "table 6.2's peak";
-  ASSERT_TRUE(trace->jobs[0].task_file.has_value());
+  ASSERT_NE(trace->jobs[0].task_file, nullptr);
   EXPECT_EQ(trace->jobs[0].task_file->measured, MiB(8536));
   EXPECT_EQ(trace->jobs[0].task_file->horus, MiB(9000));
   EXPECT_FALSE(trace->jobs[0].task_file->faketensor.has_value()) << "40000: not known";
@@ -187,6 +188,23 @@ TEST(Synthetic, HasPhillysStatistics) {
   const Trace again = SyntheticPhilly(options);
   EXPECT_EQ(again.jobs[1234].submit, trace.jobs[1234].submit);
   EXPECT_EQ(again.jobs[1234].profile.name, trace.jobs[1234].profile.name);
+}
+
+TEST(Synthetic, JobsOfOneModelAndOwnerShareOneCopyOfEachName) {
+  SyntheticOptions options;
+  options.jobs = 2000;
+  options.users = 4;
+  const Trace trace = SyntheticPhilly(options);
+  std::set<const std::string*> names, owners;
+  for (const TraceJob& job : trace.jobs) {
+    names.insert(&job.name.str());
+    owners.insert(&job.owner.str());
+    EXPECT_EQ(&job.name.str(), &job.profile.name.str());
+  }
+  EXPECT_EQ(owners.size(), 4u);
+  EXPECT_LE(names.size(), ThesisCatalogue().size()) << "one text per model, not per job";
+  EXPECT_EQ(&Interned(trace.jobs[0].owner.str()).str(), &trace.jobs[0].owner.str());
+  EXPECT_EQ(&Interned().str(), &Interned("").str()) << "one empty text";
 }
 
 TEST(ThesisTraces, HaveTheThesisMixAndArrivals) {

@@ -26,8 +26,9 @@ SimResult MakeRun(const std::string& label, double total_s) {
   r.metrics.wait_p95_s = 30;
   r.metrics.oom_crashes = 1;
   r.metrics.energy_mj = 2.5;
-  r.jobs.push_back({1, "a", 0, JobState::kSucceeded, 0, 10, 600, 1, 0, ""});
-  r.jobs.push_back({2, "b</script>", 0, JobState::kFailed, 5, 20, 300, 2, 1, "out of memory"});
+  r.jobs.push_back({1, Interned("a"), 0, JobState::kSucceeded, 0, 10, 600, 1, 0, ""});
+  r.jobs.push_back(
+      {2, Interned("b</script>"), 0, JobState::kFailed, 5, 20, 300, 2, 1, "out of memory"});
   r.timeline.series = {{{0, 1, 0.5, 200}, {100, std::nan(""), 0.7, 250}}, {{0, 2, 0.1, 90}}};
   r.timeline.segments = {{0, 1, "a", 10, 600, "done"}, {1, 2, "b", 20, 300, "oom"}};
   r.timeline.capacity_gib = 40;
