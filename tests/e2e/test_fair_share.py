@@ -35,7 +35,9 @@ class LightUserBeforeHeavyBacklog(FairShareTest):
         is first in the queue and starts as soon as one of Alice's jobs ends."""
         a1, release_a1 = self.running_job(ALICE, *EXCLUSIVE)
         a2, release_a2 = self.running_job(ALICE, *EXCLUSIVE)
-        backlog = self.submit_as(ALICE, *EXCLUSIVE, "--array", "1-1000", "--", "true")
+        # Tasks that run until cancelled: once Bob's job has ended, the GPU it freed takes one of
+        # them and keeps it, so how many still wait says how many went before Bob's.
+        backlog = self.submit_as(ALICE, *EXCLUSIVE, "--array", "1-1000", "--", "sleep", "600")
         bob = self.submit_as(BOB, *EXCLUSIVE, "--", "true")
 
         mine = self.explain(BOB, bob)
