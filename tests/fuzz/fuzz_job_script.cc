@@ -37,14 +37,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       COLO_CHECK(colo::fuzz::IsValidUtf8(*d->name) && PrintsAsItIs(*d->name));
       COLO_CHECK(d->name->find('\t') == std::string::npos);
     }
-    for (const auto* value : {&d->output, &d->error, &d->time_limit, &d->array, &d->dependency}) {
+    for (const auto* value :
+         {&d->output, &d->error, &d->time_limit, &d->array, &d->dependency, &d->signal}) {
       if (!*value) continue;
       COLO_CHECK(!(*value)->empty() && (*value)->size() <= 4096);
       COLO_CHECK(colo::fuzz::IsValidUtf8(**value) && PrintsAsItIs(**value));
       COLO_CHECK((*value)->find('\t') == std::string::npos);
     }
     COLO_CHECK(d->any == (d->gpus || d->threads || d->smact || d->memory || d->share || d->name ||
-                          d->output || d->error || d->time_limit || d->array || d->dependency));
+                          d->output || d->error || d->time_limit || d->array || d->dependency ||
+                          d->signal || d->requeue.has_value()));
     // #SBATCH options colo does not read: each named with the file and line, printable.
     for (const std::string& warning : d->warnings) {
       COLO_CHECK(warning.starts_with("fuzz.sh:") && PrintsAsItIs(warning));
