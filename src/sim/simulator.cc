@@ -500,7 +500,9 @@ void Engine::Warmup(int index, uint64_t attempt) {
   ++oom_crashes_;
   lost_gpu_seconds_ += ToSeconds(Now() - job.started) * static_cast<double>(job.gpus.size());
   Server& server = servers_[static_cast<size_t>(job.server)];
-  // Its process is gone: it holds nothing on its GPUs, as the next sample there shows.
+  // Its process is gone: it holds nothing on its GPUs, as the next sample there shows. (The
+  // recovery caps a raised need at what the server can place, less the memory no job of its own
+  // uses there, which it reads from the samples and its jobs' uses: a stale use would hide that.)
   for (int g : job.gpus) server.scheduler->OnJobMemory(job.trace->id, gpus_[g].local, Bytes(0));
   Detach(job, "oom");
   job.memory = Bytes(0);
