@@ -165,6 +165,33 @@ class PreemptedJobResumes(PreemptionTest):
         self.wait_as(ALICE, b, "succeeded")
 
 
+class NoticeCappedByTheServer(PreemptionTest):
+    config = {"limits": {"max_clients_per_user": 8},
+              "fairness": {"preempt_after": "1s", "max_notice": "3s"}}
+
+    def test_a_job_asking_the_longest_notice_gets_the_servers_most(self):
+        """--signal TERM@65535 on jobs that ignore SIGTERM: were the job's 18 h lead its notice,
+        Bob would wait 18 h, and so would every preemption for him. fairness.max_notice (3 s
+        here) is the most any job gets; the --signal lead still counts before a time limit."""
+        self.write(os.path.join(self.bin, "deaf"),
+                   "#!/bin/sh\ntrap '' TERM\nwhile :; do sleep 0.1; done\n", 0o755)
+        alice = [self.submit_as(ALICE, *EXCLUSIVE, "--requeue", "--signal", "TERM@65535", "--",
+                                "deaf") for _ in range(2)]
+        for job in alice:
+            self.wait_as(ALICE, job, "running")
+        self.assertIn("Signal=SIGTERM@65535", self.as_(ALICE, "show", alice[0]).stdout)
+        bob = self.submit_as(BOB, *EXCLUSIVE, "--", "true")
+        self.wait_as(BOB, bob, "succeeded", deadline=30)
+        (victim,) = [j for j in alice if self.events(ALICE, j, "preempted")]
+        (preempting,) = self.events(ALICE, victim, "preempting")
+        self.assertIn("SIGKILL in 3 s", preempting["detail"])
+        first = self.show_as(ALICE, victim)["attempt_list"][0]
+        self.assertEqual((first["exit_kind"], first.get("exit_signal")), ("preempted", 9), first)
+        self.assertLess(first["ended"] - first["started"], 60, first)
+        for job in alice:
+            self.as_(ALICE, "cancel", job)
+
+
 class BadSignals(PreemptionTest):
     def test_bad_signal_options_are_refused(self):
         """--signal names one of the signals colo sends, and a lead of 0..65535 s."""
