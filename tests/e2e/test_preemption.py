@@ -165,6 +165,48 @@ class PreemptedJobResumes(PreemptionTest):
         self.wait_as(ALICE, b, "succeeded")
 
 
+# On its first run, leaves two writers behind that ignore the job signals (one in a session of
+# its own, one under nohup whose parent exits), then exits at SIGUSR1; its second run logs its
+# start and end. Every line carries the time it was written.
+ESCAPES = """#!/bin/sh
+log="$PWD/escape-$COLO_JOB_ID.log"
+if [ "$COLO_RESTART_COUNT" = 0 ]; then
+  setsid sh -c 'trap "" TERM USR1 HUP; while :; do echo "left $(date +%s.%N)" >> "$0"; sleep 0.1; done' "$log" </dev/null >/dev/null 2>&1 &
+  (nohup sh -c 'trap "" TERM USR1 HUP; while :; do echo "left $(date +%s.%N)" >> "$0"; sleep 0.1; done' "$log" </dev/null >/dev/null 2>&1 &)
+  trap 'exit 0' USR1
+  while :; do sleep 0.1; done
+fi
+echo "again $(date +%s.%N)" >> "$log"
+"""
+
+
+class PreemptedJobsLeaveNothingBehind(PreemptionTest):
+    def test_what_a_preempted_job_left_running_ends_before_its_next_attempt(self):
+        """A preempted attempt that exits at its signal but left processes behind (a new
+        session, a nohup'd orphan, both deaf to the signal) has them ended before it counts as
+        over: nothing of attempt 1 writes once attempt 2 has started."""
+        self.write(os.path.join(self.bin, "escapes"), ESCAPES, 0o755)
+        alice = [self.submit_as(ALICE, *EXCLUSIVE, "--requeue", "--signal", "USR1@2", "--",
+                                "escapes") for _ in range(2)]
+        for job in alice:
+            self.wait_as(ALICE, job, "running")
+        bob = self.submit_as(BOB, *EXCLUSIVE, "--", "sleep", "2")
+        self.wait_as(BOB, bob, "succeeded", deadline=60)
+        (victim,) = [j for j in alice if self.events(ALICE, j, "preempted")]
+        log = os.path.join(self.work[ALICE.name], f"escape-{victim}.log")
+        wait_until(lambda: "again" in self.output(ALICE, f"escape-{victim}.log"), 60,
+                   "the second attempt to start")
+        time.sleep(1)  # what attempt 1 left would have written meanwhile
+        with open(log) as f:
+            lines = [line.split() for line in f if line.strip()]
+        (again,) = [float(t) for what, t in lines if what == "again"]
+        left = [float(t) for what, t in lines if what == "left"]
+        self.assertTrue(left, "the first attempt's processes ran")
+        self.assertLess(max(left), again, "attempt 1's processes wrote after attempt 2 began")
+        for job in alice:
+            self.as_(ALICE, "cancel", job)
+
+
 class NoticeCappedByTheServer(PreemptionTest):
     config = {"limits": {"max_clients_per_user": 8},
               "fairness": {"preempt_after": "1s", "max_notice": "3s"}}
