@@ -68,9 +68,9 @@ Status SecureExistingFile(const std::string& file, const std::string& db_path) {
   return status;
 }
 
-// Creates the database file owner-only before SQLite opens it (SQLite would create it with the
-// umask's mode, world-readable under the usual 022), and secures every file of it that exists.
-Status PrepareFiles(const std::string& path) {
+}  // namespace
+
+Status PrepareDatabaseFile(const std::string& path) {
   const auto error = [&](std::string_view reason) {
     return Unavailable(fmt::format("cannot open the state database {}: {}", path, reason));
   };
@@ -105,12 +105,6 @@ Status PrepareFiles(const std::string& path) {
   COLO_RETURN_IF_ERROR(SecureExistingFile(path + "-wal", path));
   COLO_RETURN_IF_ERROR(SecureExistingFile(path + "-shm", path));
   return Status::Ok();
-}
-
-}  // namespace
-
-Status PrepareDatabaseFile(const std::string& path) {
-  return PrepareFiles(path);
 }
 
 Result<sqlite3*> OpenDatabase(const std::string& path, std::string_view what) {
