@@ -43,7 +43,7 @@ asan: deps
 TSAN_OPTIONS ?= halt_on_error=1 second_deadlock_stack=1 log_path=$(abspath $(TSAN_BUILD))/tsan
 tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOLO_SANITIZE=thread -DCOLO_BENCHMARKS=OFF
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target daemon_test colod colo colo-shim
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target daemon_test colod colo colo-shim colo-python-tools
 	rm -f $(TSAN_BUILD)/tsan.*
 	TSAN_OPTIONS="$(TSAN_OPTIONS)" $(TSAN_BUILD)/bin/daemon_test
 	TSAN_OPTIONS="$(TSAN_OPTIONS)" ctest --test-dir $(TSAN_BUILD) --output-on-failure \
