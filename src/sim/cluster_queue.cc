@@ -399,11 +399,12 @@ void ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& nee
   // taught (the scheduler copies it): changed for the call only.
   JobSpec& spec = job.submitted->spec;
   const MemoryNeed submitted = std::exchange(spec.memory, need);
-  if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, *job.trace);
+  ModelSignature signature = SignatureOf(*job.trace);
+  if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, signature);
   const Status status = server.scheduler->Submit(spec);
   spec.memory = submitted;
   COLO_CHECK(status.ok());
-  server.sent[SignatureOf(*job.trace)].push_back(static_cast<int>(&job - state_.jobs.data()));
+  server.sent[std::move(signature)].push_back(static_cast<int>(&job - state_.jobs.data()));
 }
 
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {
@@ -702,11 +703,11 @@ void ClusterQueue::CheckDispatch() {
           state_.policy.Place(scheduler.View(), RequestFor(job, static_cast<int>(s))));
     }
     if (!startable) {
-      job.startable_since.reset();
+      startable_since_.erase(rank);
       continue;
     }
-    if (!job.startable_since) job.startable_since = state_.Now();
-    if (state_.Now() - *job.startable_since >= tolerance) ++dispatch_violations_;
+    const TimePoint since = startable_since_.try_emplace(rank, state_.Now()).first->second;
+    if (state_.Now() - since >= tolerance) ++dispatch_violations_;
   }
 }
 }  // namespace colo::sim

@@ -65,10 +65,11 @@ struct SimJob {
   std::vector<int> gpus;  // global GPU numbers
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
-  double remaining_s = 0;  // solo seconds of work left
-  // Preempted: the work left at the checkpoint it saved, which its next attempt takes up.
-  std::optional<double> resume_s;
-  double rate = 1;        // solo seconds done per second
+  // Solo seconds of work left; while it waits after a preemption (`resumes`), the work left at
+  // the checkpoint it saved, which its next attempt takes up.
+  double remaining_s = 0;
+  double rate = 1;  // solo seconds done per second
+  bool resumes = false;
   bool starting = false;  // in its start-up: on the CPU, no SM activity, not slowed
   // Its scheduler was told its memory on every GPU (and that its process is there) since the
   // memory last changed: telling it again would change nothing.
@@ -88,7 +89,6 @@ struct SimJob {
   // Attempts and out-of-memory crashes on servers it was taken back from (requeued).
   int prior_attempts = 0, prior_ooms = 0;
   double first_start_s = -1;
-  std::optional<TimePoint> startable_since;  // SimOptions::check_dispatch
   Bytes planned;  // the reservation its current attempt was placed with (per GPU)
 };
 
@@ -143,10 +143,10 @@ inline ModelSignature SignatureOf(const TraceJob& job) {
                                       : ModelSignature(job.profile.name, job.owner);
 }
 
-// How long a job sent to `server` is expected to run, where it has no time limit: what its
-// model's runs there took (core's rule); 0 while none has ended there.
-inline Duration LearnedRunTime(const Server& server, const TraceJob& job) {
-  return LearnRunTime(server.runs.Runs(SignatureOf(job)).run_times).value_or(Duration::zero());
+// How long a job of this signature sent to `server` is expected to run, where it has no time
+// limit: what its model's runs there took (core's rule); 0 while none has ended there.
+inline Duration LearnedRunTime(const Server& server, const ModelSignature& signature) {
+  return LearnRunTime(server.runs.Runs(signature).run_times).value_or(Duration::zero());
 }
 
 // What happened to a server, for the cluster's picture of it.
