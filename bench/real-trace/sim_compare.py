@@ -33,6 +33,16 @@ MODES = {
     "worst-fit-recovery": ("worst-fit", "mps", "none"),
     "worst-fit-oracle": ("worst-fit", "mps", "oracle"),
 }
+# How colod's queue took the jobs of its server (src/daemon/config.cc, DaemonSchedulerDefaults):
+#   backfill  colod since 2026-11-27 (the 4x H200 memory run, results-h200x4-2026-11-27b, on): its
+#             server's own queue in fair-share order (one user's jobs: in submission order), with
+#             EASY backfill past a head that waits, looking at up to 100 later jobs (they start on
+#             GPUs the head's reservation does not hold, or on those if they end before its time)
+#   fifo      colod before, and the thesis: the head that waits holds back every job behind it
+# colo sim's own default, the cluster queue, is the fifo one on a single server.
+QUEUES = {"backfill": ["--cluster", "per-server", "--backfill", "--backfill-depth", "100",
+                       "--order", "fair-share"],
+          "fifo": ["--cluster", "per-server"]}
 # Modes whose jobs colod re-planned from earlier runs of the same model while they were queued.
 LEARNING = {"worst-fit", "least-utilized", "consolidate"}
 WARMUP_STEPS = 5  # job.py's untimed first steps
@@ -166,11 +176,16 @@ def main():
     parser.add_argument("--name", default="sim", help="output folder under RESULTS_DIR")
     parser.add_argument("--predicted", help="compare with the predictions in this folder "
                                             "(sim_predict.py --out, made before the run) instead")
+    parser.add_argument("--before", help="with --predicted: put these predictions (the ones made "
+                                         "before the run, left as they are) beside them")
     parser.add_argument("--exclusive", help="the exclusive run to take the catalogue from "
                                             "(default: RESULTS_DIR's)")
     parser.add_argument("--startup-idle", action="store_true",
                         help="take the GPU's idle power from the exclusive run's start-up phases "
                              "(where something else keeps the GPU out of its low-power state)")
+    parser.add_argument("--queue", choices=sorted(QUEUES), default="backfill",
+                        help="how the run's colod took its queue: backfill (colod since 2026-11-27) "
+                             "or fifo (before; the comparisons made before 2026-11-28 simulated it)")
     parser.add_argument("--learn", action="store_true",
                         help="colod re-planned queued jobs from earlier runs of their model "
                              "(colod after 2026-11-22): simulate worst-fit and least-utilized "
@@ -179,11 +194,12 @@ def main():
     measured = {m: load(os.path.join(args.results, f"result-{m}.json")) for m in MODES
                 if os.path.exists(os.path.join(args.results, f"result-{m}.json"))}
     if args.predicted:  # predictions made before the run (sim_predict.py --out): compared only
-        rows = [compare_row(mode, run, load(os.path.join(args.predicted, f"{mode}.json")))
-                for mode, run in measured.items()
-                if os.path.exists(os.path.join(args.predicted, f"{mode}.json"))]
+        rows = predicted_rows(measured, args.predicted)
         json.dump(rows, open(os.path.join(args.predicted, "comparison.json"), "w"), indent=1)
-        print_rows(rows)
+        if args.before:
+            print_beside(predicted_rows(measured, args.before), rows)
+        else:
+            print_rows(rows)
         return
     exclusive = load(args.exclusive) if args.exclusive else measured.get("exclusive")
     if exclusive is None:
@@ -215,6 +231,7 @@ def main():
     # A ballast held all but some memory of every GPU through the run: the simulated GPUs too.
     ballast = exclusive.get("ballast")
     held = ["--gpu-free", f"{ballast['leave_gib']}GiB"] if ballast else []
+    queue = QUEUES[args.queue]
 
     rows = []
     for mode, run in measured.items():
@@ -223,7 +240,7 @@ def main():
             policy += ":learn=on"
         sim = subprocess.run([args.colo, "sim", "--trace", csv, "--server", args.server, "--policy",
                               policy, "--sharing", sharing, "--estimator", estimator, "--grace",
-                              str(args.grace), "--json", "--with-jobs", *power, *held, *idle],
+                              str(args.grace), "--json", "--with-jobs", *queue, *power, *held, *idle],
                              capture_output=True, text=True, check=True)
         predicted = json.loads(sim.stdout)["runs"][0]
         json.dump(predicted, open(os.path.join(out_dir, f"{mode}.json"), "w"), indent=1)
@@ -241,6 +258,48 @@ def compare_row(mode, run, predicted):
                           "energy_kj": predicted["energy_mj"] * 1000,
                           "mean_smact": predicted["mean_smact"],
                           "oom_crashes": predicted["oom_crashes"]}}
+
+
+def predicted_rows(measured, folder):
+    return [compare_row(mode, run, load(os.path.join(folder, f"{mode}.json")))
+            for mode, run in measured.items() if os.path.exists(os.path.join(folder, f"{mode}.json"))]
+
+
+METRICS = (("total_s", "total time", "s"), ("avg_jct_s", "avg JCT", "s"),
+           ("energy_kj", "energy", "kJ"))
+
+
+def ranking(rows, kind, key):
+    return [r["mode"] for r in sorted(rows, key=lambda r: r[kind][key])]
+
+
+def print_beside(before, after):
+    """Per mode and metric: measured, predicted before (error), predicted now (error); then whether
+    each prediction ranks the modes as measured."""
+    by_mode = {r["mode"]: r for r in before}
+    print("| mode | metric | measured | predicted before | predicted now |")
+    print("|---|---|---|---|---|")
+    for r in after:
+        b = by_mode.get(r["mode"])
+        for key, name, unit in METRICS:
+            m = r["measured"][key]
+            cells = [f"{m:.0f} {unit}"]
+            for p in (b, r):
+                cells.append("–" if p is None else
+                             f"{p['predicted'][key]:.0f} {unit} ({100 * (p['predicted'][key] - m) / m:+.0f}%)")
+            print(f"| {r['mode']} | {name} | " + " | ".join(cells) + " |")
+        crashes = [str(r["measured"]["oom_crashes"]), "–" if b is None else str(b["predicted"]["oom_crashes"]),
+                   str(r["predicted"]["oom_crashes"])]
+        print(f"| {r['mode']} | OOM crashes | " + " | ".join(crashes) + " |")
+    common = [r["mode"] for r in after if r["mode"] in by_mode]
+    for key, name, _ in METRICS:
+        measured = ranking([r for r in after if r["mode"] in common], "measured", key)
+        print(f"\nby {name}, measured: {' < '.join(measured)}")
+        for label, rows in (("before", [r for r in before if r["mode"] in common]),
+                            ("now", [r for r in after if r["mode"] in common])):
+            order = ranking(rows, "predicted", key)
+            print(f"by {name}, predicted {label}: {' < '.join(order)}"
+                  f" ({'the same' if order == measured else 'not the same'})")
 
 
 def print_rows(rows):

@@ -653,7 +653,7 @@ void PrintShow(const api::JobDetail& j) {
 // knows it (a task of an array as ARRAY_TASK), else its id.
 std::string JobNamed(const ClientOptions& o) {
   if (o.job_ref.find('_') != std::string::npos) return o.job_ref;
-  const auto names = LiveJobIdTexts(o);
+  const auto names = LiveJobIdTexts(o, {o.job});
   const auto it = names.find(o.job);
   return it != names.end() ? it->second : std::to_string(o.job);
 }
@@ -1063,7 +1063,11 @@ int RunClientCommand(CLI::App& app, const ClientOptions& options) {
     return print(Call(o, api::ShareRequest{}), [](const api::ShareReply& r) { PrintShare(r); });
   if (app.got_subcommand("gpus"))
     return print(Call(o, api::GpusRequest{}), [&](const api::GpusReply& r) {
-      PrintGpus(r, r.gpus.empty() ? std::map<JobId, std::string>{} : LiveJobIdTexts(o));
+      std::vector<JobId> running;
+      for (const api::GpuInfoReply& g : r.gpus) {
+        for (const api::GpuJobInfo& j : g.jobs) running.push_back(j.id);
+      }
+      PrintGpus(r, LiveJobIdTexts(o, running));
     });
   return -1;
 }

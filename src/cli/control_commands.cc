@@ -67,8 +67,7 @@ int ControlJobs(const ClientOptions& o, api::JobAction action, const std::vector
   // array's id acting for the whole array as itself.
   std::map<JobId, std::string> names;
   if (!o.json) {
-    for (const auto& [id, text] : LiveJobIdTexts(o)) {
-      if (std::find(jobs.begin(), jobs.end(), id) == jobs.end()) continue;
+    for (const auto& [id, text] : LiveJobIdTexts(o, jobs)) {
       names[id] = alone.count(id) || text.find('_') == std::string::npos ||
                           !text.starts_with(std::to_string(id) + "_")
                       ? text
@@ -223,11 +222,34 @@ int Wait(const ClientOptions& o) {
 
 }  // namespace
 
-std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& o) {
+std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& o,
+                                            const std::vector<JobId>& jobs) {
+  // A few jobs are each the first of a one-job page of the queue: naming them costs a request
+  // each, not every page of every user's live jobs (thousands where arrays wait).
+  constexpr size_t kAskedOneByOne = 16;
+  const std::set<JobId> wanted(jobs.begin(), jobs.end());
   std::map<JobId, std::string> names;
-  auto queue = CallQueue(o);
-  if (!queue.ok()) return names;  // the ids alone, then; the command itself reports the error
-  for (const api::JobSummary& j : queue->jobs) names[j.id] = JobIdText(j);
+  if (wanted.empty()) return names;
+  // On failure, the ids alone; the command itself reports the error.
+  if (wanted.size() > kAskedOneByOne) {
+    auto queue = CallQueue(o);
+    if (!queue.ok()) return names;
+    for (const api::JobSummary& j : queue->jobs) {
+      if (wanted.count(j.id)) names[j.id] = JobIdText(j);
+    }
+    return names;
+  }
+  auto client = Connect(o);
+  if (!client.ok()) return names;
+  for (JobId id : wanted) {
+    api::QueueRequest request;
+    request.limit = 1;
+    if (id > 1) request.after = id - 1;
+    auto page = client->Call(request);
+    if (!page.ok()) return names;
+    if (!page->jobs.empty() && page->jobs.front().id == id)
+      names[id] = JobIdText(page->jobs.front());
+  }
   return names;
 }
 

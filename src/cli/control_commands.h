@@ -41,8 +41,10 @@ CLI::Validator JobRefValidator();
 
 // Every task of the array `array` (its first task's id), live or ended, by id.
 Result<std::vector<JobId>> ArrayTasks(const ClientOptions& options, JobId array);
-// How the user knows each live job: ARRAY_TASK (12_3) for a task of an array, else its id.
-std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& options);
+// How the user knows each live job of `jobs`: ARRAY_TASK (12_3) for a task of an array, else its
+// id. Jobs that are not live are left out.
+std::map<JobId, std::string> LiveJobIdTexts(const ClientOptions& options,
+                                            const std::vector<JobId>& jobs);
 
 void AddControlCommands(CLI::App& app, ClientOptions& options);
 // Runs cancel, hold, release, requeue or wait; -1 when none of them was given.

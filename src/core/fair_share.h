@@ -46,6 +46,10 @@ struct FairnessConfig {
   bool preempt = false;
   Duration preempt_after = Seconds(1800);
   Preemptible preemptible = Preemptible::kRequeue;
+  // The longest notice a preempted job gets (Slurm's GraceTime), whatever its --signal's lead
+  // asks: the lead is the job's to choose, and a job that ignores its signal keeps its GPUs, and
+  // the head waiting for them, until its notice is over.
+  Duration max_notice = Seconds(600);
   bool operator==(const FairnessConfig&) const = default;
 };
 

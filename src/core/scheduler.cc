@@ -1381,20 +1381,23 @@ std::vector<Preemption> Scheduler::Preempt() {
     fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(i - 1));
     if (fits_without(fewer)) victims = std::move(fewer);
   }
+  const auto notice_of = [&](const JobRecord& victim) {
+    return std::min(victim.spec.preempt_notice, config_.fairness.max_notice);
+  };
   // Preemption gains nothing where the room comes as soon without it.
   Duration notice{0};
-  for (const JobRecord* v : victims) notice = std::max(notice, v->spec.preempt_notice);
+  for (const JobRecord* v : victims) notice = std::max(notice, notice_of(*v));
   if (head.reservation && head.reservation->at && *head.reservation->at <= now + notice) return {};
   std::vector<Preemption> out;
   const UserStanding& owner = mine->second;
   for (const JobRecord* v : victims) {
     JobRecord& victim = Get(v->spec.id);
     const UserStanding& theirs = standings.at(victim.spec.owner);
-    victim.preempt_deadline = now + victim.spec.preempt_notice;
+    victim.preempt_deadline = now + notice_of(victim);
     victim.preempted_for = head.spec.id;
     head.preempting.push_back(victim.spec.id);
     out.push_back(Preemption{
-        victim.spec.id, head.spec.id,
+        victim.spec.id, head.spec.id, notice_of(victim),
         fmt::format("for job {} of {}, who has had {} of this server against a {} share and has "
                     "waited {}; {} has had {} against {}",
                     head.spec.id, head.spec.owner, Percent(owner.usage_fraction),

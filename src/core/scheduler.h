@@ -113,6 +113,7 @@ enum class ExitAction {
 struct Preemption {
   JobId job = 0;
   JobId for_job = 0;   // the waiting job it makes room for
+  Duration notice{0};  // from its signal to SIGKILL: its --signal's lead, at most max_notice
   std::string reason;  // for people: whose job, and why it may take the room
 };
 

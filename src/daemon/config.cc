@@ -229,6 +229,7 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   flag("fairness", "preempt", c.scheduler.fairness.preempt);
   duration("fairness", "preempt_after", c.scheduler.fairness.preempt_after);
   read_parsed("fairness", "preemptible", ParsePreemptible, c.scheduler.fairness.preemptible);
+  duration("fairness", "max_notice", c.scheduler.fairness.max_notice);
   // A table of terms: share (where `with_share`) and the limits, each optional.
   auto terms = [&](const std::string& key, const toml::node& node, bool with_share,
                    UserTerms& out) {
@@ -368,8 +369,11 @@ Result<DaemonConfig> ParseConfig(const std::string& text, const std::string& ori
   if (c.scheduler.fairness.half_life <= Duration::zero() ||
       c.scheduler.fairness.max_age <= Duration::zero())
     return InvalidArgument(origin + ": fairness.half_life and fairness.max_age must be positive");
-  if (c.scheduler.fairness.preempt_after < Duration::zero())
-    return InvalidArgument(origin + ": fairness.preempt_after must be 0 or more");
+  if (c.scheduler.fairness.preempt_after < Duration::zero() ||
+      c.scheduler.fairness.max_notice < Duration::zero())
+    return InvalidArgument(origin +
+                           ": fairness.preempt_after and fairness.max_notice must be 0 or "
+                           "more");
   if (!(c.scheduler.fairness.weight_fair_share >= 0) || !(c.scheduler.fairness.weight_age >= 0))
     return InvalidArgument(origin +
                            ": fairness.weight_fair_share and fairness.weight_age must be "
@@ -490,6 +494,7 @@ std::vector<std::pair<std::string, std::string>> EffectiveSettings(const DaemonC
       {"fairness.preempt", Flag(s.fairness.preempt)},
       {"fairness.preempt_after", Secs(s.fairness.preempt_after)},
       {"fairness.preemptible", Quoted(std::string(ToString(s.fairness.preemptible)))},
+      {"fairness.max_notice", Secs(s.fairness.max_notice)},
       {"fairness.limits", Terms(UserTerms{1, s.user_limits}, false)},
       {"fairness.users", TermsTable(c.user_terms)},
       {"fairness.groups", TermsTable(c.group_terms)},

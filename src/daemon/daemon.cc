@@ -549,8 +549,7 @@ Status Daemon::RestoreUsage() {
     fmt::print(stderr, "colod: fair-share usage starts from zero: {}\n", stored.status().message());
     return Status::Ok();
   }
-  const Duration away = std::max(
-      Duration::zero(), std::chrono::duration_cast<Duration>(clock_.WallNow() - stored->as_of));
+  const Duration away = clock_.Now() - MonotonicOf(clock_, stored->as_of);
   for (const auto& [user, usage] : stored->users)
     scheduler_->RestoreUsage(user, Decay(usage, away, config_.scheduler.fairness.half_life));
   return Status::Ok();

@@ -599,7 +599,7 @@ void JobController::StartPreemptions() {
       continue;
     }
     const api::JobSignal signal = SignalOf(job);
-    const Duration notice = Seconds(signal.lead_s);
+    const Duration notice = chosen.notice;
     // Stored first: a restart finishes a preemption it knows of, and never one it does not.
     Job updated = job;
     updated.preemption = PreemptionNotice{chosen.for_job, clock_.WallNow() + notice,

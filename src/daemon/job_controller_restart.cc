@@ -60,8 +60,11 @@ Status JobController::Recover() {
 
 void JobController::ResumePreemption(Job& job) {
   const PreemptionNotice& notice = *job.preemption;
-  const Duration left = std::max(
-      Duration::zero(), std::chrono::duration_cast<Duration>(notice.kill_at - clock_.WallNow()));
+  // Never more than the notice the server now allows (the wall clock set back, a notice stored
+  // under a longer max_notice).
+  const Duration left =
+      std::clamp(std::chrono::duration_cast<Duration>(notice.kill_at - clock_.WallNow()),
+                 Duration::zero(), scheduler_.config().fairness.max_notice);
   const TimePoint kill_at = clock_.Now() + left;
   if (!scheduler_.ResumePreemption(job.id(), notice.for_job, kill_at).ok()) return;
   Running& running = running_[job.id()];

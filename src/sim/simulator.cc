@@ -477,12 +477,19 @@ void Engine::Warmup(int index, uint64_t attempt) {
   const auto& closure = Touch(job.gpus);
   job.memory = job.trace->profile.peak;
   job.reported = false;
-  // The allocation that overflows a GPU fails: this job crashes with out-of-memory.
+  // The allocation that overflows a GPU fails: this job crashes with out-of-memory. Its message
+  // gives PyTorch's figures, which colod reads: what the process held (the room its fullest GPU
+  // had for it) and what it tried to allocate (here the rest of its peak, the one growth the
+  // simulator knows of).
   bool overflow = false, alone = true;
+  Bytes held = job.memory;
   for (int g : job.gpus) {
     Bytes used = options_.server.baseline_used;
     for (int j : gpus_[g].jobs) used += jobs_[j].memory;
-    overflow |= used > options_.server.capacity;
+    if (used > options_.server.capacity) {
+      overflow = true;
+      held = std::min(held, std::max(Bytes(0), options_.server.capacity - (used - job.memory)));
+    }
     alone &= gpus_[g].jobs.size() == 1;
   }
   if (!overflow) {
@@ -493,10 +500,14 @@ void Engine::Warmup(int index, uint64_t attempt) {
   }
   ++oom_crashes_;
   lost_gpu_seconds_ += ToSeconds(Now() - job.started) * static_cast<double>(job.gpus.size());
+  Server& server = servers_[static_cast<size_t>(job.server)];
+  // Its process is gone: it holds nothing on its GPUs, as the next sample there shows. (The
+  // recovery caps a raised need at what the server can place, less the memory no job of its own
+  // uses there, which it reads from the samples and its jobs' uses: a stale use would hide that.)
+  for (int g : job.gpus) server.scheduler->OnJobMemory(job.trace->id, gpus_[g].local, Bytes(0));
   Detach(job, "oom");
   job.memory = Bytes(0);
   Refresh(closure, /*freed=*/true);
-  Server& server = servers_[static_cast<size_t>(job.server)];
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
   if (cluster_ && rule_.shards) {
     // Slurm requeues the crashed job: it leaves the server and waits in the cluster queue again,
@@ -521,7 +532,9 @@ void Engine::Warmup(int index, uint64_t attempt) {
   const ExitAction action =
       server.scheduler
           ->OnJobExit(job.trace->id,
-                      JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory"})
+                      JobExit{ExitKind::kOutOfMemory, "torch.OutOfMemoryError: CUDA out of memory",
+                              OutOfMemoryEvidence{"PyTorch", held, job.trace->profile.peak - held,
+                                                  Bytes(0)}})
           .action;
   if (!queue_mode_ && action != ExitAction::kRequeuedForRecovery)
     AddDemand(job.server, -job.trace->profile.gpus);

@@ -869,6 +869,7 @@ TEST_F(SchedulerTest, FairSharePreemptsARequeueJobOfAUserOverTheirShare) {
   ASSERT_EQ(preemptions.size(), 1u);
   EXPECT_EQ(preemptions[0].job, 1);
   EXPECT_EQ(preemptions[0].for_job, 2);
+  EXPECT_EQ(preemptions[0].notice, Seconds(30)) << "the job's own notice, under the most";
   EXPECT_NE(preemptions[0].reason.find("for job 2 of bob"), std::string::npos)
       << preemptions[0].reason;
   EXPECT_TRUE(scheduler_->Preempt().empty()) << "one preemption at a time for the head";
@@ -876,6 +877,31 @@ TEST_F(SchedulerTest, FairSharePreemptsARequeueJobOfAUserOverTheirShare) {
             ExitAction::kRequeuedAfterPreemption);
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kQueued);
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{2})) << "bob's job takes the GPU";
+}
+
+TEST_F(SchedulerTest, APreemptionsNoticeIsNeverLongerThanTheServersMaxNotice) {
+  // The notice is the job's own --signal lead: a job asking 65535 s (18 h) and ignoring its
+  // signal would hold the GPU, and every preemption for the head, for that long.
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(60);
+  config.fairness.max_notice = Seconds(300);
+  Build("exclusive", config, 1);
+  JobSpec stubborn = Job(1, GiB(10), 1, "alice");
+  stubborn.requeue = true;
+  stubborn.preempt_notice = Seconds(65535);
+  ASSERT_TRUE(scheduler_->Submit(stubborn).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 1, "bob")).ok());
+  clock_.Advance(Seconds(60));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].notice, Seconds(300));
+  const JobRecord* victim = scheduler_->job(1);
+  ASSERT_TRUE(victim->preempt_deadline);
+  EXPECT_EQ(*victim->preempt_deadline, clock_.Now() + Seconds(300));
 }
 
 }  // namespace

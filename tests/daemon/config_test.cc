@@ -51,14 +51,17 @@ TEST(DaemonConfig, PreemptionIsOnForRequeueJobsAndReadsItsSettings) {
   EXPECT_TRUE(defaults->scheduler.fairness.preempt);
   EXPECT_EQ(defaults->scheduler.fairness.preempt_after, Seconds(1800));
   EXPECT_EQ(defaults->scheduler.fairness.preemptible, Preemptible::kRequeue);
+  EXPECT_EQ(defaults->scheduler.fairness.max_notice, Seconds(600));
   auto c = ParseConfig(
       "[fairness]\npreempt = false\npreempt_after = \"10m\"\n"
-      "preemptible = \"all\"\n",
+      "preemptible = \"all\"\nmax_notice = \"2m\"\n",
       "test.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_FALSE(c->scheduler.fairness.preempt);
   EXPECT_EQ(c->scheduler.fairness.preempt_after, Seconds(600));
   EXPECT_EQ(c->scheduler.fairness.preemptible, Preemptible::kAll);
+  EXPECT_EQ(c->scheduler.fairness.max_notice, Seconds(120));
+  EXPECT_FALSE(ParseConfig("[fairness]\nmax_notice = \"-1s\"\n", "test.toml").ok());
   auto bad = ParseConfig("[fairness]\npreemptible = \"some\"\n", "test.toml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("unknown preemptible 'some'"), std::string::npos)

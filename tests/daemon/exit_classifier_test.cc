@@ -122,6 +122,61 @@ TEST(ExitClassifier, PyTorchsFiguresAtAnMpsLimitSizeARetryThatFits) {
   EXPECT_GE(AttemptLimit(raised.need, room, raised.limit_bound), GiBf(13.9));
 }
 
+// The need colod raises for a job whose attempt printed `output`, planned and limited (under MPS)
+// at `limit` (0: neither), after its samples saw `observed_peak`, on GPUs of `capacity`.
+RaisedNeed RaiseAfter(const std::string& output, Bytes limit, Bytes observed_peak, Bytes capacity) {
+  const JobExit exit = ClassifyExit(kFailed, false, output, "");
+  EXPECT_EQ(exit.kind, ExitKind::kOutOfMemory) << exit.detail;
+  EXPECT_TRUE(exit.oom.in_use && exit.oom.requested) << "PyTorch's figures were read";
+  OutOfMemoryFacts facts;
+  facts.planned = facts.limit = limit;
+  facts.hard_limit = limit > Bytes(0);
+  facts.observed_peak = observed_peak;
+  facts.evidence = exit.oom;
+  facts.capacity = capacity;
+  return RaiseNeedAfterOutOfMemory(facts, OutOfMemoryGrowth{});
+}
+
+// The same ResNet-50 declared at 3 GiB on a 4x H200 server (PyTorch 2.11): colod's events said
+// "3.0 GiB -> 8.1 GiB: PyTorch in use 2.8 GiB + tried 392 MiB at the 3.0 GiB limit" and "attempt 2
+// may use the 126.0 GiB its GPU has free"; attempt 2 peaked at 13.5 GiB and succeeded. The first
+// retry covers the peak, and would under 40 GiB left beside a 20.4 GiB VGG-16 too.
+TEST(ExitClassifier, PyTorchsFiguresOnAnH200SizeTheFirstRetryToThePeak) {
+  const RaisedNeed raised = RaiseAfter(
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 392.00 MiB. GPU 0 has a total "
+      "capacity of 139.80 GiB of which 223.85 MiB is free. Process 1535 has 68.00 MiB memory in "
+      "use. Including non-PyTorch memory, this process has 2.78 GiB memory in use. Of the "
+      "allocated memory 1.99 GiB is allocated by PyTorch, and 412.00 MiB is reserved by PyTorch "
+      "but unallocated.\n",
+      GiB(3), Bytes(2988441600), GiBf(139.80));
+  EXPECT_TRUE(raised.limit_bound) << raised.basis;
+  EXPECT_EQ(FormatBytes(raised.need), "8.1 GiB") << "as colod raised it on the GPUs";
+  const Bytes peak = Bytes(14516486144);  // attempt 2's peak, MPS context included
+  EXPECT_GE(AttemptLimit(raised.need, GiBf(126.0), raised.limit_bound), peak);
+  EXPECT_GE(AttemptLimit(raised.need, GiB(40) - GiBf(20.4), raised.limit_bound), peak);
+}
+
+// The 2-GPU GPT-2 (batch 16) run with no memory number beside an Inception-v3 under 40 GiB left per
+// H200: it crashed below any limit of its own, the GPU full. Its need, from PyTorch's figures
+// (in use 14.5 GiB, colod's event; the stored message ends before them), covered attempt 2's
+// 17.8 GiB peak, and attempt 2 ran under that need and succeeded. The other processes' figures
+// ("Process 6775 has 99.72 GiB", a ballast) are not the job's.
+TEST(ExitClassifier, PyTorchsFiguresOfAFullGpuSizeTheFirstRetryToThePeak) {
+  const RaisedNeed raised = RaiseAfter(
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.54 GiB. GPU 0 has a total "
+      "capacity of 139.80 GiB of which 201.62 MiB is free. Process 6775 has 99.72 GiB memory in "
+      "use. Process 7214 has 68.00 MiB memory in use. Process 6946 has 738.00 MiB memory in use. "
+      "Process 7307 has 24.61 GiB memory in use. Including non-PyTorch memory, this process has "
+      "14.50 GiB memory in use. Of the allocated memory 13.62 GiB is allocated by PyTorch, and "
+      "256.00 MiB is reserved by PyTorch but unallocated.\n",
+      Bytes(0), Bytes(15684599808), GiBf(139.80));
+  EXPECT_FALSE(raised.limit_bound) << raised.basis;
+  EXPECT_EQ(FormatBytes(raised.need), "18.1 GiB")
+      << "as colod raised it on the GPUs, from in use 14.5 GiB + tried 1.5 GiB: " << raised.basis;
+  EXPECT_GE(AttemptLimit(raised.need, GiB(40) - GiBf(1.3), raised.limit_bound), Bytes(19102957568))
+      << "attempt 2's peak";
+}
+
 // PyTorch 1.13 to 2.0's message: "reserved in total by PyTorch" is what the process held.
 TEST(ExitClassifier, OlderPyTorchsFiguresGiveWhatItHeld) {
   const JobExit exit = ClassifyExit(

@@ -1327,6 +1327,30 @@ TEST_F(PreemptionTest, AKillNineAfterThePreemptionIsStoredFinishesItAfterTheRest
   EXPECT_EQ((launcher_.starts[{victim, 2}]), 1);
 }
 
+TEST_F(PreemptionTest, ANoticeIsTheServersMostAtMostAndStaysSoOverARestart) {
+  // Jobs asking an hour's notice get max_notice (10 min by default), and a restart under a
+  // shorter max_notice shortens what is left of it.
+  first_ = SubmitPreemptible(kAlice, SIGTERM, 3600);
+  second_ = SubmitPreemptible(kAlice, SIGTERM, 3600);
+  BobWaitsPastPreemptAfter();
+  launcher_.ignores_sigterm = true;
+  controller_->Tick();
+  const JobId victim = Stored(first_)->preemption ? first_ : second_;
+  ASSERT_TRUE(Stored(victim)->preemption.has_value());
+  EXPECT_NEAR(
+      std::chrono::duration<double>(Stored(victim)->preemption->kill_at - clock_.WallNow()).count(),
+      600, 1);
+  EXPECT_EQ(launcher_.process(victim, 1)->signals, std::vector<int>{SIGTERM});
+
+  config_.fairness.max_notice = Seconds(60);
+  Start();
+  clock_.Advance(Seconds(60));
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_EQ(Stored(victim)->current()->exit, ExitKind::kPreempted);
+  EXPECT_EQ(StoredState(victim), JobState::kQueued);
+}
+
 TEST_F(PreemptionTest, AJobEndingInItsNoticeWhileColodIsDownIsRequeuedAtTheRestart) {
   first_ = SubmitPreemptible(kAlice);
   second_ = SubmitPreemptible(kAlice);

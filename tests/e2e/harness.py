@@ -9,6 +9,7 @@ The binaries come from $COLO_BIN_DIR (set by ctest), else build/bin of the sourc
 """
 
 import atexit
+import collections
 import json
 import os
 import pwd
@@ -695,6 +696,7 @@ class ReplyDroppingProxy:
         self.target, self.path, self.drop = target, path, drop
         self.dropped = 0
         self.submits = 0
+        self.ops = collections.Counter()  # the requests passed on, by op
         self.lock = threading.Lock()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
@@ -726,7 +728,9 @@ class ReplyDroppingProxy:
                         upstream.sendall(line + b"\n")
                         reply = read_line(upstream, deadline=60)
                         with self.lock:
-                            is_submit = json.loads(line).get("op") == "submit"
+                            op = json.loads(line).get("op")
+                            self.ops[op] += 1
+                            is_submit = op == "submit"
                             self.submits += is_submit
                             lose = is_submit and self.dropped < self.drop
                             self.dropped += lose

@@ -45,6 +45,30 @@ class CliTest(harness.E2ETest):
     def finished(self, job):
         return self.wait_state(job, {"succeeded", "failed", "cancelled"})
 
+    # --- naming jobs ---
+
+    def test_naming_a_few_jobs_asks_for_those_not_for_every_live_job(self):
+        """`colo explain`, `colo gpus` and `colo hold` print a task of an array as ARRAY_TASK,
+        which they learn from the queue: for a few jobs, the queue's page at each of them, not
+        every page of every live job (1,500 waiting here: three pages of 500)."""
+        release = os.path.join(self.work, "release")
+        running = self.submit("--share", "exclusive", "--", "wait-for", release)
+        self.wait_state(running, "running")
+        self.submit("--gpus", "2", "--", "true")  # waits: the head, ahead of the arrays
+        first = [self.submit("--array", "0-499", "--", "true") for _ in range(3)][0]
+        proxy = harness.ReplyDroppingProxy(self.daemon.socket, os.path.join(self.tmp, "proxy"),
+                                           drop=0)
+        self.addCleanup(proxy.close)
+        via_proxy = self.client_env(socket_path=proxy.path, path_prefix=self.bin)
+        task = first + 7
+        for args, name in [(("explain", task), f"{first}_7"), (("gpus",), str(running)),
+                           (("hold", task), f"{first}_7")]:
+            proxy.ops.clear()
+            r = self.colo_ok(*args, env=via_proxy)
+            self.assertIn(name, r.stdout, args)
+            self.assertLessEqual(proxy.ops["queue"], 1, (args, dict(proxy.ops)))
+        self.write(release, "")
+
     # --- colo logs ---
 
     def test_logs_follow_waits_for_the_job_and_follows_its_retries(self):

@@ -165,6 +165,75 @@ class PreemptedJobResumes(PreemptionTest):
         self.wait_as(ALICE, b, "succeeded")
 
 
+# On its first run, leaves two writers behind that ignore the job signals (one in a session of
+# its own, one under nohup whose parent exits), then exits at SIGUSR1; its second run logs its
+# start and end. Every line carries the time it was written.
+ESCAPES = """#!/bin/sh
+log="$PWD/escape-$COLO_JOB_ID.log"
+if [ "$COLO_RESTART_COUNT" = 0 ]; then
+  setsid sh -c 'trap "" TERM USR1 HUP; while :; do echo "left $(date +%s.%N)" >> "$0"; sleep 0.1; done' "$log" </dev/null >/dev/null 2>&1 &
+  (nohup sh -c 'trap "" TERM USR1 HUP; while :; do echo "left $(date +%s.%N)" >> "$0"; sleep 0.1; done' "$log" </dev/null >/dev/null 2>&1 &)
+  trap 'exit 0' USR1
+  while :; do sleep 0.1; done
+fi
+echo "again $(date +%s.%N)" >> "$log"
+"""
+
+
+class PreemptedJobsLeaveNothingBehind(PreemptionTest):
+    def test_what_a_preempted_job_left_running_ends_before_its_next_attempt(self):
+        """A preempted attempt that exits at its signal but left processes behind (a new
+        session, a nohup'd orphan, both deaf to the signal) has them ended before it counts as
+        over: nothing of attempt 1 writes once attempt 2 has started."""
+        self.write(os.path.join(self.bin, "escapes"), ESCAPES, 0o755)
+        alice = [self.submit_as(ALICE, *EXCLUSIVE, "--requeue", "--signal", "USR1@2", "--",
+                                "escapes") for _ in range(2)]
+        for job in alice:
+            self.wait_as(ALICE, job, "running")
+        bob = self.submit_as(BOB, *EXCLUSIVE, "--", "sleep", "2")
+        self.wait_as(BOB, bob, "succeeded", deadline=60)
+        (victim,) = [j for j in alice if self.events(ALICE, j, "preempted")]
+        log = os.path.join(self.work[ALICE.name], f"escape-{victim}.log")
+        wait_until(lambda: "again" in self.output(ALICE, f"escape-{victim}.log"), 60,
+                   "the second attempt to start")
+        time.sleep(1)  # what attempt 1 left would have written meanwhile
+        with open(log) as f:
+            lines = [line.split() for line in f if line.strip()]
+        (again,) = [float(t) for what, t in lines if what == "again"]
+        left = [float(t) for what, t in lines if what == "left"]
+        self.assertTrue(left, "the first attempt's processes ran")
+        self.assertLess(max(left), again, "attempt 1's processes wrote after attempt 2 began")
+        for job in alice:
+            self.as_(ALICE, "cancel", job)
+
+
+class NoticeCappedByTheServer(PreemptionTest):
+    config = {"limits": {"max_clients_per_user": 8},
+              "fairness": {"preempt_after": "1s", "max_notice": "3s"}}
+
+    def test_a_job_asking_the_longest_notice_gets_the_servers_most(self):
+        """--signal TERM@65535 on jobs that ignore SIGTERM: were the job's 18 h lead its notice,
+        Bob would wait 18 h, and so would every preemption for him. fairness.max_notice (3 s
+        here) is the most any job gets; the --signal lead still counts before a time limit."""
+        self.write(os.path.join(self.bin, "deaf"),
+                   "#!/bin/sh\ntrap '' TERM\nwhile :; do sleep 0.1; done\n", 0o755)
+        alice = [self.submit_as(ALICE, *EXCLUSIVE, "--requeue", "--signal", "TERM@65535", "--",
+                                "deaf") for _ in range(2)]
+        for job in alice:
+            self.wait_as(ALICE, job, "running")
+        self.assertIn("Signal=SIGTERM@65535", self.as_(ALICE, "show", alice[0]).stdout)
+        bob = self.submit_as(BOB, *EXCLUSIVE, "--", "true")
+        self.wait_as(BOB, bob, "succeeded", deadline=30)
+        (victim,) = [j for j in alice if self.events(ALICE, j, "preempted")]
+        (preempting,) = self.events(ALICE, victim, "preempting")
+        self.assertIn("SIGKILL in 3 s", preempting["detail"])
+        first = self.show_as(ALICE, victim)["attempt_list"][0]
+        self.assertEqual((first["exit_kind"], first.get("exit_signal")), ("preempted", 9), first)
+        self.assertLess(first["ended"] - first["started"], 60, first)
+        for job in alice:
+            self.as_(ALICE, "cancel", job)
+
+
 class BadSignals(PreemptionTest):
     def test_bad_signal_options_are_refused(self):
         """--signal names one of the signals colo sends, and a lead of 0..65535 s."""

@@ -72,6 +72,22 @@ TEST(Simulator, OverflowCrashesWithOomAndRecoveryFinishesEveryJob) {
   EXPECT_EQ(oracle.metrics.succeeded, 2);
 }
 
+TEST(Simulator, AJobThatOverflowsAGpuIsRetriedOnceAtTheNeedItsFiguresGive) {
+  // A 20 GiB job placed blind beside a 25 GiB one on a 40 GiB GPU crashes at its peak. Its message
+  // says what it held (the 15 GiB left) and what it tried to allocate, as PyTorch's does, and its
+  // need is raised past its peak: it waits for room and runs on its second attempt, as colod
+  // recovered such a job on real GPUs (not from the start-up memory its samples saw, which crashes
+  // it again beside the same neighbour).
+  const Trace trace = Csv("0,300,25GiB,0.3,5,1,a\n10,100,20GiB,0.3,30,1,a\n");
+  SimOptions options = A100x4();
+  options.server.gpus = 1;
+  const SimResult r = RunSim(trace, "worst-fit:est=none,grace=off", options);
+  EXPECT_EQ(r.metrics.succeeded, 2);
+  EXPECT_EQ(r.jobs[1].ooms, 1);
+  EXPECT_EQ(r.jobs[1].attempts, 2);
+  EXPECT_GE(r.jobs[1].end_s, 300 + 100) << "its retry waited for the room its raised need asks";
+}
+
 TEST(Simulator, LearningFromAFinishedRunLetsQueuedJobsOfTheModelShare) {
   // Three runs of one model on one 40 GiB GPU, submitted with a 25 GiB estimate: only one fits at a
   // time. Each really peaks at 10 GiB; once the first has finished, learn=on plans the other two
