@@ -55,10 +55,10 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
       continue;
     }
     const JobRecord* record =
-        job.server < 0 || job.ended
+        job.server < 0 || job.ended.known()
             ? nullptr
             : state.servers[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
-    if (record == nullptr && !job.ended) {
+    if (record == nullptr && !job.ended.known()) {
       // Still in the cluster queue when nothing more could happen.
       COLO_CHECK(cluster && job.queued);
       r.state = JobState::kFailed;
@@ -70,11 +70,11 @@ SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCou
       result.jobs.push_back(r);
       continue;
     }
-    const Ended end = job.ended ? *job.ended : EndedOf(*record);
+    const Ended end = job.ended.known() ? job.ended : EndedOf(*record);
     r.state = end.state;
     r.attempts = end.attempts + job.prior_attempts;
     r.ooms = end.ooms + job.prior_ooms;
-    r.reason = job.ended ? job.reason : record->end_reason;
+    r.reason = job.ended.known() ? job.reason : record->end_reason;
     if (end.ever_started) r.start_s = ToSeconds(end.first_started);
     if (job.prior_attempts > 0) r.start_s = job.first_start_s;  // its first start, elsewhere
     if (IsTerminal(end.state)) r.end_s = ToSeconds(end.finished);
