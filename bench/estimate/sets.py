@@ -40,6 +40,7 @@ SETS = [
     ("H100 users' code, earlier profiles", "results-h100-2026-11-23/user", "results-h100-2026-11-23/user", "H100"),
     ("H200 main, 2026-11-21", "results-h200-2026-11-21", "results-h200-2026-11-21", "H200"),
     ("H200 held-out, 2026-11-21", "results-h200-2026-11-21/heldout", "results-h200-2026-11-21/heldout", "H200"),
+    ("H200 unseen, 2026-11-27", "results-h200-2026-11-27-unseen", "results-h200-2026-11-27-unseen", "H200"),
 ]
 
 

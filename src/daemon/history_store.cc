@@ -9,12 +9,11 @@
 #include <set>
 
 #include "common/text.h"
-#include "daemon/sqlite_job_store.h"
+#include "daemon/sqlite_db.h"
 
 namespace colo {
 namespace {
 
-constexpr int kBusyTimeoutMs = 5000;
 // Rows one Read may return per table: a reply of a few megabytes at most.
 constexpr int kMaxReadRows = 100000;
 
@@ -61,78 +60,8 @@ constexpr const char kThinQueue[] = R"sql(
   FROM queue_samples WHERE time < ?1 AND tier = ?2 GROUP BY b)sql";
 constexpr const char kDropQueue[] = "DELETE FROM queue_samples WHERE time < ?1 AND tier = ?2";
 
-// A prepared statement, finalized when it goes out of scope. Errors are kept, not thrown: the
-// first one is what Step returns.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  void Bind(int i, double v) { Check(stmt_ ? sqlite3_bind_double(stmt_, i, v) : rc_); }
-  void Bind(int i, int64_t v) { Check(stmt_ ? sqlite3_bind_int64(stmt_, i, v) : rc_); }
-  void Bind(int i, const std::optional<double>& v) {
-    if (v && std::isfinite(*v))
-      Bind(i, *v);
-    else
-      Check(stmt_ ? sqlite3_bind_null(stmt_, i) : rc_);
-  }
-  int Step() {
-    if (rc_ != SQLITE_OK) return rc_;
-    const int rc = sqlite3_step(stmt_);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) rc_ = rc;
-    return rc;
-  }
-  // For a statement run once per row of a batch.
-  void Reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-  std::optional<double> Optional(int column) {
-    if (sqlite3_column_type(stmt_, column) == SQLITE_NULL) return std::nullopt;
-    return sqlite3_column_double(stmt_, column);
-  }
-  double Double(int column) { return sqlite3_column_double(stmt_, column); }
-  int64_t Int(int column) { return sqlite3_column_int64(stmt_, column); }
-  std::string_view Text(int column) {
-    const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, column));
-    return text ? std::string_view(text, static_cast<size_t>(sqlite3_column_bytes(stmt_, column)))
-                : std::string_view();
-  }
-
- private:
-  void Check(int rc) {
-    if (rc_ == SQLITE_OK && rc != SQLITE_OK) rc_ = rc;
-  }
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_ = SQLITE_OK;
-};
-
-std::string Reason(sqlite3* db, int rc) {
-  if ((rc & 0xff) == SQLITE_FULL) return "disk full";
-  return db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-}
-
 int Exec(sqlite3* db, const char* sql) {
   return sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-}
-
-Result<sqlite3*> Connect(const std::string& path) {
-  sqlite3* db = nullptr;
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string reason = Reason(db, rc);
-    sqlite3_close(db);
-    return Unavailable(fmt::format("cannot open the history database {}: {}", path, reason));
-  }
-  sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  // As the job store: the file is untrusted input.
-  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-  return db;
 }
 
 // Creates the schema in a new file, or checks that an existing one is this schema.
@@ -141,7 +70,7 @@ Status PrepareSchema(sqlite3* db, const std::string& path) {
     return FailedPrecondition(fmt::format("cannot open the history database {}: {}", path, why));
   };
   {
-    Stmt wal(db, "PRAGMA journal_mode=WAL");
+    SqliteStatement wal(db, "PRAGMA journal_mode=WAL");
     if (const int rc = wal.Step(); rc != SQLITE_ROW) return error(Reason(db, rc));
     if (wal.Text(0) != "wal") return error("it cannot use write-ahead logging");
   }
@@ -149,47 +78,37 @@ Status PrepareSchema(sqlite3* db, const std::string& path) {
   // then costs no fsync.
   if (const int rc = Exec(db, "PRAGMA synchronous=NORMAL"); rc != SQLITE_OK)
     return error(Reason(db, rc));
-  if (const int rc = Exec(db, "BEGIN IMMEDIATE"); rc != SQLITE_OK) return error(Reason(db, rc));
-  const auto fail = [&](const std::string& why) {
-    Exec(db, "ROLLBACK");
-    return error(why);
-  };
+  SqliteTransaction transaction(db);
+  if (const int rc = transaction.Begin(); rc != SQLITE_OK) return error(Reason(db, rc));
   std::set<std::string, std::less<>> tables;
-  {
-    Stmt list(db,
-              "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' "
-              "ESCAPE '\\'");
-    int rc;
-    while ((rc = list.Step()) == SQLITE_ROW) tables.emplace(list.Text(0));
-    if (rc != SQLITE_DONE) return fail(Reason(db, rc));
-  }
+  if (const int rc = ReadUserTables(db, tables); rc != SQLITE_DONE) return error(Reason(db, rc));
   if (tables.empty()) {
-    if (const int rc = Exec(db, kCreateSchema); rc != SQLITE_OK) return fail(Reason(db, rc));
+    if (const int rc = Exec(db, kCreateSchema); rc != SQLITE_OK) return error(Reason(db, rc));
   } else {
-    if (!tables.contains("meta")) return fail("it is not colo's history (no meta table)");
+    if (!tables.contains("meta")) return error("it is not colo's history (no meta table)");
     std::string version;
     {
-      Stmt schema(db, "SELECT value FROM meta WHERE key = 'schema'");
-      if (schema.Step() != SQLITE_ROW) return fail("it is not colo's history (no schema version)");
+      SqliteStatement schema(db, "SELECT value FROM meta WHERE key = 'schema'");
+      if (schema.Step() != SQLITE_ROW) return error("it is not colo's history (no schema version)");
       version = schema.Text(0);
     }
     int number = 0;
     const auto [end, ec] = std::from_chars(version.data(), version.data() + version.size(), number);
     if (ec != std::errc() || end != version.data() + version.size())
-      return fail(
+      return error(
           fmt::format("schema version '{}' is not colo's", Printable(TruncateUtf8(version, 32))));
     if (number > kHistorySchemaVersion)
-      return fail(fmt::format("it has schema version {}, newer than this colod reads ({})", number,
-                              kHistorySchemaVersion));
+      return error(fmt::format("it has schema version {}, newer than this colod reads ({})", number,
+                               kHistorySchemaVersion));
     if (number != kHistorySchemaVersion)
-      return fail(fmt::format("schema version {} is not one colod knows", number));
+      return error(fmt::format("schema version {} is not one colod knows", number));
   }
   {
-    Stmt columns(db, kCheckColumns);
+    SqliteStatement columns(db, kCheckColumns);
     if (const int rc = columns.Step(); rc != SQLITE_ROW)
-      return fail("its tables are not colo's history: " + Reason(db, rc));
+      return error("its tables are not colo's history: " + Reason(db, rc));
   }
-  if (const int rc = Exec(db, "COMMIT"); rc != SQLITE_OK) return fail(Reason(db, rc));
+  if (const int rc = transaction.Commit(); rc != SQLITE_OK) return error(Reason(db, rc));
   return Status::Ok();
 }
 
@@ -203,13 +122,13 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
                                                          HistoryOptions options) {
   if (Status s = PrepareDatabaseFile(path); !s.ok())
     return Unavailable(fmt::format("history: {}", s.message()));
-  auto writer = Connect(path);
+  auto writer = OpenDatabase(path, "history database");
   if (!writer.ok()) return writer.status();
   if (Status s = PrepareSchema(*writer, path); !s.ok()) {
     sqlite3_close(*writer);
     return s;
   }
-  auto reader = Connect(path);
+  auto reader = OpenDatabase(path, "history database");
   if (!reader.ok()) {
     sqlite3_close(*writer);
     return reader.status();
@@ -293,14 +212,11 @@ Status HistoryStore::WriteBatch(const HistoryBatch& batch) {
     return Unavailable(
         fmt::format("cannot write the history database {}: {}", path_, Reason(writer_, rc)));
   };
-  if (const int rc = Exec(writer_, "BEGIN IMMEDIATE"); rc != SQLITE_OK) return error(rc);
-  const auto fail = [&](int rc) {
-    Status s = error(rc);
-    if (!sqlite3_get_autocommit(writer_)) Exec(writer_, "ROLLBACK");
-    return s;
-  };
+  SqliteTransaction transaction(writer_);
+  if (const int rc = transaction.Begin(); rc != SQLITE_OK) return error(rc);
   {
-    Stmt insert(writer_, "INSERT INTO gpu_samples VALUES(0, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    SqliteStatement insert(writer_,
+                           "INSERT INTO gpu_samples VALUES(0, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     for (const GpuHistoryPoint& p : batch.gpus) {
       insert.Bind(1, p.time);
       insert.Bind(2, int64_t{p.gpu});
@@ -310,32 +226,32 @@ Status HistoryStore::WriteBatch(const HistoryBatch& batch) {
       insert.Bind(6, p.drama);
       insert.Bind(7, p.power_watts);
       insert.Bind(8, p.energy_joules);
-      if (const int rc = insert.Step(); rc != SQLITE_DONE) return fail(rc);
+      if (const int rc = insert.Step(); rc != SQLITE_DONE) return error(rc);
       insert.Reset();
     }
   }
   {
-    Stmt insert(writer_, "INSERT INTO job_samples VALUES(0, ?1, ?2, ?3, ?4)");
+    SqliteStatement insert(writer_, "INSERT INTO job_samples VALUES(0, ?1, ?2, ?3, ?4)");
     for (const JobHistoryPoint& p : batch.jobs) {
       insert.Bind(1, p.time);
       insert.Bind(2, int64_t{p.job});
       insert.Bind(3, int64_t{p.gpu});
       insert.Bind(4, p.memory);
-      if (const int rc = insert.Step(); rc != SQLITE_DONE) return fail(rc);
+      if (const int rc = insert.Step(); rc != SQLITE_DONE) return error(rc);
       insert.Reset();
     }
   }
   {
-    Stmt insert(writer_, "INSERT INTO queue_samples VALUES(0, ?1, ?2, ?3)");
+    SqliteStatement insert(writer_, "INSERT INTO queue_samples VALUES(0, ?1, ?2, ?3)");
     for (const QueueHistoryPoint& p : batch.queue) {
       insert.Bind(1, p.time);
       insert.Bind(2, p.queued);
       insert.Bind(3, p.running);
-      if (const int rc = insert.Step(); rc != SQLITE_DONE) return fail(rc);
+      if (const int rc = insert.Step(); rc != SQLITE_DONE) return error(rc);
       insert.Reset();
     }
   }
-  if (const int rc = Exec(writer_, "COMMIT"); rc != SQLITE_OK) return fail(rc);
+  if (const int rc = transaction.Commit(); rc != SQLITE_OK) return error(rc);
   return Status::Ok();
 }
 
@@ -346,12 +262,8 @@ Status HistoryStore::Compact(double now) {
     return Unavailable(
         fmt::format("cannot thin out the history database {}: {}", path_, Reason(writer_, rc)));
   };
-  if (const int rc = Exec(writer_, "BEGIN IMMEDIATE"); rc != SQLITE_OK) return error(rc);
-  const auto fail = [&](int rc) {
-    Status s = error(rc);
-    if (!sqlite3_get_autocommit(writer_)) Exec(writer_, "ROLLBACK");
-    return s;
-  };
+  SqliteTransaction transaction(writer_);
+  if (const int rc = transaction.Begin(); rc != SQLITE_OK) return error(rc);
   // Each tier up to a whole bucket, so a bucket is thinned once, with all its samples.
   struct Tier {
     int64_t from;
@@ -364,26 +276,26 @@ Status HistoryStore::Compact(double now) {
     for (const auto& [thin, drop] :
          {std::pair{kThinGpus, kDropGpus}, std::pair{kThinJobs, kDropJobs},
           std::pair{kThinQueue, kDropQueue}}) {
-      Stmt insert(writer_, thin);
+      SqliteStatement insert(writer_, thin);
       insert.Bind(1, cut);
       insert.Bind(2, tier.from);
       insert.Bind(3, tier.bucket);
-      if (const int rc = insert.Step(); rc != SQLITE_DONE) return fail(rc);
-      Stmt remove(writer_, drop);
+      if (const int rc = insert.Step(); rc != SQLITE_DONE) return error(rc);
+      SqliteStatement remove(writer_, drop);
       remove.Bind(1, cut);
       remove.Bind(2, tier.from);
-      if (const int rc = remove.Step(); rc != SQLITE_DONE) return fail(rc);
+      if (const int rc = remove.Step(); rc != SQLITE_DONE) return error(rc);
     }
   }
   const double oldest = now - ToSeconds(options_.retention);
   for (const char* sql :
        {"DELETE FROM gpu_samples WHERE time < ?1", "DELETE FROM job_samples WHERE time < ?1",
         "DELETE FROM queue_samples WHERE time < ?1"}) {
-    Stmt remove(writer_, sql);
+    SqliteStatement remove(writer_, sql);
     remove.Bind(1, oldest);
-    if (const int rc = remove.Step(); rc != SQLITE_DONE) return fail(rc);
+    if (const int rc = remove.Step(); rc != SQLITE_DONE) return error(rc);
   }
-  if (const int rc = Exec(writer_, "COMMIT"); rc != SQLITE_OK) return fail(rc);
+  if (const int rc = transaction.Commit(); rc != SQLITE_OK) return error(rc);
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   std::lock_guard lock(pending_mutex_);
@@ -428,14 +340,15 @@ Result<HistoryStore::Series> HistoryStore::Read(double since, double until, int 
   // Bucketed when the range holds more samples per GPU than asked for.
   int64_t rows = 0, gpus = 0;
   {
-    Stmt count(reader_,
-               "SELECT count(*), count(DISTINCT gpu) FROM gpu_samples WHERE time >= ?1 AND "
-               "time < ?2");
+    SqliteStatement count(
+        reader_,
+        "SELECT count(*), count(DISTINCT gpu) FROM gpu_samples WHERE time >= ?1 AND "
+        "time < ?2");
     count.Bind(1, since);
     count.Bind(2, until);
     if (const int rc = count.Step(); rc != SQLITE_ROW) return error(rc);
-    rows = count.Int(0);
-    gpus = std::max<int64_t>(1, count.Int(1));
+    rows = count.Int64(0);
+    gpus = std::max<int64_t>(1, count.Int64(1));
   }
   // Outside any transaction, each query is its own snapshot; one read transaction makes the
   // three tables agree.
@@ -455,12 +368,12 @@ Result<HistoryStore::Series> HistoryStore::Read(double since, double until, int 
         "avg(power), max(energy) FROM gpu_samples WHERE time >= ?1 AND time < ?2 "
         "GROUP BY b, gpu ORDER BY b, gpu{}",
         bucket, limit);
-    Stmt q(reader_, sql.c_str());
+    SqliteStatement q(reader_, sql.c_str());
     q.Bind(1, since);
     q.Bind(2, until);
     int rc;
     while ((rc = q.Step()) == SQLITE_ROW) {
-      out.gpus.push_back(GpuHistoryPoint{q.Double(2), static_cast<int>(q.Int(1)), q.Optional(3),
+      out.gpus.push_back(GpuHistoryPoint{q.Double(2), static_cast<int>(q.Int64(1)), q.Optional(3),
                                          q.Optional(4), q.Optional(5), q.Optional(6), q.Optional(7),
                                          q.Optional(8)});
     }
@@ -471,13 +384,13 @@ Result<HistoryStore::Series> HistoryStore::Read(double since, double until, int 
         "SELECT {} AS b, job, gpu, avg(time), avg(memory) FROM job_samples WHERE time >= ?1 AND "
         "time < ?2 GROUP BY b, job, gpu ORDER BY b, job, gpu{}",
         bucket, limit);
-    Stmt q(reader_, sql.c_str());
+    SqliteStatement q(reader_, sql.c_str());
     q.Bind(1, since);
     q.Bind(2, until);
     int rc;
     while ((rc = q.Step()) == SQLITE_ROW)
       out.jobs.push_back(
-          JobHistoryPoint{q.Double(3), q.Int(1), static_cast<int>(q.Int(2)), q.Double(4)});
+          JobHistoryPoint{q.Double(3), q.Int64(1), static_cast<int>(q.Int64(2)), q.Double(4)});
     if (rc != SQLITE_DONE) return error(rc);
   }
   {
@@ -485,7 +398,7 @@ Result<HistoryStore::Series> HistoryStore::Read(double since, double until, int 
         "SELECT {} AS b, avg(time), avg(queued), avg(running) FROM queue_samples WHERE time >= "
         "?1 AND time < ?2 GROUP BY b ORDER BY b{}",
         bucket, limit);
-    Stmt q(reader_, sql.c_str());
+    SqliteStatement q(reader_, sql.c_str());
     q.Bind(1, since);
     q.Bind(2, until);
     int rc;

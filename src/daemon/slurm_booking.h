@@ -1,8 +1,8 @@
 // What Slurm booked for a job on this node, and what colod makes of it: the tenant it runs (on
 // exactly the GPUs Slurm gave the job, with the memory and sharing the booking stands for) or why
 // the job cannot run here; and, when a run goes back to Slurm's queue, what its next run books.
-// Decisions only: reading Slurm's records and talking to colod's queue are the bridge's
-// (slurm_bridge.h).
+// Decisions only: reading Slurm's records is slurm_commands.h's, talking to colod's queue the
+// bridge's (slurm_bridge.h).
 #pragma once
 
 #include <optional>

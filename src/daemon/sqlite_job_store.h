@@ -19,23 +19,12 @@
 #include <vector>
 
 #include "daemon/job_store.h"
+#include "daemon/sqlite_db.h"
+#include "daemon/sqlite_schema.h"
 
 struct sqlite3;
-struct sqlite3_stmt;
 
 namespace colo {
-
-// The schema this store writes. Versions 1 (the daemon before the job store) and 2 (before shared
-// lists and submit tokens) are migrated on Open.
-constexpr int kStateSchemaVersion = 3;
-// A command or an environment this long or longer (as stored text) is a row of its own, which
-// every job holding it names; a shorter one stays in the job's record.
-constexpr size_t kListBytes = 1024;
-
-// Prepares the file of a database of colod's at `path` as Open does for the job store: creates it
-// owner-only, refuses links, files that are not regular or not colod's, and a directory others may
-// write. The history store (history_store.h) uses it for its own file.
-Status PrepareDatabaseFile(const std::string& path);
 
 class SqliteJobStore final : public JobStore {
  public:
@@ -84,7 +73,6 @@ class SqliteJobStore final : public JobStore {
 
  private:
   class Statement;
-  class Transaction;
 
   SqliteJobStore(std::string path, sqlite3* db);
   template <typename Write>
@@ -95,14 +83,8 @@ class SqliteJobStore final : public JobStore {
                             std::string_view token);
   Status UpdateManyOnce(const std::vector<JobChange>& changes);
   Status AddEventsOnce(const std::vector<JobEvent>& events);
+  // Write-ahead logging, and commits that are on disk before they return.
   Status Configure();
-  Status PrepareSchema();
-  Status MigrateToSchema3(bool from_schema1);
-  Status RewriteSchema1Records();
-  Status MoveLongLists();
-  // Calls `visit(id, record)` for every row, a batch of rows read at a time.
-  template <typename Error, typename Visit>
-  Status ForEachRecord(const Error& error, const Visit& visit);
   Status InsertEvents(const std::vector<JobEvent>& events, JobId new_job);
   // Inside a transaction: the counter's and the table's view of ids (the next one to hand out).
   Result<JobId> NextId(const std::string& what);
@@ -113,11 +95,7 @@ class SqliteJobStore final : public JobStore {
   Status InsertRow(const Job& job, const std::string& what);
   Status UpdateRow(const Job& job, const std::string& what);
   // The record of `job` and the rows of `lists` it names (inserted now when new).
-  struct Row {
-    std::string record;
-    std::optional<int64_t> command_list, env_list;
-  };
-  Result<Row> RowOf(const Job& job, const std::string& what);
+  Result<JobRow> RowOf(const Job& job, const std::string& what);
   // The row of `lists` holding `list`, inserted now if it has none; nullopt for one the record
   // keeps (shorter than kListBytes).
   Result<std::optional<int64_t>> ListRow(const SharedStrings& list, const std::string& what);
@@ -125,8 +103,6 @@ class SqliteJobStore final : public JobStore {
   void SettleLists(bool committed);
   // Deletes the row of `lists` `id` if no job names it now.
   Status DropListIfUnnamed(int64_t id, const std::string& what);
-  // The columns kInsertJob and kUpdateJob share: ?1..?10.
-  static void BindJobRow(Statement& statement, const Job& job, const Row& row);
   // A job row (id, record, command_list, env_list) as the job it holds: its lists read (once per
   // `lists` cache) and remembered, so that writing the job again names the same rows.
   using ListCache = std::map<int64_t, SharedStrings>;
@@ -135,16 +111,12 @@ class SqliteJobStore final : public JobStore {
   // A row of kEvents or kRecentEvents: time, job, kind, detail.
   static JobEvent EventOfRow(Statement& row);
   Status Quarantine(JobId id, const std::string& reason);
-  // "disk full", "database file is corrupted", else SQLite's message.
-  std::string Reason(int rc) const;
   Status WriteError(const std::string& what, int rc) const;
   Status ReadError(const std::string& what, int rc) const;
-  sqlite3_stmt* Prepare(const char* sql, int& rc);
 
   const std::string path_;
   sqlite3* db_;
-  // Prepared statements by their SQL text (the literals below, so the pointer is the key).
-  std::vector<std::pair<const char*, sqlite3_stmt*>> statements_;
+  SqliteStatementCache statements_;
   // One connection and its statements serve one caller at a time.
   std::mutex mutex_;
   std::function<bool()> release_space_;

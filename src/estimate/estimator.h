@@ -33,7 +33,8 @@ struct MemoryEstimate {
   std::string method;
   std::string detail{};  // how it was obtained, and anything the user should know
   // What makes it less sure than usual that the user should hear before planning with it (another
-  // GPU's calibration); empty when nothing does.
+  // GPU's calibration, a profile made before colo-profile recorded its convolutions' geometry);
+  // empty when nothing does.
   std::string caveat{};
 
   // As the scheduler plans with it: the peak plus the upper uncertainty (a history estimate is

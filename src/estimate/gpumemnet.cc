@@ -169,7 +169,6 @@ Result<GpuMemNetModel> GpuMemNetModel::Load(const std::string& path) {
   return FromJson(*text, path);
 }
 
-// ------------------------------------------------------------------------------------------------
 // Training: mini-batch Adam on softmax cross-entropy, the best validation epoch kept.
 
 namespace {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -50,6 +51,10 @@ const std::vector<std::string>& PaperFeatureNames(PaperFamily family);
 // The features of a model at a batch size, computed from colo's layer table the way the
 // published data cleaners compute them from a training script's printed summary.
 std::vector<double> PaperFeatures(const ModelSummary& summary, PaperFamily family, int batch);
+// The published encoding of a model's most frequent activation (MLP and CNN families): its index
+// in the family's list (nullopt for one not in it), and the sine and cosine of that index's angle.
+std::optional<size_t> PaperActivationIndex(PaperFamily family, std::string_view name);
+std::pair<double, double> PaperActivationEncoding(PaperFamily family, size_t index);
 
 // How the published code turns a model into a classifier's input.
 enum class PaperRecipe {

@@ -363,8 +363,8 @@ MemoryNeed ClusterQueue::NeedOn(const SimJob& job, int server_index) const {
   // With learn=on the server's colod plans with what the runs of the job's model it saw taught.
   if (!state_.spec.learn || server_index < 0) return job.submitted->spec.memory;
   const Lesson lesson =
-      Learn(state_.server(server_index).runs.Runs(SignatureOf(*job.trace)),
-            job.submitted->spec.memory, job.submitted->spec.expected_smact, SmactSource::kUser);
+      Learn(state_.server(server_index).runs.Runs(job.signature), job.submitted->spec.memory,
+            job.submitted->spec.expected_smact, SmactSource::kUser);
   return lesson.memory ? lesson.memory->need() : job.submitted->spec.memory;
 }
 
@@ -399,12 +399,11 @@ void ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& nee
   // taught (the scheduler copies it): changed for the call only.
   JobSpec& spec = job.submitted->spec;
   const MemoryNeed submitted = std::exchange(spec.memory, need);
-  ModelSignature signature = SignatureOf(*job.trace);
-  if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, signature);
+  if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, job);
   const Status status = server.scheduler->Submit(spec);
   spec.memory = submitted;
   COLO_CHECK(status.ok());
-  server.sent[std::move(signature)].push_back(static_cast<int>(&job - state_.jobs.data()));
+  server.sent[job.signature].push_back(static_cast<int>(&job - state_.jobs.data()));
 }
 
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {

@@ -61,6 +61,7 @@ struct Submission {
 
 struct SimJob {
   const TraceJob* trace = nullptr;
+  ModelSignature signature;  // SignatureOf(*trace), made once
   int server = -1;
   bool running = false;
   uint64_t attempt = 0;
@@ -146,10 +147,10 @@ inline ModelSignature SignatureOf(const TraceJob& job) {
                                       : ModelSignature(job.profile.name, job.owner);
 }
 
-// How long a job of this signature sent to `server` is expected to run, where it has no time
-// limit: what its model's runs there took (core's rule); 0 while none has ended there.
-inline Duration LearnedRunTime(const Server& server, const ModelSignature& signature) {
-  return LearnRunTime(server.runs.Runs(signature).run_times).value_or(Duration::zero());
+// How long a job sent to `server` is expected to run, where it has no time limit: what its
+// model's runs there took (core's rule); 0 while none has ended there.
+inline Duration LearnedRunTime(const Server& server, const SimJob& job) {
+  return LearnRunTime(server.runs.Runs(job.signature).run_times).value_or(Duration::zero());
 }
 
 // What happened to a server, for the cluster's picture of it.

@@ -406,10 +406,9 @@ void Engine::Arrive(int index) {
   const int chosen = by_demand_.begin()->second;
   Server& server = servers_[static_cast<size_t>(chosen)];
   JobSpec spec = SpecFor(t);
-  ModelSignature signature = sim::SignatureOf(t);
   // Its server's colod knows how long the model's earlier runs there took, not how long this
   // one will.
-  if (!options_.exact_run_times) spec.expected_run = sim::LearnedRunTime(server, signature);
+  if (!options_.exact_run_times) spec.expected_run = sim::LearnedRunTime(server, job);
   const Status submitted = server.scheduler->Submit(spec);
   job.server = chosen;
   if (!submitted.ok()) {
@@ -417,7 +416,7 @@ void Engine::Arrive(int index) {
     job.reason = submitted.message();
     return;
   }
-  server.sent[std::move(signature)].push_back(index);
+  server.sent[job.signature].push_back(index);
   AddDemand(chosen, spec.gpus);
   MarkDirty(chosen);
 }
@@ -593,7 +592,7 @@ void Engine::Settle(SimJob& job) {
 }
 
 void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
-  const ModelSignature signature = sim::SignatureOf(*job.trace);
+  const ModelSignature& signature = job.signature;
   if (signature.empty()) return;
   Server& server = servers_[static_cast<size_t>(job.server)];
   Scheduler& scheduler = *server.scheduler;
@@ -613,7 +612,7 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   if (!spec_.learn) return;
   for (JobId id : scheduler.main_queue()) {
     const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
-    if (queued.attempt != 0 || sim::SignatureOf(*queued.trace) != signature) continue;
+    if (queued.attempt != 0 || queued.signature != signature) continue;
     const JobRecord& waiting = *scheduler.job(id);
     const Lesson lesson =
         Learn(runs, waiting.need, waiting.spec.expected_smact, SmactSource::kUser);
@@ -690,6 +689,7 @@ SimResult Engine::Run() {
   arrivals.resize(trace_.jobs.size());
   for (size_t i = 0; i < trace_.jobs.size(); ++i) {
     jobs_[i].trace = &trace_.jobs[i];
+    jobs_[i].signature = sim::SignatureOf(trace_.jobs[i]);
     COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
     arrivals[i] = static_cast<int>(i);
   }

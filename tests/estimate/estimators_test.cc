@@ -382,6 +382,24 @@ TEST(Estimators, TraceUsesTheCataloguedWorkspacesOfMeasuredConvolutions) {
   // Between measured batches: what batch 1's choice, scaled to 2 (80 MiB), would add to 42 MiB.
   EXPECT_EQ(e->upper.count() - e->peak.count(), 38 * kMiB);
   EXPECT_NE(e->detail.find("1 as measured on this GPU"), std::string::npos) << e->detail;
+  EXPECT_EQ(e->caveat, "") << "every call has its geometry";
+
+  // A profile made before colo-profile recorded geometry: no catalogued call applies, the bound
+  // holds 3x the largest tensor, and the estimate says why.
+  WriteTestFile("old.b2.trace", fmt::format("colo-alloc-trace 1\nm steps\na {}\nw conv {} {}\n",
+                                            100 * kMiB, 20 * kMiB, 20 * kMiB));
+  auto old = LoadModelSummary(WriteTestFile(
+      "old.json", std::regex_replace(std::regex_replace(summary, std::regex("BENCHMARK"), ""),
+                                     std::regex("k\\.b2"), "old.b2")));
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  job.summary = &*old;
+  auto guessed = MakeTraceEstimator(*cal)->Estimate(job);
+  ASSERT_TRUE(guessed.ok()) << guessed.status().message();
+  EXPECT_EQ(guessed->peak.count(), 100 * kMiB) << "no workspace allocated";
+  EXPECT_GE(guessed->upper.count() - guessed->peak.count(), 60 * kMiB);
+  EXPECT_NE(guessed->caveat.find("1 of 1 convolution calls were profiled without their geometry"),
+            std::string::npos)
+      << guessed->caveat;
 
   auto b = LoadModelSummary(benchmarked);
   ASSERT_TRUE(b.ok()) << b.status().message();
