@@ -102,6 +102,12 @@ std::map<std::string, double> UsageLedger::Snapshot(TimePoint t) const {
   return out;
 }
 
+double UsageLedger::Total(TimePoint t) const {
+  double total = 0;
+  for (const auto& [user, account] : accounts_) total += At(account, t);
+  return total;
+}
+
 double FairShareFactor(double usage_fraction, double share_fraction) {
   if (share_fraction <= 0) return 0;
   return std::exp2(-usage_fraction / share_fraction);
@@ -117,26 +123,28 @@ double Priority(const FairnessConfig& config, double fair_share_factor, double a
   return config.weight_fair_share * fair_share_factor + config.weight_age * age_factor;
 }
 
+UserStanding StandingOf(const UsageLedger& ledger, const std::string& user, double share,
+                        const StandingTotals& totals, TimePoint t) {
+  UserStanding s;
+  s.user = user;
+  s.share = share;
+  s.share_fraction = totals.share > 0 ? share / totals.share : 0;
+  s.usage = ledger.Usage(user, t);
+  s.usage_fraction = totals.usage > 0 ? s.usage / totals.usage : 0;
+  s.rate = ledger.Rate(user);
+  s.factor = FairShareFactor(s.usage_fraction, s.share_fraction);
+  return s;
+}
+
 std::map<std::string, UserStanding> Standings(const UsageLedger& ledger,
                                               const std::map<std::string, double>& users,
                                               TimePoint t) {
-  double total_usage = 0, total_share = 0;
-  const std::map<std::string, double> usage = ledger.Snapshot(t);
-  for (const auto& [user, used] : usage) total_usage += used;
-  for (const auto& [user, share] : users) total_share += share;
+  StandingTotals totals;
+  totals.usage = ledger.Total(t);
+  for (const auto& [user, share] : users) totals.share += share;
   std::map<std::string, UserStanding> out;
-  for (const auto& [user, share] : users) {
-    UserStanding s;
-    s.user = user;
-    s.share = share;
-    s.share_fraction = total_share > 0 ? share / total_share : 0;
-    const auto used = usage.find(user);
-    s.usage = used == usage.end() ? 0.0 : used->second;
-    s.usage_fraction = total_usage > 0 ? s.usage / total_usage : 0;
-    s.rate = ledger.Rate(user);
-    s.factor = FairShareFactor(s.usage_fraction, s.share_fraction);
-    out.emplace(user, std::move(s));
-  }
+  for (const auto& [user, share] : users)
+    out.emplace_hint(out.end(), user, StandingOf(ledger, user, share, totals, t));
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,10 @@ class UsageLedger {
   void Restore(const std::string& user, double usage, TimePoint t);
   // Every user with usage or jobs running, and their usage at `t`.
   std::map<std::string, double> Snapshot(TimePoint t) const;
+  // The sum of every user's usage at `t` (of Snapshot's, added in the same order).
+  double Total(TimePoint t) const;
+  // Every user with usage or jobs running, in name order.
+  auto users() const { return std::views::keys(accounts_); }
   Duration half_life() const { return half_life_; }
 
  private:
@@ -130,6 +135,15 @@ struct UserStanding {
 };
 
 double FairShareFactor(double usage_fraction, double share_fraction);
+
+// What standings are fractions of: the shares of every user who counts, everyone's usage.
+struct StandingTotals {
+  double share = 0;
+  double usage = 0;
+};
+// Where `user`, granted `share`, stands at `t` against those totals.
+UserStanding StandingOf(const UsageLedger& ledger, const std::string& user, double share,
+                        const StandingTotals& totals, TimePoint t);
 // 0 for a job that just began waiting, 1 once it has waited max_age.
 double AgeFactor(Duration waited, Duration max_age);
 double Priority(const FairnessConfig& config, double fair_share_factor, double age_factor);

@@ -319,19 +319,48 @@ void Scheduler::RestoreUsage(const std::string& user, double usage) {
   changed_ = true;
 }
 
+template <typename Visit>
+void Scheduler::ForEachCountedUser(Visit visit) const {
+  // A merge of three maps' keys.
+  auto waiting = waiting_owners_.begin();
+  auto held = holdings_.begin();
+  const auto accounts = ledger_.users();
+  auto account = accounts.begin();
+  for (;;) {
+    const std::string* next = nullptr;
+    auto consider = [&](const std::string& user) {
+      if (!next || user < *next) next = &user;
+    };
+    if (waiting != waiting_owners_.end()) consider(waiting->first);
+    if (held != holdings_.end()) consider(held->first);
+    if (account != accounts.end()) consider(*account);
+    if (!next) return;
+    const std::string& user = *next;  // a node of one of the maps: it outlives the steps below
+    visit(user);
+    if (waiting != waiting_owners_.end() && waiting->first == user) ++waiting;
+    if (held != holdings_.end() && held->first == user) ++held;
+    if (account != accounts.end() && *account == user) ++account;
+  }
+}
+
 std::map<std::string, double> Scheduler::CountedUsers() const {
   std::map<std::string, double> users;
-  auto count = [&](const std::string& user) {
-    if (!users.count(user)) users[user] = TermsOf(user).share;
-  };
-  for (const auto& [user, n] : waiting_owners_) count(user);
-  for (const auto& [user, held] : holdings_) count(user);
-  for (const auto& [user, usage] : ledger_.Snapshot(clock_.Now())) count(user);
+  ForEachCountedUser(
+      [&](const std::string& user) { users.emplace_hint(users.end(), user, TermsOf(user).share); });
   return users;
 }
 
 std::map<std::string, UserStanding> Scheduler::Standings() const {
   return colo::Standings(ledger_, CountedUsers(), clock_.Now());
+}
+
+UserStanding Scheduler::StandingOf(const std::string& user) const {
+  const TimePoint now = clock_.Now();
+  // The shares are added in the order Standings adds them, so that the fractions come out equal.
+  StandingTotals totals;
+  totals.usage = ledger_.Total(now);
+  ForEachCountedUser([&](const std::string& counted) { totals.share += TermsOf(counted).share; });
+  return colo::StandingOf(ledger_, user, TermsOf(user).share, totals, now);
 }
 
 Holdings Scheduler::HeldBy(const std::string& user) const {
@@ -1329,9 +1358,12 @@ std::vector<Preemption> Scheduler::Preempt() {
   const TimePoint now = clock_.Now();
   const Duration waited = now - head.waiting_since;
   if (waited < config_.fairness.preempt_after) return {};
+  // Most passes end here, before every user's standings are built: passes run at every event in
+  // the simulator, and the head's owner is often over their share too.
+  if (!AnyPreemptibleFor(head)) return {};
+  const UserStanding owner = StandingOf(head.spec.owner);
+  if (!owner.under_share()) return {};
   const std::map<std::string, UserStanding> standings = Standings();
-  const auto mine = standings.find(head.spec.owner);
-  if (mine == standings.end() || !mine->second.under_share()) return {};
   // Who may be stopped: preemptible jobs of users over their share, most over it first, then the
   // most recently started (the least work to take up again).
   struct Candidate {
@@ -1341,10 +1373,8 @@ std::vector<Preemption> Scheduler::Preempt() {
   std::vector<Candidate> candidates;
   for (size_t g = 0; g < gpus_.size(); ++g) {
     for (const JobRecord* running : gpus_[g].jobs) {
-      if (running->gpus.front() != static_cast<GpuIndex>(g) || running->preempt_deadline ||
-          running->spec.owner == head.spec.owner)
+      if (running->gpus.front() != static_cast<GpuIndex>(g) || !MayPreemptFor(*running, head))
         continue;
-      if (!running->spec.requeue && config_.fairness.preemptible != Preemptible::kAll) continue;
       const auto theirs = standings.find(running->spec.owner);
       if (theirs == standings.end() || theirs->second.share_fraction <= 0 ||
           theirs->second.usage_fraction <= theirs->second.share_fraction)
@@ -1360,26 +1390,44 @@ std::vector<Preemption> Scheduler::Preempt() {
     return a.job->spec.id > b.job->spec.id;
   });
   // The fewest of them whose leaving lets the head in: taken in that order until it fits, then
-  // those it fits without given back (the last taken first).
+  // those it fits without given back (the last taken first). One view follows: a victim taken
+  // releases its GPUs in it, one given back restores them.
   const ClusterView view = View();
-  const PlacementRequest request = MakeRequest(head);
-  auto fits_without = [&](const std::vector<const JobRecord*>& leaving_jobs) {
-    ClusterView later = view;
-    const std::set<const JobRecord*> leaving(leaving_jobs.begin(), leaving_jobs.end());
-    for (const JobRecord* leaving_job : leaving_jobs) Release(later, leaving, leaving_job->gpus);
-    return std::holds_alternative<Placed>(policy_.Place(later, request));
+  ClusterView later = view;
+  std::set<const JobRecord*> leaving;
+  auto take = [&](const JobRecord* victim) {
+    leaving.insert(victim);
+    Release(later, leaving, victim->gpus);
   };
+  auto give_back = [&](const JobRecord* victim) {
+    leaving.erase(victim);
+    for (GpuIndex g : victim->gpus) {
+      later.gpus[static_cast<size_t>(g)] = view.gpus[static_cast<size_t>(g)];
+      // Another victim there still leaves it.
+      for (const JobRecord* other : leaving) {
+        if (std::find(other->gpus.begin(), other->gpus.end(), g) == other->gpus.end()) continue;
+        Release(later, leaving, {g});
+        break;
+      }
+    }
+  };
+  const PlacementRequest request = MakeRequest(head);
+  auto fits = [&] { return std::holds_alternative<Placed>(policy_.Place(later, request)); };
   std::vector<const JobRecord*> victims;
-  bool fits = false;
+  bool room = false;
   for (const Candidate& c : candidates) {
     victims.push_back(c.job);
-    if ((fits = fits_without(victims))) break;
+    take(c.job);
+    if ((room = fits())) break;
   }
-  if (!fits) return {};
+  if (!room) return {};
   for (size_t i = victims.size(); i-- > 1;) {
-    std::vector<const JobRecord*> fewer = victims;
-    fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(i - 1));
-    if (fits_without(fewer)) victims = std::move(fewer);
+    const JobRecord* spared = victims[i - 1];
+    give_back(spared);
+    if (fits())
+      victims.erase(victims.begin() + static_cast<std::ptrdiff_t>(i - 1));
+    else
+      take(spared);
   }
   const auto notice_of = [&](const JobRecord& victim) {
     return std::min(victim.spec.preempt_notice, config_.fairness.max_notice);
@@ -1389,7 +1437,6 @@ std::vector<Preemption> Scheduler::Preempt() {
   for (const JobRecord* v : victims) notice = std::max(notice, notice_of(*v));
   if (head.reservation && head.reservation->at && *head.reservation->at <= now + notice) return {};
   std::vector<Preemption> out;
-  const UserStanding& owner = mine->second;
   for (const JobRecord* v : victims) {
     JobRecord& victim = Get(v->spec.id);
     const UserStanding& theirs = standings.at(victim.spec.owner);
@@ -1406,6 +1453,20 @@ std::vector<Preemption> Scheduler::Preempt() {
   }
   changed_ = true;
   return out;
+}
+
+bool Scheduler::MayPreemptFor(const JobRecord& running, const JobRecord& head) const {
+  if (running.preempt_deadline || running.spec.owner == head.spec.owner) return false;
+  return running.spec.requeue || config_.fairness.preemptible == Preemptible::kAll;
+}
+
+bool Scheduler::AnyPreemptibleFor(const JobRecord& head) const {
+  for (const GpuRecord& g : gpus_) {
+    for (const JobRecord* running : g.jobs) {
+      if (MayPreemptFor(*running, head)) return true;
+    }
+  }
+  return false;
 }
 
 void Scheduler::AbortPreemption(JobId id) {

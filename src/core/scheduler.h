@@ -391,6 +391,16 @@ class Scheduler {
   // What the job holds and is charged while it runs, counted for its owner (or given back).
   void Hold(JobRecord& job, bool holding);
   std::map<std::string, double> CountedUsers() const;
+  // Calls `visit` once with each user who counts in the standings (waiting, running or with usage
+  // left), in name order, building nothing.
+  template <typename Visit>
+  void ForEachCountedUser(Visit visit) const;
+  // Where one user stands now, as Standings() would say, at the cost of summing the totals only.
+  UserStanding StandingOf(const std::string& user) const;
+  // Whether `running` may be preempted for `head` as far as the jobs themselves go (the standings
+  // of their owners aside), and whether any running job may.
+  bool MayPreemptFor(const JobRecord& running, const JobRecord& head) const;
+  bool AnyPreemptibleFor(const JobRecord& head) const;
   // When a running job is expected to end (its preemption's notice, its time limit or learned
   // run time, or as long again as it has run once past that run time), if known.
   std::optional<TimePoint> ExpectedEnd(const JobRecord& job) const;

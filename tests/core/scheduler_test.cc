@@ -879,6 +879,37 @@ TEST_F(SchedulerTest, FairSharePreemptsARequeueJobOfAUserOverTheirShare) {
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{2})) << "bob's job takes the GPU";
 }
 
+TEST_F(SchedulerTest, PreemptionStopsTheFewestJobsThatMakeRoomGivingBackThoseNotNeeded) {
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("exclusive", config, 3);
+  JobSpec wide = Job(1, GiB(10), 2, "alice");
+  wide.requeue = true;
+  ASSERT_TRUE(scheduler_->Submit(wide).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  JobSpec narrow = Job(2, GiB(10), 1, "alice");
+  narrow.requeue = true;
+  ASSERT_TRUE(scheduler_->Submit(narrow).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(10), 2, "bob")).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  clock_.Advance(Seconds(600));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  // Job 2, the most recently started, is taken first; its one GPU is not room for bob's two,
+  // job 1's are, and without job 2 too: job 2 is given back.
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].job, 1);
+  EXPECT_EQ(preemptions[0].for_job, 3);
+  EXPECT_TRUE(scheduler_->job(1)->preempt_deadline);
+  EXPECT_FALSE(scheduler_->job(2)->preempt_deadline) << "job 2 runs on";
+  EXPECT_EQ(scheduler_->OnJobExit(1, JobExit{ExitKind::kPreempted, ""}).action,
+            ExitAction::kRequeuedAfterPreemption);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "bob's job takes job 1's GPUs";
+}
+
 TEST_F(SchedulerTest, APreemptionsNoticeIsNeverLongerThanTheServersMaxNotice) {
   // The notice is the job's own --signal lead: a job asking 65535 s (18 h) and ignoring its
   // signal would hold the GPU, and every preemption for the head, for that long.

@@ -46,7 +46,7 @@ CLIENT_DEADLINE = 30 * SLOWER  # one colo command
 JOB_DEADLINE = 30  # a job to reach a state (wait_until scales it)
 # Passed on to colod and colo, whose environments are otherwise made from scratch.
 SANITIZER_ENV = {k: v for k, v in os.environ.items()
-                 if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS")}
+                 if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")}
 
 
 def skip_file(reason):
