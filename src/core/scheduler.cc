@@ -501,6 +501,7 @@ Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, 
   job.ever_started = true;
   job.placed_limit = Reservation(job);
   for (GpuIndex g : gpus) gpus_[g].jobs.push_back(&job);
+  ViewChanged(gpus);
   Hold(job, true);
   changed_ = true;
   return Status::Ok();
@@ -517,6 +518,7 @@ void Scheduler::OnGpuSample(const GpuSample& sample) {
   if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return;
   GpuRecord& g = gpus_[sample.gpu];
   changed_ = true;
+  ViewChanged(sample.gpu);
   g.used = sample.used;
   g.healthy = sample.healthy;
   if (sample.smact >= 0) g.smact.Add(sample.time, sample.smact);
@@ -536,6 +538,8 @@ std::optional<NeedRaised> Scheduler::UseOn(JobRecord& job, GpuIndex gpu, Bytes u
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.current_use[i] == used) continue;
     changed_ = true;
+    // Its reservation on every GPU it runs on reads its peak.
+    ViewChanged(job.gpus);
     job.current_use[i] = used;
     if (used > job.attempt_peak) {
       job.attempt_peak = used;
@@ -598,6 +602,7 @@ void Scheduler::SharesPlainly(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kRunning) return;
   it->second.mode = SharingMode::kPlain;
+  ViewChanged(it->second.gpus);
   changed_ = true;
 }
 
@@ -613,6 +618,7 @@ void Scheduler::SeenOn(JobRecord& job, GpuIndex gpu) {
   for (size_t i = 0; i < job.gpus.size(); ++i) {
     if (job.gpus[i] != gpu || job.process_seen[i]) continue;
     changed_ = true;
+    ViewChanged(gpu);
     job.process_seen[i] = clock_.Now();
   }
 }
@@ -627,6 +633,7 @@ Bytes Scheduler::Reservation(const JobRecord& job, TimePoint now) const {
 }
 
 void Scheduler::Detach(JobRecord& job) {
+  ViewChanged(job.gpus);
   for (GpuIndex g : job.gpus) {
     auto& list = gpus_[g].jobs;
     list.erase(std::remove(list.begin(), list.end(), &job), list.end());
@@ -782,7 +789,7 @@ ExitAction Scheduler::EndAttempt(JobRecord& job, const JobExit& exit) {
 }
 
 void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
-                         const std::set<const JobRecord*>* leaving) const {
+                         const std::set<const JobRecord*>* leaving, TimePoint* until) const {
   const GpuRecord& g = gpus_[index];
   v = GpuView{};
   v.index = index;
@@ -805,6 +812,12 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
     }
     const JobRecord& job = *record;
     reserved += Reservation(job, now);
+    if (until) {
+      // Its reservation settles when it has been quiet long enough, or has run long enough.
+      for (const TimePoint t :
+           {job.last_growth + config_.steady_after, job.started + config_.settle_timeout})
+        if (t > now) *until = std::min(*until, t);
+    }
     for (size_t i = 0; i < job.gpus.size(); ++i) {
       if (job.gpus[i] != index) continue;
       observed += job.current_use[i];
@@ -825,6 +838,37 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
     v.placed_recently = true;
     v.grace_left = *g.last_placement + config_.launch_grace - now;
   }
+  if (until && (v.placed_recently || v.process_grace)) *until = now;  // the grace left shrinks
+}
+
+void Scheduler::RefreshPassView() {
+  ClusterView& view = pass_view_;
+  const TimePoint now = clock_.Now();
+  view.now = now;
+  view.last_placed = last_placed_;
+  view.gpus.resize(gpus_.size());
+  kept_.resize(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    KeptView& kept = kept_[i];
+    GpuView& v = view.gpus[i];
+    if (kept.current && (now == kept.made_at || (now > kept.made_at && now < kept.until))) {
+      // The summaries are the pass's own (SummarizeWhereNeeded).
+      v.smact = v.smocc = v.drama = WindowSummary{};
+      continue;
+    }
+    kept.until = TimePoint::max();
+    MakeView(static_cast<GpuIndex>(i), now, v, nullptr, &kept.until);
+    kept.made_at = now;
+    kept.current = true;
+  }
+}
+
+void Scheduler::ViewChanged(GpuIndex g) {
+  if (static_cast<size_t>(g) < kept_.size()) kept_[static_cast<size_t>(g)].current = false;
+}
+
+void Scheduler::ViewChanged(const std::vector<GpuIndex>& gpus) {
+  for (GpuIndex g : gpus) ViewChanged(g);
 }
 
 ClusterView Scheduler::View() const {
@@ -833,17 +877,17 @@ ClusterView Scheduler::View() const {
 
 ClusterView Scheduler::View(const WindowReads& reads) const {
   ClusterView view;
-  FillView(view, &reads);
+  FillView(view, reads);
   return view;
 }
 
-void Scheduler::FillView(ClusterView& view, const WindowReads* reads) const {
+void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
   view.now = clock_.Now();
   view.last_placed = last_placed_;
   view.gpus.resize(gpus_.size());
   for (size_t i = 0; i < gpus_.size(); ++i) {
     MakeView(static_cast<GpuIndex>(i), view.now, view.gpus[i]);
-    if (reads) SummarizeWindows(static_cast<GpuIndex>(i), view.now, *reads, view.gpus[i]);
+    SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads, view.gpus[i]);
   }
 }
 
@@ -956,6 +1000,7 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
     MakeView(g, now, view.gpus[g]);
     summarized_[g] = 0;
   }
+  ViewChanged(placed.gpus);
   const Bytes reservation = Reservation(job, now);
   job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
   job.limit_wait.clear();
@@ -1240,7 +1285,7 @@ std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
   // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
-  FillView(view, nullptr);
+  RefreshPassView();
   summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {

@@ -410,12 +410,21 @@ class Scheduler {
   // `view` with `leaving` gone from their GPUs (their windows unknown, their graces over).
   void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
                const std::vector<GpuIndex>& gpus) const;
-  // Every GPU's view, with the window summaries `reads` asks for (none: null).
-  void FillView(ClusterView& view, const WindowReads* reads) const;
+  // Every GPU's view, with the window summaries `reads` asks for.
+  void FillView(ClusterView& view, const WindowReads& reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
   // A GPU's view but for its windows' summaries (left empty); with `leaving` gone from it.
+  // `until`: the time up to which time alone leaves it as it is (`now` where it holds a grace
+  // still running out, which changes with every instant).
   void MakeView(GpuIndex g, TimePoint now, GpuView& v,
-                const std::set<const JobRecord*>* leaving = nullptr) const;
+                const std::set<const JobRecord*>* leaving = nullptr,
+                TimePoint* until = nullptr) const;
+  // The pass's view of every GPU, as of now, without the windows' summaries: a GPU's view is
+  // made again only where an event touched the GPU since or time changed it.
+  void RefreshPassView();
+  // Something a GPU's view reads changed: the pass makes it again.
+  void ViewChanged(GpuIndex g);
+  void ViewChanged(const std::vector<GpuIndex>& gpus);
   void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
   // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
   void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
@@ -477,6 +486,13 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   ClusterView pass_view_;
+  // Per GPU of pass_view_: whether its view there is still the GPU's as made at `made_at`, for
+  // passes before `until` (or at `made_at` itself).
+  struct KeptView {
+    bool current = false;
+    TimePoint made_at, until;
+  };
+  std::vector<KeptView> kept_;
   std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
   std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };

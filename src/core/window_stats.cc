@@ -117,9 +117,15 @@ WindowSummary SignalWindow::Summarize(TimePoint now, SummaryDepth depth) const {
   s.empty = false;
   s.last = points_.back().value;
   if (depth == SummaryDepth::kLast) return s;
-  if (memo_of_ && memo_of_->first == now && memo_of_->second == depth) return memo_;
+  if (memo_of_ && memo_of_->second == depth &&
+      (memo_of_->first == now || (memo_settled_ && now > memo_of_->first)))
+    return memo_;
   memo_ = Compute(now, depth, s);
   memo_of_ = {now, depth};
+  // The window holds only the latest value, and the EMA (where asked for) reads as it: time
+  // alone changes nothing of the summary any more (each GPU is summarized at every pass).
+  memo_settled_ = WindowEnd(now) - window_ >= points_.back().time &&
+                  (depth != SummaryDepth::kAll || memo_.ema == memo_.last);
   return memo_;
 }
 

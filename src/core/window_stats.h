@@ -96,12 +96,14 @@ class SignalWindow {
   double DecayOver(double steps) const;
   mutable std::optional<TimePoint> settled_at_;  // SettledAt() until the next Add
   // The last summary and what it was asked for, until the next Add: a pass looks at a GPU more
-  // than once at one instant (the simulator's reads of a server, then its pass).
+  // than once at one instant (the simulator's reads of a server, then its pass), and a settled
+  // window's summary holds at every later instant.
   mutable WindowSummary memo_;
   mutable std::optional<std::pair<TimePoint, SummaryDepth>> memo_of_;
-  std::deque<Point> points_;     // change points, oldest first
-  std::vector<Piece> by_value_;  // the same points as pieces, ordered by value
-  double ema_ = 0;               // EMA of the signal up to ema_time_
+  mutable bool memo_settled_ = false;  // the memo holds for every later time too
+  std::deque<Point> points_;           // change points, oldest first
+  std::vector<Piece> by_value_;        // the same points as pieces, ordered by value
+  double ema_ = 0;                     // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts
 };

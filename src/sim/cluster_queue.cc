@@ -702,11 +702,11 @@ void ClusterQueue::CheckDispatch() {
           state_.policy.Place(scheduler.View(), RequestFor(job, static_cast<int>(s))));
     }
     if (!startable) {
-      job.startable_since.reset();
+      startable_since_.erase(rank);
       continue;
     }
-    if (!job.startable_since) job.startable_since = state_.Now();
-    if (state_.Now() - *job.startable_since >= tolerance) ++dispatch_violations_;
+    const TimePoint since = startable_since_.try_emplace(rank, state_.Now()).first->second;
+    if (state_.Now() - since >= tolerance) ++dispatch_violations_;
   }
 }
 }  // namespace colo::sim

@@ -179,6 +179,8 @@ class ClusterQueue {
   // Whether a server could ever run a request of this shape (GPUs, planned memory, sharing).
   std::map<std::tuple<int, int64_t, bool, SharingPreference>, Status> placeable_;
   int64_t dispatch_checks_ = 0, dispatch_violations_ = 0;
+  // SimOptions::check_dispatch: since when each waiting job (by rank) could have started.
+  std::map<int, TimePoint> startable_since_;
 };
 
 }  // namespace colo::sim

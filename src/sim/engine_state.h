@@ -32,12 +32,15 @@ struct ClusterRule {
 // What its server's scheduler said of a job once it ended there for good. The engine keeps this
 // and the scheduler forgets the job: its whole record, kept to the end, would cost more than the
 // rest of the job's state together.
-// (Its times first: an optional Ended then fits its flag in the last field's padding.)
+// Until then its state is kQueued, which no job ends in: no flag beside it (an optional would
+// add 8 bytes to every job).
 struct Ended {
   TimePoint first_started, finished;
-  JobState state = JobState::kSucceeded;
+  JobState state = JobState::kQueued;
   int attempts = 0, ooms = 0;
   bool ever_started = false;
+  // Whether the job ended for good (what its scheduler said of it is here).
+  bool known() const { return IsTerminal(state); }
 };
 
 inline Ended EndedOf(const JobRecord& record) {
@@ -66,10 +69,11 @@ struct SimJob {
   std::vector<int> gpus;  // global GPU numbers
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
-  double remaining_s = 0;  // solo seconds of work left
-  // Preempted: the work left at the checkpoint it saved, which its next attempt takes up.
-  std::optional<double> resume_s;
-  double rate = 1;        // solo seconds done per second
+  // Solo seconds of work left; while it waits after a preemption (`resumes`), the work left at
+  // the checkpoint it saved, which its next attempt takes up.
+  double remaining_s = 0;
+  double rate = 1;  // solo seconds done per second
+  bool resumes = false;
   bool starting = false;  // in its start-up: on the CPU, no SM activity, not slowed
   // Its scheduler was told its memory on every GPU (and that its process is there) since the
   // memory last changed: telling it again would change nothing.
@@ -78,7 +82,7 @@ struct SimJob {
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
-  std::optional<Ended> ended;
+  Ended ended;
   std::string reason;  // why it was rejected, or why it ended (with `ended`)
   // The cluster queue.
   // As submitted: kept while the job may still be sent to a server (a requeued one goes again).
@@ -89,7 +93,6 @@ struct SimJob {
   // Attempts and out-of-memory crashes on servers it was taken back from (requeued).
   int prior_attempts = 0, prior_ooms = 0;
   double first_start_s = -1;
-  std::optional<TimePoint> startable_since;  // SimOptions::check_dispatch
   Bytes planned;  // the reservation its current attempt was placed with (per GPU)
 };
 

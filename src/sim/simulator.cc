@@ -438,8 +438,8 @@ void Engine::Start(int server_index, const Launch& launch) {
   job.planned = launch.reservation;
   job.thread_percent = launch.mode == SharingMode::kMps ? launch.thread_percent : 100;
   // A restart loses all progress, save what a preempted job's checkpoint kept.
-  job.remaining_s = job.resume_s.value_or(ToSeconds(job.trace->profile.duration));
-  job.resume_s.reset();
+  if (!job.resumes) job.remaining_s = ToSeconds(job.trace->profile.duration);
+  job.resumes = false;
   job.rate = 0;  // no rate yet: Refresh sets one and schedules the completion
   ++job.version;
   job.progress_at = now;
@@ -566,7 +566,8 @@ void Engine::Preempt(const Preemption& preemption) {
   // It saves a checkpoint when signalled and exits: its GPUs are free at once, and its next
   // attempt takes up the work left (start-up and warm-up again).
   const auto& closure = Touch(job.gpus);
-  job.resume_s = std::max(0.0, job.remaining_s);
+  job.remaining_s = std::max(0.0, job.remaining_s);
+  job.resumes = true;
   Detach(job, "preempted");
   job.memory = Bytes(0);
   Refresh(closure, /*freed=*/true);
