@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,25 +61,28 @@ struct Submission {
 };
 
 struct SimJob {
+  // Fields are grouped so that small ones share words: a million jobs' state is most of the
+  // simulator's memory.
   const TraceJob* trace = nullptr;
-  ModelSignature signature;  // SignatureOf(*trace), made once
+  // SignatureOf(*trace), made once and kept once in State::signatures (a trace has few models
+  // per user: a pointer costs a job 8 bytes where its own copy cost 32 and often a heap block).
+  const ModelSignature* signature = nullptr;
   int server = -1;
-  bool running = false;
-  uint64_t attempt = 0;
-  uint64_t version = 0;   // bumps invalidate scheduled completions
-  std::vector<int> gpus;  // global GPU numbers
   SharingMode mode = SharingMode::kMps;
   int thread_percent = 100;
-  // Solo seconds of work left; while it waits after a preemption (`resumes`), the work left at
-  // the checkpoint it saved, which its next attempt takes up.
-  double remaining_s = 0;
-  double rate = 1;  // solo seconds done per second
-  bool resumes = false;
+  bool running = false;
+  bool resumes = false;   // it waits after a preemption, to take up its checkpoint
   bool starting = false;  // in its start-up: on the CPU, no SM activity, not slowed
   // Its scheduler was told its memory on every GPU (and that its process is there) since the
   // memory last changed: telling it again would change nothing.
   bool reported = false;
-  bool rejected = false;
+  uint64_t attempt = 0;
+  uint64_t version = 0;   // bumps invalidate scheduled completions
+  std::vector<int> gpus;  // global GPU numbers
+  // Solo seconds of work left; while it waits after a preemption (`resumes`), the work left at
+  // the checkpoint it saved, which its next attempt takes up.
+  double remaining_s = 0;
+  double rate = 1;  // solo seconds done per second
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
@@ -89,6 +93,7 @@ struct SimJob {
   std::unique_ptr<Submission> submitted;
   int rank = 0;                // arrival order: its place in the cluster queue
   bool queued = false;         // waiting in the cluster queue
+  bool rejected = false;       // it can never be placed (why: `reason`)
   int64_t checked_round = -2;  // the last round it was looked at in; -2: not since it was queued
   // Attempts and out-of-memory crashes on servers it was taken back from (requeued).
   int prior_attempts = 0, prior_ooms = 0;
@@ -150,7 +155,7 @@ inline ModelSignature SignatureOf(const TraceJob& job) {
 // How long a job sent to `server` is expected to run, where it has no time limit: what its
 // model's runs there took (core's rule); 0 while none has ended there.
 inline Duration LearnedRunTime(const Server& server, const SimJob& job) {
-  return LearnRunTime(server.runs.Runs(job.signature).run_times).value_or(Duration::zero());
+  return LearnRunTime(server.runs.Runs(*job.signature).run_times).value_or(Duration::zero());
 }
 
 // What happened to a server, for the cluster's picture of it.
@@ -171,8 +176,9 @@ struct EngineState {
   const PlacementPolicy& policy;
   const ClusterRule rule;
   ManualClock clock;
-  std::vector<SimJob> jobs;   // by trace index (a job's id is its index + 1)
-  std::vector<int> arrivals;  // job indices in arrival order (rank -> index)
+  std::vector<SimJob> jobs;             // by trace index (a job's id is its index + 1)
+  std::set<ModelSignature> signatures;  // each job's, once
+  std::vector<int> arrivals;            // job indices in arrival order (rank -> index)
   std::vector<SimGpu> gpus;
   std::vector<Server> servers;
   int64_t passes = 0;  // placement passes of the servers' schedulers

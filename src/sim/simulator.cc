@@ -416,7 +416,7 @@ void Engine::Arrive(int index) {
     job.reason = submitted.message();
     return;
   }
-  server.sent[job.signature].push_back(index);
+  server.sent[*job.signature].push_back(index);
   AddDemand(chosen, spec.gpus);
   MarkDirty(chosen);
 }
@@ -592,7 +592,7 @@ void Engine::Settle(SimJob& job) {
 }
 
 void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
-  const ModelSignature& signature = job.signature;
+  const ModelSignature& signature = *job.signature;
   if (signature.empty()) return;
   Server& server = servers_[static_cast<size_t>(job.server)];
   Scheduler& scheduler = *server.scheduler;
@@ -612,7 +612,7 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   if (!spec_.learn) return;
   for (JobId id : scheduler.main_queue()) {
     const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
-    if (queued.attempt != 0 || queued.signature != signature) continue;
+    if (queued.attempt != 0 || *queued.signature != signature) continue;
     const JobRecord& waiting = *scheduler.job(id);
     const Lesson lesson =
         Learn(runs, waiting.need, waiting.spec.expected_smact, SmactSource::kUser);
@@ -689,7 +689,7 @@ SimResult Engine::Run() {
   arrivals.resize(trace_.jobs.size());
   for (size_t i = 0; i < trace_.jobs.size(); ++i) {
     jobs_[i].trace = &trace_.jobs[i];
-    jobs_[i].signature = sim::SignatureOf(trace_.jobs[i]);
+    jobs_[i].signature = &*state_.signatures.insert(sim::SignatureOf(trace_.jobs[i])).first;
     COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
     arrivals[i] = static_cast<int>(i);
   }
