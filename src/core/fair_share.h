@@ -7,7 +7,6 @@
 
 #include <map>
 #include <optional>
-#include <ranges>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,16 +104,17 @@ class UsageLedger {
   std::map<std::string, double> Snapshot(TimePoint t) const;
   // The sum of every user's usage at `t` (of Snapshot's, added in the same order).
   double Total(TimePoint t) const;
-  // Every user with usage or jobs running, in name order.
-  auto users() const { return std::views::keys(accounts_); }
-  Duration half_life() const { return half_life_; }
-
- private:
+  // What the ledger keeps of a user.
   struct Account {
     double usage = 0;  // at as_of
     double rate = 0;
     TimePoint as_of;
   };
+  // Every user with usage or jobs running, in name order.
+  const std::map<std::string, Account>& accounts() const { return accounts_; }
+  Duration half_life() const { return half_life_; }
+
+ private:
   double At(const Account& account, TimePoint t) const;
 
   Duration half_life_;

@@ -324,7 +324,7 @@ void Scheduler::ForEachCountedUser(Visit visit) const {
   // A merge of three maps' keys.
   auto waiting = waiting_owners_.begin();
   auto held = holdings_.begin();
-  const auto accounts = ledger_.users();
+  const auto& accounts = ledger_.accounts();
   auto account = accounts.begin();
   for (;;) {
     const std::string* next = nullptr;
@@ -333,13 +333,13 @@ void Scheduler::ForEachCountedUser(Visit visit) const {
     };
     if (waiting != waiting_owners_.end()) consider(waiting->first);
     if (held != holdings_.end()) consider(held->first);
-    if (account != accounts.end()) consider(*account);
+    if (account != accounts.end()) consider(account->first);
     if (!next) return;
     const std::string& user = *next;  // a node of one of the maps: it outlives the steps below
     visit(user);
     if (waiting != waiting_owners_.end() && waiting->first == user) ++waiting;
     if (held != holdings_.end() && held->first == user) ++held;
-    if (account != accounts.end() && *account == user) ++account;
+    if (account != accounts.end() && account->first == user) ++account;
   }
 }
 

@@ -692,7 +692,10 @@ class Garbage(FaultTest):
         self.assertLess(time.monotonic() - began, 5)
         with open(f"/proc/{self.d.proc.pid}/status") as f:
             rss_kib = int(next(line for line in f if line.startswith("VmRSS")).split()[1])
-        self.assertLess(rss_kib, 200 * 1024, "colod grew for a client that does not read")
+        # A sanitized colod also holds freed blocks in ASan's quarantine (256 MiB by default) and
+        # shadow memory beside what it uses; the unsanitized build is held to 200 MiB.
+        limit_mib = 200 + (512 if harness.SANITIZED else 0)
+        self.assertLess(rss_kib, limit_mib * 1024, "colod grew for a client that does not read")
         hog.close()
         self.assert_serving()
 
