@@ -137,8 +137,9 @@ struct Server {
   // SM activity planned with only under learn=on.
   RunHistory runs;
   // The jobs sent here, by model, while they may wait or run here (pruned as a run of their
-  // model ends): what a run that ends tells how long their model runs.
-  std::map<ModelSignature, std::vector<int>> sent;
+  // model ends): what a run that ends tells how long their model runs. Keyed by the one copy of
+  // each signature the run keeps (State::signatures), so a lookup compares no text.
+  std::map<const ModelSignature*, std::vector<int>> sent;
   // Its own queues are empty: the cluster may send it a job.
   bool idle_queues() const {
     return scheduler->main_queue().empty() && scheduler->recovery_queue().empty();

@@ -416,7 +416,7 @@ void Engine::Arrive(int index) {
     job.reason = submitted.message();
     return;
   }
-  server.sent[*job.signature].push_back(index);
+  server.sent[job.signature].push_back(index);
   AddDemand(chosen, spec.gpus);
   MarkDirty(chosen);
 }
@@ -601,7 +601,7 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   const ModelRuns& runs = server.runs.Runs(signature);
   if (const auto run_time = LearnRunTime(runs.run_times); run_time && !options_.exact_run_times) {
     // The model's jobs that wait or run here count on it from now on, as colod's do.
-    std::vector<int>& sent = server.sent[signature];
+    std::vector<int>& sent = server.sent[job.signature];
     std::erase_if(sent, [&](int index) {
       const JobRecord* record = scheduler.job(jobs_[static_cast<size_t>(index)].trace->id);
       if (record == nullptr || IsTerminal(record->state)) return true;  // it left this server
