@@ -51,7 +51,7 @@ const JobRecord* Scheduler::job(JobId id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
+Status Scheduler::CheckSubmission(const JobSpec& spec) const {
   if (jobs_.count(spec.id))
     return InvalidArgument(fmt::format("job id {} already exists", spec.id));
   if (spec.gpus < 1)
@@ -70,6 +70,11 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   if (!spec.booked_gpus.empty()) {
     COLO_RETURN_IF_ERROR(CheckBooking(spec));
   }
+  return Status::Ok();
+}
+
+Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
+  COLO_RETURN_IF_ERROR(CheckSubmission(spec));
   JobRecord record;
   record.spec = spec;
   record.need = spec.memory;
@@ -105,6 +110,44 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
     changed_ = true;
   Enqueue(it->second);
   return Status::Ok();
+}
+
+Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed) {
+  if (!main_queue_.empty() || !recovery_queue_.empty() || !booked_.empty())
+    return FailedPrecondition(fmt::format("job {}: other jobs wait here", spec.id));
+  if (!spec.booked_gpus.empty())
+    return FailedPrecondition(fmt::format("job {} is booked: a pass places it", spec.id));
+  const TimePoint now = clock_.Now();
+  // The placement was decided on the pass's view of this instant, untouched since.
+  bool current = pass_view_.now == now && kept_.size() == gpus_.size() &&
+                 static_cast<int>(placed.gpus.size()) == spec.gpus;
+  for (GpuIndex g : placed.gpus) {
+    current = current && g >= 0 && static_cast<size_t>(g) < kept_.size() &&
+              kept_[static_cast<size_t>(g)].current;
+  }
+  if (!current)
+    return FailedPrecondition(fmt::format("job {}: placed on a view no longer current", spec.id));
+  COLO_RETURN_IF_ERROR(CheckSubmission(spec));
+  JobRecord record;
+  record.spec = spec;
+  record.need = spec.memory;
+  record.submitted = record.waiting_since = now;
+  auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
+  JobRecord& job = it->second;
+  if (const auto held = HeldByLimits(job)) {
+    jobs_.erase(it);
+    return FailedPrecondition(fmt::format("job {}: {}", spec.id, *held));
+  }
+  // What queueing it would have noted.
+  if (spec.priority != 0 && config_.fairness.order != QueueOrder::kFairShare)
+    priorities_used_ = true;
+  BeginPass();
+  std::vector<Launch> launches;
+  Apply(job, placed, pass_view_, launches);
+  // As after the pass that started it: the queues are empty, nothing is due.
+  changed_ = false;
+  wake_at_ = ComputeNextWakeup();
+  return std::move(launches.front());
 }
 
 void Scheduler::Enqueue(JobRecord& job, bool front) {
@@ -891,6 +934,13 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
   }
 }
 
+const ClusterView& Scheduler::PassView(const PlacementRequest& request) {
+  RefreshPassView();
+  summarized_.assign(gpus_.size(), 0);
+  SummarizeWhereNeeded(pass_view_, request);
+  return pass_view_;
+}
+
 void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowReads& reads,
                                  GpuView& v) const {
   const GpuRecord& g = gpus_[index];
@@ -1274,13 +1324,17 @@ std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
   return launches;
 }
 
-std::vector<Launch> Scheduler::Pass(size_t max_launches) {
-  std::vector<Launch> launches;
+void Scheduler::BeginPass() {
   head_blocked_by_utilization_ = false;
   booked_blocked_by_utilization_ = false;
   preempt_due_ = true;
   if (auto it = jobs_.find(head_); it != jobs_.end()) it->second.reservation.reset();
   head_ = 0;
+}
+
+std::vector<Launch> Scheduler::Pass(size_t max_launches) {
+  std::vector<Launch> launches;
+  BeginPass();
   if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
