@@ -128,12 +128,11 @@ Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed)
   if (!current)
     return FailedPrecondition(fmt::format("job {}: placed on a view no longer current", spec.id));
   COLO_RETURN_IF_ERROR(CheckSubmission(spec));
-  JobRecord record;
-  record.spec = spec;
-  record.need = spec.memory;
-  record.submitted = record.waiting_since = now;
-  auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
+  auto [it, inserted] = jobs_.try_emplace(spec.id);
   JobRecord& job = it->second;
+  job.spec = spec;
+  job.need = spec.memory;
+  job.submitted = job.waiting_since = now;
   if (const auto held = HeldByLimits(job)) {
     jobs_.erase(it);
     return FailedPrecondition(fmt::format("job {}: {}", spec.id, *held));
@@ -142,12 +141,11 @@ Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed)
   if (spec.priority != 0 && config_.fairness.order != QueueOrder::kFairShare)
     priorities_used_ = true;
   BeginPass();
-  std::vector<Launch> launches;
-  Apply(job, placed, pass_view_, launches);
+  Launch launch = Apply(job, placed, pass_view_);
   // As after the pass that started it: the queues are empty, nothing is due.
   changed_ = false;
   wake_at_ = ComputeNextWakeup();
-  return std::move(launches.front());
+  return launch;
 }
 
 void Scheduler::Enqueue(JobRecord& job, bool front) {
@@ -887,18 +885,25 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
 void Scheduler::RefreshPassView() {
   ClusterView& view = pass_view_;
   const TimePoint now = clock_.Now();
+  const bool same_instant = view.now == now;
   view.now = now;
   view.last_placed = last_placed_;
   view.gpus.resize(gpus_.size());
   kept_.resize(gpus_.size());
+  summarized_.resize(gpus_.size(), 0);
   for (size_t i = 0; i < gpus_.size(); ++i) {
     KeptView& kept = kept_[i];
     GpuView& v = view.gpus[i];
     if (kept.current && (now == kept.made_at || (now > kept.made_at && now < kept.until))) {
-      // The summaries are the pass's own (SummarizeWhereNeeded).
-      v.smact = v.smocc = v.drama = WindowSummary{};
+      // The windows' summaries taken (SummarizeWhereNeeded) hold for their instant: no sample
+      // came since, which would have made the view again.
+      if (summarized_[i] && !same_instant) {
+        v.smact = v.smocc = v.drama = WindowSummary{};
+        summarized_[i] = 0;
+      }
       continue;
     }
+    summarized_[i] = 0;
     kept.until = TimePoint::max();
     MakeView(static_cast<GpuIndex>(i), now, v, nullptr, &kept.until);
     kept.made_at = now;
@@ -936,7 +941,6 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
 
 const ClusterView& Scheduler::PassView(const PlacementRequest& request) {
   RefreshPassView();
-  summarized_.assign(gpus_.size(), 0);
   SummarizeWhereNeeded(pass_view_, request);
   return pass_view_;
 }
@@ -1014,8 +1018,7 @@ PlacementDecision Scheduler::Decide(const JobRecord& job, const PlacementRequest
   return decision;
 }
 
-void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
-                      std::vector<Launch>& launches) {
+Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view) {
   COLO_CHECK(job.state == JobState::kQueued || job.state == JobState::kRecovering);
   COLO_CHECK(static_cast<int>(placed.gpus.size()) == job.spec.gpus);
   const TimePoint now = clock_.Now();
@@ -1056,8 +1059,8 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   job.limit_wait.clear();
   job.reservation.reset();
   Hold(job, true);
-  launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
-                            reservation, job.placed_limit, job.attempts});
+  return Launch{job.spec.id, placed.gpus,      placed.mode, placed.thread_percent,
+                reservation, job.placed_limit, job.attempts};
 }
 
 Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
@@ -1067,7 +1070,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
   SummarizeWhereNeeded(view, request);
   PlacementDecision decision = Decide(job, request, view, earmarked);
   if (auto* placed = std::get_if<Placed>(&decision)) {
-    Apply(job, *placed, view, launches);
+    launches.push_back(Apply(job, *placed, view));
     return Outcome::kPlaced;
   }
   if (auto* infeasible = std::get_if<Infeasible>(&decision)) {
@@ -1340,7 +1343,6 @@ std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   ClusterView& view = pass_view_;
   // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
   RefreshPassView();
-  summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;

@@ -459,8 +459,7 @@ class Scheduler {
   std::deque<JobId>& QueueOf(const JobRecord& job);
   // Whether a job's booked GPUs are as many as it asks for, distinct, and this server's.
   Status CheckBooking(const JobSpec& spec) const;
-  void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
-             std::vector<Launch>& launches);
+  Launch Apply(JobRecord& job, const Placed& placed, ClusterView& view);
   void Detach(JobRecord& job);
   // OnJobMemory and OnJobProcessSeen for a running job already found.
   std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
@@ -511,7 +510,7 @@ class Scheduler {
   };
   std::vector<KeptView> kept_;
   std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
-  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
+  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries at its now
 };
 
 }  // namespace colo
