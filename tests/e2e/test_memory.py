@@ -67,7 +67,7 @@ rm -f "$1/smact-$gpu"
 """
 
 
-class MemoryTest(harness.E2ETest):
+class MemoryTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -79,12 +79,6 @@ class MemoryTest(harness.E2ETest):
         self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
                                  config={"metrics": {"enabled": True, "port": self.port}})
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def events(self, detail, kind):
         return [e["detail"] for e in detail["events"] if e["kind"] == kind]
