@@ -141,7 +141,7 @@ Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed)
   if (spec.priority != 0 && config_.fairness.order != QueueOrder::kFairShare)
     priorities_used_ = true;
   BeginPass();
-  Launch launch = Apply(job, placed, pass_view_);
+  Launch launch = Apply(job, placed, pass_view_, /*view_read_again=*/false);
   // As after the pass that started it: the queues are empty, nothing is due.
   changed_ = false;
   wake_at_ = ComputeNextWakeup();
@@ -895,9 +895,9 @@ void Scheduler::RefreshPassView() {
     KeptView& kept = kept_[i];
     GpuView& v = view.gpus[i];
     if (kept.current && (now == kept.made_at || (now > kept.made_at && now < kept.until))) {
-      // The windows' summaries taken (SummarizeWhereNeeded) hold for their instant: no sample
-      // came since, which would have made the view again.
-      if (summarized_[i] && !same_instant) {
+      // The windows' summaries taken (SummarizeWhereNeeded) hold for their instant, and later
+      // where the windows say so: no sample came since, which would have made the view again.
+      if (summarized_[i] && !same_instant && !SummariesHold(static_cast<GpuIndex>(i))) {
         v.smact = v.smocc = v.drama = WindowSummary{};
         summarized_[i] = 0;
       }
@@ -909,6 +909,14 @@ void Scheduler::RefreshPassView() {
     kept.made_at = now;
     kept.current = true;
   }
+}
+
+bool Scheduler::SummariesHold(GpuIndex index) const {
+  const GpuRecord& g = gpus_[static_cast<size_t>(index)];
+  const TimePoint taken = kept_[static_cast<size_t>(index)].summarized_at;
+  return g.smact.SummaryHoldsAfter(taken, reads_.smact) &&
+         g.smocc.SummaryHoldsAfter(taken, reads_.smocc) &&
+         g.drama.SummaryHoldsAfter(taken, reads_.drama);
 }
 
 void Scheduler::ViewChanged(GpuIndex g) {
@@ -958,6 +966,7 @@ void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& 
     if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
     SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
     summarized_[i] = 1;
+    kept_[i].summarized_at = view.now;
   }
 }
 
@@ -1018,7 +1027,8 @@ PlacementDecision Scheduler::Decide(const JobRecord& job, const PlacementRequest
   return decision;
 }
 
-Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view) {
+Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
+                        bool view_read_again) {
   COLO_CHECK(job.state == JobState::kQueued || job.state == JobState::kRecovering);
   COLO_CHECK(static_cast<int>(placed.gpus.size()) == job.spec.gpus);
   const TimePoint now = clock_.Now();
@@ -1050,10 +1060,10 @@ Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view)
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
   for (GpuIndex g : placed.gpus) {
-    MakeView(g, now, view.gpus[g]);
+    if (view_read_again) MakeView(g, now, view.gpus[g]);
     summarized_[g] = 0;
   }
-  ViewChanged(placed.gpus);
+  ViewChanged(placed.gpus);  // the next pass makes them again
   const Bytes reservation = Reservation(job, now);
   job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
   job.limit_wait.clear();

@@ -459,7 +459,10 @@ class Scheduler {
   std::deque<JobId>& QueueOf(const JobRecord& job);
   // Whether a job's booked GPUs are as many as it asks for, distinct, and this server's.
   Status CheckBooking(const JobSpec& spec) const;
-  Launch Apply(JobRecord& job, const Placed& placed, ClusterView& view);
+  // Starts the job as placed on `view`. `view_read_again`: later decisions of this pass read the
+  // view, and its placed GPUs are made again in it at once (otherwise by the next pass).
+  Launch Apply(JobRecord& job, const Placed& placed, ClusterView& view,
+               bool view_read_again = true);
   void Detach(JobRecord& job);
   // OnJobMemory and OnJobProcessSeen for a running job already found.
   std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
@@ -507,10 +510,13 @@ class Scheduler {
   struct KeptView {
     bool current = false;
     TimePoint made_at, until;
+    TimePoint summarized_at;  // when its windows' summaries in it were taken
   };
+  // Whether the summaries of a kept view, no sample having come since, hold at a later instant.
+  bool SummariesHold(GpuIndex g) const;
   std::vector<KeptView> kept_;
   std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
-  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries at its now
+  std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };
 
 }  // namespace colo
