@@ -118,13 +118,13 @@ Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed)
   if (!spec.booked_gpus.empty())
     return FailedPrecondition(fmt::format("job {} is booked: a pass places it", spec.id));
   const TimePoint now = clock_.Now();
-  // The placement was decided on the pass's view of this instant, untouched since.
-  bool current = pass_view_.now == now && kept_.size() == gpus_.size() &&
-                 static_cast<int>(placed.gpus.size()) == spec.gpus;
-  for (GpuIndex g : placed.gpus) {
-    current = current && g >= 0 && static_cast<size_t>(g) < kept_.size() &&
-              kept_[static_cast<size_t>(g)].current;
-  }
+  // The placement was decided on the pass's view of this instant, untouched since: no GPU's view
+  // was touched, and nothing was placed.
+  bool current = pass_view_.now == now && placements_ == placements_at_view_ &&
+                 kept_.size() == gpus_.size() && static_cast<int>(placed.gpus.size()) == spec.gpus;
+  for (const KeptView& kept : kept_) current = current && kept.current;
+  for (GpuIndex g : placed.gpus)
+    current = current && g >= 0 && static_cast<size_t>(g) < gpus_.size();
   if (!current)
     return FailedPrecondition(fmt::format("job {}: placed on a view no longer current", spec.id));
   COLO_RETURN_IF_ERROR(CheckSubmission(spec));
@@ -950,6 +950,7 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
 const ClusterView& Scheduler::PassView(const PlacementRequest& request) {
   RefreshPassView();
   SummarizeWhereNeeded(pass_view_, request);
+  placements_at_view_ = placements_;
   return pass_view_;
 }
 
@@ -1059,6 +1060,7 @@ Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   for (GpuIndex g : placed.gpus) room = std::min(room, view.gpus[g].free_for_placement);
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
+  ++placements_;
   for (GpuIndex g : placed.gpus) {
     if (view_read_again) MakeView(g, now, view.gpus[g]);
     summarized_[g] = 0;

@@ -228,8 +228,8 @@ class Scheduler {
   // Submits the job and starts it where the policy placed it on PassView at this instant, with
   // nothing told the scheduler since: what Submit and Schedule would do with no other job waiting,
   // without the pass. Refused, keeping nothing, where that pass could decide otherwise (jobs
-  // wait here, the job is booked, its owner's limits hold it, the view is not of this instant)
-  // or Submit would refuse it.
+  // wait here, the job is booked, its owner's limits hold it, the view is not of this instant or
+  // a GPU's view or a placement changed it since) or Submit would refuse it.
   Result<Launch> StartPlaced(const JobSpec& spec, const Placed& placed);
   // Whether the job could ever be placed here: Submit's checks, and the policy's verdict for it on
   // this server with every GPU idle (so the memory margin counts). Infeasible, with the reason,
@@ -515,6 +515,8 @@ class Scheduler {
   // Whether the summaries of a kept view, no sample having come since, hold at a later instant.
   bool SummariesHold(GpuIndex g) const;
   std::vector<KeptView> kept_;
+  // Placements made, and their number when PassView was last asked (StartPlaced's check).
+  uint64_t placements_ = 0, placements_at_view_ = 0;
   std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
   std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };

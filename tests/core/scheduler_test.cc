@@ -1027,9 +1027,20 @@ TEST_F(SchedulerTest, StartPlacedRefusesWhereAPassCouldDecideOtherwise) {
   PlacementDecision decision = policy_->Place(scheduler_->PassView(request), request);
   ASSERT_TRUE(std::holds_alternative<Placed>(decision));
   const Placed placed = std::get<Placed>(decision);
-  // The GPU it was placed on changed since the view was made.
+  // The GPU it was placed on changed since the view was made; or another GPU did (the policy
+  // might have chosen it now).
   scheduler_->OnGpuSample(GpuSample{placed.gpus[0], clock_.Now(), GiB(25), 0.0, -1, -1, true});
   EXPECT_FALSE(scheduler_->StartPlaced(spec, placed).ok());
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  const GpuIndex other = std::get<Placed>(decision).gpus[0] == 0 ? 1 : 0;
+  scheduler_->OnGpuSample(GpuSample{other, clock_.Now(), GiB(0), 0.0, -1, -1, true});
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
+  // A job placed at this instant since the view was asked.
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(1))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
   // A later instant.
   policy_->Place(scheduler_->PassView(request), request);
   clock_.Advance(Seconds(1));
@@ -1048,9 +1059,11 @@ TEST_F(SchedulerTest, StartPlacedRefusesWhereAPassCouldDecideOtherwise) {
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();
   EXPECT_EQ(scheduler_->job(1)->state, JobState::kRunning);
   EXPECT_TRUE(scheduler_->Schedule().empty());
+  clock_.Advance(Seconds(60));  // past the launch graces
   decision = policy_->Place(scheduler_->PassView(request), request);
   ASSERT_TRUE(std::holds_alternative<Placed>(decision));
   EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kRunning);
 }
 
 }  // namespace colo
