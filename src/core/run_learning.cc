@@ -91,10 +91,7 @@ Lesson Learn(const ModelRuns& runs, const MemoryNeed& need, double smact, SmactS
   return lesson;
 }
 
-void RunHistory::Add(const ModelSignature& signature, const RunEvidence& run) {
-  if (signature.empty() || !Teaches(run)) return;
-  // Newest first, as a store reads them; the oldest beyond the limit is forgotten.
-  ModelRuns& runs = runs_[signature];
+void AddNewestRun(const RunEvidence& run, ModelRuns& runs) {
   if (MeasuredPeak(run)) {
     runs.peaks.insert(runs.peaks.begin(), run.peak);
     if (runs.peaks.size() > kRunsLearnedFrom) runs.peaks.pop_back();
@@ -107,12 +104,6 @@ void RunHistory::Add(const ModelSignature& signature, const RunEvidence& run) {
     runs.run_times.insert(runs.run_times.begin(), run.run_time);
     if (runs.run_times.size() > kRunsLearnedFrom) runs.run_times.pop_back();
   }
-}
-
-const ModelRuns& RunHistory::Runs(const ModelSignature& signature) const {
-  static const ModelRuns kNone;
-  const auto it = runs_.find(signature);
-  return it == runs_.end() ? kNone : it->second;
 }
 
 }  // namespace colo

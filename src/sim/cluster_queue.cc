@@ -363,7 +363,7 @@ MemoryNeed ClusterQueue::NeedOn(const SimJob& job, int server_index) const {
   // With learn=on the server's colod plans with what the runs of the job's model it saw taught.
   if (!state_.spec.learn || server_index < 0) return job.submitted->spec.memory;
   const Lesson lesson =
-      Learn(state_.server(server_index).runs.Runs(*job.signature), job.submitted->spec.memory,
+      Learn(state_.server(server_index).RunsOf(job.signature), job.submitted->spec.memory,
             job.submitted->spec.expected_smact, SmactSource::kUser);
   return lesson.memory ? lesson.memory->need() : job.submitted->spec.memory;
 }

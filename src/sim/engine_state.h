@@ -133,13 +133,18 @@ struct Server {
   std::optional<TimePoint> wakeup;
   int demand = 0;  // GPUs of assigned, unfinished jobs: how the dispatcher balances servers
   // What the runs of each model that ended on this server measured, as its colod's store would
-  // hold them: their run times always (backfill's reservations count on them), their peaks and
-  // SM activity planned with only under learn=on.
-  RunHistory runs;
+  // hold them (AddNewestRun): their run times always (backfill's reservations count on them),
+  // their peaks and SM activity planned with only under learn=on. This and `sent` are keyed by
+  // the one copy of each signature the run keeps (State::signatures): a lookup compares no text.
+  std::map<const ModelSignature*, ModelRuns> runs;
   // The jobs sent here, by model, while they may wait or run here (pruned as a run of their
-  // model ends): what a run that ends tells how long their model runs. Keyed by the one copy of
-  // each signature the run keeps (State::signatures), so a lookup compares no text.
+  // model ends): what a run that ends tells how long their model runs.
   std::map<const ModelSignature*, std::vector<int>> sent;
+  const ModelRuns& RunsOf(const ModelSignature* signature) const {
+    static const ModelRuns kNone;
+    const auto it = runs.find(signature);
+    return it == runs.end() ? kNone : it->second;
+  }
   // Its own queues are empty: the cluster may send it a job.
   bool idle_queues() const {
     return scheduler->main_queue().empty() && scheduler->recovery_queue().empty();
@@ -156,7 +161,7 @@ inline ModelSignature SignatureOf(const TraceJob& job) {
 // How long a job sent to `server` is expected to run, where it has no time limit: what its
 // model's runs there took (core's rule); 0 while none has ended there.
 inline Duration LearnedRunTime(const Server& server, const SimJob& job) {
-  return LearnRunTime(server.runs.Runs(*job.signature).run_times).value_or(Duration::zero());
+  return LearnRunTime(server.RunsOf(job.signature).run_times).value_or(Duration::zero());
 }
 
 // What happened to a server, for the cluster's picture of it.

@@ -597,13 +597,13 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   Server& server = servers_[static_cast<size_t>(job.server)];
   Scheduler& scheduler = *server.scheduler;
   if (!Teaches(run)) return;
-  server.runs.Add(signature, run);
-  const ModelRuns& runs = server.runs.Runs(signature);
+  ModelRuns& runs = server.runs[job.signature];
+  AddNewestRun(run, runs);
   if (const auto run_time = LearnRunTime(runs.run_times); run_time && !options_.exact_run_times) {
     // The model's jobs that wait or run here count on it from now on, as colod's do.
     std::vector<int>& sent = server.sent[job.signature];
     std::erase_if(sent, [&](int index) {
-      const JobRecord* record = scheduler.job(jobs_[static_cast<size_t>(index)].trace->id);
+      const JobRecord* record = scheduler.job(trace_.jobs[static_cast<size_t>(index)].id);
       if (record == nullptr || IsTerminal(record->state)) return true;  // it left this server
       COLO_CHECK(scheduler.UpdateExpectedRun(record->spec.id, *run_time).ok());
       return false;
@@ -612,7 +612,7 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   if (!spec_.learn) return;
   for (JobId id : scheduler.main_queue()) {
     const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
-    if (queued.attempt != 0 || *queued.signature != signature) continue;
+    if (queued.attempt != 0 || queued.signature != job.signature) continue;
     const JobRecord& waiting = *scheduler.job(id);
     const Lesson lesson =
         Learn(runs, waiting.need, waiting.spec.expected_smact, SmactSource::kUser);
