@@ -403,7 +403,7 @@ void ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& nee
   const Status status = server.scheduler->Submit(spec);
   spec.memory = submitted;
   COLO_CHECK(status.ok());
-  server.sent[job.signature].push_back(static_cast<int>(&job - state_.jobs.data()));
+  server.sent[job.signature].push_back(job.index());
 }
 
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "core/run_learning.h"
 #include "core/scheduler.h"
@@ -30,18 +31,14 @@ struct ClusterRule {
   const ShardPolicy* shards = nullptr;  // the shards baseline
 };
 
-// What its server's scheduler said of a job once it ended there for good. The engine keeps this
-// and the scheduler forgets the job: its whole record, kept to the end, would cost more than the
-// rest of the job's state together.
-// Until then its state is kQueued, which no job ends in: no flag beside it (an optional would
-// add 8 bytes to every job).
+// What its server's scheduler said of a job once it ended there (for good, or as the run ended):
+// what its result is written from. The scheduler then forgets the job, and the engine drops its
+// state.
 struct Ended {
   TimePoint first_started, finished;
   JobState state = JobState::kQueued;
   int attempts = 0, ooms = 0;
   bool ever_started = false;
-  // Whether the job ended for good (what its scheduler said of it is here).
-  bool known() const { return IsTerminal(state); }
 };
 
 inline Ended EndedOf(const JobRecord& record) {
@@ -60,9 +57,9 @@ struct Submission {
   PlacementRequest request;
 };
 
+// The engine's state of a job from its arrival until its result is written (JobTable).
 struct SimJob {
-  // Fields are grouped so that small ones share words: a million jobs' state is most of the
-  // simulator's memory.
+  // Fields are grouped so that small ones share words.
   const TraceJob* trace = nullptr;
   // SignatureOf(*trace), made once and kept once in State::signatures (a trace has few models
   // per user: a pointer costs a job 8 bytes where its own copy cost 32 and often a heap block).
@@ -86,8 +83,7 @@ struct SimJob {
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
-  Ended ended;
-  std::string reason;  // why it was rejected, or why it ended (with `ended`)
+  std::string reason;  // why it was rejected
   // The cluster queue.
   // As submitted: kept while the job may still be sent to a server (a requeued one goes again).
   std::unique_ptr<Submission> submitted;
@@ -99,6 +95,55 @@ struct SimJob {
   int prior_attempts = 0, prior_ooms = 0;
   double first_start_s = -1;
   Bytes planned;  // the reservation its current attempt was placed with (per GPU)
+
+  // Its place in the trace (its id less one).
+  int index() const { return static_cast<int>(trace->id - 1); }
+};
+
+// Each job's state (SimJob) by trace index, from its arrival until its result is written
+// (EngineState::results), when it is dropped and its place reused: the jobs not yet arrived and
+// those that ended hold 4 bytes each. At a million jobs every job's state kept to the end would
+// be most of the simulator's memory, though only the jobs waiting or running are ever read.
+class JobTable {
+ public:
+  void Resize(size_t jobs) { slots_.assign(jobs, kNone); }
+  size_t size() const { return slots_.size(); }
+  // Whether the job arrived and its result is not written yet.
+  bool live(size_t index) const { return slots_[index] != kNone; }
+  SimJob& operator[](size_t index) { return At(Slot(index)); }
+  const SimJob& operator[](size_t index) const { return At(Slot(index)); }
+  // A fresh state for the job, which arrives.
+  SimJob& Add(size_t index) {
+    COLO_CHECK(!live(index));
+    if (free_.empty()) {
+      if (made_ % kChunk == 0) chunks_.push_back(std::make_unique<SimJob[]>(kChunk));
+      free_.push_back(made_++);
+    }
+    slots_[index] = free_.back();
+    free_.pop_back();
+    return At(slots_[index]);
+  }
+  // The job's result is written: its state goes (with what it holds on the heap).
+  void Drop(size_t index) {
+    const uint32_t slot = Slot(index);
+    At(slot) = SimJob{};
+    free_.push_back(slot);
+    slots_[index] = kNone;
+  }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // States are made in chunks, so that one never moves while it lives.
+  static constexpr uint32_t kChunk = 256;
+  uint32_t Slot(size_t index) const {
+    COLO_CHECK(live(index));
+    return slots_[index];
+  }
+  SimJob& At(uint32_t slot) const { return chunks_[slot / kChunk][slot % kChunk]; }
+  std::vector<uint32_t> slots_;  // by trace index: where its state is, or kNone
+  std::vector<std::unique_ptr<SimJob[]>> chunks_;
+  uint32_t made_ = 0;           // states made in chunks_
+  std::vector<uint32_t> free_;  // of those, the ones not in use
 };
 
 struct SimGpu {
@@ -182,7 +227,10 @@ struct EngineState {
   const PlacementPolicy& policy;
   const ClusterRule rule;
   ManualClock clock;
-  std::vector<SimJob> jobs;             // by trace index (a job's id is its index + 1)
+  JobTable jobs;  // by trace index (a job's id is its index + 1)
+  // By trace index, each written as its job ends for good (the rest once the run ends).
+  std::vector<JobResult> results;
+  int rejected = 0;                     // jobs no server could ever run
   std::set<ModelSignature> signatures;  // each job's, once
   std::vector<int> arrivals;            // job indices in arrival order (rank -> index)
   std::vector<SimGpu> gpus;

@@ -124,10 +124,12 @@ class Engine final : public sim::ClusterHost {
         return true;
       case EventType::kStartupDone:
       case EventType::kWarmup: {
+        if (!jobs_.live(static_cast<size_t>(e.subject))) return false;
         const SimJob& job = jobs_[static_cast<size_t>(e.subject)];
         return job.running && job.attempt == e.tag;
       }
       case EventType::kCompletion: {
+        if (!jobs_.live(static_cast<size_t>(e.subject))) return false;
         const SimJob& job = jobs_[static_cast<size_t>(e.subject)];
         return job.running && job.version == e.tag;
       }
@@ -152,7 +154,8 @@ class Engine final : public sim::ClusterHost {
   }
   TimePoint Now() const { return clock_.Now(); }
   JobSpec SpecFor(const TraceJob& t) const;
-  void Arrive(int index);
+  // The job arrives, `rank`-th of the trace.
+  void Arrive(int index, int rank);
   void StartupDone(int index, uint64_t attempt);
   void Warmup(int index, uint64_t attempt);
   void Complete(int index, uint64_t version);
@@ -171,8 +174,14 @@ class Engine final : public sim::ClusterHost {
   void Refresh(const std::vector<int>& gpus, bool freed = false);
   void Detach(SimJob& job, const char* outcome);
   // After its server's scheduler was told the job's attempt ended: if the job ended there for
-  // good, what the scheduler says of it is kept (SimJob::ended) and the scheduler forgets it.
+  // good, its result is written from what the scheduler says of it, the scheduler forgets it and
+  // its state goes after this event (Drop).
   void Settle(SimJob& job);
+  // The job ended for good and its result is written: its state goes after this event (nothing
+  // of the event's handling reads it then).
+  void Retire(const SimJob& job, JobResult result);
+  // Whether the job's state is still there for an event of its own.
+  bool HasState(int index) const { return jobs_.live(static_cast<size_t>(index)); }
   // A running job its server's scheduler stops for the head of its queue (fair share).
   void Preempt(const Preemption& preemption);
   void MarkChanged(int server, Change change) {
@@ -188,7 +197,7 @@ class Engine final : public sim::ClusterHost {
   const SimOptions& options_ = state_.options;
   const sim::ClusterRule& rule_ = state_.rule;
   ManualClock& clock_ = state_.clock;
-  std::vector<SimJob>& jobs_ = state_.jobs;
+  sim::JobTable& jobs_ = state_.jobs;
   std::vector<SimGpu>& gpus_ = state_.gpus;
   std::vector<Server>& servers_ = state_.servers;
   // The cluster queue (ClusterMode::kQueue and kFifo); made once the servers are.
@@ -203,6 +212,7 @@ class Engine final : public sim::ClusterHost {
   // ties go to the lowest index.
   std::set<std::pair<int, int>> by_demand_;
   std::vector<int> dirty_;
+  std::vector<int> ended_;         // jobs whose result this event wrote: their state goes after it
   std::vector<CoRunner> runners_;  // scratch for Refresh
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
@@ -343,7 +353,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
 }
 
 void Engine::Detach(SimJob& job, const char* outcome) {
-  const int index = static_cast<int>(&job - jobs_.data());
+  const int index = job.index();
   for (int g : job.gpus) {
     SimGpu& gpu = gpus_[g];
     const auto it = std::find(gpu.jobs.begin(), gpu.jobs.end(), index);
@@ -392,14 +402,21 @@ void Engine::MarkDirty(int server_index) {
   }
 }
 
-void Engine::Arrive(int index) {
-  SimJob& job = jobs_[static_cast<size_t>(index)];
-  const TraceJob& t = *job.trace;
+void Engine::Arrive(int index, int rank) {
+  SimJob& job = jobs_.Add(static_cast<size_t>(index));
+  const TraceJob& t = trace_.jobs[static_cast<size_t>(index)];
+  job.trace = &t;
+  job.signature = &*state_.signatures.insert(sim::SignatureOf(t)).first;
+  job.rank = rank;
   if (cluster_) {
     job.submitted = std::make_unique<sim::Submission>();
     job.submitted->spec = SpecFor(t);
     job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
     cluster_->Submit(index);
+    if (job.rejected) {
+      ++state_.rejected;
+      Retire(job, sim::RejectedResult(job));
+    }
     return;
   }
   // The dispatcher sends a job to the server with the least outstanding GPU demand.
@@ -414,6 +431,8 @@ void Engine::Arrive(int index) {
   if (!submitted.ok()) {
     job.rejected = true;
     job.reason = submitted.message();
+    ++state_.rejected;
+    Retire(job, sim::RejectedResult(job));
     return;
   }
   server.sent[job.signature].push_back(index);
@@ -463,6 +482,7 @@ void Engine::Start(int server_index, const Launch& launch) {
 }
 
 void Engine::StartupDone(int index, uint64_t attempt) {
+  if (!HasState(index)) return;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.attempt != attempt) return;
   const auto& closure = Touch(job.gpus);
@@ -471,6 +491,7 @@ void Engine::StartupDone(int index, uint64_t attempt) {
 }
 
 void Engine::Warmup(int index, uint64_t attempt) {
+  if (!HasState(index)) return;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.attempt != attempt) return;
   const auto& closure = Touch(job.gpus);
@@ -542,6 +563,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
 }
 
 void Engine::Complete(int index, uint64_t version) {
+  if (!HasState(index)) return;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.version != version) return;
   const auto& closure = Touch(job.gpus);
@@ -584,11 +606,13 @@ void Engine::Settle(SimJob& job) {
   Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
   const JobRecord* record = scheduler.job(job.trace->id);
   if (record == nullptr || !IsTerminal(record->state)) return;
-  job.ended = sim::EndedOf(*record);
-  job.reason = record->end_reason;
-  job.submitted.reset();
-  std::vector<int>().swap(job.gpus);
+  Retire(job, sim::EndedResult(job, sim::EndedOf(*record), record->end_reason));
   scheduler.Forget(job.trace->id);
+}
+
+void Engine::Retire(const SimJob& job, JobResult result) {
+  state_.results[static_cast<size_t>(job.index())] = std::move(result);
+  ended_.push_back(job.index());
 }
 
 void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
@@ -682,22 +706,20 @@ SimResult Engine::Run() {
     timeline_.capacity_gib = options_.server.capacity.gib();
     timeline_.max_watts = options_.server.tdp_watts;
   }
-  jobs_.resize(trace_.jobs.size());
+  jobs_.Resize(trace_.jobs.size());
+  // Sized once: at a million jobs a vector's growth would double it for a while.
+  state_.results.resize(trace_.jobs.size());
   // Arrivals are known up front: they are taken from a sorted list rather than the event heap,
   // which then holds only what running jobs and wake-ups schedule (a few per GPU, not the trace).
   std::vector<int>& arrivals = state_.arrivals;
   arrivals.resize(trace_.jobs.size());
   for (size_t i = 0; i < trace_.jobs.size(); ++i) {
-    jobs_[i].trace = &trace_.jobs[i];
-    jobs_[i].signature = &*state_.signatures.insert(sim::SignatureOf(trace_.jobs[i])).first;
     COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
     arrivals[i] = static_cast<int>(i);
   }
   std::stable_sort(arrivals.begin(), arrivals.end(), [&](int a, int b) {
     return trace_.jobs[static_cast<size_t>(a)].submit < trace_.jobs[static_cast<size_t>(b)].submit;
   });
-  for (size_t k = 0; k < arrivals.size(); ++k)
-    jobs_[static_cast<size_t>(arrivals[k])].rank = static_cast<int>(k);
   if (queue_mode_) {
     cluster_.emplace(state_, *this);
     cluster_->Begin();
@@ -718,7 +740,9 @@ SimResult Engine::Run() {
     // At equal times arrivals come first, as if they had been scheduled before everything else.
     if (next_arrival < arrivals.size() &&
         (events_.empty() || arrival_time(next_arrival) <= Top().time)) {
-      event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival], 0};
+      // Its tag is its rank: its place in arrival order.
+      event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival],
+                    next_arrival};
       ++next_arrival;
     } else {
       event = Pop();
@@ -728,7 +752,7 @@ SimResult Engine::Run() {
     const int subject = static_cast<int>(event.subject);
     switch (event.type) {
       case EventType::kArrival:
-        Arrive(subject);
+        Arrive(subject, static_cast<int>(event.tag));
         break;
       case EventType::kStartupDone:
         StartupDone(subject, event.tag);
@@ -751,6 +775,8 @@ SimResult Engine::Run() {
         cluster_->Wake(subject, event.tag, event.time);
         break;
     }
+    for (int index : ended_) jobs_.Drop(static_cast<size_t>(index));
+    ended_.clear();
     // One placement pass per server per instant, after every event of that instant.
     const bool instant_ends =
         (events_.empty() || Top().time > event.time) &&
