@@ -61,7 +61,7 @@ struct Submission {
 struct SimJob {
   // Fields are grouped so that small ones share words.
   const TraceJob* trace = nullptr;
-  // SignatureOf(*trace), made once and kept once in State::signatures (a trace has few models
+  // SignatureOf(*trace), kept once in EngineState::signatures (a trace has few models
   // per user: a pointer costs a job 8 bytes where its own copy cost 32 and often a heap block).
   const ModelSignature* signature = nullptr;
   int server = -1;
@@ -101,49 +101,43 @@ struct SimJob {
 };
 
 // Each job's state (SimJob) by trace index, from its arrival until its result is written
-// (EngineState::results), when it is dropped and its place reused: the jobs not yet arrived and
-// those that ended hold 4 bytes each. At a million jobs every job's state kept to the end would
-// be most of the simulator's memory, though only the jobs waiting or running are ever read.
+// (EngineState::results), when it is dropped and its place reused: a job not arrived yet or
+// ended holds only its entry here (8 bytes). At a million jobs every job's state kept to the end
+// would be most of the simulator's memory, though only the jobs waiting or running are ever read.
 class JobTable {
  public:
-  void Resize(size_t jobs) { slots_.assign(jobs, kNone); }
-  size_t size() const { return slots_.size(); }
-  // Whether the job arrived and its result is not written yet.
-  bool live(size_t index) const { return slots_[index] != kNone; }
-  SimJob& operator[](size_t index) { return At(Slot(index)); }
-  const SimJob& operator[](size_t index) const { return At(Slot(index)); }
+  void Resize(size_t jobs) { where_.assign(jobs, nullptr); }
+  size_t size() const { return where_.size(); }
+  // Whether the job arrived and its result is not written yet: only then is it in the table.
+  bool live(size_t index) const { return where_[index] != nullptr; }
+  SimJob& operator[](size_t index) { return *where_[index]; }
+  const SimJob& operator[](size_t index) const { return *where_[index]; }
   // A fresh state for the job, which arrives.
   SimJob& Add(size_t index) {
     COLO_CHECK(!live(index));
     if (free_.empty()) {
       if (made_ % kChunk == 0) chunks_.push_back(std::make_unique<SimJob[]>(kChunk));
-      free_.push_back(made_++);
+      free_.push_back(&chunks_.back()[made_++ % kChunk]);
     }
-    slots_[index] = free_.back();
+    where_[index] = free_.back();
     free_.pop_back();
-    return At(slots_[index]);
+    return *where_[index];
   }
   // The job's result is written: its state goes (with what it holds on the heap).
   void Drop(size_t index) {
-    const uint32_t slot = Slot(index);
-    At(slot) = SimJob{};
-    free_.push_back(slot);
-    slots_[index] = kNone;
+    COLO_CHECK(live(index));
+    *where_[index] = SimJob{};
+    free_.push_back(where_[index]);
+    where_[index] = nullptr;
   }
 
  private:
-  static constexpr uint32_t kNone = UINT32_MAX;
   // States are made in chunks, so that one never moves while it lives.
-  static constexpr uint32_t kChunk = 256;
-  uint32_t Slot(size_t index) const {
-    COLO_CHECK(live(index));
-    return slots_[index];
-  }
-  SimJob& At(uint32_t slot) const { return chunks_[slot / kChunk][slot % kChunk]; }
-  std::vector<uint32_t> slots_;  // by trace index: where its state is, or kNone
+  static constexpr size_t kChunk = 256;
+  std::vector<SimJob*> where_;  // by trace index: its state, or null
   std::vector<std::unique_ptr<SimJob[]>> chunks_;
-  uint32_t made_ = 0;           // states made in chunks_
-  std::vector<uint32_t> free_;  // of those, the ones not in use
+  size_t made_ = 0;            // states made in chunks_
+  std::vector<SimJob*> free_;  // of those, the ones not in use
 };
 
 struct SimGpu {
@@ -180,7 +174,8 @@ struct Server {
   // What the runs of each model that ended on this server measured, as its colod's store would
   // hold them (AddNewestRun): their run times always (backfill's reservations count on them),
   // their peaks and SM activity planned with only under learn=on. This and `sent` are keyed by
-  // the one copy of each signature the run keeps (State::signatures): a lookup compares no text.
+  // the one copy of each signature the run keeps (EngineState::signatures): a lookup compares no
+  // text.
   std::map<const ModelSignature*, ModelRuns> runs;
   // The jobs sent here, by model, while they may wait or run here (pruned as a run of their
   // model ends): what a run that ends tells how long their model runs.
@@ -202,6 +197,25 @@ inline ModelSignature SignatureOf(const TraceJob& job) {
   return job.profile.name == "custom" ? ModelSignature()
                                       : ModelSignature(job.profile.name, job.owner);
 }
+
+// Each distinct signature of a trace's jobs (SignatureOf), kept once: a job holds a pointer to
+// its own, and a lookup by signature compares pointers.
+class Signatures {
+ public:
+  // The job's, found by its model's and owner's names, which are interned (one pointer per
+  // text): its text is made only the first time the two come together.
+  const ModelSignature* Of(const TraceJob& job) {
+    const auto names = std::make_pair(&job.profile.name.str(), &job.owner.str());
+    auto it = by_names_.find(names);
+    if (it == by_names_.end())
+      it = by_names_.emplace(names, &*kept_.insert(SignatureOf(job)).first).first;
+    return it->second;
+  }
+
+ private:
+  std::set<ModelSignature> kept_;
+  std::map<std::pair<const std::string*, const std::string*>, const ModelSignature*> by_names_;
+};
 
 // How long a job sent to `server` is expected to run, where it has no time limit: what its
 // model's runs there took (core's rule); 0 while none has ended there.
@@ -230,9 +244,9 @@ struct EngineState {
   JobTable jobs;  // by trace index (a job's id is its index + 1)
   // By trace index, each written as its job ends for good (the rest once the run ends).
   std::vector<JobResult> results;
-  int rejected = 0;                     // jobs no server could ever run
-  std::set<ModelSignature> signatures;  // each job's, once
-  std::vector<int> arrivals;            // job indices in arrival order (rank -> index)
+  int rejected = 0;  // jobs no server could ever run
+  Signatures signatures;
+  std::vector<int> arrivals;  // job indices in arrival order (rank -> index)
   std::vector<SimGpu> gpus;
   std::vector<Server> servers;
   int64_t passes = 0;  // placement passes of the servers' schedulers

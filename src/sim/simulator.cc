@@ -92,6 +92,7 @@ class Engine final : public sim::ClusterHost {
   Engine(const Trace& trace, const RunSpec& spec, const SimOptions& options,
          const PlacementPolicy& policy, const MemoryEstimator& estimator, sim::ClusterRule rule)
       : estimator_(estimator),
+        task_file_line_(TaskFileLine(spec.estimator)),
         queue_mode_(options.cluster != ClusterMode::kPerServer),
         state_(trace, spec, options, policy, rule) {}
 
@@ -153,7 +154,7 @@ class Engine final : public sim::ClusterHost {
     if (events_.size() >= compact_at_) Compact();
   }
   TimePoint Now() const { return clock_.Now(); }
-  JobSpec SpecFor(const TraceJob& t) const;
+  JobSpec SpecFor(const TraceJob& t);
   // The job arrives, `rank`-th of the trace.
   void Arrive(int index, int rank);
   void StartupDone(int index, uint64_t attempt);
@@ -189,6 +190,8 @@ class Engine final : public sim::ClusterHost {
   }
 
   const MemoryEstimator& estimator_;
+  // The task-file line CARMA's estimator policies read (TaskFileLine), if the run plans with one.
+  const std::optional<std::optional<Bytes> TaskFileMemory::*> task_file_line_;
   const bool queue_mode_;
   sim::EngineState state_;
   // Names for what the engine uses of its state at every event.
@@ -217,6 +220,7 @@ class Engine final : public sim::ClusterHost {
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
   std::vector<JobUse> job_use_;    // scratch for Refresh's samples
+  JobDescription description_;     // scratch for SpecFor
   Timeline timeline_;
   int oom_crashes_ = 0;
   int preemptions_ = 0;
@@ -369,7 +373,7 @@ void Engine::Detach(SimJob& job, const char* outcome) {
   ++job.version;
 }
 
-JobSpec Engine::SpecFor(const TraceJob& t) const {
+JobSpec Engine::SpecFor(const TraceJob& t) {
   JobSpec spec;
   spec.id = t.id;
   spec.name = t.name;
@@ -378,7 +382,7 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
   spec.expected_smact = t.profile.smact;
   if (options_.exact_run_times) spec.expected_run = t.profile.duration;
   std::optional<Bytes> declared = t.declared;
-  if (const auto line = TaskFileLine(spec_.estimator)) {
+  if (const auto line = task_file_line_) {
     // CARMA's estimator policies read the task file's line; its "not known" (40000) is more than
     // any 40 GB GPU has free after CARMA's 2 GiB margin: such a task only ever runs alone.
     declared = t.task_file ? (*t.task_file).*(*line) : std::nullopt;
@@ -387,8 +391,14 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
       return spec;
     }
   }
-  JobDescription description{static_cast<uint64_t>(t.id), t.profile.name, t.profile.batch,
-                             t.profile.peak, declared};
+  // What the estimator is asked, in the one description every job reuses (its model's name is
+  // copied into the text it already holds, not into a new one).
+  JobDescription& description = description_;
+  description.key = static_cast<uint64_t>(t.id);
+  description.workload = t.profile.name.str();
+  description.batch = t.profile.batch;
+  description.true_peak = t.profile.peak;
+  description.declared = declared;
   auto estimate = estimator_.Estimate(description);
   if (estimate.ok()) spec.memory = estimate->AsNeed();
   return spec;
@@ -406,7 +416,7 @@ void Engine::Arrive(int index, int rank) {
   SimJob& job = jobs_.Add(static_cast<size_t>(index));
   const TraceJob& t = trace_.jobs[static_cast<size_t>(index)];
   job.trace = &t;
-  job.signature = &*state_.signatures.insert(sim::SignatureOf(t)).first;
+  job.signature = state_.signatures.Of(t);
   job.rank = rank;
   if (cluster_) {
     job.submitted = std::make_unique<sim::Submission>();
