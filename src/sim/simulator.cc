@@ -167,11 +167,13 @@ class Engine final : public sim::ClusterHost {
   void Pass(int server);
   void MarkDirty(int server);
   void AddDemand(int server, int gpus);
-  // The GPUs whose jobs' progress must be brought up to now (these GPUs and every GPU their jobs
-  // also run on), brought up to now (energy, progress, the timeline) so that a change can be
-  // applied; in a buffer reused by every event.
+  // The GPUs whose jobs' progress must be brought up to now (these GPUs, the event's, and every
+  // GPU their jobs also run on), brought up to now (energy, progress, the timeline) so that a
+  // change can be applied, in ascending order; in a buffer reused by every event.
   const std::vector<int>& Touch(const std::vector<int>& gpus);
-  // `freed`: a job left; otherwise the servers only took more, unless a GPU's SMACT fell.
+  // After the change to the GPUs Touch was given: the rates of their jobs and the figures of the
+  // GPUs it returned (`gpus`), each sampled by its server's scheduler. `freed`: a job left;
+  // otherwise the servers only took more, unless a GPU's SMACT fell.
   void Refresh(const std::vector<int>& gpus, bool freed = false);
   void Detach(SimJob& job, const char* outcome);
   // After its server's scheduler was told the job's attempt ended: if the job ended there for
@@ -219,6 +221,7 @@ class Engine final : public sim::ClusterHost {
   std::vector<CoRunner> runners_;  // scratch for Refresh
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
+  std::vector<int> touched_;       // the GPUs of the event Touch was last given
   std::vector<JobUse> job_use_;    // scratch for Refresh's samples
   JobDescription description_;     // scratch for SpecFor
   Timeline timeline_;
@@ -229,19 +232,22 @@ class Engine final : public sim::ClusterHost {
 };
 
 const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
+  touched_.assign(gpus.begin(), gpus.end());
   std::vector<int>& closure = closure_;
   closure.assign(gpus.begin(), gpus.end());
   for (int g : gpus) {
-    for (int j : gpus_[g].jobs)
-      closure.insert(closure.end(), jobs_[j].gpus.begin(), jobs_[j].gpus.end());
+    for (int j : gpus_[g].jobs) {
+      for (int h : jobs_[j].gpus)
+        if (std::find(closure.begin(), closure.end(), h) == closure.end()) closure.push_back(h);
+    }
   }
   std::sort(closure.begin(), closure.end());
-  closure.erase(std::unique(closure.begin(), closure.end()), closure.end());
   const TimePoint now = Now();
   for (int g : closure) {
     gpus_[g].IntegrateTo(now);
     for (int j : gpus_[g].jobs) {
       SimJob& job = jobs_[j];
+      if (job.progress_at == now) continue;  // brought up to now on another of its GPUs
       job.remaining_s -= job.rate * ToSeconds(now - job.progress_at);
       job.progress_at = now;
     }
@@ -251,20 +257,22 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
 
 void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
   const TimePoint now = Now();
-  // Slowdowns depend only on who shares each GPU; rates on the slowest GPU of each job.
+  // Slowdowns depend only on who shares each GPU (and which of them still start up): they
+  // changed only on the GPUs the event touched.
   std::vector<CoRunner>& runners = runners_;
-  for (int g : gpus) {
+  for (int g : touched_) {
     SimGpu& gpu = gpus_[g];
     runners.clear();
     SharingMode mode = SharingMode::kExclusive;
     // Jobs still starting up neither slow the others nor are slowed: they have no kernels yet.
     bool any_starting = false;
     for (int j : gpu.jobs) {
-      if (jobs_[j].starting)
+      const SimJob& job = jobs_[j];
+      if (job.starting)
         any_starting = true;
       else
-        runners.push_back(CoRunner{jobs_[j].trace->profile.smact, jobs_[j].thread_percent});
-      mode = jobs_[j].mode;
+        runners.push_back(CoRunner{job.trace->profile.smact, job.thread_percent});
+      mode = job.mode;
     }
     if (!any_starting) {
       options_.interference.Slowdowns(mode, runners, gpu.slowdown);
@@ -275,6 +283,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     for (size_t i = 0, k = 0; i < gpu.jobs.size(); ++i)
       if (!jobs_[gpu.jobs[i]].starting) gpu.slowdown[i] = computed_[k++];
   }
+  // Rates: each job's on its slowest GPU.
   for (int g : gpus) {
     for (int j : gpus_[g].jobs) {
       SimJob& job = jobs_[j];
@@ -299,12 +308,20 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     double smact = 0;
     bool computing = false;
     Bytes used = options_.server.baseline_used;
+    // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
+    // on the GPU from the first sample after it. Where every job here was told its memory since
+    // it last changed, the sample tells only the GPU's figures.
+    bool all_reported = true;
+    job_use_.clear();
     for (int j : gpu.jobs) {
-      if (!jobs_[j].starting) {
-        smact += jobs_[j].trace->profile.smact * jobs_[j].rate;
+      const SimJob& job = jobs_[j];
+      if (!job.starting) {
+        smact += job.trace->profile.smact * job.rate;
         computing = true;
       }
-      used += jobs_[j].memory;
+      used += job.memory;
+      all_reported = all_reported && job.reported;
+      job_use_.push_back(JobUse{job.trace->id, job.memory});
     }
     const double smact_before = gpu.smact;
     gpu.smact = std::min(1.0, smact);
@@ -323,18 +340,9 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     // H200: 86 W against 80 W idle).
     gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts,
                                      computing, gpu.smact);
-    // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
-    // on the GPU from the first sample after it. Its SM activity alone is the trace's, not a
-    // measurement (-1): learning it back would teach the simulator its own input. Where every
-    // job here was told its memory since it last changed, the sample tells only the GPU's figures.
-    bool all_reported = true;
-    job_use_.clear();
-    for (int j : gpu.jobs) {
-      all_reported = all_reported && jobs_[j].reported;
-      job_use_.push_back(JobUse{jobs_[j].trace->id, jobs_[j].memory});
-    }
-    // A use above its plan raises the need of a job that shares plainly (core's rule): its
-    // reservation is then that need, until it is steady.
+    // Its SM activity alone is the trace's, not a measurement (-1): learning it back would teach
+    // the simulator its own input. A use above its plan raises the need of a job that shares
+    // plainly (core's rule): its reservation is then that need, until it is steady.
     for (const NeedRaised& raised : server.scheduler->OnDeviceSample(
              GpuSample{gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1,
                        true},
