@@ -86,7 +86,8 @@ struct SimJob {
   std::string reason;  // why it was rejected
   // The cluster queue.
   // As submitted: kept while the job may still be sent to a server (a requeued one goes again).
-  std::unique_ptr<Submission> submitted;
+  // In the job's state, not a heap block of its own: only jobs that arrived have a state.
+  std::optional<Submission> submitted;
   int rank = 0;                // arrival order: its place in the cluster queue
   bool queued = false;         // waiting in the cluster queue
   bool rejected = false;       // it can never be placed (why: `reason`)

@@ -427,7 +427,7 @@ void Engine::Arrive(int index, int rank) {
   job.signature = state_.signatures.Of(t);
   job.rank = rank;
   if (cluster_) {
-    job.submitted = std::make_unique<sim::Submission>();
+    job.submitted.emplace();
     job.submitted->spec = SpecFor(t);
     job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
     cluster_->Submit(index);
