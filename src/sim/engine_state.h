@@ -144,7 +144,8 @@ class JobTable {
 struct SimGpu {
   int server = 0;
   // SMACT fed to the scheduler at each change within the last utilization window (and the one in
-  // effect at its start): whether the window's statistics can still fall.
+  // effect at its start): whether the window's statistics can still fall. Kept only where a gate
+  // can hold a GPU for its utilization.
   std::deque<std::pair<TimePoint, double>> smact_log;
   GpuIndex local = 0;
   std::vector<int> jobs;

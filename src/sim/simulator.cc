@@ -94,6 +94,7 @@ class Engine final : public sim::ClusterHost {
       : estimator_(estimator),
         task_file_line_(TaskFileLine(spec.estimator)),
         queue_mode_(options.cluster != ClusterMode::kPerServer),
+        logs_smact_(queue_mode_ && rule.gates && rule.gates->utilization),
         state_(trace, spec, options, policy, rule) {}
 
   SimResult Run();
@@ -195,6 +196,9 @@ class Engine final : public sim::ClusterHost {
   // The task-file line CARMA's estimator policies read (TaskFileLine), if the run plans with one.
   const std::optional<std::optional<Bytes> TaskFileMemory::*> task_file_line_;
   const bool queue_mode_;
+  // The cluster queue reads a GPU's log of SM activity only where a gate can hold the GPU for its
+  // utilization (SimGpu::smact_log).
+  const bool logs_smact_;
   sim::EngineState state_;
   // Names for what the engine uses of its state at every event.
   const Trace& trace_ = state_.trace;
@@ -328,11 +332,15 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     gpu.used = used;
     if (queue_mode_) {
       auto& log = gpu.smact_log;
-      if (log.empty() || log.back().second != gpu.smact) {
+      if (logs_smact_ && (log.empty() || log.back().second != gpu.smact)) {
         if (!log.empty() && log.back().first == now)
           log.back().second = gpu.smact;
         else
           log.emplace_back(now, gpu.smact);
+        // What the cluster queue would drop before it reads the log (older than the utilization
+        // horizon), dropped now: unread, the log would grow with every change for the whole run.
+        const TimePoint horizon = now - cluster_->utilization_horizon();
+        while (log.size() >= 2 && log[1].first <= horizon) log.pop_front();
       }
       MarkChanged(gpu.server, freed || gpu.smact < smact_before ? Change::kOpened : Change::kTook);
     }
