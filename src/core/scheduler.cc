@@ -1267,10 +1267,22 @@ void Scheduler::Backfill(JobRecord& head, Walk& walk, ClusterView& view,
 }
 
 std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
-  if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return {};
+  const TimePoint now = clock_.Now();
+  if (!changed_ && (!wake_at_ || now < *wake_at_)) return {};
+  if (!changed_) {
+    // A look in time alone (nothing changed since the last pass): before the windows let in a GPU
+    // the gate held then, that pass's decisions stand, and the look only announces the next.
+    if (!quiet_until_) quiet_until_ = QuietUntil();
+    if (now < *quiet_until_) {
+      wake_at_ = ComputeNextWakeup();
+      return {};
+    }
+  }
   std::vector<Launch> launches = Pass(max_launches);
   changed_ = launches.size() >= max_launches;  // cut short: the next call goes on
   wake_at_ = ComputeNextWakeup();
+  last_pass_ = now;
+  quiet_until_.reset();
   return launches;
 }
 
@@ -1349,8 +1361,18 @@ std::optional<TimePoint> Scheduler::NextWakeup() const {
 }
 
 std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
-  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return std::nullopt;
   const TimePoint now = clock_.Now();
+  std::optional<TimePoint> next = NextWakeupBesidesWindows(now);
+  // A sliding utilization window changes the gate's answer only gradually: look again each sample
+  // interval until it settles, as the daemon's own sampling would.
+  if (head_blocked_by_utilization_ || booked_blocked_by_utilization_) {
+    if (const auto look = NextWindowLook(now); look && (!next || *look < *next)) next = look;
+  }
+  return next;
+}
+
+std::optional<TimePoint> Scheduler::NextWakeupBesidesWindows(TimePoint now) const {
+  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return std::nullopt;
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
@@ -1379,16 +1401,57 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
         consider(job.started + config_.settle_timeout);
       }
     }
-    // A sliding utilization window changes the gate's answer only gradually: look again each sample
-    // interval until it settles, as the daemon's own sampling would. Windows that can only rise
-    // (the GPU just got busier) cannot let a waiting job in without a new event: no need to look.
-    if ((head_blocked_by_utilization_ || booked_blocked_by_utilization_) &&
-        g.smact.SettledAt() > now &&
-        !(g.smact.CannotFall(now) && g.smocc.CannotFall(now) && g.drama.CannotFall(now))) {
-      consider(std::min(g.smact.SettledAt(), now + config_.sample_interval));
-    }
   }
   return next;
+}
+
+std::optional<TimePoint> Scheduler::NextWindowLook(TimePoint after) const {
+  // Windows that can only rise (the GPU just got busier) cannot let a waiting job in without a
+  // new event: no need to look.
+  std::optional<TimePoint> look;
+  for (const GpuRecord& g : gpus_) {
+    const TimePoint settled = g.smact.SettledAt();
+    if (settled <= after ||
+        (g.smact.CannotFall(after) && g.smocc.CannotFall(after) && g.drama.CannotFall(after)))
+      continue;
+    const TimePoint at = std::min(settled, after + config_.sample_interval);
+    if (!look || at < *look) look = at;
+  }
+  return look;
+}
+
+TimePoint Scheduler::QuietUntil() const {
+  const TimePoint since = last_pass_;
+  // Under fair share the queue's order moves with time alone, and so do a backfill's reservation
+  // and the jobs that end before it, and a preemption's due time: every look decides afresh.
+  if (!(head_blocked_by_utilization_ || booked_blocked_by_utilization_) ||
+      config_.fairness.order != QueueOrder::kFifo || config_.fairness.preempt || config_.backfill)
+    return since;
+  // Otherwise a look that finds no GPU let in that the gate held at the pass decides as the pass
+  // did: every other gate reads no clock, and a GPU the gate did not hold gave no job a place.
+  // The looks come one from the other, each sample interval while a window may fall, until a
+  // launch grace ends or a reservation settles (a pass then).
+  const std::optional<TimePoint> until = NextWakeupBesidesWindows(since);
+  std::vector<GpuView> held;
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    GpuView v;
+    MakeView(static_cast<GpuIndex>(i), since, v);
+    SummarizeWindows(static_cast<GpuIndex>(i), since, reads_, v);
+    if (policy_.HeldByUtilization(v)) held.push_back(std::move(v));
+  }
+  TimePoint look = since;
+  while (true) {
+    const auto next = NextWindowLook(look);
+    // The windows settle with every held GPU still held: nothing but an event or a wake-up of
+    // another kind changes the pass's decisions.
+    if (!next) return until.value_or(TimePoint::max());
+    look = *next;
+    if (until && look >= *until) return *until;
+    for (GpuView& v : held) {
+      SummarizeWindows(v.index, look, reads_, v);
+      if (!policy_.HeldByUtilization(v)) return look;
+    }
+  }
 }
 
 }  // namespace colo

@@ -413,6 +413,15 @@ class Scheduler {
   // Every GPU's view, with the window summaries `reads` asks for.
   void FillView(ClusterView& view, const WindowReads& reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
+  // The wake-ups after `now` but for the utilization windows' looks.
+  std::optional<TimePoint> NextWakeupBesidesWindows(TimePoint now) const;
+  // While a waiting job is held by the utilization gate, the scheduler looks again each sample
+  // interval while some GPU's windows may fall, or when the last of them settles: the first such
+  // look after `after`, if any.
+  std::optional<TimePoint> NextWindowLook(TimePoint after) const;
+  // Until when, with nothing changed since the last pass, a look at that pass's GPUs would
+  // decide as it did (that pass's time where any look may decide afresh).
+  TimePoint QuietUntil() const;
   // A GPU's view but for its windows' summaries (left empty); with `leaving` gone from it.
   // `until`: the time up to which time alone leaves it as it is (`now` where it holds a grace
   // still running out, which changes with every instant).
@@ -485,6 +494,8 @@ class Scheduler {
   // would change its mind, decides the same: it is skipped. Events set `changed_`.
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
+  TimePoint last_pass_;
+  std::optional<TimePoint> quiet_until_;  // QuietUntil(), once a look asked since the last pass
   ClusterView pass_view_;
   // Per GPU of pass_view_: whether its view there is still the GPU's as made at `made_at`, for
   // passes before `until` (or at `made_at` itself).
