@@ -344,6 +344,11 @@ class Scheduler {
   // reads; or with those `reads` asks for (what a display shows).
   ClusterView View() const;
   ClusterView View(const WindowReads& reads) const;
+  // A GPU's view (one of View()'s) with its windows' summaries as of `at` instead: what a view
+  // then would read of them, as long as no sample arrives.
+  void SummarizeWindowsAt(GpuIndex g, TimePoint at, GpuView& v) const {
+    SummarizeWindows(g, at, reads_, v);
+  }
   Bytes Reservation(const JobRecord& job) const { return Reservation(job, clock_.Now()); }
   const SchedulerConfig& config() const { return config_; }
   const PlacementPolicy& policy() const { return policy_; }
