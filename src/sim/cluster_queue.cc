@@ -301,10 +301,10 @@ void ClusterQueue::ReadServer(int server_index) {
     Index(server_index, {-server.score, server_index});
   else
     Unindex(server_index);
-  WakeWhenViewChanges(server_index);
+  WakeWhenViewChanges(server_index, /*shrinks=*/true);
 }
 
-void ClusterQueue::WakeWhenViewChanges(int server_index) {
+void ClusterQueue::WakeWhenViewChanges(int server_index, bool shrinks) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   const int first_gpu = state_.server(server_index).first_gpu;
   const TimePoint now = state_.Now();
@@ -328,8 +328,10 @@ void ClusterQueue::WakeWhenViewChanges(int server_index) {
     }
   }
   // When a reservation of a running job shrinks (the free memory grows by an amount not accounted).
+  // A look that finds the server as it was read finds no shrink sooner than the one its read
+  // found (its jobs are as they were, and that one has not come, or it would have changed it).
   for (size_t g = 0; g < server.free.size(); ++g) {
-    if (state_.rule.shards) break;  // shards count jobs, not memory
+    if (state_.rule.shards || !shrinks) break;  // shards count jobs, not memory
     for (int j : state_.gpus[static_cast<size_t>(first_gpu) + g].jobs) {
       if (const auto t = NextShrink(state_.jobs[static_cast<size_t>(j)], now)) grow(*t);
     }
@@ -382,7 +384,7 @@ bool ClusterQueue::LooksChangeNothing() {
     Picture& server = pictures_[static_cast<size_t>(s)];
     if (!server.changed) continue;
     server.changed = server.look_only = false;
-    WakeWhenViewChanges(s);
+    WakeWhenViewChanges(s, /*shrinks=*/false);
   }
   ClearChanged();
   return true;

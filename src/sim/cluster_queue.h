@@ -123,9 +123,9 @@ class ClusterQueue {
   // GPUs), re-indexes it and schedules a look at the time its view changes without an event.
   void ReadServer(int server);
   // Schedules a look at the time the server's view changes without an event (its picture's gates
-  // as last read): when a GPU's grace ends or window may fall (open), or a reservation shrinks
-  // (grow).
-  void WakeWhenViewChanges(int server);
+  // as last read): when a GPU's grace ends or window may fall (open), or, with `shrinks`, when a
+  // reservation shrinks (grow).
+  void WakeWhenViewChanges(int server, bool shrinks);
   // Whether, at this instant, every gate of the server answers the least demanding job as at its
   // last read (no window has crossed its threshold, no grace has ended): a read now would find
   // the picture as it is.
