@@ -54,7 +54,7 @@ std::optional<Request> ReadOp(std::string_view op, const json& j, Status& status
   } else {
     if (op != kOpNames[I]) return ReadOp<I + 1>(op, j, status);
     std::variant_alternative_t<I, Request> request;
-    ReadFields(j, "", request, status);
+    ReadRequestFields(j, request, status, {"api", "op"});
     return Request(std::move(request));
   }
 }

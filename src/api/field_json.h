@@ -7,7 +7,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -128,11 +130,13 @@ void Write(const T& value, json& out) {
 
 // A JSON object into a described struct, strictly: types, ranges and sizes by each field's spec.
 
-// Reads the fields of one JSON object; every reader of one value shares the first problem.
+// Reads the fields of one JSON object; every reader of one value shares the first problem. A
+// strict reader (a request's) also refuses a key its struct does not describe: a misspelled
+// option would otherwise be a silent default.
 class Reader {
  public:
-  Reader(const json& object, std::string path, Status& status)
-      : object_(object), path_(std::move(path)), status_(status) {}
+  Reader(const json& object, std::string path, Status& status, bool strict = false)
+      : object_(object), path_(std::move(path)), status_(status), strict_(strict) {}
 
   bool ok() const { return status_.ok(); }
   // Present and not null.
@@ -150,12 +154,43 @@ class Reader {
   const json& object() const { return object_; }
   const std::string& path() const { return path_; }
   Status& status() { return status_; }
+  bool strict() const { return strict_; }
 
  private:
   const json& object_;
   std::string path_;
   Status& status_;
+  bool strict_;
 };
+
+// Whether `key` names a field of T's description (or of a struct it embeds).
+template <typename S, typename M>
+constexpr bool NamesField(std::string_view key, const FieldSpec<S, M>& spec) {
+  return key == spec.key;
+}
+template <Described T>
+constexpr bool Describes(std::string_view key);
+template <typename S, typename M>
+constexpr bool NamesField(std::string_view key, const EmbedSpec<S, M>&) {
+  return Describes<M>(key);
+}
+template <Described T>
+constexpr bool Describes(std::string_view key) {
+  return std::apply([&](const auto&... spec) { return (NamesField(key, spec) || ...); },
+                    Fields(Of<T>{}));
+}
+
+// A strict reader's object has no key but T's fields and `also`.
+template <Described T>
+void RefuseUnknownKeys(Reader& r, std::initializer_list<std::string_view> also = {}) {
+  if (!r.strict() || !r.ok()) return;
+  for (const auto& [key, value] : r.object().items()) {
+    if (Describes<T>(key) || std::find(also.begin(), also.end(), key) != also.end()) continue;
+    // Cut, as every echoed text is: the key is the client's.
+    r.Fail(std::string_view(key).substr(0, 64), "is not a field of this request (misspelled?)");
+    return;
+  }
+}
 
 template <Described T>
 void Read(Reader& r, T& value);
@@ -225,7 +260,8 @@ bool ReadValue(Reader& r, std::string_view key, const json& j, const FieldSpec<S
     v = *parsed;
   } else if constexpr (Described<Item>) {
     if (!j.is_object()) return r.Fail(key, "must be an object"), false;
-    Reader inner(j, r.Path(key), r.status());
+    Reader inner(j, r.Path(key), r.status(), r.strict());
+    RefuseUnknownKeys<Item>(inner);
     Read(inner, v);
   } else if constexpr (IsVector<Item>::value) {
     using Entry = typename Item::value_type;
@@ -247,7 +283,8 @@ bool ReadValue(Reader& r, std::string_view key, const json& j, const FieldSpec<S
         out.push_back(e.get<std::string>());
       } else if constexpr (Described<Entry>) {
         if (!e.is_object()) return r.Fail(key, "entries must be objects"), false;
-        Reader inner(e, fmt::format("{}[{}]", r.Path(key), i), r.status());
+        Reader inner(e, fmt::format("{}[{}]", r.Path(key), i), r.status(), r.strict());
+        RefuseUnknownKeys<Entry>(inner);
         Read(inner, out.emplace_back());
         if (!r.ok()) return false;
       } else {
@@ -309,6 +346,16 @@ void WriteFields(const T& value, nlohmann::json& object) {
 template <typename T>
 void ReadFields(const nlohmann::json& object, std::string path, T& value, Status& status) {
   field_json::Reader reader(object, std::move(path), status);
+  field_json::Read(reader, value);
+}
+
+// A request's fields from `object`, strictly: a key that is neither a field of T nor one of `also`
+// (the envelope's own keys) is an error naming it.
+template <typename T>
+void ReadRequestFields(const nlohmann::json& object, T& value, Status& status,
+                       std::initializer_list<std::string_view> also) {
+  field_json::Reader reader(object, "", status, /*strict=*/true);
+  field_json::RefuseUnknownKeys<T>(reader, also);
   field_json::Read(reader, value);
 }
 

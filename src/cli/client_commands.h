@@ -1,6 +1,9 @@
-// The `colo` commands that talk to colod: submit, queue, show, logs, cancel, gpus, explain,
-// history. Each prints a table a Slurm user recognises (everything that came from a job or a user
-// escaped for the terminal), or the API's JSON with --json.
+// The `colo` commands that talk to colod: their options, their command line and the running of
+// the one given. Each family of commands has its own file: submit (submit_command.h), logs
+// (logs_command.h), queue, history, show, explain, share and gpus (view_commands.h), cancel, hold,
+// release, requeue and wait (control_commands.h), eff (eff_command.h). Each prints a table a Slurm
+// user recognises (everything that came from a job or a user escaped for the terminal), or the
+// API's JSON with --json.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -94,11 +97,9 @@ inline Result<api::QueueReply> CallQueue(const ClientOptions& options, std::stri
 // Reports an error: with `json`, {"error": {"code": CODE, "message": ...}} on stdout (CODE as
 // api::ErrorCode names it), else "colo: MESSAGE" on stderr. Returns `exit_code`.
 int ReportError(const Status& error, bool json, int exit_code = kExitError);
-
-// What `colo submit` sends for these options: the documented forms `-- CMD ARGS`, a job script
-// (`#COLO` lines; run with its interpreter when it is not executable) and a CARMA `.rad` task
-// (inside its conda environment). `environment` is the submitter's, NAME=value.
-Result<api::SubmitRequest> BuildSubmitRequest(const ClientOptions& options,
-                                              const std::vector<std::string>& environment);
+// ReportError as the command's options ask (--json).
+inline int Fail(const ClientOptions& options, const Status& error, int exit_code = kExitError) {
+  return ReportError(error, options.json, exit_code);
+}
 
 }  // namespace colo

@@ -22,10 +22,6 @@
 namespace colo {
 namespace {
 
-int Fail(const ClientOptions& o, const Status& s, int exit_code = kExitError) {
-  return ReportError(s, o.json, exit_code);
-}
-
 std::optional<int64_t> Number(std::string_view text) {
   int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);

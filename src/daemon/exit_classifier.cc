@@ -17,7 +17,8 @@ namespace {
 
 // Only the end of a longer tail is read: the same amount the launcher keeps of each output.
 constexpr size_t kMaxScannedBytes = 256 * 1024;
-constexpr size_t kMaxDetailBytes = 300;
+// PyTorch's out-of-memory line, with every figure in it, is some 600 bytes: kept whole.
+constexpr size_t kMaxDetailBytes = 1024;
 // Of one exception's text. A longer one keeps its head (the exception's type and message) and
 // its tail (TensorFlow prints "OOM when allocating" after the trace of the op's definition).
 constexpr size_t kMaxPartBytes = 16 * 1024;

@@ -27,7 +27,7 @@ struct ProcessEnd {
 // terminal error decides, stderr's first (Python prints uncaught exceptions there) and stdout's
 // when stderr's is not an error: out of memory with its line as the detail, else a failure
 // "exit code N: <the line that names the error>" (a traceback's exception line, a C++ what(),
-// else the output's last line). The detail is valid UTF-8 of at most 300 bytes.
+// else the output's last line). The detail is valid UTF-8 of at most 1,024 bytes.
 JobExit ClassifyExit(const ProcessEnd& end, bool cancel_requested, std::string_view stderr_tail,
                      std::string_view stdout_tail);
 

@@ -29,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,8 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+struct ProcInfo;  // one process as /proc/PID/stat shows it (daemon/proc_files.h)
 
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
@@ -109,8 +112,6 @@ class PosixProcessLauncher final : public ProcessLauncher {
   // The cgroup an attempt gets (whether or not it exists); empty without cgroups.
   std::string CgroupPath(JobId job, int attempt) const;
 
-  struct ProcInfo;  // one process as /proc/PID/stat shows it (defined where it is read)
-
  private:
   using Key = std::pair<JobId, int>;
   using ProcTable = std::map<pid_t, ProcInfo>;
@@ -137,6 +138,11 @@ class PosixProcessLauncher final : public ProcessLauncher {
   };
 
   PosixProcessLauncher(Options options, int jobs_dir_fd);
+
+  // "attempt-N.SUFFIX": an attempt's file in its job's directory (out, err, exit).
+  static std::string AttemptFileName(int attempt, std::string_view suffix);
+  // Whether `path` is one a workdir may be: absolute, no NUL, components and the whole bounded.
+  static Status CheckWorkdirSyntax(const std::string& path);
 
   Tracked& Track(const AttemptRef& ref);
   // A start under way: nullopt while the child has not exec'd the shim (or once it has), the

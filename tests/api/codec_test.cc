@@ -477,6 +477,28 @@ TEST(Fields, AStructIsWrittenAndReadThroughItsOneDescription) {
   static_assert(field_json::MemberCount<JobContext>() == 6);
 }
 
+TEST(Codec, ARequestWithAKeyItDoesNotDescribeIsRefusedByName) {
+  const std::string submit = R"({"api":1,"op":"submit","command":["true"],"workdir":"/",)";
+  // A misspelled option would otherwise leave its default: an unpreemptible job, say.
+  EXPECT_EQ(Error(submit + R"("requeu":true})"),
+            "requeu: is not a field of this request (misspelled?)");
+  // In a nested object and in a list's entries, named by their path.
+  EXPECT_EQ(Error(submit + R"("signal":{"number":10,"lead_s":60,"lead":5}})"),
+            "signal.lead: is not a field of this request (misspelled?)");
+  EXPECT_EQ(Error(submit + R"("limits":[{"name":"core","soft":0,"hard":0,"max":1}]})"),
+            "limits[0].max: is not a field of this request (misspelled?)");
+  // A key of another op is not one of this op's.
+  EXPECT_EQ(Error(R"({"api":1,"op":"queue","requeue":true})"),
+            "requeue: is not a field of this request (misspelled?)");
+  // A client's key is cut before it is echoed.
+  EXPECT_EQ(Error(R"({"api":1,"op":"hello",")" + std::string(1000, 'k') + R"(":1})"),
+            std::string(64, 'k') + ": is not a field of this request (misspelled?)");
+  // The envelope's keys and every described one are known; an embedded struct's keys too.
+  EXPECT_TRUE(DecodeRequest(submit + R"("requeue":true,"signal":{"number":10,"lead_s":60}})").ok());
+  // Replies are read leniently: a newer colod may tell an older client more.
+  EXPECT_TRUE(DecodeReply<HelloReply>(R"({"ok":true,"api":1,"something_new":1})").ok());
+}
+
 TEST(Codec, RequeueAndTheSignalTravelWithTheJob) {
   SubmitRequest s;
   s.command = {"true"};

@@ -15,9 +15,9 @@ using std::string_literals::operator""s;
 const ProcessEnd kFailed{true, 1, true};
 const ProcessEnd kAborted{false, 6, true};  // SIGABRT: an uncaught C++ exception, a glog fatal
 
-// Every detail the classifier gives is stored and shown: valid UTF-8, at most 300 bytes.
+// Every detail the classifier gives is stored and shown: valid UTF-8, at most 1,024 bytes.
 void ExpectSafeDetail(const JobExit& exit) {
-  EXPECT_LE(exit.detail.size(), 300u);
+  EXPECT_LE(exit.detail.size(), 1024u);
   EXPECT_EQ(ValidUtf8(exit.detail), exit.detail);
 }
 
@@ -784,13 +784,13 @@ TEST(ExitClassifier, InvalidUtf8AndACutProgressBarGiveAValidDetail) {
 
 TEST(ExitClassifier, DetailIsCutOnACodePointBoundary) {
   std::string line = "ValueError: ";
-  for (int i = 0; i < 200; ++i) line += "\xc3\xa9";  // é, two bytes each
+  for (int i = 0; i < 600; ++i) line += "\xc3\xa9";  // é, two bytes each
   const JobExit exit = ClassifyExit(kFailed, false, line + "\n", "");
   EXPECT_EQ(exit.kind, ExitKind::kFailure);
-  EXPECT_EQ(exit.detail.size(), 299u);  // 300 would split an é
+  EXPECT_EQ(exit.detail.size(), 1023u);  // 1,024 would split an é
   ExpectSafeDetail(exit);
   std::string oom_line = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ";
-  for (int i = 0; i < 200; ++i) oom_line += "\xe2\x82\xac";  // €, three bytes each
+  for (int i = 0; i < 400; ++i) oom_line += "\xe2\x82\xac";  // €, three bytes each
   const JobExit oom = ClassifyExit(kFailed, false, oom_line, "");
   EXPECT_EQ(oom.kind, ExitKind::kOutOfMemory);
   ExpectSafeDetail(oom);
@@ -820,7 +820,7 @@ TEST(ExitClassifier, HugeInputsOfEveryShape) {
   EXPECT_LE(TerminalError(separators).size(), 9 * 16 * 1024u);
   const std::string line(4 * size, 'a');
   const JobExit long_line = ClassifyExit(kFailed, false, line, line);
-  EXPECT_EQ(long_line.detail, "exit code 1: " + std::string(300 - 13, 'a'));
+  EXPECT_EQ(long_line.detail, "exit code 1: " + std::string(1024 - 13, 'a'));
   EXPECT_LE(TerminalError(line).size(), 16 * 1024 + 16u);
   const std::string carriage_returns(size, '\r');
   EXPECT_EQ(ClassifyExit(kFailed, false, carriage_returns, "").detail, "exit code 1");
@@ -866,7 +866,12 @@ TEST(ExitClassifier, PyTorchsFiguresReachTheExit) {
       "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n";
   const JobExit exit = ClassifyExit(kFailed, false, message, "");
   ASSERT_EQ(exit.kind, ExitKind::kOutOfMemory);
-  ExpectSafeDetail(exit);  // the detail is cut at 300 bytes; the figures are read before
+  ExpectSafeDetail(exit);
+  // The whole line is the detail, so that a user sees every figure PyTorch gave.
+  EXPECT_EQ(exit.detail.find("torch.OutOfMemoryError: CUDA out of memory. Tried"), 0u);
+  EXPECT_NE(exit.detail.find("this process has 2.87 GiB memory in use"), std::string::npos);
+  EXPECT_NE(exit.detail.find("(https://pytorch.org/docs/stable/notes/cuda.html"),
+            std::string::npos);
   EXPECT_EQ(exit.oom.framework, "PyTorch");
   EXPECT_EQ(exit.oom.requested, MiB(20));
   // This process's figure, not another process's.

@@ -681,6 +681,18 @@ class E2ETest(unittest.TestCase):
         return detail
 
 
+class OneColodTest(E2ETest):
+    """A test of one colod, `self.daemon`, whose clients run in `self.work` with `self.bin` (the
+    test's job programs) first on their PATH; setUp makes all three. A call that names another
+    daemon, directory or PATH prefix gets that one."""
+
+    def colo(self, *args, **kwargs):
+        kwargs.setdefault("cwd", self.work)
+        kwargs.setdefault("path_prefix", self.bin)
+        kwargs.setdefault("daemon", self.daemon)
+        return super().colo(*args, **kwargs)
+
+
 def main():
     require_binaries()
     unittest.main(verbosity=2)

@@ -27,7 +27,7 @@ while [ ! -e "$1" ]; do sleep 0.05; done
 """
 
 
-class CliTest(harness.E2ETest):
+class CliTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -35,12 +35,6 @@ class CliTest(harness.E2ETest):
         self.write(os.path.join(self.bin, "oom-once"), OOM_ONCE, 0o755)
         self.write(os.path.join(self.bin, "wait-for"), WAIT_FOR, 0o755)
         self.daemon = self.colod()
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def finished(self, job):
         return self.wait_state(job, {"succeeded", "failed", "cancelled"})

@@ -29,7 +29,7 @@ done
 CONFIG = {"jobs": {"timeout_grace": "1s"}}
 
 
-class Base(harness.E2ETest):
+class Base(harness.OneColodTest):
     fake_gpus = 2
 
     def setUp(self):
@@ -37,13 +37,7 @@ class Base(harness.E2ETest):
         self.bin = self.mkdir("bin")
         self.write(os.path.join(self.bin, "wait-for"), WAIT_SCRIPT, 0o755)
         self.work = self.mkdir("work")
-        self.d = self.colod(config=CONFIG, fake_gpus=self.fake_gpus)
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.d)
-        return super().colo(*args, **kwargs)
+        self.daemon = self.colod(config=CONFIG, fake_gpus=self.fake_gpus)
 
     def wait_job(self, *args, **kwargs):
         """A job that runs until released: (job, release path)."""
@@ -96,8 +90,8 @@ class JobControlTest(Base):
         job = self.submit("--time", "0:06", "--", "sleep", "60")
         self.wait_state(job, "running")
         time.sleep(3)
-        self.d.kill9()
-        self.d.start()
+        self.daemon.kill9()
+        self.daemon.start()
         detail = self.wait_state(job, TERMINAL)
         self.assertEqual(detail["state"], "timeout")
         attempt = detail["attempt_list"][-1]
@@ -160,8 +154,8 @@ class JobControlTest(Base):
         a, release_a = self.wait_job()
         b = self.submit("--dependency", f"afterok:{a}", "--", "true")
         self.wait_state(a, "running")
-        self.d.stop()
-        self.d.start()
+        self.daemon.stop()
+        self.daemon.start()
         self.assertIn("dependency", self.queue()[b]["reason"])
         self.release(release_a)
         self.assert_succeeded(a)
@@ -180,8 +174,8 @@ class JobControlTest(Base):
         later = self.submit("--mem", "70GiB", "--", "true")
         r = self.colo_ok("hold", waiting)
         self.assertEqual(r.stdout, f"job {waiting}: held\n")
-        self.d.stop()
-        self.d.start()
+        self.daemon.stop()
+        self.daemon.start()
         self.release(blockers[0][1])
         self.assert_succeeded(later)
         queue = self.queue()
@@ -275,7 +269,7 @@ class JobControlTest(Base):
         """`colo wait IDS` in the background, as the test's user."""
         return subprocess.Popen(
             harness.as_user(None, [harness.COLO, "wait", *map(str, ids)]),
-            env=self.client_env(None, self.d.socket, path_prefix=self.bin), cwd=self.work,
+            env=self.client_env(None, self.daemon.socket, path_prefix=self.bin), cwd=self.work,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def test_wait(self):

@@ -67,7 +67,7 @@ rm -f "$1/smact-$gpu"
 """
 
 
-class MemoryTest(harness.E2ETest):
+class MemoryTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -79,12 +79,6 @@ class MemoryTest(harness.E2ETest):
         self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
                                  config={"metrics": {"enabled": True, "port": self.port}})
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def events(self, detail, kind):
         return [e["detail"] for e in detail["events"] if e["kind"] == kind]
@@ -214,6 +208,12 @@ class MemoryTest(harness.E2ETest):
         self.assertEqual(len(need), 1, detail["events"])
         self.assertRegex(need[0], r"^3\.0 GiB -> 7\.\d GiB: PyTorch in use 2\.\d GiB \+ tried "
                                   r"20 MiB at the 3\.0 GiB limit: limit-bound")
+        # The attempt's error is PyTorch's whole line, every figure in it, as `colo show` gives it.
+        error = detail["attempt_list"][0]["detail"]
+        self.assertTrue(error.startswith("torch.OutOfMemoryError: CUDA out of memory."), error)
+        self.assertRegex(error, r"this process has 2\.\d\d GiB memory in use\. Of the allocated "
+                                r"memory 2\.41 GiB is allocated by PyTorch, and 33\.59 MiB is "
+                                r"reserved by PyTorch but unallocated\.$")
         self.assertIn("attempt 2 ok", self.colo_ok("logs", job).stdout)
 
     def test_a_job_far_above_its_limit_recovers_in_two_attempts(self):

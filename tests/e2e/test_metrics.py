@@ -43,7 +43,7 @@ fi
 """
 
 
-class MetricsTest(harness.E2ETest):
+class MetricsTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -54,12 +54,6 @@ class MetricsTest(harness.E2ETest):
         self.port = harness.free_loopback_port()
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
                                  config={"metrics": {"enabled": True, "port": self.port}})
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def scrape(self):
         status, body = harness.http_get(self.port, "/metrics")

@@ -25,7 +25,7 @@ while [ ! -e "$2" ] && [ $i -lt 1200 ]; do i=$((i + 1)); sleep 0.05; done
 GIB = 1 << 30
 
 
-class NvmlTest(harness.E2ETest):
+class NvmlTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -40,12 +40,6 @@ class NvmlTest(harness.E2ETest):
                "COLO_FAKE_NVML_COUNTS": self.counts}
         self.daemon = self.colod(fake_gpus=0, env=env,
                                  config={"metrics": {"enabled": True, "port": self.port}})
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def calls(self):
         """The fake driver's call counts as of its last round of samples."""

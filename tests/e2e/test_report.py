@@ -25,7 +25,7 @@ rm -f "$3/smact-$gpu" "$3/$$"
 """
 
 
-class ReportTest(harness.E2ETest):
+class ReportTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -34,12 +34,6 @@ class ReportTest(harness.E2ETest):
         self.write(os.path.join(self.bin, "compute"), COMPUTE, 0o755)
         self.config = {"history": {"flush_interval": "0.5s"}}
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir], config=self.config)
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def run_jobs(self):
         """Two jobs, one per GPU, that use memory and compute; both succeed."""

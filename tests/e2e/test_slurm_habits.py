@@ -49,7 +49,7 @@ echo "gpus=$CUDA_VISIBLE_DEVICES args=$*"
 """
 
 
-class SlurmHabits(harness.E2ETest):
+class SlurmHabits(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         self.bin = self.mkdir("bin")
@@ -60,12 +60,6 @@ class SlurmHabits(harness.E2ETest):
         self.write(os.path.join(self.bin, "compute"), COMPUTE, 0o755)
         self.daemon = self.colod(extra_args=["--fake-gpu-dir", self.gpu_dir],
                                  config={"history": {"flush_interval": "0.2s"}})
-
-    def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
-        return super().colo(*args, **kwargs)
 
     def finished(self, job):
         return self.wait_state(job, {"succeeded", "failed", "cancelled", "timeout"})

@@ -35,7 +35,7 @@ done
 """
 
 
-class TopTest(harness.E2ETest):
+class TopTest(harness.OneColodTest):
     def setUp(self):
         super().setUp()
         # As root, colo top runs as an unprivileged user, so that colod's refusal to cancel
@@ -51,9 +51,6 @@ class TopTest(harness.E2ETest):
         self.addCleanup(self.stop_tmux)
 
     def colo(self, *args, **kwargs):
-        kwargs.setdefault("cwd", self.work)
-        kwargs.setdefault("path_prefix", self.bin)
-        kwargs.setdefault("daemon", self.daemon)
         kwargs.setdefault("user", self.user)
         return super().colo(*args, **kwargs)
 
