@@ -1269,20 +1269,17 @@ void Scheduler::Backfill(JobRecord& head, Walk& walk, ClusterView& view,
 std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
   const TimePoint now = clock_.Now();
   if (!changed_ && (!wake_at_ || now < *wake_at_)) return {};
-  if (!changed_) {
-    // A look in time alone (nothing changed since the last pass): before the windows let in a GPU
-    // the gate held then, that pass's decisions stand, and the look only announces the next.
-    if (!quiet_until_) quiet_until_ = QuietUntil();
-    if (now < *quiet_until_) {
-      wake_at_ = ComputeNextWakeup();
-      return {};
-    }
+  if (!changed_ && DecidesAsTheLastPass(now)) {
+    // A look in time alone that would decide as the last pass: it only announces the next.
+    const std::optional<TimePoint> look = NextWindowLook(now);
+    wake_at_ = look && (!held_->until || *look < *held_->until) ? look : held_->until;
+    return {};
   }
   std::vector<Launch> launches = Pass(max_launches);
   changed_ = launches.size() >= max_launches;  // cut short: the next call goes on
   wake_at_ = ComputeNextWakeup();
   last_pass_ = now;
-  quiet_until_.reset();
+  held_.reset();
   return launches;
 }
 
@@ -1420,38 +1417,36 @@ std::optional<TimePoint> Scheduler::NextWindowLook(TimePoint after) const {
   return look;
 }
 
-TimePoint Scheduler::QuietUntil() const {
-  const TimePoint since = last_pass_;
-  // Under fair share the queue's order moves with time alone, and so do a backfill's reservation
-  // and the jobs that end before it, and a preemption's due time: every look decides afresh.
-  if (!(head_blocked_by_utilization_ || booked_blocked_by_utilization_) ||
-      config_.fairness.order != QueueOrder::kFifo || config_.fairness.preempt || config_.backfill)
-    return since;
-  // Otherwise a look that finds no GPU let in that the gate held at the pass decides as the pass
-  // did: every other gate reads no clock, and a GPU the gate did not hold gave no job a place.
-  // The looks come one from the other, each sample interval while a window may fall, until a
-  // launch grace ends or a reservation settles (a pass then).
-  const std::optional<TimePoint> until = NextWakeupBesidesWindows(since);
-  std::vector<GpuView> held;
-  for (size_t i = 0; i < gpus_.size(); ++i) {
-    GpuView v;
-    MakeView(static_cast<GpuIndex>(i), since, v);
-    SummarizeWindows(static_cast<GpuIndex>(i), since, reads_, v);
-    if (policy_.HeldByUtilization(v)) held.push_back(std::move(v));
-  }
-  TimePoint look = since;
-  while (true) {
-    const auto next = NextWindowLook(look);
-    // The windows settle with every held GPU still held: nothing but an event or a wake-up of
-    // another kind changes the pass's decisions.
-    if (!next) return until.value_or(TimePoint::max());
-    look = *next;
-    if (until && look >= *until) return *until;
-    for (GpuView& v : held) {
-      SummarizeWindows(v.index, look, reads_, v);
-      if (!policy_.HeldByUtilization(v)) return look;
+bool Scheduler::DecidesAsTheLastPass(TimePoint now) {
+  if (!held_) {
+    // What the last pass left (nothing changed since): the GPUs the utilization gate held, and
+    // the next wake-up of another kind.
+    held_.emplace();
+    // Under fair share the queue's order moves with time alone, and so do a backfill's
+    // reservation and the jobs that end before it, and a preemption's due time: every look
+    // decides afresh.
+    held_->applies = (head_blocked_by_utilization_ || booked_blocked_by_utilization_) &&
+                     config_.fairness.order == QueueOrder::kFifo && !config_.fairness.preempt &&
+                     !config_.backfill;
+    if (held_->applies) {
+      held_->until = NextWakeupBesidesWindows(last_pass_);
+      for (size_t i = 0; i < gpus_.size(); ++i) {
+        GpuView v;
+        MakeView(static_cast<GpuIndex>(i), last_pass_, v);
+        SummarizeWindows(static_cast<GpuIndex>(i), last_pass_, reads_, v);
+        if (policy_.HeldByUtilization(v)) held_->gpus.push_back(std::move(v));
+      }
     }
   }
+  // Only a look the windows called for (a wake-up of another kind is a pass: a grace ended, a
+  // reservation settled), and only while they let in no GPU the gate held: every other gate
+  // reads no clock, and a GPU the gate did not hold gave no job a place.
+  if (!held_->applies || (held_->until && now >= *held_->until)) return false;
+  for (GpuView& v : held_->gpus) {
+    SummarizeWindows(v.index, now, reads_, v);
+    if (!policy_.HeldByUtilization(v)) return false;
+  }
+  return true;
 }
 
 }  // namespace colo

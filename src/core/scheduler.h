@@ -424,9 +424,9 @@ class Scheduler {
   // interval while some GPU's windows may fall, or when the last of them settles: the first such
   // look after `after`, if any.
   std::optional<TimePoint> NextWindowLook(TimePoint after) const;
-  // Until when, with nothing changed since the last pass, a look at that pass's GPUs would
-  // decide as it did (that pass's time where any look may decide afresh).
-  TimePoint QuietUntil() const;
+  // Whether a look at `now`, with nothing changed since the last pass, would decide as that pass
+  // did: it is one the utilization windows called for, and they let in no GPU the gate held.
+  bool DecidesAsTheLastPass(TimePoint now);
   // A GPU's view but for its windows' summaries (left empty); with `leaving` gone from it.
   // `until`: the time up to which time alone leaves it as it is (`now` where it holds a grace
   // still running out, which changes with every instant).
@@ -500,7 +500,13 @@ class Scheduler {
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
   TimePoint last_pass_;
-  std::optional<TimePoint> quiet_until_;  // QuietUntil(), once a look asked since the last pass
+  // What DecidesAsTheLastPass keeps of the last pass, from the first look after it.
+  struct HeldGpus {
+    bool applies = false;       // the looks may be skipped at all
+    std::vector<GpuView> gpus;  // the GPUs the utilization gate held, summarized at the last look
+    std::optional<TimePoint> until;  // the next wake-up of another kind
+  };
+  std::optional<HeldGpus> held_;
   ClusterView pass_view_;
   // Per GPU of pass_view_: whether its view there is still the GPU's as made at `made_at`, for
   // passes before `until` (or at `made_at` itself).
