@@ -899,6 +899,13 @@ void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowRead
   v.drama = g.drama.Summarize(now, reads.drama);
 }
 
+void Scheduler::BoundWindows(GpuIndex index, GpuView& low, GpuView& high) const {
+  const GpuRecord& g = gpus_[index];
+  g.smact.Bounds(low.smact, high.smact);
+  g.smocc.Bounds(low.smocc, high.smocc);
+  g.drama.Bounds(low.drama, high.drama);
+}
+
 void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
   for (size_t i = 0; i < view.gpus.size(); ++i) {
     if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
@@ -1434,7 +1441,10 @@ bool Scheduler::DecidesAsTheLastPass(TimePoint now) {
         GpuView v;
         MakeView(static_cast<GpuIndex>(i), last_pass_, v);
         SummarizeWindows(static_cast<GpuIndex>(i), last_pass_, reads_, v);
-        if (policy_.HeldByUtilization(v)) held_->gpus.push_back(std::move(v));
+        if (!policy_.HeldByUtilization(v)) continue;
+        GpuView low = v, high = v;
+        BoundWindows(static_cast<GpuIndex>(i), low, high);
+        if (!policy_.HeldByUtilization(low)) held_->gpus.push_back(std::move(v));
       }
     }
   }

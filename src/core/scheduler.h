@@ -349,6 +349,9 @@ class Scheduler {
   void SummarizeWindowsAt(GpuIndex g, TimePoint at, GpuView& v) const {
     SummarizeWindows(g, at, reads_, v);
   }
+  // A GPU's view with the summaries no later view reads below (`low`) or above (`high`) as long
+  // as no sample arrives (SignalWindow::Bounds).
+  void BoundWindows(GpuIndex g, GpuView& low, GpuView& high) const;
   Bytes Reservation(const JobRecord& job) const { return Reservation(job, clock_.Now()); }
   const SchedulerConfig& config() const { return config_; }
   const PlacementPolicy& policy() const { return policy_; }
@@ -502,8 +505,10 @@ class Scheduler {
   TimePoint last_pass_;
   // What DecidesAsTheLastPass keeps of the last pass, from the first look after it.
   struct HeldGpus {
-    bool applies = false;       // the looks may be skipped at all
-    std::vector<GpuView> gpus;  // the GPUs the utilization gate held, summarized at the last look
+    bool applies = false;  // the looks may be skipped at all
+    // The GPUs the utilization gate held but may let in as their windows slide, summarized at
+    // the last look (one it holds even at its windows' lowest is left out: it stays held).
+    std::vector<GpuView> gpus;
     std::optional<TimePoint> until;  // the next wake-up of another kind
   };
   std::optional<HeldGpus> held_;

@@ -266,6 +266,7 @@ void ClusterQueue::ReadServer(int server_index) {
   server.caps.clear();
   server.gates.assign(gpus, Gate::kPass);
   server.grace_ends.assign(gpus, TimePoint{});
+  server.answer_lasts.assign(gpus, 0);
   for (size_t g = 0; g < gpus; ++g) {
     const GpuView& v = server.view.gpus[g];
     server.free[g] = v.free_for_placement.count();
@@ -289,6 +290,12 @@ void ClusterQueue::ReadServer(int server_index) {
         server.gates[g] = verdict.gate;
         if (verdict.gate == Gate::kLaunchGrace)
           server.grace_ends[g] = now + LaunchGraceLeft(v, *state_.rule.gates);
+        if (verdict.gate == Gate::kUtilization || (usable && !v.idle())) {
+          GpuView low = v, high = v;
+          scheduler.BoundWindows(static_cast<GpuIndex>(g), low, high);
+          server.answer_lasts[g] = usable ? !UtilizationExcludes(high, *state_.rule.gates)
+                                          : UtilizationExcludes(low, *state_.rule.gates);
+        }
       }
     }
     if (usable) {
@@ -364,7 +371,7 @@ bool ClusterQueue::GatesAnswerAsRead(int server_index) const {
     const GpuView& read = server.view.gpus[g];
     const bool gated = gate == Gate::kUtilization ||
                        (gate == Gate::kPass && !read.idle() && state_.rule.gates->utilization);
-    if (!gated) continue;
+    if (!gated || server.answer_lasts[g]) continue;
     GpuView v = read;
     scheduler.SummarizeWindowsAt(static_cast<GpuIndex>(g), now, v);
     if (UtilizationExcludes(v, *state_.rule.gates) != (gate == Gate::kUtilization)) return false;

@@ -103,6 +103,9 @@ class ClusterQueue {
     // none did), and for the launch grace, when it ends.
     std::vector<Gate> gates;
     std::vector<TimePoint> grace_ends;
+    // Per GPU: its utilization gate answers the same until a new sample, however its windows
+    // slide (held even at their lowest, or let in even at their highest).
+    std::vector<uint8_t> answer_lasts;
     // Since its last read, only its open_wakeup came: nothing else changed it.
     bool look_only = false;
     // Its places in changed_ (more than one if it changed again before they were pruned), and
