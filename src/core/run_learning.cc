@@ -91,28 +91,23 @@ Lesson Learn(const ModelRuns& runs, const MemoryNeed& need, double smact, SmactS
   return lesson;
 }
 
-void RunHistory::Add(const ModelSignature& signature, const RunEvidence& run) {
-  if (signature.empty() || !Teaches(run)) return;
-  // Newest first, as a store reads them; the oldest beyond the limit is forgotten.
-  ModelRuns& runs = runs_[signature];
-  if (MeasuredPeak(run)) {
-    runs.peaks.insert(runs.peaks.begin(), run.peak);
-    if (runs.peaks.size() > kRunsLearnedFrom) runs.peaks.pop_back();
-  }
-  if (run.solo_smact >= 0) {
-    runs.solo_smact.insert(runs.solo_smact.begin(), run.solo_smact);
-    if (runs.solo_smact.size() > kRunsLearnedFrom) runs.solo_smact.pop_back();
-  }
-  if (MeasuredRunTime(run)) {
-    runs.run_times.insert(runs.run_times.begin(), run.run_time);
-    if (runs.run_times.size() > kRunsLearnedFrom) runs.run_times.pop_back();
-  }
+namespace {
+
+// Puts `value` first among `newest`, which keeps kRunsLearnedFrom. Its room for them is made once,
+// not grown as the first runs come.
+template <typename T>
+void PutFirst(T value, std::vector<T>& newest) {
+  if (newest.capacity() == 0) newest.reserve(kRunsLearnedFrom + 1);
+  newest.insert(newest.begin(), value);
+  if (newest.size() > kRunsLearnedFrom) newest.pop_back();
 }
 
-const ModelRuns& RunHistory::Runs(const ModelSignature& signature) const {
-  static const ModelRuns kNone;
-  const auto it = runs_.find(signature);
-  return it == runs_.end() ? kNone : it->second;
+}  // namespace
+
+void AddNewestRun(const RunEvidence& run, ModelRuns& runs) {
+  if (MeasuredPeak(run)) PutFirst(run.peak, runs.peaks);
+  if (run.solo_smact >= 0) PutFirst(run.solo_smact, runs.solo_smact);
+  if (MeasuredRunTime(run)) PutFirst(run.run_time, runs.run_times);
 }
 
 }  // namespace colo

@@ -1,10 +1,9 @@
 // Learning from earlier runs: what a run that ended teaches the later and the waiting jobs of its
 // model. One rule for colod and `colo sim`: colod keeps the runs in its store
-// (JobStore::EarlierRuns), the simulator keeps each server's in a RunHistory, as that server's
-// colod would, and both ask Learn what a job plans with.
+// (JobStore::EarlierRuns), the simulator keeps each server's as that server's colod would
+// (AddNewestRun), and both ask Learn what a job plans with.
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -100,16 +99,10 @@ struct Lesson {
 // their run time (LearnRunTime).
 Lesson Learn(const ModelRuns& runs, const MemoryNeed& need, double smact, SmactSource source);
 
-// The runs one colod's store would hold, by signature, newest first (up to kRunsLearnedFrom of
-// each kind): the simulator's stand-in for a server's store.
-class RunHistory {
- public:
-  void Add(const ModelSignature& signature, const RunEvidence& run);
-  const ModelRuns& Runs(const ModelSignature& signature) const;
-
- private:
-  std::map<ModelSignature, ModelRuns> runs_;
-};
+// Adds what the attempt measured to `runs` as a store reads them, newest first: the newest
+// kRunsLearnedFrom of each kind, the oldest beyond them forgotten. How `colo sim` keeps each
+// simulated server's runs of a model, as that server's colod's store would hold them.
+void AddNewestRun(const RunEvidence& run, ModelRuns& runs);
 
 // A run's solo SM activity is its GPU's mean SM activity while it ran alone there and computed:
 // above this (its start-up, imports and data loading show none and would pull the mean down), for

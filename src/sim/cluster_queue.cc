@@ -432,7 +432,7 @@ MemoryNeed ClusterQueue::NeedOn(const SimJob& job, int server_index) const {
   // With learn=on the server's colod plans with what the runs of the job's model it saw taught.
   if (!state_.spec.learn || server_index < 0) return job.submitted->spec.memory;
   const Lesson lesson =
-      Learn(state_.server(server_index).runs.Runs(*job.signature), job.submitted->spec.memory,
+      Learn(state_.server(server_index).RunsOf(job.signature), job.submitted->spec.memory,
             job.submitted->spec.expected_smact, SmactSource::kUser);
   return lesson.memory ? lesson.memory->need() : job.submitted->spec.memory;
 }
@@ -472,7 +472,7 @@ void ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& nee
   const Status status = server.scheduler->Submit(spec);
   spec.memory = submitted;
   COLO_CHECK(status.ok());
-  server.sent[job.signature].push_back(static_cast<int>(&job - state_.jobs.data()));
+  server.sent[job.signature].push_back(job.index());
 }
 
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {

@@ -72,6 +72,8 @@ class ClusterQueue {
   // waits for may have changed, then the instant's launches.
   void EndInstant();
 
+  // How long a GPU's utilization window can keep falling after its last change (set by Begin).
+  Duration utilization_horizon() const { return utilization_horizon_; }
   int64_t rounds() const { return round_; }
   int requeues() const { return requeues_; }
   int64_t dispatch_checks() const { return dispatch_checks_; }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/check.h"
 #include "common/clock.h"
 #include "core/run_learning.h"
 #include "core/scheduler.h"
@@ -30,18 +31,14 @@ struct ClusterRule {
   const ShardPolicy* shards = nullptr;  // the shards baseline
 };
 
-// What its server's scheduler said of a job once it ended there for good. The engine keeps this
-// and the scheduler forgets the job: its whole record, kept to the end, would cost more than the
-// rest of the job's state together.
-// Until then its state is kQueued, which no job ends in: no flag beside it (an optional would
-// add 8 bytes to every job).
+// What its server's scheduler said of a job once it ended there (for good, or as the run ended):
+// what its result is written from. The scheduler then forgets the job, and the engine drops its
+// state.
 struct Ended {
   TimePoint first_started, finished;
   JobState state = JobState::kQueued;
   int attempts = 0, ooms = 0;
   bool ever_started = false;
-  // Whether the job ended for good (what its scheduler said of it is here).
-  bool known() const { return IsTerminal(state); }
 };
 
 inline Ended EndedOf(const JobRecord& record) {
@@ -60,11 +57,11 @@ struct Submission {
   PlacementRequest request;
 };
 
+// The engine's state of a job from its arrival until its result is written (JobTable).
 struct SimJob {
-  // Fields are grouped so that small ones share words: a million jobs' state is most of the
-  // simulator's memory.
+  // Fields are grouped so that small ones share words.
   const TraceJob* trace = nullptr;
-  // SignatureOf(*trace), made once and kept once in State::signatures (a trace has few models
+  // SignatureOf(*trace), kept once in EngineState::signatures (a trace has few models
   // per user: a pointer costs a job 8 bytes where its own copy cost 32 and often a heap block).
   const ModelSignature* signature = nullptr;
   int server = -1;
@@ -86,11 +83,11 @@ struct SimJob {
   TimePoint progress_at;
   TimePoint started;
   Bytes memory;
-  Ended ended;
-  std::string reason;  // why it was rejected, or why it ended (with `ended`)
+  std::string reason;  // why it was rejected
   // The cluster queue.
   // As submitted: kept while the job may still be sent to a server (a requeued one goes again).
-  std::unique_ptr<Submission> submitted;
+  // In the job's state, not a heap block of its own: only jobs that arrived have a state.
+  std::optional<Submission> submitted;
   int rank = 0;                // arrival order: its place in the cluster queue
   bool queued = false;         // waiting in the cluster queue
   bool rejected = false;       // it can never be placed (why: `reason`)
@@ -99,12 +96,56 @@ struct SimJob {
   int prior_attempts = 0, prior_ooms = 0;
   double first_start_s = -1;
   Bytes planned;  // the reservation its current attempt was placed with (per GPU)
+
+  // Its place in the trace (its id less one).
+  int index() const { return static_cast<int>(trace->id - 1); }
+};
+
+// Each job's state (SimJob) by trace index, from its arrival until its result is written
+// (EngineState::results), when it is dropped and its place reused: a job not arrived yet or
+// ended holds only its entry here (8 bytes). At a million jobs every job's state kept to the end
+// would be most of the simulator's memory, though only the jobs waiting or running are ever read.
+class JobTable {
+ public:
+  void Resize(size_t jobs) { where_.assign(jobs, nullptr); }
+  size_t size() const { return where_.size(); }
+  // Whether the job arrived and its result is not written yet: only then is it in the table.
+  bool live(size_t index) const { return where_[index] != nullptr; }
+  SimJob& operator[](size_t index) { return *where_[index]; }
+  const SimJob& operator[](size_t index) const { return *where_[index]; }
+  // A fresh state for the job, which arrives.
+  SimJob& Add(size_t index) {
+    COLO_CHECK(!live(index));
+    if (free_.empty()) {
+      if (made_ % kChunk == 0) chunks_.push_back(std::make_unique<SimJob[]>(kChunk));
+      free_.push_back(&chunks_.back()[made_++ % kChunk]);
+    }
+    where_[index] = free_.back();
+    free_.pop_back();
+    return *where_[index];
+  }
+  // The job's result is written: its state goes (with what it holds on the heap).
+  void Drop(size_t index) {
+    COLO_CHECK(live(index));
+    *where_[index] = SimJob{};
+    free_.push_back(where_[index]);
+    where_[index] = nullptr;
+  }
+
+ private:
+  // States are made in chunks, so that one never moves while it lives.
+  static constexpr size_t kChunk = 256;
+  std::vector<SimJob*> where_;  // by trace index: its state, or null
+  std::vector<std::unique_ptr<SimJob[]>> chunks_;
+  size_t made_ = 0;            // states made in chunks_
+  std::vector<SimJob*> free_;  // of those, the ones not in use
 };
 
 struct SimGpu {
   int server = 0;
   // SMACT fed to the scheduler at each change within the last utilization window (and the one in
-  // effect at its start): whether the window's statistics can still fall.
+  // effect at its start): whether the window's statistics can still fall. Kept only where a gate
+  // can hold a GPU for its utilization.
   std::deque<std::pair<TimePoint, double>> smact_log;
   GpuIndex local = 0;
   std::vector<int> jobs;
@@ -133,13 +174,19 @@ struct Server {
   std::optional<TimePoint> wakeup;
   int demand = 0;  // GPUs of assigned, unfinished jobs: how the dispatcher balances servers
   // What the runs of each model that ended on this server measured, as its colod's store would
-  // hold them: their run times always (backfill's reservations count on them), their peaks and
-  // SM activity planned with only under learn=on.
-  RunHistory runs;
+  // hold them (AddNewestRun): their run times always (backfill's reservations count on them),
+  // their peaks and SM activity planned with only under learn=on. This and `sent` are keyed by
+  // the one copy of each signature the run keeps (EngineState::signatures): a lookup compares no
+  // text.
+  std::map<const ModelSignature*, ModelRuns> runs;
   // The jobs sent here, by model, while they may wait or run here (pruned as a run of their
-  // model ends): what a run that ends tells how long their model runs. Keyed by the one copy of
-  // each signature the run keeps (State::signatures), so a lookup compares no text.
+  // model ends): what a run that ends tells how long their model runs.
   std::map<const ModelSignature*, std::vector<int>> sent;
+  const ModelRuns& RunsOf(const ModelSignature* signature) const {
+    static const ModelRuns kNone;
+    const auto it = runs.find(signature);
+    return it == runs.end() ? kNone : it->second;
+  }
   // Its own queues are empty: the cluster may send it a job.
   bool idle_queues() const {
     return scheduler->main_queue().empty() && scheduler->recovery_queue().empty();
@@ -153,10 +200,29 @@ inline ModelSignature SignatureOf(const TraceJob& job) {
                                       : ModelSignature(job.profile.name, job.owner);
 }
 
+// Each distinct signature of a trace's jobs (SignatureOf), kept once: a job holds a pointer to
+// its own, and a lookup by signature compares pointers.
+class Signatures {
+ public:
+  // The job's, found by its model's and owner's names, which are interned (one pointer per
+  // text): its text is made only the first time the two come together.
+  const ModelSignature* Of(const TraceJob& job) {
+    const auto names = std::make_pair(&job.profile.name.str(), &job.owner.str());
+    auto it = by_names_.find(names);
+    if (it == by_names_.end())
+      it = by_names_.emplace(names, &*kept_.insert(SignatureOf(job)).first).first;
+    return it->second;
+  }
+
+ private:
+  std::set<ModelSignature> kept_;
+  std::map<std::pair<const std::string*, const std::string*>, const ModelSignature*> by_names_;
+};
+
 // How long a job sent to `server` is expected to run, where it has no time limit: what its
 // model's runs there took (core's rule); 0 while none has ended there.
 inline Duration LearnedRunTime(const Server& server, const SimJob& job) {
-  return LearnRunTime(server.runs.Runs(*job.signature).run_times).value_or(Duration::zero());
+  return LearnRunTime(server.RunsOf(job.signature).run_times).value_or(Duration::zero());
 }
 
 // What happened to a server, for the cluster's picture of it.
@@ -177,9 +243,12 @@ struct EngineState {
   const PlacementPolicy& policy;
   const ClusterRule rule;
   ManualClock clock;
-  std::vector<SimJob> jobs;             // by trace index (a job's id is its index + 1)
-  std::set<ModelSignature> signatures;  // each job's, once
-  std::vector<int> arrivals;            // job indices in arrival order (rank -> index)
+  JobTable jobs;  // by trace index (a job's id is its index + 1)
+  // By trace index, each written as its job ends for good (the rest once the run ends).
+  std::vector<JobResult> results;
+  int rejected = 0;  // jobs no server could ever run
+  Signatures signatures;
+  std::vector<int> arrivals;  // job indices in arrival order (rank -> index)
   std::vector<SimGpu> gpus;
   std::vector<Server> servers;
   int64_t passes = 0;  // placement passes of the servers' schedulers

@@ -27,73 +27,86 @@ double Percentile(std::vector<double>& values, double q, size_t& from) {
 }
 }  // namespace
 
+JobResult EndedResult(const SimJob& job, const Ended& end, std::string reason) {
+  JobResult r;
+  r.id = job.trace->id;
+  r.name = job.trace->name;
+  r.server = job.server;
+  r.submit_s = ToSeconds(job.trace->submit);
+  r.state = end.state;
+  r.attempts = end.attempts + job.prior_attempts;
+  r.ooms = end.ooms + job.prior_ooms;
+  r.reason = std::move(reason);
+  if (end.ever_started) r.start_s = ToSeconds(end.first_started);
+  if (job.prior_attempts > 0) r.start_s = job.first_start_s;  // its first start, elsewhere
+  if (IsTerminal(end.state)) r.end_s = ToSeconds(end.finished);
+  return r;
+}
+
+JobResult RejectedResult(const SimJob& job) {
+  JobResult r;
+  r.id = job.trace->id;
+  r.name = job.trace->name;
+  r.server = job.server;
+  r.submit_s = ToSeconds(job.trace->submit);
+  r.state = JobState::kFailed;
+  r.reason = "rejected: " + job.reason;
+  return r;
+}
+
+namespace {
+
+// The result of a job the run left waiting or running.
+JobResult UnfinishedResult(const EngineState& state, const ClusterQueue* cluster,
+                           const SimJob& job) {
+  const JobRecord* record =
+      job.server < 0 ? nullptr
+                     : state.servers[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
+  if (record == nullptr) {
+    // Still in the cluster queue when nothing more could happen.
+    COLO_CHECK(cluster && job.queued);
+    JobResult r = EndedResult(job, Ended{}, "never placed: waiting in the cluster queue");
+    r.state = JobState::kFailed;
+    r.start_s = job.first_start_s;
+    return r;
+  }
+  JobResult r = EndedResult(job, EndedOf(*record), record->end_reason);
+  if (!IsTerminal(record->state)) {
+    // Nothing more could happen to it: the trace ended with the job still waiting.
+    r.state = JobState::kFailed;
+    r.reason = record->last_wait ? "never placed: " + record->last_wait->Reason() : "never placed";
+  }
+  return r;
+}
+
+}  // namespace
+
 SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCounts& counts,
                    Timeline timeline) {
-  const std::vector<SimJob>& jobs = state.jobs;
+  const std::vector<TraceJob>& trace = state.trace.jobs;
   SimResult result;
   Metrics& m = result.metrics;
   m.label = state.spec.label;
   m.estimator = state.spec.estimator;
-  m.jobs = static_cast<int>(jobs.size());
+  m.jobs = static_cast<int>(trace.size());
+  m.rejected = state.rejected;
+  result.jobs = std::move(state.results);
+  for (size_t i = 0; i < trace.size(); ++i)
+    if (state.jobs.live(i)) result.jobs[i] = UnfinishedResult(state, cluster, state.jobs[i]);
   std::map<std::string, std::pair<double, int>> slowdowns;  // by owner: sum, count
-  // Sized once: at a million jobs a vector's growth would double the largest of them for a while.
-  result.jobs.reserve(jobs.size());
-  double first_submit = jobs.empty() ? 0 : ToSeconds(jobs.front().trace->submit);
+  double first_submit = trace.empty() ? 0 : ToSeconds(trace.front().submit);
   double last_end = first_submit;
-  for (const SimJob& job : jobs) {
-    JobResult r;
-    r.id = job.trace->id;
-    r.name = job.trace->name;
-    r.server = job.server;
-    r.submit_s = ToSeconds(job.trace->submit);
-    if (job.rejected) {
-      r.state = JobState::kFailed;
-      r.reason = "rejected: " + job.reason;
-      ++m.rejected;
-      ++m.failed;
-      result.jobs.push_back(r);
-      continue;
-    }
-    const JobRecord* record =
-        job.server < 0 || job.ended.known()
-            ? nullptr
-            : state.servers[static_cast<size_t>(job.server)].scheduler->job(job.trace->id);
-    if (record == nullptr && !job.ended.known()) {
-      // Still in the cluster queue when nothing more could happen.
-      COLO_CHECK(cluster && job.queued);
-      r.state = JobState::kFailed;
-      r.attempts = job.prior_attempts;
-      r.ooms = job.prior_ooms;
-      r.start_s = job.first_start_s;
-      r.reason = "never placed: waiting in the cluster queue";
-      ++m.failed;
-      result.jobs.push_back(r);
-      continue;
-    }
-    const Ended end = job.ended.known() ? job.ended : EndedOf(*record);
-    r.state = end.state;
-    r.attempts = end.attempts + job.prior_attempts;
-    r.ooms = end.ooms + job.prior_ooms;
-    r.reason = job.ended.known() ? job.reason : record->end_reason;
-    if (end.ever_started) r.start_s = ToSeconds(end.first_started);
-    if (job.prior_attempts > 0) r.start_s = job.first_start_s;  // its first start, elsewhere
-    if (IsTerminal(end.state)) r.end_s = ToSeconds(end.finished);
-    if (!IsTerminal(end.state)) {
-      // Nothing more could happen to it: the trace ended with the job still waiting.
-      r.state = JobState::kFailed;
-      r.reason =
-          record->last_wait ? "never placed: " + record->last_wait->Reason() : "never placed";
-    }
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const JobResult& r = result.jobs[i];
     if (r.state == JobState::kSucceeded) {
       ++m.succeeded;
-      auto& [sum, count] = slowdowns[job.trace->owner];
-      sum += (r.end_s - r.submit_s) / std::max(1.0, ToSeconds(job.trace->profile.duration));
+      auto& [sum, count] = slowdowns[trace[i].owner];
+      sum += (r.end_s - r.submit_s) / std::max(1.0, ToSeconds(trace[i].profile.duration));
       ++count;
     } else {
       ++m.failed;
     }
     if (r.end_s >= 0) last_end = std::max(last_end, r.end_s);
-    result.jobs.push_back(r);
   }
   m.total_time_s = last_end - first_submit;
   // The succeeded jobs' waits, execution and completion times, one measure at a time in one

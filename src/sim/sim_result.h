@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "sim/cluster_queue.h"
 #include "sim/engine_state.h"
@@ -20,9 +21,17 @@ struct RunCounts {
   int64_t events = 0;
 };
 
-// Each job as its server's scheduler left it (or as the engine kept it once it ended there for
-// good; one still in the cluster queue never placed), and every GPU's energy, SM activity and
-// memory brought up to the last job's end. `cluster`: the cluster queue, if the run had one.
+// A job's result, written as it ends for good so that its state can go: what its server's
+// scheduler said of it (`end`, and why it ended), with its attempts on servers it was taken back
+// from.
+JobResult EndedResult(const SimJob& job, const Ended& end, std::string reason);
+// That of a job no server could ever run (why: SimJob::reason).
+JobResult RejectedResult(const SimJob& job);
+
+// The results written as jobs ended (EngineState::results), those of the jobs the run left
+// waiting or running as their server's scheduler left them (or still in the cluster queue, never
+// placed), the metrics, and every GPU's energy, SM activity and memory brought up to the last
+// job's end. `cluster`: the cluster queue, if the run had one.
 SimResult ResultOf(EngineState& state, const ClusterQueue* cluster, const RunCounts& counts,
                    Timeline timeline);
 

@@ -92,7 +92,9 @@ class Engine final : public sim::ClusterHost {
   Engine(const Trace& trace, const RunSpec& spec, const SimOptions& options,
          const PlacementPolicy& policy, const MemoryEstimator& estimator, sim::ClusterRule rule)
       : estimator_(estimator),
+        task_file_line_(TaskFileLine(spec.estimator)),
         queue_mode_(options.cluster != ClusterMode::kPerServer),
+        logs_smact_(queue_mode_ && rule.gates && rule.gates->utilization),
         state_(trace, spec, options, policy, rule) {}
 
   SimResult Run();
@@ -124,10 +126,12 @@ class Engine final : public sim::ClusterHost {
         return true;
       case EventType::kStartupDone:
       case EventType::kWarmup: {
+        if (!jobs_.live(static_cast<size_t>(e.subject))) return false;
         const SimJob& job = jobs_[static_cast<size_t>(e.subject)];
         return job.running && job.attempt == e.tag;
       }
       case EventType::kCompletion: {
+        if (!jobs_.live(static_cast<size_t>(e.subject))) return false;
         const SimJob& job = jobs_[static_cast<size_t>(e.subject)];
         return job.running && job.version == e.tag;
       }
@@ -151,8 +155,9 @@ class Engine final : public sim::ClusterHost {
     if (events_.size() >= compact_at_) Compact();
   }
   TimePoint Now() const { return clock_.Now(); }
-  JobSpec SpecFor(const TraceJob& t) const;
-  void Arrive(int index);
+  JobSpec SpecFor(const TraceJob& t);
+  // The job arrives, `rank`-th of the trace.
+  void Arrive(int index, int rank);
   void StartupDone(int index, uint64_t attempt);
   void Warmup(int index, uint64_t attempt);
   void Complete(int index, uint64_t version);
@@ -163,16 +168,24 @@ class Engine final : public sim::ClusterHost {
   void Pass(int server);
   void MarkDirty(int server);
   void AddDemand(int server, int gpus);
-  // The GPUs whose jobs' progress must be brought up to now (these GPUs and every GPU their jobs
-  // also run on), brought up to now (energy, progress, the timeline) so that a change can be
-  // applied; in a buffer reused by every event.
+  // The GPUs whose jobs' progress must be brought up to now (these GPUs, the event's, and every
+  // GPU their jobs also run on), brought up to now (energy, progress, the timeline) so that a
+  // change can be applied, in ascending order; in a buffer reused by every event.
   const std::vector<int>& Touch(const std::vector<int>& gpus);
-  // `freed`: a job left; otherwise the servers only took more, unless a GPU's SMACT fell.
+  // After the change to the GPUs Touch was given: the rates of their jobs and the figures of the
+  // GPUs it returned (`gpus`), each sampled by its server's scheduler. `freed`: a job left;
+  // otherwise the servers only took more, unless a GPU's SMACT fell.
   void Refresh(const std::vector<int>& gpus, bool freed = false);
   void Detach(SimJob& job, const char* outcome);
   // After its server's scheduler was told the job's attempt ended: if the job ended there for
-  // good, what the scheduler says of it is kept (SimJob::ended) and the scheduler forgets it.
+  // good, its result is written from what the scheduler says of it, the scheduler forgets it and
+  // its state goes after this event (Drop).
   void Settle(SimJob& job);
+  // The job ended for good and its result is written: its state goes after this event (nothing
+  // of the event's handling reads it then).
+  void Retire(const SimJob& job, JobResult result);
+  // Whether the job's state is still there for an event of its own.
+  bool HasState(int index) const { return jobs_.live(static_cast<size_t>(index)); }
   // A running job its server's scheduler stops for the head of its queue (fair share).
   void Preempt(const Preemption& preemption);
   void MarkChanged(int server, Change change) {
@@ -180,7 +193,12 @@ class Engine final : public sim::ClusterHost {
   }
 
   const MemoryEstimator& estimator_;
+  // The task-file line CARMA's estimator policies read (TaskFileLine), if the run plans with one.
+  const std::optional<std::optional<Bytes> TaskFileMemory::*> task_file_line_;
   const bool queue_mode_;
+  // The cluster queue reads a GPU's log of SM activity only where a gate can hold the GPU for its
+  // utilization (SimGpu::smact_log).
+  const bool logs_smact_;
   sim::EngineState state_;
   // Names for what the engine uses of its state at every event.
   const Trace& trace_ = state_.trace;
@@ -188,7 +206,7 @@ class Engine final : public sim::ClusterHost {
   const SimOptions& options_ = state_.options;
   const sim::ClusterRule& rule_ = state_.rule;
   ManualClock& clock_ = state_.clock;
-  std::vector<SimJob>& jobs_ = state_.jobs;
+  sim::JobTable& jobs_ = state_.jobs;
   std::vector<SimGpu>& gpus_ = state_.gpus;
   std::vector<Server>& servers_ = state_.servers;
   // The cluster queue (ClusterMode::kQueue and kFifo); made once the servers are.
@@ -203,10 +221,13 @@ class Engine final : public sim::ClusterHost {
   // ties go to the lowest index.
   std::set<std::pair<int, int>> by_demand_;
   std::vector<int> dirty_;
+  std::vector<int> ended_;         // jobs whose result this event wrote: their state goes after it
   std::vector<CoRunner> runners_;  // scratch for Refresh
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
+  std::vector<int> touched_;       // the GPUs of the event Touch was last given
   std::vector<JobUse> job_use_;    // scratch for Refresh's samples
+  JobDescription description_;     // scratch for SpecFor
   Timeline timeline_;
   int oom_crashes_ = 0;
   int preemptions_ = 0;
@@ -215,19 +236,22 @@ class Engine final : public sim::ClusterHost {
 };
 
 const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
+  touched_.assign(gpus.begin(), gpus.end());
   std::vector<int>& closure = closure_;
   closure.assign(gpus.begin(), gpus.end());
   for (int g : gpus) {
-    for (int j : gpus_[g].jobs)
-      closure.insert(closure.end(), jobs_[j].gpus.begin(), jobs_[j].gpus.end());
+    for (int j : gpus_[g].jobs) {
+      for (int h : jobs_[j].gpus)
+        if (std::find(closure.begin(), closure.end(), h) == closure.end()) closure.push_back(h);
+    }
   }
   std::sort(closure.begin(), closure.end());
-  closure.erase(std::unique(closure.begin(), closure.end()), closure.end());
   const TimePoint now = Now();
   for (int g : closure) {
     gpus_[g].IntegrateTo(now);
     for (int j : gpus_[g].jobs) {
       SimJob& job = jobs_[j];
+      if (job.progress_at == now) continue;  // brought up to now on another of its GPUs
       job.remaining_s -= job.rate * ToSeconds(now - job.progress_at);
       job.progress_at = now;
     }
@@ -237,20 +261,22 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
 
 void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
   const TimePoint now = Now();
-  // Slowdowns depend only on who shares each GPU; rates on the slowest GPU of each job.
+  // Slowdowns depend only on who shares each GPU (and which of them still start up): they
+  // changed only on the GPUs the event touched.
   std::vector<CoRunner>& runners = runners_;
-  for (int g : gpus) {
+  for (int g : touched_) {
     SimGpu& gpu = gpus_[g];
     runners.clear();
     SharingMode mode = SharingMode::kExclusive;
     // Jobs still starting up neither slow the others nor are slowed: they have no kernels yet.
     bool any_starting = false;
     for (int j : gpu.jobs) {
-      if (jobs_[j].starting)
+      const SimJob& job = jobs_[j];
+      if (job.starting)
         any_starting = true;
       else
-        runners.push_back(CoRunner{jobs_[j].trace->profile.smact, jobs_[j].thread_percent});
-      mode = jobs_[j].mode;
+        runners.push_back(CoRunner{job.trace->profile.smact, job.thread_percent});
+      mode = job.mode;
     }
     if (!any_starting) {
       options_.interference.Slowdowns(mode, runners, gpu.slowdown);
@@ -261,6 +287,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     for (size_t i = 0, k = 0; i < gpu.jobs.size(); ++i)
       if (!jobs_[gpu.jobs[i]].starting) gpu.slowdown[i] = computed_[k++];
   }
+  // Rates: each job's on its slowest GPU.
   for (int g : gpus) {
     for (int j : gpus_[g].jobs) {
       SimJob& job = jobs_[j];
@@ -285,23 +312,35 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     double smact = 0;
     bool computing = false;
     Bytes used = options_.server.baseline_used;
+    // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
+    // on the GPU from the first sample after it. Where every job here was told its memory since
+    // it last changed, the sample tells only the GPU's figures.
+    bool all_reported = true;
+    job_use_.clear();
     for (int j : gpu.jobs) {
-      if (!jobs_[j].starting) {
-        smact += jobs_[j].trace->profile.smact * jobs_[j].rate;
+      const SimJob& job = jobs_[j];
+      if (!job.starting) {
+        smact += job.trace->profile.smact * job.rate;
         computing = true;
       }
-      used += jobs_[j].memory;
+      used += job.memory;
+      all_reported = all_reported && job.reported;
+      job_use_.push_back(JobUse{job.trace->id, job.memory});
     }
     const double smact_before = gpu.smact;
     gpu.smact = std::min(1.0, smact);
     gpu.used = used;
     if (queue_mode_) {
       auto& log = gpu.smact_log;
-      if (log.empty() || log.back().second != gpu.smact) {
+      if (logs_smact_ && (log.empty() || log.back().second != gpu.smact)) {
         if (!log.empty() && log.back().first == now)
           log.back().second = gpu.smact;
         else
           log.emplace_back(now, gpu.smact);
+        // What the cluster queue would drop before it reads the log (older than the utilization
+        // horizon), dropped now: unread, the log would grow with every change for the whole run.
+        const TimePoint horizon = now - cluster_->utilization_horizon();
+        while (log.size() >= 2 && log[1].first <= horizon) log.pop_front();
       }
       MarkChanged(gpu.server, freed || gpu.smact < smact_before ? Change::kOpened : Change::kTook);
     }
@@ -309,18 +348,9 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     // H200: 86 W against 80 W idle).
     gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts,
                                      computing, gpu.smact);
-    // A simulated job holds its start-up memory (its CUDA context) from launch: its process is
-    // on the GPU from the first sample after it. Its SM activity alone is the trace's, not a
-    // measurement (-1): learning it back would teach the simulator its own input. Where every
-    // job here was told its memory since it last changed, the sample tells only the GPU's figures.
-    bool all_reported = true;
-    job_use_.clear();
-    for (int j : gpu.jobs) {
-      all_reported = all_reported && jobs_[j].reported;
-      job_use_.push_back(JobUse{jobs_[j].trace->id, jobs_[j].memory});
-    }
-    // A use above its plan raises the need of a job that shares plainly (core's rule): its
-    // reservation is then that need, until it is steady.
+    // Its SM activity alone is the trace's, not a measurement (-1): learning it back would teach
+    // the simulator its own input. A use above its plan raises the need of a job that shares
+    // plainly (core's rule): its reservation is then that need, until it is steady.
     for (const NeedRaised& raised : server.scheduler->OnDeviceSample(
              GpuSample{gpu.local, now, std::min(used, options_.server.capacity), gpu.smact, -1, -1,
                        true},
@@ -343,7 +373,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
 }
 
 void Engine::Detach(SimJob& job, const char* outcome) {
-  const int index = static_cast<int>(&job - jobs_.data());
+  const int index = job.index();
   for (int g : job.gpus) {
     SimGpu& gpu = gpus_[g];
     const auto it = std::find(gpu.jobs.begin(), gpu.jobs.end(), index);
@@ -359,7 +389,7 @@ void Engine::Detach(SimJob& job, const char* outcome) {
   ++job.version;
 }
 
-JobSpec Engine::SpecFor(const TraceJob& t) const {
+JobSpec Engine::SpecFor(const TraceJob& t) {
   JobSpec spec;
   spec.id = t.id;
   spec.name = t.name;
@@ -368,7 +398,7 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
   spec.expected_smact = t.profile.smact;
   if (options_.exact_run_times) spec.expected_run = t.profile.duration;
   std::optional<Bytes> declared = t.declared;
-  if (const auto line = TaskFileLine(spec_.estimator)) {
+  if (const auto line = task_file_line_) {
     // CARMA's estimator policies read the task file's line; its "not known" (40000) is more than
     // any 40 GB GPU has free after CARMA's 2 GiB margin: such a task only ever runs alone.
     declared = t.task_file ? (*t.task_file).*(*line) : std::nullopt;
@@ -377,8 +407,14 @@ JobSpec Engine::SpecFor(const TraceJob& t) const {
       return spec;
     }
   }
-  JobDescription description{static_cast<uint64_t>(t.id), t.profile.name, t.profile.batch,
-                             t.profile.peak, declared};
+  // What the estimator is asked, in the one description every job reuses (its model's name is
+  // copied into the text it already holds, not into a new one).
+  JobDescription& description = description_;
+  description.key = static_cast<uint64_t>(t.id);
+  description.workload = t.profile.name.str();
+  description.batch = t.profile.batch;
+  description.true_peak = t.profile.peak;
+  description.declared = declared;
   auto estimate = estimator_.Estimate(description);
   if (estimate.ok()) spec.memory = estimate->AsNeed();
   return spec;
@@ -392,14 +428,21 @@ void Engine::MarkDirty(int server_index) {
   }
 }
 
-void Engine::Arrive(int index) {
-  SimJob& job = jobs_[static_cast<size_t>(index)];
-  const TraceJob& t = *job.trace;
+void Engine::Arrive(int index, int rank) {
+  SimJob& job = jobs_.Add(static_cast<size_t>(index));
+  const TraceJob& t = trace_.jobs[static_cast<size_t>(index)];
+  job.trace = &t;
+  job.signature = state_.signatures.Of(t);
+  job.rank = rank;
   if (cluster_) {
-    job.submitted = std::make_unique<sim::Submission>();
+    job.submitted.emplace();
     job.submitted->spec = SpecFor(t);
     job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
     cluster_->Submit(index);
+    if (job.rejected) {
+      ++state_.rejected;
+      Retire(job, sim::RejectedResult(job));
+    }
     return;
   }
   // The dispatcher sends a job to the server with the least outstanding GPU demand.
@@ -414,6 +457,8 @@ void Engine::Arrive(int index) {
   if (!submitted.ok()) {
     job.rejected = true;
     job.reason = submitted.message();
+    ++state_.rejected;
+    Retire(job, sim::RejectedResult(job));
     return;
   }
   server.sent[job.signature].push_back(index);
@@ -463,6 +508,7 @@ void Engine::Start(int server_index, const Launch& launch) {
 }
 
 void Engine::StartupDone(int index, uint64_t attempt) {
+  if (!HasState(index)) return;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.attempt != attempt) return;
   const auto& closure = Touch(job.gpus);
@@ -471,6 +517,7 @@ void Engine::StartupDone(int index, uint64_t attempt) {
 }
 
 void Engine::Warmup(int index, uint64_t attempt) {
+  if (!HasState(index)) return;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.attempt != attempt) return;
   const auto& closure = Touch(job.gpus);
@@ -542,6 +589,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
 }
 
 void Engine::Complete(int index, uint64_t version) {
+  if (!HasState(index)) return;
   SimJob& job = jobs_[static_cast<size_t>(index)];
   if (!job.running || job.version != version) return;
   const auto& closure = Touch(job.gpus);
@@ -584,11 +632,13 @@ void Engine::Settle(SimJob& job) {
   Scheduler& scheduler = *servers_[static_cast<size_t>(job.server)].scheduler;
   const JobRecord* record = scheduler.job(job.trace->id);
   if (record == nullptr || !IsTerminal(record->state)) return;
-  job.ended = sim::EndedOf(*record);
-  job.reason = record->end_reason;
-  job.submitted.reset();
-  std::vector<int>().swap(job.gpus);
+  Retire(job, sim::EndedResult(job, sim::EndedOf(*record), record->end_reason));
   scheduler.Forget(job.trace->id);
+}
+
+void Engine::Retire(const SimJob& job, JobResult result) {
+  state_.results[static_cast<size_t>(job.index())] = std::move(result);
+  ended_.push_back(job.index());
 }
 
 void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
@@ -597,13 +647,13 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   Server& server = servers_[static_cast<size_t>(job.server)];
   Scheduler& scheduler = *server.scheduler;
   if (!Teaches(run)) return;
-  server.runs.Add(signature, run);
-  const ModelRuns& runs = server.runs.Runs(signature);
+  ModelRuns& runs = server.runs[job.signature];
+  AddNewestRun(run, runs);
   if (const auto run_time = LearnRunTime(runs.run_times); run_time && !options_.exact_run_times) {
     // The model's jobs that wait or run here count on it from now on, as colod's do.
     std::vector<int>& sent = server.sent[job.signature];
     std::erase_if(sent, [&](int index) {
-      const JobRecord* record = scheduler.job(jobs_[static_cast<size_t>(index)].trace->id);
+      const JobRecord* record = scheduler.job(trace_.jobs[static_cast<size_t>(index)].id);
       if (record == nullptr || IsTerminal(record->state)) return true;  // it left this server
       COLO_CHECK(scheduler.UpdateExpectedRun(record->spec.id, *run_time).ok());
       return false;
@@ -612,7 +662,7 @@ void Engine::LearnFrom(const SimJob& job, const RunEvidence& run) {
   if (!spec_.learn) return;
   for (JobId id : scheduler.main_queue()) {
     const SimJob& queued = jobs_[static_cast<size_t>(id - 1)];
-    if (queued.attempt != 0 || *queued.signature != signature) continue;
+    if (queued.attempt != 0 || queued.signature != job.signature) continue;
     const JobRecord& waiting = *scheduler.job(id);
     const Lesson lesson =
         Learn(runs, waiting.need, waiting.spec.expected_smact, SmactSource::kUser);
@@ -682,22 +732,20 @@ SimResult Engine::Run() {
     timeline_.capacity_gib = options_.server.capacity.gib();
     timeline_.max_watts = options_.server.tdp_watts;
   }
-  jobs_.resize(trace_.jobs.size());
+  jobs_.Resize(trace_.jobs.size());
+  // Sized once: at a million jobs a vector's growth would double it for a while.
+  state_.results.resize(trace_.jobs.size());
   // Arrivals are known up front: they are taken from a sorted list rather than the event heap,
   // which then holds only what running jobs and wake-ups schedule (a few per GPU, not the trace).
   std::vector<int>& arrivals = state_.arrivals;
   arrivals.resize(trace_.jobs.size());
   for (size_t i = 0; i < trace_.jobs.size(); ++i) {
-    jobs_[i].trace = &trace_.jobs[i];
-    jobs_[i].signature = &*state_.signatures.insert(sim::SignatureOf(trace_.jobs[i])).first;
     COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
     arrivals[i] = static_cast<int>(i);
   }
   std::stable_sort(arrivals.begin(), arrivals.end(), [&](int a, int b) {
     return trace_.jobs[static_cast<size_t>(a)].submit < trace_.jobs[static_cast<size_t>(b)].submit;
   });
-  for (size_t k = 0; k < arrivals.size(); ++k)
-    jobs_[static_cast<size_t>(arrivals[k])].rank = static_cast<int>(k);
   if (queue_mode_) {
     cluster_.emplace(state_, *this);
     cluster_->Begin();
@@ -718,7 +766,9 @@ SimResult Engine::Run() {
     // At equal times arrivals come first, as if they had been scheduled before everything else.
     if (next_arrival < arrivals.size() &&
         (events_.empty() || arrival_time(next_arrival) <= Top().time)) {
-      event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival], 0};
+      // Its tag is its rank: its place in arrival order.
+      event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival],
+                    next_arrival};
       ++next_arrival;
     } else {
       event = Pop();
@@ -728,7 +778,7 @@ SimResult Engine::Run() {
     const int subject = static_cast<int>(event.subject);
     switch (event.type) {
       case EventType::kArrival:
-        Arrive(subject);
+        Arrive(subject, static_cast<int>(event.tag));
         break;
       case EventType::kStartupDone:
         StartupDone(subject, event.tag);
@@ -751,6 +801,8 @@ SimResult Engine::Run() {
         cluster_->Wake(subject, event.tag, event.time);
         break;
     }
+    for (int index : ended_) jobs_.Drop(static_cast<size_t>(index));
+    ended_.clear();
     // One placement pass per server per instant, after every event of that instant.
     const bool instant_ends =
         (events_.empty() || Top().time > event.time) &&

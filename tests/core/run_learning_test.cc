@@ -79,19 +79,14 @@ TEST(RunLearning, AWaitingJobPlansWithTheRunsUnlessTheUserSaidOtherwise) {
   EXPECT_FALSE(Learn(ModelRuns{}, estimated, -1, SmactSource::kUnknown).memory);
 }
 
-TEST(RunLearning, AHistoryKeepsEachModelsNewestRunsFirstUpToTheLimit) {
-  RunHistory history;
-  const ModelSignature a("a", "alice"), b("a", "bob");
+TEST(RunLearning, AModelsRunsKeepTheNewestFirstUpToTheLimit) {
+  ModelRuns runs;
   for (int i = 1; i <= static_cast<int>(kRunsLearnedFrom) + 5; ++i)
-    history.Add(a, Ended(ExitKind::kSuccess, GiB(i)));
-  history.Add(a, Ended(ExitKind::kOutOfMemory, GiB(99)));  // teaches nothing
-  const ModelRuns& runs = history.Runs(a);
+    AddNewestRun(Ended(ExitKind::kSuccess, GiB(i)), runs);
+  AddNewestRun(Ended(ExitKind::kOutOfMemory, GiB(99)), runs);  // teaches nothing
   ASSERT_EQ(runs.peaks.size(), kRunsLearnedFrom);
   EXPECT_EQ(runs.peaks.front(), GiB(static_cast<int64_t>(kRunsLearnedFrom) + 5)) << "newest first";
   EXPECT_EQ(runs.peaks.back(), GiB(6));
-  EXPECT_TRUE(history.Runs(b).peaks.empty()) << "another user's runs teach nothing";
-  history.Add(ModelSignature(), Ended(ExitKind::kSuccess, GiB(1)));
-  EXPECT_TRUE(history.Runs(ModelSignature()).peaks.empty());
 }
 
 TEST(RunLearning, TheRunTimeIsTheMeanOfTheNewestTwoSuccessfulRuns) {
@@ -117,18 +112,15 @@ TEST(RunLearning, TheRunTimeIsTheMeanOfTheNewestTwoSuccessfulRuns) {
   EXPECT_EQ(Learn(runs, declared, 0.5, SmactSource::kUser).run_time, Seconds(120))
       << "a declared need or --smact does not stop it learning the run time";
 
-  RunHistory history;
-  const ModelSignature model("bert", "alice");
+  ModelRuns history;
   for (int s : {10, 20, 30}) {
     RunEvidence run = succeeded;
     run.run_time = Seconds(s);
-    history.Add(model, run);
+    AddNewestRun(run, history);
   }
-  EXPECT_EQ(history.Runs(model).run_times,
-            (std::vector<Duration>{Seconds(30), Seconds(20), Seconds(10)}))
+  EXPECT_EQ(history.run_times, (std::vector<Duration>{Seconds(30), Seconds(20), Seconds(10)}))
       << "newest first";
-  EXPECT_EQ(LearnRunTime(history.Runs(model).run_times), Seconds(25));
-  EXPECT_TRUE(history.Runs(ModelSignature("bert", "bob")).run_times.empty());
+  EXPECT_EQ(LearnRunTime(history.run_times), Seconds(25));
 }
 
 }  // namespace
