@@ -62,6 +62,10 @@ class SignalWindow {
   // value is at least every value still in the window and the EMA. Then time alone only raises
   // the window's statistics, and a gate that excludes the GPU now keeps excluding it.
   bool CannotFall(TimePoint now) const;
+  // Summaries no later summary can read below (`low`) or above (`high`) without a new sample:
+  // every statistic of a window is within the values it still holds and, for the EMA, between
+  // the EMA now and the latest value. (Each a hair wide of the mark, for rounding.)
+  void Bounds(WindowSummary& low, WindowSummary& high) const;
   bool empty() const { return points_.empty(); }
 
  private:
