@@ -130,6 +130,10 @@ class PlacementPolicy {
   virtual bool NeedsWindows(const GpuView& /*gpu*/, const PlacementRequest& /*request*/) const {
     return true;
   }
+  // Whether the utilization gate keeps every job off this GPU on the window summaries in `gpu`
+  // (false for a policy without that gate, or for a GPU it does not read: an idle one). A
+  // scheduler whose head that gate holds looks again when time alone turns this.
+  virtual bool HeldByUtilization(const GpuView& /*gpu*/) const { return false; }
   // Whether its launch grace counts from the job's first process on the GPU (GpuView's
   // process_grace) rather than from the placement.
   virtual bool grace_from_process() const { return false; }

@@ -962,6 +962,13 @@ void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowRead
   v.drama = g.drama.Summarize(now, reads.drama);
 }
 
+void Scheduler::BoundWindows(GpuIndex index, GpuView& low, GpuView& high) const {
+  const GpuRecord& g = gpus_[index];
+  g.smact.Bounds(low.smact, high.smact);
+  g.smocc.Bounds(low.smocc, high.smocc);
+  g.drama.Bounds(low.drama, high.drama);
+}
+
 void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
   for (size_t i = 0; i < view.gpus.size(); ++i) {
     if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
@@ -1332,10 +1339,19 @@ void Scheduler::Backfill(JobRecord& head, Walk& walk, ClusterView& view,
 }
 
 std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
-  if (!changed_ && (!wake_at_ || clock_.Now() < *wake_at_)) return {};
+  const TimePoint now = clock_.Now();
+  if (!changed_ && (!wake_at_ || now < *wake_at_)) return {};
+  if (!changed_ && DecidesAsTheLastPass(now)) {
+    // A look in time alone that would decide as the last pass: it only announces the next.
+    const std::optional<TimePoint> look = NextWindowLook(now);
+    wake_at_ = look && (!held_->until || *look < *held_->until) ? look : held_->until;
+    return {};
+  }
   std::vector<Launch> launches = Pass(max_launches);
   changed_ = launches.size() >= max_launches;  // cut short: the next call goes on
   wake_at_ = ComputeNextWakeup();
+  last_pass_ = now;
+  held_.reset();
   return launches;
 }
 
@@ -1417,8 +1433,18 @@ std::optional<TimePoint> Scheduler::NextWakeup() const {
 }
 
 std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
-  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return std::nullopt;
   const TimePoint now = clock_.Now();
+  std::optional<TimePoint> next = NextWakeupBesidesWindows(now);
+  // A sliding utilization window changes the gate's answer only gradually: look again each sample
+  // interval until it settles, as the daemon's own sampling would.
+  if (head_blocked_by_utilization_ || booked_blocked_by_utilization_) {
+    if (const auto look = NextWindowLook(now); look && (!next || *look < *next)) next = look;
+  }
+  return next;
+}
+
+std::optional<TimePoint> Scheduler::NextWakeupBesidesWindows(TimePoint now) const {
+  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return std::nullopt;
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;
@@ -1447,16 +1473,58 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
         consider(job.started + config_.settle_timeout);
       }
     }
-    // A sliding utilization window changes the gate's answer only gradually: look again each sample
-    // interval until it settles, as the daemon's own sampling would. Windows that can only rise
-    // (the GPU just got busier) cannot let a waiting job in without a new event: no need to look.
-    if ((head_blocked_by_utilization_ || booked_blocked_by_utilization_) &&
-        g.smact.SettledAt() > now &&
-        !(g.smact.CannotFall(now) && g.smocc.CannotFall(now) && g.drama.CannotFall(now))) {
-      consider(std::min(g.smact.SettledAt(), now + config_.sample_interval));
-    }
   }
   return next;
+}
+
+std::optional<TimePoint> Scheduler::NextWindowLook(TimePoint after) const {
+  // Windows that can only rise (the GPU just got busier) cannot let a waiting job in without a
+  // new event: no need to look.
+  std::optional<TimePoint> look;
+  for (const GpuRecord& g : gpus_) {
+    const TimePoint settled = g.smact.SettledAt();
+    if (settled <= after ||
+        (g.smact.CannotFall(after) && g.smocc.CannotFall(after) && g.drama.CannotFall(after)))
+      continue;
+    const TimePoint at = std::min(settled, after + config_.sample_interval);
+    if (!look || at < *look) look = at;
+  }
+  return look;
+}
+
+bool Scheduler::DecidesAsTheLastPass(TimePoint now) {
+  if (!held_) {
+    // What the last pass left (nothing changed since): the GPUs the utilization gate held, and
+    // the next wake-up of another kind.
+    held_.emplace();
+    // Under fair share the queue's order moves with time alone, and so do a backfill's
+    // reservation and the jobs that end before it, and a preemption's due time: every look
+    // decides afresh.
+    held_->applies = (head_blocked_by_utilization_ || booked_blocked_by_utilization_) &&
+                     config_.fairness.order == QueueOrder::kFifo && !config_.fairness.preempt &&
+                     !config_.backfill;
+    if (held_->applies) {
+      held_->until = NextWakeupBesidesWindows(last_pass_);
+      for (size_t i = 0; i < gpus_.size(); ++i) {
+        GpuView v;
+        MakeView(static_cast<GpuIndex>(i), last_pass_, v);
+        SummarizeWindows(static_cast<GpuIndex>(i), last_pass_, reads_, v);
+        if (!policy_.HeldByUtilization(v)) continue;
+        GpuView low = v, high = v;
+        BoundWindows(static_cast<GpuIndex>(i), low, high);
+        if (!policy_.HeldByUtilization(low)) held_->gpus.push_back(std::move(v));
+      }
+    }
+  }
+  // Only a look the windows called for (a wake-up of another kind is a pass: a grace ended, a
+  // reservation settled), and only while they let in no GPU the gate held: every other gate
+  // reads no clock, and a GPU the gate did not hold gave no job a place.
+  if (!held_->applies || (held_->until && now >= *held_->until)) return false;
+  for (GpuView& v : held_->gpus) {
+    SummarizeWindows(v.index, now, reads_, v);
+    if (!policy_.HeldByUtilization(v)) return false;
+  }
+  return true;
 }
 
 }  // namespace colo

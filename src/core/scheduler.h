@@ -357,6 +357,14 @@ class Scheduler {
   // start here (the simulator's cluster, choosing among servers), and starts it with
   // StartPlaced. Valid until the scheduler is next called.
   const ClusterView& PassView(const PlacementRequest& request);
+  // A GPU's view (one of View()'s) with its windows' summaries as of `at` instead: what a view
+  // then would read of them, as long as no sample arrives.
+  void SummarizeWindowsAt(GpuIndex g, TimePoint at, GpuView& v) const {
+    SummarizeWindows(g, at, reads_, v);
+  }
+  // A GPU's view with the summaries no later view reads below (`low`) or above (`high`) as long
+  // as no sample arrives (SignalWindow::Bounds).
+  void BoundWindows(GpuIndex g, GpuView& low, GpuView& high) const;
   Bytes Reservation(const JobRecord& job) const { return Reservation(job, clock_.Now()); }
   const SchedulerConfig& config() const { return config_; }
   const PlacementPolicy& policy() const { return policy_; }
@@ -430,6 +438,15 @@ class Scheduler {
   // Every GPU's view, with the window summaries `reads` asks for.
   void FillView(ClusterView& view, const WindowReads& reads) const;
   std::optional<TimePoint> ComputeNextWakeup() const;
+  // The wake-ups after `now` but for the utilization windows' looks.
+  std::optional<TimePoint> NextWakeupBesidesWindows(TimePoint now) const;
+  // While a waiting job is held by the utilization gate, the scheduler looks again each sample
+  // interval while some GPU's windows may fall, or when the last of them settles: the first such
+  // look after `after`, if any.
+  std::optional<TimePoint> NextWindowLook(TimePoint after) const;
+  // Whether a look at `now`, with nothing changed since the last pass, would decide as that pass
+  // did: it is one the utilization windows called for, and they let in no GPU the gate held.
+  bool DecidesAsTheLastPass(TimePoint now);
   // A GPU's view but for its windows' summaries (left empty); with `leaving` gone from it.
   // `until`: the time up to which time alone leaves it as it is (`now` where it holds a grace
   // still running out, which changes with every instant).
@@ -504,6 +521,16 @@ class Scheduler {
   // would change its mind, decides the same: it is skipped. Events set `changed_`.
   bool changed_ = true;
   std::optional<TimePoint> wake_at_;
+  TimePoint last_pass_;
+  // What DecidesAsTheLastPass keeps of the last pass, from the first look after it.
+  struct HeldGpus {
+    bool applies = false;  // the looks may be skipped at all
+    // The GPUs the utilization gate held but may let in as their windows slide, summarized at
+    // the last look (one it holds even at its windows' lowest is left out: it stays held).
+    std::vector<GpuView> gpus;
+    std::optional<TimePoint> until;  // the next wake-up of another kind
+  };
+  std::optional<HeldGpus> held_;
   ClusterView pass_view_;
   // Per GPU of pass_view_: whether its view there is still the GPU's as made at `made_at`, for
   // passes before `until` (or at `made_at` itself).

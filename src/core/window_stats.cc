@@ -111,6 +111,25 @@ bool SignalWindow::CannotFall(TimePoint now) const {
   return true;
 }
 
+void SignalWindow::Bounds(WindowSummary& low, WindowSummary& high) const {
+  low = high = WindowSummary{};
+  if (points_.empty()) return;
+  double lowest = points_.front().value, highest = lowest;
+  for (const Point& p : points_) {
+    lowest = std::min(lowest, p.value);
+    highest = std::max(highest, p.value);
+  }
+  const double last = points_.back().value;
+  constexpr double kHair = 1e-9;
+  low.empty = high.empty = false;
+  low.last = last;
+  high.last = last;
+  low.mean = low.median = low.p95 = lowest - kHair;
+  high.mean = high.median = high.p95 = highest + kHair;
+  low.ema = std::min(ema_, last) - kHair;
+  high.ema = std::max(ema_, last) + kHair;
+}
+
 WindowSummary SignalWindow::Summarize(TimePoint now, SummaryDepth depth) const {
   WindowSummary s;
   if (points_.empty()) return s;

@@ -34,6 +34,9 @@ class GatedPolicy final : public PlacementPolicy {
   QuantileMethod window_quantiles() const override { return gates_.quantiles; }
   WindowReads window_reads() const override;
   bool NeedsWindows(const GpuView& gpu, const PlacementRequest& request) const override;
+  bool HeldByUtilization(const GpuView& gpu) const override {
+    return GatesUtilization() && !gpu.idle() && UtilizationExcludes(gpu, gates_);
+  }
   bool grace_from_process() const override {
     return gates_.launch_grace && gates_.grace_from_process;
   }

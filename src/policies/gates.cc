@@ -113,22 +113,21 @@ GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config) {
   GateVerdict v = EvaluateGatesBeforeUtilization(gpu, request, config);
   if (v.gate != Gate::kPass) return v;
-  if (config.utilization && !gpu.idle() && !request.skip_utilization) {
-    const double smact = UtilizationOf(gpu, config.stat);
-    bool excluded = smact > config.smact_max;
-    if (config.compound) {
-      const double smocc = gpu.smocc.empty ? 0.0 : gpu.smocc.Risk();
-      const double drama = gpu.drama.empty ? 0.0 : gpu.drama.Risk();
-      excluded =
-          smact >= config.smact_max && (smocc >= config.smocc_max || drama >= config.drama_max);
-    }
-    if (excluded) {
-      v.gate = Gate::kUtilization;
-      v.value = smact;
-      v.limit = config.smact_max;
-    }
+  if (config.utilization && !gpu.idle() && !request.skip_utilization &&
+      UtilizationExcludes(gpu, config)) {
+    v.gate = Gate::kUtilization;
+    v.value = UtilizationOf(gpu, config.stat);
+    v.limit = config.smact_max;
   }
   return v;
+}
+
+bool UtilizationExcludes(const GpuView& gpu, const GateConfig& config) {
+  const double smact = UtilizationOf(gpu, config.stat);
+  if (!config.compound) return smact > config.smact_max;
+  const double smocc = gpu.smocc.empty ? 0.0 : gpu.smocc.Risk();
+  const double drama = gpu.drama.empty ? 0.0 : gpu.drama.Risk();
+  return smact >= config.smact_max && (smocc >= config.smocc_max || drama >= config.drama_max);
 }
 
 }  // namespace colo

@@ -58,6 +58,10 @@ SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const G
 GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config);
 
+// The utilization gate's rule on the window summaries in `gpu` (for a busy GPU that passed every
+// other gate): true when they keep it out.
+bool UtilizationExcludes(const GpuView& gpu, const GateConfig& config);
+
 // Whether the launch grace holds the GPU now, and for how long at most.
 bool InLaunchGrace(const GpuView& gpu, const GateConfig& config);
 Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config);

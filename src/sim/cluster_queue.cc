@@ -122,12 +122,14 @@ void ClusterQueue::Wake(int server, uint64_t tag, TimePoint time) {
   auto& wakeup = tag == 0 ? picture.open_wakeup : picture.grow_wakeup;
   if (wakeup && *wakeup == time) {
     wakeup.reset();
+    const bool as_read = !picture.changed && !picture.stale && !picture.grew;
     MarkChanged(server, tag == 0 ? Change::kOpened : Change::kFreed);
+    picture.look_only = tag == 0 && as_read;
   }
 }
 
 void ClusterQueue::EndInstant() {
-  if (!queue_.empty() && (AnyChanged() || queue_grew_)) Round();
+  if (!queue_.empty() && (AnyChanged() || queue_grew_) && !LooksChangeNothing()) Round();
   queue_grew_ = false;
   StartPending();
   if (state_.options.check_dispatch) CheckDispatch();
@@ -211,6 +213,7 @@ void ClusterQueue::AccountExit(const SimJob& job, Bytes reservation) {
 
 void ClusterQueue::MarkChanged(int server_index, Change change) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
+  server.look_only = false;
   if (change == Change::kTook) {
     server.stale = true;
     return;
@@ -239,6 +242,7 @@ void ClusterQueue::ReadServer(int server_index) {
   // GPU), summarized where the least demanding job there could be would read its windows.
   const ClusterView& view = scheduler.PassView(PlacementRequest{});
   server.read_at = now;
+  server.view = view;
   const size_t gpus = view.gpus.size();
   if (state_.options.check_dispatch && !server.grew && !server.free.empty()) {
     // The accounting between reads must agree with the scheduler's own.
@@ -256,7 +260,7 @@ void ClusterQueue::ReadServer(int server_index) {
     server.read_since_prune = true;
     read_since_prune_.push_back(server_index);
   }
-  server.stale = server.changed = server.grew = false;
+  server.stale = server.changed = server.grew = server.look_only = false;
   server.eligible = state_.server(server_index).idle_queues();
   server.free.resize(gpus);
   server.jobs_on.resize(gpus);
@@ -264,14 +268,9 @@ void ClusterQueue::ReadServer(int server_index) {
   server.score = 0;
   server.usable = 0;
   server.caps.clear();
-  std::optional<TimePoint> opens, grows;
-  auto open = [&](TimePoint t) {
-    if (t > now && (!opens || t < *opens)) opens = t;
-  };
-  auto grow = [&](TimePoint t) {
-    if (t > now && (!grows || t < *grows)) grows = t;
-  };
-  const SchedulerConfig& config = scheduler.config();
+  server.gates.assign(gpus, Gate::kPass);
+  server.grace_ends.assign(gpus, TimePoint{});
+  server.answer_lasts.assign(gpus, 0);
   for (size_t g = 0; g < gpus; ++g) {
     const GpuView& v = view.gpus[g];
     server.free[g] = v.free_for_placement.count();
@@ -292,14 +291,14 @@ void ClusterQueue::ReadServer(int server_index) {
         any.owner = v.mps_owner;
         const GateVerdict verdict = EvaluateGates(v, any, *state_.rule.gates);
         usable = verdict.gate == Gate::kPass;
-        if (verdict.gate == Gate::kLaunchGrace) open(now + LaunchGraceLeft(v, *state_.rule.gates));
-        if (verdict.gate == Gate::kUtilization) {
-          // The window may let the GPU in as it slides: look again each sample interval, as the
-          // server's own scheduler does for a head waiting on this gate.
-          auto& log = state_.gpus[static_cast<size_t>(first_gpu) + g].smact_log;
-          if (CanFall(log, now, utilization_horizon_)) {
-            open(std::min(log.back().first + utilization_horizon_, now + config.sample_interval));
-          }
+        server.gates[g] = verdict.gate;
+        if (verdict.gate == Gate::kLaunchGrace)
+          server.grace_ends[g] = now + LaunchGraceLeft(v, *state_.rule.gates);
+        if (verdict.gate == Gate::kUtilization || (usable && !v.idle())) {
+          GpuView low = v, high = v;
+          scheduler.BoundWindows(static_cast<GpuIndex>(g), low, high);
+          server.answer_lasts[g] = usable ? !UtilizationExcludes(high, *state_.rule.gates)
+                                          : UtilizationExcludes(low, *state_.rule.gates);
         }
       }
     }
@@ -309,17 +308,45 @@ void ClusterQueue::ReadServer(int server_index) {
     }
   }
   std::sort(server.caps.begin(), server.caps.end(), std::greater<>());
-  // When a reservation of a running job shrinks (the free memory grows by an amount not accounted).
-  for (size_t g = 0; g < gpus; ++g) {
-    if (state_.rule.shards) break;  // shards count jobs, not memory
-    for (int j : state_.gpus[static_cast<size_t>(first_gpu) + g].jobs) {
-      if (const auto t = NextShrink(state_.jobs[static_cast<size_t>(j)], now)) grow(*t);
-    }
-  }
   if (server.eligible)
     Index(server_index, {-server.score, server_index});
   else
     Unindex(server_index);
+  WakeWhenViewChanges(server_index, /*shrinks=*/true);
+}
+
+void ClusterQueue::WakeWhenViewChanges(int server_index, bool shrinks) {
+  Picture& server = pictures_[static_cast<size_t>(server_index)];
+  const int first_gpu = state_.server(server_index).first_gpu;
+  const TimePoint now = state_.Now();
+  std::optional<TimePoint> opens, grows;
+  auto open = [&](TimePoint t) {
+    if (t > now && (!opens || t < *opens)) opens = t;
+  };
+  auto grow = [&](TimePoint t) {
+    if (t > now && (!grows || t < *grows)) grows = t;
+  };
+  for (size_t g = 0; g < server.gates.size(); ++g) {
+    if (server.gates[g] == Gate::kLaunchGrace) open(server.grace_ends[g]);
+    if (server.gates[g] == Gate::kUtilization) {
+      // The window may let the GPU in as it slides: look again each sample interval, as the
+      // server's own scheduler does for a head waiting on this gate.
+      auto& log = state_.gpus[static_cast<size_t>(first_gpu) + g].smact_log;
+      if (CanFall(log, now, utilization_horizon_)) {
+        open(std::min(log.back().first + utilization_horizon_,
+                      now + state_.options.scheduler.sample_interval));
+      }
+    }
+  }
+  // When a reservation of a running job shrinks (the free memory grows by an amount not accounted).
+  // A look that finds the server as it was read finds no shrink sooner than the one its read
+  // found (its jobs are as they were, and that one has not come, or it would have changed it).
+  for (size_t g = 0; g < server.free.size(); ++g) {
+    if (state_.rule.shards || !shrinks) break;  // shards count jobs, not memory
+    for (int j : state_.gpus[static_cast<size_t>(first_gpu) + g].jobs) {
+      if (const auto t = NextShrink(state_.jobs[static_cast<size_t>(j)], now)) grow(*t);
+    }
+  }
   // Only the earliest time of each kind is kept: once it comes the server is read again before
   // use, and its next time found then. The accounting needs every shrink, busy or not; a server
   // busy with its own queue is woken by its own scheduler, and read again once its queue empties.
@@ -329,6 +356,49 @@ void ClusterQueue::ReadServer(int server_index) {
     server.open_wakeup = opens;
     host_.WakeAt(server_index, *opens, 0);
   }
+}
+
+bool ClusterQueue::GatesAnswerAsRead(int server_index) const {
+  const Picture& server = pictures_[static_cast<size_t>(server_index)];
+  if (!state_.rule.gates || server.eligible != state_.server(server_index).idle_queues())
+    return false;
+  const Scheduler& scheduler = *state_.server(server_index).scheduler;
+  const int first_gpu = state_.server(server_index).first_gpu;
+  const TimePoint now = state_.Now();
+  for (size_t g = 0; g < server.gates.size(); ++g) {
+    // Over its capacity a GPU reports its capacity, and a read could find other free memory than
+    // the accounting keeps.
+    if (state_.gpus[static_cast<size_t>(first_gpu) + g].used > state_.options.server.capacity)
+      return false;
+    const Gate gate = server.gates[g];
+    if (gate == Gate::kLaunchGrace && server.grace_ends[g] <= now) return false;
+    const GpuView& read = server.view.gpus[g];
+    const bool gated = gate == Gate::kUtilization ||
+                       (gate == Gate::kPass && !read.idle() && state_.rule.gates->utilization);
+    if (!gated || server.answer_lasts[g]) continue;
+    GpuView v = read;
+    scheduler.SummarizeWindowsAt(static_cast<GpuIndex>(g), now, v);
+    if (UtilizationExcludes(v, *state_.rule.gates) != (gate == Gate::kUtilization)) return false;
+  }
+  return true;
+}
+
+bool ClusterQueue::LooksChangeNothing() {
+  if (!left_waiting_ || queue_grew_ || queue_moved_ || requeued_) return false;
+  for (int s : changed_) {
+    if (s < 0 || !pictures_[static_cast<size_t>(s)].changed) continue;
+    if (!pictures_[static_cast<size_t>(s)].look_only || !GatesAnswerAsRead(s)) return false;
+  }
+  // As the round would have read them, in its order.
+  for (int s : changed_) {
+    if (s < 0) continue;
+    Picture& server = pictures_[static_cast<size_t>(s)];
+    if (!server.changed) continue;
+    server.changed = server.look_only = false;
+    WakeWhenViewChanges(s, /*shrinks=*/false);
+  }
+  ClearChanged();
+  return true;
 }
 
 std::optional<TimePoint> ClusterQueue::NextShrink(const SimJob& job, TimePoint now) const {

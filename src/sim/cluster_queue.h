@@ -82,7 +82,10 @@ class ClusterQueue {
  private:
   // The cluster's picture of one server, as of its last read.
   struct Picture {
-    TimePoint read_at;      // when it was last read
+    TimePoint read_at;  // when it was last read
+    // Its GPUs as last read (a copy of the pass's view, into the buffers of the last one): what
+    // a look that reads nothing checks the gates' answers against.
+    ClusterView view;
     bool eligible = false;  // its own queues are empty: the cluster may send it a job
     // Since its picture was read it may take more (a GPU's grace ended, a window fell, a job
     // left): the picture is no bound, it is read again before use. With `grew`, its free memory
@@ -101,6 +104,15 @@ class ClusterQueue {
     // When its view changes with time alone: a GPU's grace ends, a window falls (opens), or a
     // reservation shrinks (grows).
     std::optional<TimePoint> open_wakeup, grow_wakeup;
+    // Per GPU, as of its last read: the gate that stopped the least demanding job (kPass where
+    // none did), and for the launch grace, when it ends.
+    std::vector<Gate> gates;
+    std::vector<TimePoint> grace_ends;
+    // Per GPU: its utilization gate answers the same until a new sample, however its windows
+    // slide (held even at their lowest, or let in even at their highest).
+    std::vector<uint8_t> answer_lasts;
+    // Since its last read, only its open_wakeup came: nothing else changed it.
+    bool look_only = false;
     // Its places in changed_ (more than one if it changed again before they were pruned), and
     // whether it is in read_since_prune_.
     std::vector<uint32_t> listed;
@@ -118,6 +130,19 @@ class ClusterQueue {
   // Re-reads a server's view and what the cluster keeps of it (eligibility, free memory, usable
   // GPUs), re-indexes it and schedules a look at the time its view changes without an event.
   void ReadServer(int server);
+  // Schedules a look at the time the server's view changes without an event (its picture's gates
+  // as last read): when a GPU's grace ends or window may fall (open), or, with `shrinks`, when a
+  // reservation shrinks (grow).
+  void WakeWhenViewChanges(int server, bool shrinks);
+  // Whether, at this instant, every gate of the server answers the least demanding job as at its
+  // last read (no window has crossed its threshold, no grace has ended): a read now would find
+  // the picture as it is.
+  bool GatesAnswerAsRead(int server) const;
+  // At the end of an instant whose only news is servers' looks at windows that let nothing in:
+  // with jobs the last round left waiting and no new ones, a round would read those servers, find
+  // them as they were and start nothing. They only schedule their next looks. False when a round
+  // is needed.
+  bool LooksChangeNothing();
   // The need the job plans with on a server: with learn=on, what its colod learned from runs.
   MemoryNeed NeedOn(const SimJob& job, int server) const;
   PlacementRequest RequestFor(const SimJob& job, int server) const;

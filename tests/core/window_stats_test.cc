@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "common/rng.h"
@@ -139,6 +140,37 @@ TEST(SignalWindow, ASummaryHoldsLaterOnlyOnceTimeAloneChangesNothing) {
   // A sample ends it.
   w.Add(AtSeconds(5001), 0.5);
   EXPECT_FALSE(w.SummaryHoldsAfter(AtSeconds(200), SummaryDepth::kAll));
+}
+
+TEST(SignalWindow, NoLaterSummaryLeavesItsBounds) {
+  // Without a new sample every later summary, with either quantile method, reads within Bounds():
+  // what lets a scheduler know a GPU's gate answers the same however its windows slide.
+  Rng rng(17);
+  for (const QuantileMethod method : {QuantileMethod::kNearestRank, QuantileMethod::kLinear}) {
+    for (int trial = 0; trial < 500; ++trial) {
+      SignalWindow w(10, Seconds(1), method);
+      TimePoint t{};
+      const int changes = 1 + static_cast<int>(rng.Below(12));
+      for (int c = 0; c < changes; ++c) {
+        t += Seconds(static_cast<int64_t>(rng.Below(8)));
+        w.Add(t, std::round(rng.Uniform() * 100) / 100);
+      }
+      WindowSummary low, high;
+      w.Bounds(low, high);
+      for (int s = 0; s <= 60; ++s) {
+        const WindowSummary at = w.Summarize(t + Seconds(s));
+        for (const auto& [value, floor, ceiling] :
+             {std::tuple{at.mean, low.mean, high.mean},
+              std::tuple{at.median, low.median, high.median}, std::tuple{at.p95, low.p95, high.p95},
+              std::tuple{at.ema, low.ema, high.ema}}) {
+          ASSERT_GE(value, floor) << "trial " << trial << " step " << s;
+          ASSERT_LE(value, ceiling) << "trial " << trial << " step " << s;
+        }
+        ASSERT_GE(at.Risk(), low.Risk());
+        ASSERT_LE(at.Risk(), high.Risk());
+      }
+    }
+  }
 }
 
 TEST(SignalWindow, EmptyWindowSaysSo) {
