@@ -51,7 +51,7 @@ const JobRecord* Scheduler::job(JobId id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
+Status Scheduler::CheckSubmission(const JobSpec& spec) const {
   if (jobs_.count(spec.id))
     return InvalidArgument(fmt::format("job id {} already exists", spec.id));
   if (spec.gpus < 1)
@@ -70,6 +70,11 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   if (!spec.booked_gpus.empty()) {
     COLO_RETURN_IF_ERROR(CheckBooking(spec));
   }
+  return Status::Ok();
+}
+
+Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
+  COLO_RETURN_IF_ERROR(CheckSubmission(spec));
   JobRecord record;
   record.spec = spec;
   record.need = spec.memory;
@@ -105,6 +110,42 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
     changed_ = true;
   Enqueue(it->second);
   return Status::Ok();
+}
+
+Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed) {
+  if (!main_queue_.empty() || !recovery_queue_.empty() || !booked_.empty())
+    return FailedPrecondition(fmt::format("job {}: other jobs wait here", spec.id));
+  if (!spec.booked_gpus.empty())
+    return FailedPrecondition(fmt::format("job {} is booked: a pass places it", spec.id));
+  const TimePoint now = clock_.Now();
+  // The placement was decided on the pass's view of this instant, untouched since: no GPU's view
+  // was touched, and nothing was placed.
+  bool current = pass_view_.now == now && placements_ == placements_at_view_ &&
+                 kept_.size() == gpus_.size() && static_cast<int>(placed.gpus.size()) == spec.gpus;
+  for (const KeptView& kept : kept_) current = current && kept.current;
+  for (GpuIndex g : placed.gpus)
+    current = current && g >= 0 && static_cast<size_t>(g) < gpus_.size();
+  if (!current)
+    return FailedPrecondition(fmt::format("job {}: placed on a view no longer current", spec.id));
+  COLO_RETURN_IF_ERROR(CheckSubmission(spec));
+  auto [it, inserted] = jobs_.try_emplace(spec.id);
+  JobRecord& job = it->second;
+  job.spec = spec;
+  job.need = spec.memory;
+  job.submitted = job.waiting_since = now;
+  if (const auto held = HeldByLimits(job)) {
+    jobs_.erase(it);
+    return FailedPrecondition(fmt::format("job {}: {}", spec.id, *held));
+  }
+  // What queueing it would have noted.
+  if (spec.priority != 0 && config_.fairness.order != QueueOrder::kFairShare)
+    priorities_used_ = true;
+  BeginPass();
+  Launch launch = Apply(job, placed, pass_view_, /*view_read_again=*/false);
+  // As after the pass that started it: the queues are empty, nothing is due.
+  changed_ = false;
+  wake_at_ = ComputeNextWakeup();
+  return launch;
 }
 
 void Scheduler::Enqueue(JobRecord& job, bool front) {
@@ -844,23 +885,38 @@ void Scheduler::MakeView(GpuIndex index, TimePoint now, GpuView& v,
 void Scheduler::RefreshPassView() {
   ClusterView& view = pass_view_;
   const TimePoint now = clock_.Now();
+  const bool same_instant = view.now == now;
   view.now = now;
   view.last_placed = last_placed_;
   view.gpus.resize(gpus_.size());
   kept_.resize(gpus_.size());
+  summarized_.resize(gpus_.size(), 0);
   for (size_t i = 0; i < gpus_.size(); ++i) {
     KeptView& kept = kept_[i];
     GpuView& v = view.gpus[i];
     if (kept.current && (now == kept.made_at || (now > kept.made_at && now < kept.until))) {
-      // The summaries are the pass's own (SummarizeWhereNeeded).
-      v.smact = v.smocc = v.drama = WindowSummary{};
+      // The windows' summaries taken (SummarizeWhereNeeded) hold for their instant, and later
+      // where the windows say so: no sample came since, which would have made the view again.
+      if (summarized_[i] && !same_instant && !SummariesHold(static_cast<GpuIndex>(i))) {
+        v.smact = v.smocc = v.drama = WindowSummary{};
+        summarized_[i] = 0;
+      }
       continue;
     }
+    summarized_[i] = 0;
     kept.until = TimePoint::max();
     MakeView(static_cast<GpuIndex>(i), now, v, nullptr, &kept.until);
     kept.made_at = now;
     kept.current = true;
   }
+}
+
+bool Scheduler::SummariesHold(GpuIndex index) const {
+  const GpuRecord& g = gpus_[static_cast<size_t>(index)];
+  const TimePoint taken = kept_[static_cast<size_t>(index)].summarized_at;
+  return g.smact.SummaryHoldsAfter(taken, reads_.smact) &&
+         g.smocc.SummaryHoldsAfter(taken, reads_.smocc) &&
+         g.drama.SummaryHoldsAfter(taken, reads_.drama);
 }
 
 void Scheduler::ViewChanged(GpuIndex g) {
@@ -891,6 +947,13 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
   }
 }
 
+const ClusterView& Scheduler::PassView(const PlacementRequest& request) {
+  RefreshPassView();
+  SummarizeWhereNeeded(pass_view_, request);
+  placements_at_view_ = placements_;
+  return pass_view_;
+}
+
 void Scheduler::SummarizeWindows(GpuIndex index, TimePoint now, const WindowReads& reads,
                                  GpuView& v) const {
   const GpuRecord& g = gpus_[index];
@@ -911,6 +974,7 @@ void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& 
     if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
     SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
     summarized_[i] = 1;
+    kept_[i].summarized_at = view.now;
   }
 }
 
@@ -971,8 +1035,8 @@ PlacementDecision Scheduler::Decide(const JobRecord& job, const PlacementRequest
   return decision;
 }
 
-void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
-                      std::vector<Launch>& launches) {
+Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
+                        bool view_read_again) {
   COLO_CHECK(job.state == JobState::kQueued || job.state == JobState::kRecovering);
   COLO_CHECK(static_cast<int>(placed.gpus.size()) == job.spec.gpus);
   const TimePoint now = clock_.Now();
@@ -1003,18 +1067,19 @@ void Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   for (GpuIndex g : placed.gpus) room = std::min(room, view.gpus[g].free_for_placement);
   last_placed_ = placed.gpus.back();
   view.last_placed = last_placed_;
+  ++placements_;
   for (GpuIndex g : placed.gpus) {
-    MakeView(g, now, view.gpus[g]);
+    if (view_read_again) MakeView(g, now, view.gpus[g]);
     summarized_[g] = 0;
   }
-  ViewChanged(placed.gpus);
+  ViewChanged(placed.gpus);  // the next pass makes them again
   const Bytes reservation = Reservation(job, now);
   job.placed_limit = AttemptLimit(reservation, room, job.outgrew_limit);
   job.limit_wait.clear();
   job.reservation.reset();
   Hold(job, true);
-  launches.push_back(Launch{job.spec.id, placed.gpus, placed.mode, placed.thread_percent,
-                            reservation, job.placed_limit, job.attempts});
+  return Launch{job.spec.id, placed.gpus,      placed.mode, placed.thread_percent,
+                reservation, job.placed_limit, job.attempts};
 }
 
 Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
@@ -1024,7 +1089,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
   SummarizeWhereNeeded(view, request);
   PlacementDecision decision = Decide(job, request, view, earmarked);
   if (auto* placed = std::get_if<Placed>(&decision)) {
-    Apply(job, *placed, view, launches);
+    launches.push_back(Apply(job, *placed, view));
     return Outcome::kPlaced;
   }
   if (auto* infeasible = std::get_if<Infeasible>(&decision)) {
@@ -1290,19 +1355,22 @@ std::vector<Launch> Scheduler::Schedule(size_t max_launches) {
   return launches;
 }
 
-std::vector<Launch> Scheduler::Pass(size_t max_launches) {
-  std::vector<Launch> launches;
+void Scheduler::BeginPass() {
   head_blocked_by_utilization_ = false;
   booked_blocked_by_utilization_ = false;
   preempt_due_ = true;
   if (auto it = jobs_.find(head_); it != jobs_.end()) it->second.reservation.reset();
   head_ = 0;
+}
+
+std::vector<Launch> Scheduler::Pass(size_t max_launches) {
+  std::vector<Launch> launches;
+  BeginPass();
   if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
   // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.
   RefreshPassView();
-  summarized_.assign(gpus_.size(), 0);
 
   auto blocked_by_utilization = [](const JobRecord& job) {
     if (!job.last_wait) return false;

@@ -225,6 +225,12 @@ class Scheduler {
   // than any GPU, a duplicate id) with a reason. A job with out-of-memory attempts behind it goes
   // back to the recovery queue, as it was before the restart.
   Status Submit(const JobSpec& spec, PriorAttempts prior = {});
+  // Submits the job and starts it where the policy placed it on PassView at this instant, with
+  // nothing told the scheduler since: what Submit and Schedule would do with no other job waiting,
+  // without the pass. Refused, keeping nothing, where that pass could decide otherwise (jobs
+  // wait here, the job is booked, its owner's limits hold it, the view is not of this instant or
+  // a GPU's view or a placement changed it since) or Submit would refuse it.
+  Result<Launch> StartPlaced(const JobSpec& spec, const Placed& placed);
   // Whether the job could ever be placed here: Submit's checks, and the policy's verdict for it on
   // this server with every GPU idle (so the memory margin counts). Infeasible, with the reason,
   // for a job that would otherwise wait at the head of the queue forever. `idle_used`: what an
@@ -344,6 +350,13 @@ class Scheduler {
   // reads; or with those `reads` asks for (what a display shows).
   ClusterView View() const;
   ClusterView View(const WindowReads& reads) const;
+  // The view the next pass would decide `request` on, as of now: the pass's own, kept per GPU
+  // between passes and made again only where an event touched a GPU (View() makes every GPU's
+  // afresh), with the windows' summaries the policy may read for the request
+  // (PlacementPolicy::NeedsWindows). For a caller that asks the policy itself whether a job would
+  // start here (the simulator's cluster, choosing among servers), and starts it with
+  // StartPlaced. Valid until the scheduler is next called.
+  const ClusterView& PassView(const PlacementRequest& request);
   // A GPU's view (one of View()'s) with its windows' summaries as of `at` instead: what a view
   // then would read of them, as long as no sample arrives.
   void SummarizeWindowsAt(GpuIndex g, TimePoint at, GpuView& v) const {
@@ -384,6 +397,10 @@ class Scheduler {
   class Walk;  // the main queue in a pass's order
 
   std::vector<Launch> Pass(size_t max_launches);
+  // What every pass forgets of the last one before it looks at the queues.
+  void BeginPass();
+  // Submit's checks of a job's spec.
+  Status CheckSubmission(const JobSpec& spec) const;
   void OrderOwnersJobs(const std::string& owner);
   // Puts a waiting job in its queue (booked, recovery or main) and counts it for its owner.
   void QueueJob(JobRecord& job, bool front);
@@ -459,8 +476,10 @@ class Scheduler {
   std::deque<JobId>& QueueOf(const JobRecord& job);
   // Whether a job's booked GPUs are as many as it asks for, distinct, and this server's.
   Status CheckBooking(const JobSpec& spec) const;
-  void Apply(JobRecord& job, const Placed& placed, ClusterView& view,
-             std::vector<Launch>& launches);
+  // Starts the job as placed on `view`. `view_read_again`: later decisions of this pass read the
+  // view, and its placed GPUs are made again in it at once (otherwise by the next pass).
+  Launch Apply(JobRecord& job, const Placed& placed, ClusterView& view,
+               bool view_read_again = true);
   void Detach(JobRecord& job);
   // OnJobMemory and OnJobProcessSeen for a running job already found.
   std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
@@ -518,8 +537,13 @@ class Scheduler {
   struct KeptView {
     bool current = false;
     TimePoint made_at, until;
+    TimePoint summarized_at;  // when its windows' summaries in it were taken
   };
+  // Whether the summaries of a kept view, no sample having come since, hold at a later instant.
+  bool SummariesHold(GpuIndex g) const;
   std::vector<KeptView> kept_;
+  // Placements made, and their number when PassView was last asked (StartPlaced's check).
+  uint64_t placements_ = 0, placements_at_view_ = 0;
   std::vector<JobEnded> failed_;     // found infeasible by passes, until taken
   std::vector<uint8_t> summarized_;  // per GPU of pass_view_: its windows' summaries are in it
 };

@@ -148,6 +148,11 @@ WindowSummary SignalWindow::Summarize(TimePoint now, SummaryDepth depth) const {
   return memo_;
 }
 
+bool SignalWindow::SummaryHoldsAfter(TimePoint taken, SummaryDepth depth) const {
+  if (depth == SummaryDepth::kLast || points_.empty()) return true;
+  return memo_of_ && memo_of_->second == depth && memo_of_->first <= taken && memo_settled_;
+}
+
 WindowSummary SignalWindow::Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const {
   const TimePoint end = WindowEnd(now);
   const TimePoint begin = end - window_;

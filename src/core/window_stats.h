@@ -62,6 +62,9 @@ class SignalWindow {
   // value is at least every value still in the window and the EMA. Then time alone only raises
   // the window's statistics, and a gate that excludes the GPU now keeps excluding it.
   bool CannotFall(TimePoint now) const;
+  // Whether the summary it gave at `taken`, at `depth`, with no sample since, is the one it gives
+  // at every later instant: it held only its latest value then, and its EMA read as that value.
+  bool SummaryHoldsAfter(TimePoint taken, SummaryDepth depth) const;
   // Summaries no later summary can read below (`low`) or above (`high`) without a new sample:
   // every statistic of a window is within the values it still holds and, for the EMA, between
   // the EMA now and the latest value. (Each a hair wide of the mark, for rounding.)

@@ -100,18 +100,22 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
       blocked.push_back(verdict);
     }
   }
-  // Before() breaks every tie by index, so the plain sort is deterministic (and allocates nothing).
-  std::sort(passing.begin(), passing.end(),
-            [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); });
+  // Before() breaks every tie by index: the chooser's order is total, so the plain sort is
+  // deterministic (and allocates nothing), and a job of one GPU takes the first passing GPU in it
+  // without the sort.
+  const auto before = [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); };
+  if (request.gpus > 1) std::sort(passing.begin(), passing.end(), before);
 
   // Take the first server to collect enough passing GPUs in chooser order; with exclusive-first,
   // idle GPUs are tried alone before any sharing.
   auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
     if (request.gpus == 1) {
+      const GpuView* first = nullptr;
       for (const GpuView* g : passing) {
-        if (!idle_only || g->idle()) return {g->index};
+        if ((!idle_only || g->idle()) && (!first || before(g, first))) first = g;
       }
-      return {};
+      if (!first) return {};
+      return {first->index};
     }
     std::vector<std::vector<GpuIndex>> per_node(static_cast<size_t>(nodes));
     for (const GpuView* g : passing) {
@@ -128,8 +132,8 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
 
   if (!chosen.empty()) {
     Placed placed;
-    placed.gpus = chosen;
-    placed.mode = ModeFor(view.gpus[chosen.front()], request, gates_);
+    placed.gpus = std::move(chosen);
+    placed.mode = ModeFor(view.gpus[placed.gpus.front()], request, gates_);
     // The user's thread share stands; otherwise one that fits the job's SM activity.
     placed.thread_percent = placed.mode != SharingMode::kMps ? 100
                             : request.threads > 0            ? request.threads

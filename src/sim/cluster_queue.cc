@@ -235,15 +235,19 @@ void ClusterQueue::MarkChanged(int server_index, Change change) {
 
 void ClusterQueue::ReadServer(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
-  const Scheduler& scheduler = *state_.server(server_index).scheduler;
+  Scheduler& scheduler = *state_.server(server_index).scheduler;
   const int first_gpu = state_.server(server_index).first_gpu;
   const TimePoint now = state_.Now();
-  server.view = scheduler.View();
-  const size_t gpus = server.view.gpus.size();
+  // The view of the server's next pass (kept per GPU, made again only where an event touched a
+  // GPU), summarized where the least demanding job there could be would read its windows.
+  const ClusterView& view = scheduler.PassView(PlacementRequest{});
+  server.read_at = now;
+  server.view = view;
+  const size_t gpus = view.gpus.size();
   if (state_.options.check_dispatch && !server.grew && !server.free.empty()) {
     // The accounting between reads must agree with the scheduler's own.
     for (size_t g = 0; g < gpus; ++g) {
-      const GpuView& v = server.view.gpus[g];
+      const GpuView& v = view.gpus[g];
       // (A GPU over its capacity reports its capacity: what others hold is then unknown.)
       if (state_.gpus[static_cast<size_t>(first_gpu) + g].used > state_.options.server.capacity)
         continue;
@@ -268,7 +272,7 @@ void ClusterQueue::ReadServer(int server_index) {
   server.grace_ends.assign(gpus, TimePoint{});
   server.answer_lasts.assign(gpus, 0);
   for (size_t g = 0; g < gpus; ++g) {
-    const GpuView& v = server.view.gpus[g];
+    const GpuView& v = view.gpus[g];
     server.free[g] = v.free_for_placement.count();
     server.jobs_on[g] = v.job_count;
     server.exclusive_on[g] = v.holds_exclusive ? 1 : 0;
@@ -462,48 +466,51 @@ int64_t ClusterQueue::NeededScore(const PlacementRequest& request) const {
   return 0;
 }
 
-void ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& need) {
+std::optional<Launch> ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& need,
+                                             const Placed* placed) {
   Server& server = state_.server(server_index);
   // The spec as submitted but for the need and the run time the server's runs of its model
   // taught (the scheduler copies it): changed for the call only.
   JobSpec& spec = job.submitted->spec;
   const MemoryNeed submitted = std::exchange(spec.memory, need);
   if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, job);
-  const Status status = server.scheduler->Submit(spec);
+  std::optional<Launch> launch;
+  if (placed) {
+    Result<Launch> started = server.scheduler->StartPlaced(spec, *placed);
+    COLO_CHECK(started.ok());
+    launch = std::move(*started);
+  } else {
+    COLO_CHECK(server.scheduler->Submit(spec).ok());
+  }
   spec.memory = submitted;
-  COLO_CHECK(status.ok());
   server.sent[job.signature].push_back(job.index());
+  return launch;
 }
 
 bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest& request) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
-  // A picture read at this instant that took nothing since is the server as it is: the policy
-  // answers on it. Otherwise the job is submitted and the server's own pass answers (reading the
-  // view once), and taken back if it waits.
   Scheduler& scheduler = *state_.server(server_index).scheduler;
   // A server busy with its own queue (a reservation, a recovery) takes nothing from the cluster.
   if (!scheduler.main_queue().empty() || !scheduler.recovery_queue().empty()) return false;
-  const bool current = !server.changed && !server.stale && server.view.now == state_.Now();
-  if (current && !std::holds_alternative<Placed>(state_.policy.Place(server.view, request)))
-    return false;
-  SimJob& job = state_.jobs[static_cast<size_t>(index)];
-  const JobId id = job.trace->id;
-  SubmitTo(server_index, job, request.memory);
-  ++state_.passes;
-  std::vector<Launch> launches = scheduler.Schedule();
-  if (launches.empty()) {
-    COLO_CHECK(!current);  // the policy on the same view said it would start
-    COLO_CHECK(scheduler.Drop(id) == JobState::kQueued);
-    ReadServer(server_index);  // now known not to take it
+  // The policy answers on the view the server's own pass would decide on, and the job is handed
+  // to the server only to start there: a refusal leaves nothing behind on the server.
+  PlacementDecision decision = state_.policy.Place(scheduler.PassView(request), request);
+  const Placed* placed = std::get_if<Placed>(&decision);
+  if (!placed) {
+    // A picture that was no longer the server as it is is now known not to take the job.
+    const bool current = !server.changed && !server.stale && server.read_at == state_.Now();
+    if (!current) ReadServer(server_index);
     return false;
   }
-  COLO_CHECK(launches.size() == 1 && launches.front().job == id);
+  SimJob& job = state_.jobs[static_cast<size_t>(index)];
+  Launch launch = *SubmitTo(server_index, job, request.memory, placed);
+  COLO_CHECK(launch.job == job.trace->id);
   if (index == reserved_job_) Unreserve();
   queue_.erase(job.rank);
   job.queued = false;
   job.server = server_index;
-  AccountLaunch(server_index, launches.front());
-  pending_.emplace_back(server_index, std::move(launches.front()));
+  AccountLaunch(server_index, launch);
+  pending_.emplace_back(server_index, std::move(launch));
   host_.PushWakeup(server_index);
   return true;
 }
@@ -556,7 +563,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
         const PlacementRequest& request = request_for(s);
         if (server.changed || MayPlace(server, request)) {
           // The least free servers turn most jobs down: read first, then ask the policy.
-          if (server.changed || server.stale || server.view.now != state_.Now()) ReadServer(s);
+          if (server.changed || server.stale || server.read_at != state_.Now()) ReadServer(s);
           if (MayPlace(server, request) && TryStart(index, s, request)) return true;
         }
         it = index_.upper_bound(key);  // reading the server may have moved it

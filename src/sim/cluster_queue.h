@@ -82,6 +82,9 @@ class ClusterQueue {
  private:
   // The cluster's picture of one server, as of its last read.
   struct Picture {
+    TimePoint read_at;  // when it was last read
+    // Its GPUs as last read (a copy of the pass's view, into the buffers of the last one): what
+    // a look that reads nothing checks the gates' answers against.
     ClusterView view;
     bool eligible = false;  // its own queues are empty: the cluster may send it a job
     // Since its picture was read it may take more (a GPU's grace ended, a window fell, a job
@@ -147,9 +150,11 @@ class ClusterQueue {
   bool MayPlace(const Picture& server, const PlacementRequest& request) const;
   // The least score a server that can take the request has.
   int64_t NeededScore(const PlacementRequest& request) const;
-  // Queues the job on the server's scheduler, planning with `need` and the run time the server's
-  // runs of its model taught.
-  void SubmitTo(int server_index, SimJob& job, const MemoryNeed& need);
+  // Hands the job to the server's scheduler, planning with `need` and the run time the server's
+  // runs of its model taught: queued there, or with `placed` (the policy's decision on the
+  // server's pass view at this instant), started at once.
+  std::optional<Launch> SubmitTo(int server_index, SimJob& job, const MemoryNeed& need,
+                                 const Placed* placed = nullptr);
   // Starts the job on the server if it can start it now.
   bool TryStart(int index, int server, const PlacementRequest& request);
   // Starts the job on the most free server that can start it now, if any. A job looked at in the

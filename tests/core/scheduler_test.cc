@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+
 #include "core/window_stats.h"
 #include "policies/registry.h"
 
@@ -979,4 +981,136 @@ TEST_F(SchedulerTest, APreemptionsNoticeIsNeverLongerThanTheServersMaxNotice) {
 }
 
 }  // namespace
+// A caller that places jobs itself (the simulator's cluster) asks the policy on PassView and starts
+// what it placed with StartPlaced: the same launches, views and wake-ups as submitting each job,
+// running a pass and dropping it again if it waits, through samples, memory, graces and exits.
+TEST_F(SchedulerTest, StartPlacedOnThePassViewDecidesAsSubmittingAndAPass) {
+  SchedulerConfig config;
+  config.launch_grace = Seconds(20);
+  Build("worst-fit:smact=0.6", config, 4);
+  Scheduler& passes = *scheduler_;
+  Scheduler direct(clock_, *policy_, config);
+  for (int i = 0; i < 4; ++i) {
+    GpuInfo info;
+    info.uuid = "GPU-" + std::to_string(i);
+    info.capacity = GiB(40);
+    direct.AddGpu(info);
+    direct.OnGpuSample(GpuSample{i, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
+  }
+  std::deque<JobId> running;
+  int started = 0, refused = 0;
+  for (JobId id = 1; id <= 300; ++id) {
+    clock_.Advance(Seconds(3 + id % 5));
+    for (GpuIndex g = 0; g < 4; ++g) {
+      const double smact = static_cast<double>((id * 7 + g * 3) % 10) / 10.0;
+      const GpuSample sample{g, clock_.Now(), GiB((id + g) % 9), smact, -1, -1, true};
+      if ((id + g) % 3 == 0) {
+        passes.OnGpuSample(sample);
+        direct.OnGpuSample(sample);
+      }
+    }
+    if (!running.empty() && id % 4 == 0) {
+      const JobId ending = running.front();
+      running.pop_front();
+      EXPECT_EQ(passes.OnJobExit(ending, {}).action, direct.OnJobExit(ending, {}).action);
+      passes.Forget(ending);
+      direct.Forget(ending);
+    }
+    if (!running.empty() && id % 3 == 0) {
+      const JobRecord& job = *passes.job(running.back());
+      passes.OnJobMemory(job.spec.id, job.gpus.front(), GiB(2));
+      direct.OnJobMemory(job.spec.id, job.gpus.front(), GiB(2));
+    }
+    const JobSpec spec = Job(id, GiB(2 + id * 7 % 25), 1 + static_cast<int>(id % 4 == 1));
+    ASSERT_TRUE(passes.Submit(spec).ok());
+    std::vector<Launch> launches = passes.Schedule();
+    if (launches.empty()) {
+      ASSERT_EQ(passes.Drop(id), JobState::kQueued);
+    }
+
+    const PlacementRequest request = RequestFor(spec, spec.memory);
+    PlacementDecision decision = policy_->Place(direct.PassView(request), request);
+    const Placed* placed = std::get_if<Placed>(&decision);
+    ASSERT_EQ(placed != nullptr, launches.size() == 1) << "job " << id;
+    if (placed) {
+      Result<Launch> launch = direct.StartPlaced(spec, *placed);
+      ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+      EXPECT_EQ(launch->job, launches[0].job);
+      EXPECT_EQ(launch->gpus, launches[0].gpus);
+      EXPECT_EQ(launch->mode, launches[0].mode);
+      EXPECT_EQ(launch->thread_percent, launches[0].thread_percent);
+      EXPECT_EQ(launch->reservation, launches[0].reservation);
+      EXPECT_EQ(launch->memory_limit, launches[0].memory_limit);
+      EXPECT_EQ(launch->attempt, launches[0].attempt);
+      running.push_back(id);
+      ++started;
+    } else {
+      ++refused;
+    }
+    // (After a drop the submitting side may keep a look for the head it dropped, which finds
+    // nothing: only a scheduler that placed the job is compared.)
+    if (placed) {
+      EXPECT_EQ(passes.NextWakeup(), direct.NextWakeup());
+    }
+    const ClusterView a = passes.View(), b = direct.View();
+    ASSERT_EQ(a.gpus.size(), b.gpus.size());
+    EXPECT_EQ(a.last_placed, b.last_placed);
+    for (size_t g = 0; g < a.gpus.size(); ++g) {
+      EXPECT_EQ(a.gpus[g].free_for_placement, b.gpus[g].free_for_placement);
+      EXPECT_EQ(a.gpus[g].job_count, b.gpus[g].job_count);
+      EXPECT_EQ(a.gpus[g].placed_recently, b.gpus[g].placed_recently);
+      EXPECT_EQ(a.gpus[g].smact.mean, b.gpus[g].smact.mean);
+    }
+  }
+  // Both ways were taken often.
+  EXPECT_GT(started, 50);
+  EXPECT_GT(refused, 50);
+}
+
+TEST_F(SchedulerTest, StartPlacedRefusesWhereAPassCouldDecideOtherwise) {
+  Build("worst-fit", {}, 2);
+  const JobSpec spec = Job(1, GiB(10));
+  const PlacementRequest request = RequestFor(spec, spec.memory);
+  PlacementDecision decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  const Placed placed = std::get<Placed>(decision);
+  // The GPU it was placed on changed since the view was made; or another GPU did (the policy
+  // might have chosen it now).
+  scheduler_->OnGpuSample(GpuSample{placed.gpus[0], clock_.Now(), GiB(25), 0.0, -1, -1, true});
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, placed).ok());
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  const GpuIndex other = std::get<Placed>(decision).gpus[0] == 0 ? 1 : 0;
+  scheduler_->OnGpuSample(GpuSample{other, clock_.Now(), GiB(0), 0.0, -1, -1, true});
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
+  // A job placed at this instant since the view was asked.
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(1))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
+  // A later instant.
+  policy_->Place(scheduler_->PassView(request), request);
+  clock_.Advance(Seconds(1));
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, placed).ok());
+  // Another job waits.
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10))).ok());
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
+  ASSERT_EQ(scheduler_->Drop(2), JobState::kQueued);
+  EXPECT_EQ(scheduler_->job(1), nullptr) << "a refusal keeps nothing";
+  // Placed as decided: it runs, and a second submission of its id is refused.
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  const Result<Launch> launch = scheduler_->StartPlaced(spec, std::get<Placed>(decision));
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kRunning);
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  clock_.Advance(Seconds(60));  // past the launch graces
+  decision = policy_->Place(scheduler_->PassView(request), request);
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  EXPECT_FALSE(scheduler_->StartPlaced(spec, std::get<Placed>(decision)).ok());
+  EXPECT_EQ(scheduler_->job(1)->state, JobState::kRunning);
+}
+
 }  // namespace colo

@@ -114,6 +114,34 @@ TEST(SignalWindow, CannotFallHoldsOnRandomHistories) {
   EXPECT_GT(checked, 200);
 }
 
+TEST(SignalWindow, ASummaryHoldsLaterOnlyOnceTimeAloneChangesNothing) {
+  // What a kept view relies on to keep a GPU's summaries past their instant: where the window
+  // says they hold, a summary taken at any later instant is the same to the bit.
+  SignalWindow w(5, Seconds(1));
+  for (int i = 0; i < 8; ++i) w.Add(AtSeconds(i), i % 2 ? 0.9 : 0.2);
+  for (const SummaryDepth depth : {SummaryDepth::kMean, SummaryDepth::kAll}) {
+    // Within the window the statistics still slide.
+    const WindowSummary sliding = w.Summarize(AtSeconds(9), depth);
+    EXPECT_FALSE(w.SummaryHoldsAfter(AtSeconds(9), depth));
+    EXPECT_NE(w.Summarize(AtSeconds(10), depth).mean, sliding.mean);
+  }
+  // Long after: only the latest value is left, and the EMA reads as it.
+  const WindowSummary settled = w.Summarize(AtSeconds(200), SummaryDepth::kAll);
+  EXPECT_TRUE(w.SummaryHoldsAfter(AtSeconds(200), SummaryDepth::kAll));
+  // Asked at another depth since: not the summary taken then.
+  EXPECT_FALSE(w.SummaryHoldsAfter(AtSeconds(200), SummaryDepth::kMean));
+  const WindowSummary later = w.Summarize(AtSeconds(5000), SummaryDepth::kAll);
+  EXPECT_EQ(later.mean, settled.mean);
+  EXPECT_EQ(later.median, settled.median);
+  EXPECT_EQ(later.p95, settled.p95);
+  EXPECT_EQ(later.ema, settled.ema);
+  // The latest value alone always holds until the next sample.
+  EXPECT_TRUE(w.SummaryHoldsAfter(AtSeconds(9), SummaryDepth::kLast));
+  // A sample ends it.
+  w.Add(AtSeconds(5001), 0.5);
+  EXPECT_FALSE(w.SummaryHoldsAfter(AtSeconds(200), SummaryDepth::kAll));
+}
+
 TEST(SignalWindow, NoLaterSummaryLeavesItsBounds) {
   // Without a new sample every later summary, with either quantile method, reads within Bounds():
   // what lets a scheduler know a GPU's gate answers the same however its windows slide.
