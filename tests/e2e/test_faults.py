@@ -579,6 +579,13 @@ class Garbage(FaultTest):
             (b'{"api":1,"op":"submit","command":[]}\n', "invalid_argument", "command"),
             (b'{"api":1,"op":"submit","command":"ls"}\n', "invalid_argument", "command"),
             (b'{"api":1,"op":"history","limit":100000000}\n', "invalid_argument", "limit"),
+            # A misspelled option is refused by name, not taken as its default.
+            (b'{"api":1,"op":"submit","command":["true"],"workdir":"/","requeu":true}\n',
+             "invalid_argument", "requeu: is not a field of this request"),
+            (b'{"api":1,"op":"queue","pagee":2}\n', "invalid_argument", "pagee: is not a field"),
+            # An echoed key is cut, also inside a character.
+            (b'{"api":1,"op":"hello","' + b"k" * 63 + "\u00e9".encode() + b'":1}\n',
+             "invalid_argument", "is not a field"),
             (b"[1,2,3]\n", "invalid_argument", "not a JSON object"),
             (b"\xff\xfe\x00garbage\n", "invalid_argument", ""),
             (b"\n", "invalid_argument", ""),
