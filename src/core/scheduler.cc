@@ -1496,7 +1496,7 @@ bool Scheduler::DecidesAsTheLastPass(TimePoint now) {
   if (!held_) {
     // What the last pass left (nothing changed since): the GPUs the utilization gate held, and
     // the next wake-up of another kind.
-    held_.emplace();
+    held_ = HeldGpus{};
     // Under fair share the queue's order moves with time alone, and so do a backfill's
     // reservation and the jobs that end before it, and a preemption's due time: every look
     // decides afresh.

@@ -1,6 +1,6 @@
 // libFuzzer target: ClassifyExit on any outputs. Input: a flags byte (1: killed by a signal,
 // 2: end unknown, 4: cancel requested), the exit code or signal, then stderr, then optionally
-// "\n--- stdout ---\n" and stdout. Every detail must be valid UTF-8 of at most 300 bytes.
+// "\n--- stdout ---\n" and stdout. Every detail must be valid UTF-8 of at most 1,024 bytes.
 #include <string>
 
 #include "common/check.h"
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const colo::JobExit exit = colo::ClassifyExit(end, cancel, stderr_tail, stdout_tail);
-  COLO_CHECK(exit.detail.size() <= 300);
+  COLO_CHECK(exit.detail.size() <= 1024);
   COLO_CHECK(colo::fuzz::IsValidUtf8(exit.detail));
   if (cancel) COLO_CHECK(exit.kind == colo::ExitKind::kCancelled);
   if (!cancel && !end.known) COLO_CHECK(exit.kind == colo::ExitKind::kLost);
