@@ -35,10 +35,11 @@ void ConnectionSet::AddPollFds(std::vector<pollfd>& fds, bool quick) const {
 }
 
 void ConnectionSet::Transfer(const std::vector<pollfd>& fds, TimePoint now) {
+  bool connecting = false;
   for (const pollfd& p : fds) {
     if (!p.revents) continue;
     if (p.fd == listen_fd_) {
-      Accept(now);
+      connecting = true;
       continue;
     }
     auto it = clients_.find(p.fd);
@@ -47,7 +48,12 @@ void ConnectionSet::Transfer(const std::vector<pollfd>& fds, TimePoint now) {
     Client& c = it->second;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) Read(c, now);
     if (!c.out.empty()) Write(c);
+    if (Finished(c)) Close(it);
   }
+  // Only now, once this turn's hang-ups are read and closed: a user who closes a connection and
+  // opens another at once (one `colo` command after another) is not refused for the one that
+  // went away.
+  if (connecting) Accept(now);
 }
 
 void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
@@ -55,7 +61,7 @@ void ConnectionSet::OnReady(const std::vector<pollfd>& fds, TimePoint now) {
   ServeInTurn(now);
   for (auto it = clients_.begin(); it != clients_.end();) {
     Client& c = it->second;
-    if (c.closing && c.out.empty() && RequestEnd(c) == std::string::npos) {
+    if (Finished(c)) {
       it = Close(it);
     } else {
       ++it;
@@ -88,6 +94,10 @@ std::map<int, ConnectionSet::Client>::iterator ConnectionSet::Close(
   const unsigned uid = it->second.identity.uid;
   if (ConnectionsOf(uid) == 1) last_connection_.erase(uid);
   return clients_.erase(it);
+}
+
+bool ConnectionSet::Finished(const Client& c) const {
+  return c.closing && c.out.empty() && RequestEnd(c) == std::string::npos;
 }
 
 int ConnectionSet::ConnectionsOf(unsigned uid) const {

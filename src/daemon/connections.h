@@ -65,7 +65,8 @@ class ConnectionSet {
   // While colod's loop waits on its store for the request being served (or for its own work):
   // takes new connections, reads and writes as OnReady does, and answers the requests `quick`
   // answers, in turn by user; every other request waits for ServeInTurn. The connection whose
-  // request is being served is left alone, so that its replies keep their order. Closes nothing.
+  // request is being served is left alone, so that its replies keep their order. Closes only
+  // connections that hung up with nothing left to send or answer.
   // Serves for about a turn; returns whether such requests still wait.
   bool ServeQuick(const std::vector<pollfd>& fds, TimePoint now, const QuickHandler& quick);
   size_t size() const { return clients_.size(); }
@@ -107,6 +108,8 @@ class ConnectionSet {
   void Write(Client& client);
   std::map<int, Client>::iterator Close(std::map<int, Client>::iterator it);
   void Refuse(int fd, std::string_view code, std::string_view message);
+  // Whether the client hung up and nothing of it is left to send or answer: it is closed.
+  bool Finished(const Client& client) const;
   int ConnectionsOf(unsigned uid) const;
 
   // How long one turn serves requests before colod's loop does its other work (the jobs, the

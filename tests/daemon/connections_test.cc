@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "daemon/job_store_test_support.h"
@@ -126,6 +127,42 @@ TEST_F(ServeQuickTest, OthersQuickRequestsAreAnsweredWhileOneWaitsAndNothingElse
   while (set->HasBufferedWork()) Turn(*set, clock_, 0);
   EXPECT_EQ(slow.ReceiveLines(2), "slow done\nhandled:quick-own\n");
   EXPECT_EQ(writer.ReceiveLines(2), "handled:write\nhandled:quick-behind\n");
+}
+
+// A user at their connection limit who closes one and connects again at once (one `colo`
+// command after another) is taken, though both come to colod in the same turn of its loop.
+TEST_F(ServeQuickTest, AConnectionClosedAndOneOpenedInTheSameTurnIsNotRefused) {
+  ConnectionLimits limits;
+  limits.max_per_user = 1;
+  limits.max_connections = 1;
+  ConnectionSet set(
+      clock_, listener_.fd(), ConnectionSet::Protocol::kJsonLines, limits,
+      [](const Identity&, std::string_view request) { return "handled:" + std::string(request); },
+      // Every connection is one user's, not root's (whom no limit refuses).
+      [](unsigned, unsigned) -> Result<Identity> {
+        return Identity{1000, 1000, "alice"};
+      });
+  auto first = std::make_unique<Socket>(Connect());
+  Turn(set, clock_, 1000);
+  ASSERT_EQ(set.size(), 1u);
+  first->Send("one\n");
+  Turn(set, clock_, 1000);
+  EXPECT_EQ(first->ReceiveLines(1), "handled:one\n");
+
+  first.reset();
+  Socket second(Connect());
+  Turn(set, clock_, 1000);
+  second.Send("two\n");
+  while (set.HasBufferedWork()) Turn(set, clock_, 0);
+  Turn(set, clock_, 100);
+  EXPECT_EQ(second.ReceiveLines(1), "handled:two\n");
+  EXPECT_EQ(set.size(), 1u);
+
+  // A third while the second is open is still refused: the limit holds.
+  Socket third(Connect());
+  Turn(set, clock_, 1000);
+  EXPECT_NE(third.ReceiveLines(1).find("too many connections"), std::string::npos);
+  EXPECT_EQ(set.size(), 1u);
 }
 
 }  // namespace
