@@ -11,15 +11,12 @@
 
 #include "cli/control_commands.h"
 #include "cli/job_table.h"
+#include "common/clock.h"
 #include "common/stats.h"
 #include "common/text.h"
 
 namespace colo {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // GiB to a tenth, without a trailing ".0": 24, 7.9.
 std::string Gib(Bytes b) {
@@ -219,7 +216,7 @@ int RunEffCommand(const ClientOptions& o) {
   } else {
     jobs.push_back(std::move(first->job));
   }
-  const double now = Now();
+  const double now = ToEpochSeconds(SystemClock().WallNow());
   double since = now, until = 0;
   for (const api::JobDetail& j : jobs) {
     for (const api::AttemptInfo& a : j.attempt_list) {

@@ -17,6 +17,7 @@
 #include "cli/job_table.h"
 #include "cli/run_report_html.h"
 #include "cli/run_summary.h"
+#include "common/clock.h"
 #include "common/stats.h"
 #include "common/strings.h"
 #include "common/text.h"
@@ -28,10 +29,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
-
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The attempt's end as the report draws it: how it ended, or "running".
 std::string Outcome(const std::string& exit_kind) {
@@ -258,7 +255,7 @@ int RunReportCommand(const ReportCommandOptions& o, const std::string& socket) {
   const auto fail = [&](const Status& error, int exit_code = kExitError) {
     return ReportError(error, o.json, exit_code);
   };
-  const double now = NowSeconds();
+  const double now = ToEpochSeconds(SystemClock().WallNow());
   api::RunReportRequest request;
   request.max_points = o.max_points;
   if (!o.since.empty()) {

@@ -12,6 +12,7 @@
 #include "api/client.h"
 #include "cli/client_commands.h"
 #include "cli/top_view.h"
+#include "common/clock.h"
 #include "common/text.h"
 
 // Last, and as functions only: its macros (clear, erase, timeout) would rewrite the C++ above.
@@ -46,10 +47,6 @@ bool TerminalHungUp() {
   return poll(&terminal, 1, 0) > 0 && (terminal.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // One connection per refresh, with a short timeout: a colod that went away or hangs shows as
 // unreachable within seconds, and the view keeps trying.
 constexpr auto kCallTimeout = std::chrono::seconds(3);
@@ -79,7 +76,7 @@ class TopSession {
 };
 
 void TopSession::Refresh() {
-  snapshot_.now = WallSeconds();
+  snapshot_.now = ToEpochSeconds(SystemClock().WallNow());
   auto client = api::Client::Connect(socket_, kCallTimeout);
   Status failed = client.status();
   if (client.ok()) {
@@ -231,7 +228,10 @@ bool TopSession::OnKey(int key) {
 
 int TopSession::Run(double delay) {
   Refresh();
-  double next_refresh = WallSeconds() + delay;
+  // On the monotonic clock: the refresh keeps its pace when the calendar time is set.
+  const SystemClock clock;
+  const Duration every = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(delay));
+  TimePoint next_refresh = clock.Now() + every;
   for (;;) {
     if (g_stop) return kExitOk;
     Draw();
@@ -242,9 +242,9 @@ int TopSession::Run(double delay) {
       if (!OnKey(key)) return kExitOk;
       if (state_.selected == 0) state_.selected = SelectedJob(snapshot_, state_);
     }
-    if (WallSeconds() >= next_refresh) {
+    if (clock.Now() >= next_refresh) {
       Refresh();
-      next_refresh = WallSeconds() + delay;
+      next_refresh = clock.Now() + every;
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "cli/control_commands.h"
 #include "cli/job_table.h"
 #include "cli/report_command.h"
+#include "common/clock.h"
 #include "common/signals.h"
 #include "common/strings.h"
 #include "common/text.h"
@@ -23,10 +24,6 @@
 
 namespace colo {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Escaped for the terminal and cut to `n` columns on a character boundary ('+' marks the cut).
 std::string Cell(const std::string& s, size_t n) {
@@ -49,7 +46,7 @@ int PrintJobs(const ClientOptions& o, const std::vector<api::JobSummary>& jobs, 
                                                    : DefaultQueueFormat(slurm));
   if (!format.ok()) return ReportError(format.status(), o.json, kExitUsage);
   if (!o.no_header) fmt::print("{}\n", format->Header());
-  const double now = Now();
+  const double now = ToEpochSeconds(SystemClock().WallNow());
   for (const api::JobSummary& j : jobs) fmt::print("{}\n", format->Row(j, now));
   return kExitOk;
 }
@@ -60,7 +57,7 @@ class HistoryFilter {
  public:
   static Result<HistoryFilter> Make(const ClientOptions& o) {
     HistoryFilter f;
-    const double now = Now();
+    const double now = ToEpochSeconds(SystemClock().WallNow());
     if (!o.since.empty()) {
       auto t = ParseReportTime(o.since, now);
       if (!t.ok()) return InvalidArgument("--starttime: " + t.status().message());

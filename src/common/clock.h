@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "common/check.h"
 #include "common/units.h"
@@ -29,6 +30,12 @@ inline TimePoint MonotonicOf(const Clock& clock, WallTime past) {
   return clock.Now() - std::max(Duration::zero(), ago);
 }
 
+// Calendar time as colo stores and sends it: seconds since the epoch, to the microsecond.
+double ToEpochSeconds(WallTime time);
+// The time `seconds` after the epoch, rounded to the microsecond; nullopt when it is outside
+// what WallTime can hold (or not finite).
+std::optional<WallTime> FromEpochSeconds(double seconds);
+
 // Time that moves only when told to: the simulator and tests.
 class ManualClock final : public Clock {
  public:
@@ -49,7 +56,8 @@ class ManualClock final : public Clock {
   WallTime wall_origin_;
 };
 
-// Real time. The only place in colo that reads the system clocks.
+// Real time, for colod and the CLI (the timeouts of colod's threads and children read
+// std::chrono::steady_clock themselves). Never handed to the simulator.
 class SystemClock final : public Clock {
  public:
   TimePoint Now() const override;

@@ -13,11 +13,6 @@
 namespace colo {
 namespace {
 
-double Seconds(WallTime t) {
-  if (t == WallTime{}) return 0;
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
 bool MaySeeDetails(const Identity& caller, const Job& job) {
   return caller.uid == 0 || caller.uid == job.owner.uid;
 }
@@ -184,13 +179,13 @@ api::JobSummary ApiHandlers::Summarize(const Job& job, const Identity& caller) c
   s.user = job.owner.user;
   s.state = job.state;
   s.gpus = job.spec.gpus;
-  s.submitted = Seconds(job.submitted);
-  s.finished = Seconds(job.finished);
+  s.submitted = ToEpochSeconds(job.submitted);
+  s.finished = ToEpochSeconds(job.finished);
   s.attempts = static_cast<int>(job.attempts.size());
   if (job.spec.memory.known()) s.memory = job.spec.memory.Upper();
   s.share = job.spec.sharing;
   if (const Attempt* a = job.current()) {
-    s.started = Seconds(a->started);
+    s.started = ToEpochSeconds(a->started);
     s.gpu_uuids = a->gpu_uuids;
     s.gpu_indices = GpuIndices(a->gpu_uuids);
     s.mode = std::string(ToString(a->mode));
@@ -239,8 +234,8 @@ api::JobDetail ApiHandlers::Detail(const Job& job) const {
     info.mode = std::string(ToString(a.mode));
     info.thread_percent = a.thread_percent;
     info.memory_limit = a.memory_limit;
-    info.started = Seconds(a.started);
-    info.ended = Seconds(a.ended);
+    info.started = ToEpochSeconds(a.started);
+    info.ended = ToEpochSeconds(a.ended);
     info.exit_kind = a.exit ? std::string(ToString(*a.exit)) : "";
     info.detail = a.detail;
     info.peak = &a == job.current() ? c_.controller.CurrentPeak(job) : a.peak;
@@ -303,7 +298,7 @@ Result<api::ShowReply> ApiHandlers::Handle(const Identity& caller,
   auto events = c_.store.Events(request.job);
   if (events.ok()) {
     for (const JobEvent& e : *events)
-      reply.job.events.push_back(api::EventInfo{Seconds(e.time), e.kind, e.detail});
+      reply.job.events.push_back(api::EventInfo{ToEpochSeconds(e.time), e.kind, e.detail});
   }
   return reply;
 }
@@ -561,7 +556,7 @@ Result<api::EventsReply> ApiHandlers::Handle(const Identity& caller,
   std::map<JobId, std::optional<Job>> jobs;
   api::EventsReply reply;
   for (const JobEvent& e : *events) {
-    api::RecentEvent out{e.job, "", "", Seconds(e.time), e.kind, e.detail, false};
+    api::RecentEvent out{e.job, "", "", ToEpochSeconds(e.time), e.kind, e.detail, false};
     if (e.job == 0) {
       if (caller.uid != 0) continue;  // colod's own: may name other users' jobs and paths
       out.user = "colod";
@@ -623,7 +618,7 @@ Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
   }
   const size_t max_jobs = caller.uid == 0 ? kMaxReportJobs : kMaxReportJobsPerUser;
   api::RunReportReply reply;
-  reply.until = request.until > 0 ? request.until : Seconds(c_.clock.WallNow());
+  reply.until = request.until > 0 ? request.until : ToEpochSeconds(c_.clock.WallNow());
   reply.since = request.since;
   if (!(reply.since < reply.until))
     return InvalidArgument(fmt::format(
@@ -667,7 +662,7 @@ Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
   std::vector<const Job*> jobs;
   for (const Job& job : *ended) jobs.push_back(&job);
   for (const auto& [id, job] : c_.controller.live_jobs()) {
-    if (job.live() && Seconds(job.submitted) < reply.until) jobs.push_back(&job);
+    if (job.live() && ToEpochSeconds(job.submitted) < reply.until) jobs.push_back(&job);
   }
   if (jobs.size() > max_jobs) {
     jobs.resize(max_jobs);

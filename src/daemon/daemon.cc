@@ -416,7 +416,7 @@ void Daemon::CheckMps() {
 // jobs wait and run. Only appended here; the history's own thread writes it.
 void Daemon::RecordHistory(const GpuSampleSet& sample) {
   if (!history_) return;
-  const double time = std::chrono::duration<double>(sample.wall.time_since_epoch()).count();
+  const double time = ToEpochSeconds(sample.wall);
   const auto known = [](double v) { return v >= 0 ? std::optional<double>(v) : std::nullopt; };
   HistoryBatch batch;
   for (size_t g = 0; g < sample.devices.size(); ++g) {

@@ -313,9 +313,7 @@ void HistoryStore::WriterLoop() {
     Status flushed = Flush();
     if (std::chrono::steady_clock::now() >= next_compact) {
       next_compact = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-      const double now =
-          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
+      const double now = ToEpochSeconds(SystemClock().WallNow());
       if (Status s = Compact(now); !s.ok() && flushed.ok()) flushed = s;
     }
     lock.lock();

@@ -46,10 +46,4 @@ constexpr size_t kMaxEventKindBytes = 64;
 // kMaxEventKindBytes and kMaxEventDetailBytes, the time to the microsecond.
 JobEvent StoredEvent(const JobEvent& event);
 
-// Wall-clock time as stored: seconds since the epoch.
-double ToEpochSeconds(WallTime time);
-// The time `seconds` after the epoch, rounded to the microsecond; nullopt when it is outside
-// what WallTime can hold (or not finite).
-std::optional<WallTime> FromEpochSeconds(double seconds);
-
 }  // namespace colo
