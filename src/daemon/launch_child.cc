@@ -36,7 +36,7 @@ UserSwitch PrepareUserSwitch(const Identity& owner) {
 }
 
 // Async-signal-safe from here to the end of the child helpers: they run between fork and exec.
-[[noreturn]] void ReportAndExit(int report_fd, Step step, int error) {
+[[noreturn]] void ReportAndExit(int report_fd, ChildStep step, int error) {
   const ChildReport report{step, error};
   // Nothing more can be done should this fail: the pipe closes at the exit as at an exec, and the
   // attempt ends as a shim that left no record would (status 127).
@@ -56,7 +56,7 @@ void ResetSignals() {
   }
 }
 
-int AboveStandard(int fd) {
+int MoveAboveStandard(int fd) {
   return fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
@@ -77,10 +77,10 @@ void CloseRange(unsigned first, unsigned last) {
 
 void DetachFromColod(const int* keep, int count, int report_fd) {
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null_fd < 0) ReportAndExit(report_fd, Step::kOpenDevNull, errno);
+  if (null_fd < 0) ReportAndExit(report_fd, ChildStep::kOpenDevNull, errno);
   for (int standard = 0; standard <= 2; ++standard) {
     if (null_fd != standard && dup2(null_fd, standard) < 0)
-      ReportAndExit(report_fd, Step::kRedirect, errno);
+      ReportAndExit(report_fd, ChildStep::kRedirect, errno);
   }
   // The gaps between the kept ones, lowest first (no allocation between fork and exec).
   unsigned first = 3;
@@ -96,52 +96,52 @@ void DetachFromColod(const int* keep, int count, int report_fd) {
   CloseRange(first, ~0U);
 }
 
-int Above(int fd, int floor, int report_fd) {
+int MoveAbove(int fd, int floor, int report_fd) {
   if (fd > floor) return fd;
   const int moved = fcntl(fd, F_DUPFD_CLOEXEC, floor + 1);
-  if (moved < 0) ReportAndExit(report_fd, Step::kRedirect, errno);
+  if (moved < 0) ReportAndExit(report_fd, ChildStep::kRedirect, errno);
   return moved;
 }
 
 void DropPrivileges(const UserSwitch& change, int report_fd) {
   if (!change.active) return;
   if (setgroups(change.groups.size(), change.groups.data()) != 0)
-    ReportAndExit(report_fd, Step::kSetgroups, errno);
-  if (setgid(change.gid) != 0) ReportAndExit(report_fd, Step::kSetgid, errno);
-  if (setuid(change.uid) != 0) ReportAndExit(report_fd, Step::kSetuid, errno);
+    ReportAndExit(report_fd, ChildStep::kSetgroups, errno);
+  if (setgid(change.gid) != 0) ReportAndExit(report_fd, ChildStep::kSetgid, errno);
+  if (setuid(change.uid) != 0) ReportAndExit(report_fd, ChildStep::kSetuid, errno);
   uid_t ruid, euid, suid;
   gid_t rgid, egid, sgid;
   if (getresuid(&ruid, &euid, &suid) != 0 || getresgid(&rgid, &egid, &sgid) != 0 ||
       ruid != change.uid || euid != change.uid || suid != change.uid || rgid != change.gid ||
       egid != change.gid || sgid != change.gid) {
-    ReportAndExit(report_fd, Step::kUserDidNotTake, EPERM);
+    ReportAndExit(report_fd, ChildStep::kUserDidNotTake, EPERM);
   }
 }
 
 void ApplyLimits(const std::vector<LimitToApply>& limits, int report_fd) {
   for (const LimitToApply& wanted : limits) {
     rlimit now{};
-    if (getrlimit(wanted.resource, &now) != 0) ReportAndExit(report_fd, Step::kLimit, errno);
+    if (getrlimit(wanted.resource, &now) != 0) ReportAndExit(report_fd, ChildStep::kLimit, errno);
     rlimit next{};
     next.rlim_max = std::min(wanted.hard, now.rlim_max);
     next.rlim_cur = std::min(wanted.soft, next.rlim_max);
-    if (setrlimit(wanted.resource, &next) != 0) ReportAndExit(report_fd, Step::kLimit, errno);
+    if (setrlimit(wanted.resource, &next) != 0) ReportAndExit(report_fd, ChildStep::kLimit, errno);
   }
 }
 
 void BecomeUserForChecks(const UserSwitch& change, int report_fd) {
   if (!change.active) return;
   if (setgroups(change.groups.size(), change.groups.data()) != 0)
-    ReportAndExit(report_fd, Step::kSetgroups, errno);
+    ReportAndExit(report_fd, ChildStep::kSetgroups, errno);
   if (setresgid(static_cast<gid_t>(-1), change.gid, static_cast<gid_t>(-1)) != 0)
-    ReportAndExit(report_fd, Step::kSetgid, errno);
+    ReportAndExit(report_fd, ChildStep::kSetgid, errno);
   if (setresuid(static_cast<uid_t>(-1), change.uid, static_cast<uid_t>(-1)) != 0)
-    ReportAndExit(report_fd, Step::kSetuid, errno);
+    ReportAndExit(report_fd, ChildStep::kSetuid, errno);
   if (geteuid() != change.uid || getegid() != change.gid)
-    ReportAndExit(report_fd, Step::kUserDidNotTake, EPERM);
+    ReportAndExit(report_fd, ChildStep::kUserDidNotTake, EPERM);
 }
 
-int OpenLog(int dir_fd, const char* name, int report_fd, Step open_step, Step type_step) {
+int OpenLog(int dir_fd, const char* name, int report_fd, ChildStep open_step, ChildStep type_step) {
   const int fd =
       openat(dir_fd, name,
              O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
@@ -151,7 +151,7 @@ int OpenLog(int dir_fd, const char* name, int report_fd, Step open_step, Step ty
   fcntl(fd, F_SETFL, O_APPEND);  // O_NONBLOCK was for the open only
   // Above 2, so that putting one in place never overwrites another.
   const int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  if (high < 0) ReportAndExit(report_fd, Step::kRedirect, errno);
+  if (high < 0) ReportAndExit(report_fd, ChildStep::kRedirect, errno);
   return high;
 }
 // End of the async-signal-safe child helpers.

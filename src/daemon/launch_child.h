@@ -37,7 +37,7 @@ struct UserSwitch {
 UserSwitch PrepareUserSwitch(const Identity& owner);
 
 // The steps of a child before exec; a failed one is reported as {step, errno}.
-enum class Step : int {
+enum class ChildStep : int {
   kJoinCgroup,
   kSetsid,
   kSetgroups,
@@ -59,16 +59,16 @@ enum class Step : int {
   kDone,
 };
 struct ChildReport {
-  Step step;
+  ChildStep step;
   int error;
 };
 
 // Async-signal-safe, every one of these: they run between fork and exec.
-[[noreturn]] void ReportAndExit(int report_fd, Step step, int error);
+[[noreturn]] void ReportAndExit(int report_fd, ChildStep step, int error);
 void ResetSignals();
 // A descriptor the child keeps, moved above the standard three if it is one of them (colod may
 // have been started with one of them closed), so that /dev/null put there never replaces it.
-int AboveStandard(int fd);
+int MoveAboveStandard(int fd);
 // Cuts the child off from colod: /dev/null for stdin, stdout and stderr, and every other
 // descriptor closed (not only marked close-on-exec) but the `count` in `keep`, which must be above
 // 2. Done while the child is still root's, before the user may signal it: a child the user stops
@@ -76,7 +76,7 @@ int AboveStandard(int fd);
 void DetachFromColod(const int* keep, int count, int report_fd);
 // Moves `fd` above `floor` (keeping it close-on-exec), out of the way of descriptors about to
 // be put below it.
-int Above(int fd, int floor, int report_fd);
+int MoveAbove(int fd, int floor, int report_fd);
 // Becomes the user for good, or reports which step failed.
 void DropPrivileges(const UserSwitch& change, int report_fd);
 
@@ -94,6 +94,6 @@ void ApplyLimits(const std::vector<LimitToApply>& limits, int report_fd);
 // and hold colod up while it waits for the answer.
 void BecomeUserForChecks(const UserSwitch& change, int report_fd);
 // Opens an attempt's log as the user: never through a link, never waiting on a FIFO.
-int OpenLog(int dir_fd, const char* name, int report_fd, Step open_step, Step type_step);
+int OpenLog(int dir_fd, const char* name, int report_fd, ChildStep open_step, ChildStep type_step);
 
 }  // namespace colo

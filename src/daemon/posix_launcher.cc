@@ -143,41 +143,41 @@ std::string PosixProcessLauncher::AttemptFileName(int attempt, std::string_view 
 
 std::string PosixProcessLauncher::StartFailure(JobId job, int attempt, const Tracked& tracked,
                                                int step, int error_number) const {
-  const ChildReport report{static_cast<Step>(step), error_number};
+  const ChildReport report{static_cast<ChildStep>(step), error_number};
   const std::string dir_path = fmt::format("{}/{}", options_.jobs_dir, job);
   const std::string out_name = AttemptFileName(attempt, "out");
   const std::string err_name = AttemptFileName(attempt, "err");
   const std::string error = ErrorText(report.error);
   switch (report.step) {
-    case Step::kJoinCgroup:
+    case ChildStep::kJoinCgroup:
       return fmt::format("joining cgroup {} failed: {}", CgroupPath(job, attempt), error);
-    case Step::kSetsid:
+    case ChildStep::kSetsid:
       return fmt::format("setsid failed: {}", error);
-    case Step::kSetgroups:
+    case ChildStep::kSetgroups:
       return fmt::format("setgroups for {} failed: {}", tracked.owner.user, error);
-    case Step::kSetgid:
+    case ChildStep::kSetgid:
       return fmt::format("setgid {} failed: {}", tracked.owner.gid, error);
-    case Step::kSetuid:
+    case ChildStep::kSetuid:
       return fmt::format("setuid {} failed: {}", tracked.owner.uid, error);
-    case Step::kUserDidNotTake:
+    case ChildStep::kUserDidNotTake:
       return fmt::format("switching to uid {} did not take", tracked.owner.uid);
-    case Step::kOpenDevNull:
+    case ChildStep::kOpenDevNull:
       return fmt::format("open /dev/null failed: {}", error);
-    case Step::kOpenStdout:
+    case ChildStep::kOpenStdout:
       return fmt::format("open {}/{} failed: {}", dir_path, out_name, error);
-    case Step::kOpenStderr:
+    case ChildStep::kOpenStderr:
       return fmt::format("open {}/{} failed: {}", dir_path, err_name, error);
-    case Step::kStdoutNotRegular:
+    case ChildStep::kStdoutNotRegular:
       return fmt::format("{}/{} is not a regular file", dir_path, out_name);
-    case Step::kStderrNotRegular:
+    case ChildStep::kStderrNotRegular:
       return fmt::format("{}/{} is not a regular file", dir_path, err_name);
-    case Step::kRedirect:
+    case ChildStep::kRedirect:
       return fmt::format("redirecting stdin, stdout and stderr failed: {}", error);
-    case Step::kChdir:
+    case ChildStep::kChdir:
       return fmt::format("chdir {} failed: {}", tracked.workdir, error);
-    case Step::kLimit:
+    case ChildStep::kLimit:
       return fmt::format("setting the submitter's resource limits failed: {}", error);
-    case Step::kExec:
+    case ChildStep::kExec:
       return fmt::format("exec {} failed: {}", options_.shim, error);
     default:
       return fmt::format("starting the job failed: {}", error);
@@ -186,7 +186,7 @@ std::string PosixProcessLauncher::StartFailure(JobId job, int attempt, const Tra
 
 std::optional<AttemptEnd> PosixProcessLauncher::CheckStarting(Tracked& tracked, JobId job,
                                                               int attempt) {
-  ChildReport report{Step::kDone, 0};
+  ChildReport report{ChildStep::kDone, 0};
   std::string failure;
   pollfd ready{tracked.start_report.get(), POLLIN, 0};
   if (poll(&ready, 1, 0) != 0) {  // a report, the end of the pipe (exec), or an error to read
@@ -326,14 +326,14 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
   if (pid == 0) {
     // Named for a restarted colod, which ends a start its predecessor left behind.
     prctl(PR_SET_NAME, kStartName);
-    int report = AboveStandard(report_write.get());
-    const int job_dir = AboveStandard(dir_fd.get());
+    int report = MoveAboveStandard(report_write.get());
+    const int job_dir = MoveAboveStandard(dir_fd.get());
     int pipes[4];
-    for (int i = 0; i < 4; ++i) pipes[i] = AboveStandard(output_pipes[i].get());
+    for (int i = 0; i < 4; ++i) pipes[i] = MoveAboveStandard(output_pipes[i].get());
     ResetSignals();
     if (cgroup_procs.valid() && write(cgroup_procs.get(), "0", 1) != 1)
-      ReportAndExit(report, Step::kJoinCgroup, errno);
-    if (setsid() < 0) ReportAndExit(report, Step::kSetsid, errno);
+      ReportAndExit(report, ChildStep::kJoinCgroup, errno);
+    if (setsid() < 0) ReportAndExit(report, ChildStep::kSetsid, errno);
     // Nothing of colod's may reach the user or the job, not even while the child is stopped.
     const int keep[] = {report, job_dir, pipes[0], pipes[1], pipes[2], pipes[3]};
     DetachFromColod(keep, 6, report);
@@ -341,22 +341,22 @@ Result<ProcessHandle> PosixProcessLauncher::Start(const LaunchSpec& spec) {
     // Become the user before touching anything of theirs: nothing after this runs as root.
     DropPrivileges(change, report);
     ApplyLimits(limits, report);
-    const int out =
-        OpenLog(job_dir, out_name.c_str(), report, Step::kOpenStdout, Step::kStdoutNotRegular);
-    const int err =
-        OpenLog(job_dir, err_name.c_str(), report, Step::kOpenStderr, Step::kStderrNotRegular);
-    if (dup2(out, 1) < 0 || dup2(err, 2) < 0) ReportAndExit(report, Step::kRedirect, errno);
+    const int out = OpenLog(job_dir, out_name.c_str(), report, ChildStep::kOpenStdout,
+                            ChildStep::kStdoutNotRegular);
+    const int err = OpenLog(job_dir, err_name.c_str(), report, ChildStep::kOpenStderr,
+                            ChildStep::kStderrNotRegular);
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0) ReportAndExit(report, ChildStep::kRedirect, errno);
     // A record from before this start is not this start's end.
     unlinkat(job_dir, exit_name.c_str(), 0);
-    if (chdir(workdir) != 0) ReportAndExit(report, Step::kChdir, errno);
+    if (chdir(workdir) != 0) ReportAndExit(report, ChildStep::kChdir, errno);
     // The pipes at 3 to 6 for the shim (kept open by the exec), everything else above them.
-    report = Above(report, 6, report);
-    for (int& fd : pipes) fd = Above(fd, 6, report);
+    report = MoveAbove(report, 6, report);
+    for (int& fd : pipes) fd = MoveAbove(fd, 6, report);
     for (int i = 0; i < 4; ++i) {
-      if (dup2(pipes[i], 3 + i) < 0) ReportAndExit(report, Step::kRedirect, errno);
+      if (dup2(pipes[i], 3 + i) < 0) ReportAndExit(report, ChildStep::kRedirect, errno);
     }
     execve(shim, argv_ptrs.data(), env_ptrs.data());
-    ReportAndExit(report, Step::kExec, errno);
+    ReportAndExit(report, ChildStep::kExec, errno);
   }
   report_write.reset();
   // The child is ours and unreaped, so its pid cannot be taken by another process meanwhile.

@@ -109,20 +109,20 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
   const pid_t pid = fork();
   if (pid < 0) return Unavailable(fmt::format("fork: {}", ErrorText(errno)));
   if (pid == 0) {
-    const int report = AboveStandard(report_write.get());
+    const int report = MoveAboveStandard(report_write.get());
     ResetSignals();
     DetachFromColod(&report, 1, report);
     BecomeUserForChecks(change, report);
     struct stat st {};
-    if (stat(path, &st) != 0) ReportAndExit(report, Step::kStat, errno);
-    if (!S_ISDIR(st.st_mode)) ReportAndExit(report, Step::kNotDirectory, ENOTDIR);
+    if (stat(path, &st) != 0) ReportAndExit(report, ChildStep::kStat, errno);
+    if (!S_ISDIR(st.st_mode)) ReportAndExit(report, ChildStep::kNotDirectory, ENOTDIR);
     // With the effective ids, which are the user's (access() would ask for the real ones).
     if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) != 0)
-      ReportAndExit(report, Step::kAccess, errno);
-    ReportAndExit(report, Step::kDone, 0);
+      ReportAndExit(report, ChildStep::kAccess, errno);
+    ReportAndExit(report, ChildStep::kDone, 0);
   }
   report_write.reset();
-  ChildReport report{Step::kDone, 0};
+  ChildReport report{ChildStep::kDone, 0};
   const bool answered = WaitReadable(report_read.get(), kWorkdirCheckTimeout);
   const bool got = answered && ReadReport(report_read.get(), &report);
   if (!answered) {
@@ -135,11 +135,11 @@ Status PosixProcessLauncher::CheckWorkdir(const Identity& owner, const std::stri
   }
   if (!got) return Internal(fmt::format("workdir {}: the check ended without an answer", workdir));
   switch (report.step) {
-    case Step::kDone:
+    case ChildStep::kDone:
       return Status::Ok();
-    case Step::kStat:
-    case Step::kNotDirectory:
-    case Step::kAccess:
+    case ChildStep::kStat:
+    case ChildStep::kNotDirectory:
+    case ChildStep::kAccess:
       return FailedPrecondition(fmt::format("workdir {}: {}", workdir, ErrorText(report.error)));
     default:
       return Internal(fmt::format("workdir {}: cannot act as uid {}: {}", workdir, owner.uid,
