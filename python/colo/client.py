@@ -30,6 +30,7 @@ API_VERSION = 1
 SYSTEM_SOCKET = "/run/colo/colod.sock"
 # A reply larger than this is not colod's (its largest, a page of history, is far smaller).
 MAX_REPLY_BYTES = 64 << 20
+MAX_SIGNAL_LEAD_S = 65535  # as Slurm's --signal
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "lost", "requeued", "timeout"})
 
 
@@ -469,18 +470,25 @@ _LIMITS = {name: getattr(resource, f"RLIMIT_{name.upper()}") for name in
            if hasattr(resource, f"RLIMIT_{name.upper()}")}
 
 
+def _ascii_digits(text):
+    """Only 0-9, as colod reads a number: not "+5", " 5", "1_0" nor another script's digits."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_signal(text):
     """sbatch's --signal, "[B:]SIG[@SECONDS]" (SIG a name such as USR1 or a number), in the API's
     form; colod names the signals it sends if this one is not among them."""
     rest = text[2:] if text.startswith("B:") else text
-    name, _, lead = rest.partition("@")
+    name, at, lead = rest.partition("@")
+    if at and not (_ascii_digits(lead) and int(lead) <= MAX_SIGNAL_LEAD_S):
+        raise InvalidArgument(f"signal: {lead!r} is not a number of seconds "
+                              f"0..{MAX_SIGNAL_LEAD_S} after @")
     try:
-        seconds = int(lead) if lead else 60
-        number = int(name) if name.isdigit() else int(
+        number = int(name) if _ascii_digits(name) else int(
             signal_module.Signals["SIG" + name.upper().removeprefix("SIG")])
-    except (KeyError, ValueError):
+    except KeyError:
         raise InvalidArgument(f"signal: {text!r} is not [B:]SIG[@SECONDS]") from None
-    return {"number": number, "lead_s": seconds}
+    return {"number": number, "lead_s": int(lead) if at else 60}
 
 
 def submitter_context():
