@@ -124,6 +124,8 @@ std::vector<Preemption> Scheduler::Preempt() {
 
 bool Scheduler::MayPreemptFor(const JobRecord& running, const JobRecord& head) const {
   if (running.preempt_deadline || running.spec.owner == head.spec.owner) return false;
+  // A run whose GPUs an outside scheduler (Slurm) booked is that scheduler's to preempt.
+  if (!running.spec.booked_gpus.empty()) return false;
   return running.spec.requeue || config_.fairness.preemptible == Preemptible::kAll;
 }
 

@@ -955,6 +955,32 @@ TEST_F(SchedulerTest, PreemptionStopsTheFewestJobsThatMakeRoomGivingBackThoseNot
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "bob's job takes job 1's GPUs";
 }
 
+TEST_F(SchedulerTest, AnOutsideSchedulersRunIsNeverPreemptedEvenWithPreemptibleAll) {
+  // preemptible = "all": every job of colo's may be stopped, but a run Slurm booked GPUs for is
+  // Slurm's to preempt. Chosen anyway, colod would refuse and the head would wait for nothing at
+  // every pass.
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  config.fairness.preemptible = Preemptible::kAll;
+  Build("exclusive", config, 2);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  JobSpec booked = Job(2, GiB(10), 1, "alice");
+  booked.booked_gpus = {1};
+  ASSERT_TRUE(scheduler_->Submit(booked).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(10), 1, "bob")).ok());
+  clock_.Advance(Seconds(600));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  // Job 2, the most recently started, would be taken first; it is Slurm's: job 1 is.
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].job, 1);
+  EXPECT_FALSE(scheduler_->job(2)->preempt_deadline);
+}
+
 TEST_F(SchedulerTest, APreemptionsNoticeIsNeverLongerThanTheServersMaxNotice) {
   // The notice is the job's own --signal lead: a job asking 65535 s (18 h) and ignoring its
   // signal would hold the GPU, and every preemption for the head, for that long.
