@@ -619,6 +619,7 @@ std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, doubl
   const std::vector<const JobRecord*>& here = gpu.jobs;
   const bool solo = here.size() == 1 && measured_smact > kComputingSmact;
   if (!solo && !uses_read) return raised;  // nothing of a job's changes (colo sim's usual sample)
+  const bool reads_seen = policy_.grace_from_process();  // asked once, not once per job
   for (const JobRecord* record : here) {
     // A GPU's jobs are running ones, and their records this scheduler's own: changed in place,
     // not looked up again.
@@ -630,7 +631,7 @@ std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, doubl
     if (!uses_read) continue;
     const auto seen = std::find_if(job_use.begin(), job_use.end(),
                                    [&job](const JobUse& use) { return use.job == job.spec.id; });
-    if (seen != job_use.end()) SeenOn(job, sample.gpu);
+    if (reads_seen && seen != job_use.end()) SeenOn(job, sample.gpu);
     Bytes used = seen == job_use.end() ? Bytes(0) : seen->used;
     // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
     if (used > Bytes(0) && job.mode == SharingMode::kMps) used += gpu.info.mps_uncounted_context;
@@ -917,14 +918,6 @@ bool Scheduler::SummariesHold(GpuIndex index) const {
   return g.smact.SummaryHoldsAfter(taken, reads_.smact) &&
          g.smocc.SummaryHoldsAfter(taken, reads_.smocc) &&
          g.drama.SummaryHoldsAfter(taken, reads_.drama);
-}
-
-void Scheduler::ViewChanged(GpuIndex g) {
-  if (static_cast<size_t>(g) < kept_.size()) kept_[static_cast<size_t>(g)].current = false;
-}
-
-void Scheduler::ViewChanged(const std::vector<GpuIndex>& gpus) {
-  for (GpuIndex g : gpus) ViewChanged(g);
 }
 
 ClusterView Scheduler::View() const {

@@ -457,8 +457,13 @@ class Scheduler {
   // made again only where an event touched the GPU since or time changed it.
   void RefreshPassView();
   // Something a GPU's view reads changed: the pass makes it again.
-  void ViewChanged(GpuIndex g);
-  void ViewChanged(const std::vector<GpuIndex>& gpus);
+  // (Inline: every sample of every GPU calls it.)
+  void ViewChanged(GpuIndex g) {
+    if (static_cast<size_t>(g) < kept_.size()) kept_[static_cast<size_t>(g)].current = false;
+  }
+  void ViewChanged(const std::vector<GpuIndex>& gpus) {
+    for (GpuIndex g : gpus) ViewChanged(g);
+  }
   void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
   // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
   void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);

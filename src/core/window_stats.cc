@@ -43,12 +43,15 @@ void SignalWindow::Add(TimePoint t, double value) {
     if (held == value) return;  // the signal did not change
     if (points_.back().time == t) {
       // Two values for one instant: the later one wins; the earlier held for no time at all.
-      by_value_.erase(FindPiece(t));
+      ErasePiece(latest_);
       points_.pop_back();
-      if (!points_.empty()) FindPiece(points_.back().time)->to = TimePoint::max();
+      if (!points_.empty()) {
+        latest_ = FindPiece(points_.back().time);
+        by_value_[latest_].to = TimePoint::max();
+      }
       return Add(t, value);
     }
-    FindPiece(points_.back().time)->to = t;
+    by_value_[latest_].to = t;
   } else {
     ema_ = value;
     ema_time_ = t;
@@ -58,24 +61,34 @@ void SignalWindow::Add(TimePoint t, double value) {
   InsertPiece({value, t, TimePoint::max()});
   // Drop points whose whole hold time is older than any window we can still be asked about.
   while (points_.size() > 1 && points_[1].time <= t - window_ - interval_) {
-    by_value_.erase(FindPiece(points_.front().time));
+    ErasePiece(FindPiece(points_.front().time));
     points_.pop_front();
   }
 }
 
 void SignalWindow::InsertPiece(const Piece& piece) {
-  auto at = std::upper_bound(by_value_.begin(), by_value_.end(), piece.value,
-                             [](double v, const Piece& p) { return v < p.value; });
-  by_value_.insert(at, piece);
+  // After every piece of its value or below: moved down from the end, as the window holds few
+  // pieces (at a change a window or more after the last, one).
+  by_value_.push_back(piece);
+  size_t at = by_value_.size() - 1;
+  for (; at > 0 && by_value_[at - 1].value > piece.value; --at) by_value_[at] = by_value_[at - 1];
+  by_value_[at] = piece;
+  latest_ = at;
 }
 
-std::vector<SignalWindow::Piece>::iterator SignalWindow::FindPiece(TimePoint from) {
+void SignalWindow::ErasePiece(size_t at) {
+  by_value_.erase(by_value_.begin() + static_cast<std::ptrdiff_t>(at));
+  if (at < latest_) --latest_;
+}
+
+size_t SignalWindow::FindPiece(TimePoint from) const {
   // Change points have distinct times, so the start time names a piece. The window holds a few
-  // dozen pieces; a scan is cheaper than keeping a second index.
+  // dozen pieces; a scan is cheaper than keeping a second index (the latest point's piece, which
+  // every change reads, is kept: latest_).
   auto it = std::find_if(by_value_.begin(), by_value_.end(),
                          [&](const Piece& p) { return p.from == from; });
   COLO_CHECK(it != by_value_.end());
-  return it;
+  return static_cast<size_t>(it - by_value_.begin());
 }
 
 TimePoint SignalWindow::WindowEnd(TimePoint now) const {

@@ -9,11 +9,11 @@
 // by value as they arrive: a summary is then one linear walk, with no sorting.
 #pragma once
 
-#include <deque>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "common/ring.h"
 #include "common/units.h"
 
 namespace colo {
@@ -86,7 +86,9 @@ class SignalWindow {
   // Summarize's work past the latest value, which `s` holds.
   WindowSummary Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const;
   void InsertPiece(const Piece& piece);
-  std::vector<Piece>::iterator FindPiece(TimePoint from);
+  // Takes the piece at `at` out of by_value_.
+  void ErasePiece(size_t at);
+  size_t FindPiece(TimePoint from) const;
 
   // One walk over the pieces in value order, over [begin, end): the weighted sum of the values
   // (for the mean), and for each of `count` positions the value of the first piece at which the
@@ -108,8 +110,9 @@ class SignalWindow {
   mutable WindowSummary memo_;
   mutable std::optional<std::pair<TimePoint, SummaryDepth>> memo_of_;
   mutable bool memo_settled_ = false;  // the memo holds for every later time too
-  std::deque<Point> points_;           // change points, oldest first
+  Ring<Point> points_;                 // change points, oldest first
   std::vector<Piece> by_value_;        // the same points as pieces, ordered by value
+  size_t latest_ = 0;                  // the latest point's piece in by_value_ (when there is one)
   double ema_ = 0;                     // EMA of the signal up to ema_time_
   TimePoint ema_time_;
   TimePoint last_sample_;  // repeated values are not stored, but their time still counts

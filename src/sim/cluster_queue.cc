@@ -12,7 +12,7 @@ namespace {
 
 // Whether the utilization window of a GPU can still fall without a new sample: some value it was
 // fed within `horizon` (the window, or longer while the EMA closes in) is above the latest.
-bool CanFall(std::deque<std::pair<TimePoint, double>>& log, TimePoint now, Duration horizon) {
+bool CanFall(Ring<std::pair<TimePoint, double>>& log, TimePoint now, Duration horizon) {
   while (log.size() >= 2 && log[1].first <= now - horizon) log.pop_front();
   if (log.empty() || now >= log.back().first + horizon) return false;
   const double latest = log.back().second;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +15,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/ring.h"
 #include "core/run_learning.h"
 #include "core/scheduler.h"
 #include "policies/gates.h"
@@ -146,12 +146,13 @@ struct SimGpu {
   // SMACT fed to the scheduler at each change within the last utilization window (and the one in
   // effect at its start): whether the window's statistics can still fall. Kept only where a gate
   // can hold a GPU for its utilization.
-  std::deque<std::pair<TimePoint, double>> smact_log;
+  Ring<std::pair<TimePoint, double>> smact_log;
   GpuIndex local = 0;
   std::vector<int> jobs;
   std::vector<double> slowdown;  // parallel to jobs
   double smact = 0;
-  double watts = 0;
+  bool computing = false;  // some job here is past its start-up
+  double watts = 0;        // PowerModel::Watts of the two above
   Bytes used;
   TimePoint integrated_to;
   double energy_j = 0, smact_seconds = 0, memory_byte_seconds = 0;

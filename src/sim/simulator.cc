@@ -172,10 +172,19 @@ class Engine final : public sim::ClusterHost {
   // GPU their jobs also run on), brought up to now (energy, progress, the timeline) so that a
   // change can be applied, in ascending order; in a buffer reused by every event.
   const std::vector<int>& Touch(const std::vector<int>& gpus);
+  // What an event changed on the GPUs Touch was given.
+  enum class Changed {
+    kSharing,  // who shares them, or which of their jobs still start up: slowdowns and rates
+    kMemory,   // only what their jobs hold
+    kFreed,    // a job left them
+  };
   // After the change to the GPUs Touch was given: the rates of their jobs and the figures of the
-  // GPUs it returned (`gpus`), each sampled by its server's scheduler. `freed`: a job left;
-  // otherwise the servers only took more, unless a GPU's SMACT fell.
-  void Refresh(const std::vector<int>& gpus, bool freed = false);
+  // GPUs it returned (`gpus`), each sampled by its server's scheduler. Unless a job left, the
+  // servers only took more, unless a GPU's SMACT fell.
+  void Refresh(const std::vector<int>& gpus, Changed changed = Changed::kSharing);
+  // Refresh's slowdowns on the GPUs Touch was given, and the rates of the jobs on `gpus` (a
+  // completion scheduled again for each whose rate changed).
+  void UpdateRates(const std::vector<int>& gpus);
   void Detach(SimJob& job, const char* outcome);
   // After its server's scheduler was told the job's attempt ended: if the job ended there for
   // good, its result is written from what the scheduler says of it, the scheduler forgets it and
@@ -245,7 +254,7 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
         if (std::find(closure.begin(), closure.end(), h) == closure.end()) closure.push_back(h);
     }
   }
-  std::sort(closure.begin(), closure.end());
+  if (closure.size() > 1) std::sort(closure.begin(), closure.end());
   const TimePoint now = Now();
   for (int g : closure) {
     gpus_[g].IntegrateTo(now);
@@ -259,7 +268,7 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
   return closure;
 }
 
-void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
+void Engine::UpdateRates(const std::vector<int>& gpus) {
   const TimePoint now = Now();
   // Slowdowns depend only on who shares each GPU (and which of them still start up): they
   // changed only on the GPUs the event touched.
@@ -306,6 +315,14 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
       }
     }
   }
+}
+
+void Engine::Refresh(const std::vector<int>& gpus, Changed changed) {
+  const TimePoint now = Now();
+  const bool freed = changed == Changed::kFreed;
+  // A job's rate follows from the slowdowns on its GPUs alone, which change only with who shares
+  // them: where only memory changed, every rate is still the one set at their last change.
+  if (changed != Changed::kMemory) UpdateRates(gpus);
   for (int g : gpus) {
     SimGpu& gpu = gpus_[g];
     Server& server = servers_[static_cast<size_t>(gpu.server)];
@@ -316,7 +333,6 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     // on the GPU from the first sample after it. Where every job here was told its memory since
     // it last changed, the sample tells only the GPU's figures.
     bool all_reported = true;
-    job_use_.clear();
     for (int j : gpu.jobs) {
       const SimJob& job = jobs_[j];
       if (!job.starting) {
@@ -325,7 +341,11 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
       }
       used += job.memory;
       all_reported = all_reported && job.reported;
-      job_use_.push_back(JobUse{job.trace->id, job.memory});
+    }
+    // What each job's processes use, only where the sample lists them.
+    job_use_.clear();
+    if (!all_reported) {
+      for (int j : gpu.jobs) job_use_.push_back(JobUse{jobs_[j].trace->id, jobs_[j].memory});
     }
     const double smact_before = gpu.smact;
     gpu.smact = std::min(1.0, smact);
@@ -336,7 +356,7 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
         if (!log.empty() && log.back().first == now)
           log.back().second = gpu.smact;
         else
-          log.emplace_back(now, gpu.smact);
+          log.push_back({now, gpu.smact});
         // What the cluster queue would drop before it reads the log (older than the utilization
         // horizon), dropped now: unread, the log would grow with every change for the whole run.
         const TimePoint horizon = now - cluster_->utilization_horizon();
@@ -346,8 +366,11 @@ void Engine::Refresh(const std::vector<int>& gpus, bool freed) {
     }
     // A GPU whose jobs are all still starting up draws about its idle power (measured on the
     // H200: 86 W against 80 W idle).
-    gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts,
-                                     computing, gpu.smact);
+    if (computing != gpu.computing || gpu.smact != smact_before) {
+      gpu.computing = computing;
+      gpu.watts = options_.power.Watts(options_.server.idle_watts, options_.server.tdp_watts,
+                                       computing, gpu.smact);
+    }
     // Its SM activity alone is the trace's, not a measurement (-1): learning it back would teach
     // the simulator its own input. A use above its plan raises the need of a job that shares
     // plainly (core's rule): its reservation is then that need, until it is steady.
@@ -540,7 +563,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
   }
   if (!overflow) {
     const Bytes before = cluster_ ? cluster_->ReservationOf(job) : Bytes(0);
-    Refresh(closure);
+    Refresh(closure, Changed::kMemory);
     if (cluster_) cluster_->AccountGrowth(job, before);  // its peak, if above its plan
     return;
   }
@@ -553,7 +576,7 @@ void Engine::Warmup(int index, uint64_t attempt) {
   for (int g : job.gpus) server.scheduler->OnJobMemory(job.trace->id, gpus_[g].local, Bytes(0));
   Detach(job, "oom");
   job.memory = Bytes(0);
-  Refresh(closure, /*freed=*/true);
+  Refresh(closure, Changed::kFreed);
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
   if (cluster_ && rule_.shards) {
     // Slurm requeues the crashed job: it leaves the server and waits in the cluster queue again,
@@ -595,7 +618,7 @@ void Engine::Complete(int index, uint64_t version) {
   const auto& closure = Touch(job.gpus);
   Detach(job, "done");
   job.memory = Bytes(0);
-  Refresh(closure, /*freed=*/true);
+  Refresh(closure, Changed::kFreed);
   Server& server = servers_[static_cast<size_t>(job.server)];
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
   const JobEnded ended =
@@ -618,7 +641,7 @@ void Engine::Preempt(const Preemption& preemption) {
   job.resumes = true;
   Detach(job, "preempted");
   job.memory = Bytes(0);
-  Refresh(closure, /*freed=*/true);
+  Refresh(closure, Changed::kFreed);
   ++preemptions_;
   Server& server = servers_[static_cast<size_t>(job.server)];
   const ExitAction action =
