@@ -51,6 +51,44 @@ const JobRecord* Scheduler::job(JobId id) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
+JobRecord& Scheduler::AddRecord(const JobSpec& spec, TimePoint submitted) {
+  JobRecord* job = nullptr;
+  if (spare_records_.empty()) {
+    job = &jobs_.try_emplace(spec.id).first->second;
+  } else {
+    auto node = std::move(spare_records_.back());
+    spare_records_.pop_back();
+    node.key() = spec.id;
+    job = &jobs_.insert(std::move(node)).position->second;
+  }
+  job->spec = spec;  // into the buffers of a spare's texts
+  job->need = spec.memory;
+  job->submitted = submitted;
+  return *job;
+}
+
+void Scheduler::RemoveRecord(std::unordered_map<JobId, JobRecord>::iterator it) {
+  if (spare_records_.size() >= kSpareRecords) {
+    jobs_.erase(it);
+    return;
+  }
+  auto node = jobs_.extract(it);
+  // Blank, as a new record is, but for the buffers it keeps (cleared) for the next job.
+  JobRecord& job = node.mapped();
+  JobRecord blank;
+  const auto keep = [](auto& buffer, auto& into) {
+    buffer.clear();
+    std::swap(buffer, into);
+  };
+  keep(job.gpus, blank.gpus);
+  keep(job.current_use, blank.current_use);
+  keep(job.process_seen, blank.process_seen);
+  keep(job.spec.name, blank.spec.name);
+  keep(job.spec.owner, blank.spec.owner);
+  job = std::move(blank);
+  spare_records_.push_back(std::move(node));
+}
+
 Status Scheduler::CheckSubmission(const JobSpec& spec) const {
   if (jobs_.count(spec.id))
     return InvalidArgument(fmt::format("job id {} already exists", spec.id));
@@ -75,10 +113,7 @@ Status Scheduler::CheckSubmission(const JobSpec& spec) const {
 
 Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
   COLO_RETURN_IF_ERROR(CheckSubmission(spec));
-  JobRecord record;
-  record.spec = spec;
-  record.need = spec.memory;
-  record.submitted = clock_.Now();
+  JobRecord& record = AddRecord(spec, clock_.Now());
   // It keeps the age it had before a restart.
   record.waiting_since = std::min(prior.waiting_since.value_or(record.submitted), record.submitted);
   record.attempts = prior.attempts;
@@ -90,29 +125,26 @@ Status Scheduler::Submit(const JobSpec& spec, PriorAttempts prior) {
     record.require_idle = config_.recovery == RecoveryMode::kThesis ||
                           prior.out_of_memory >= config_.max_oom_retries ||
                           (spec.memory.known() && spec.memory.peak >= max_capacity_);
-    auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
-    QueueJob(it->second, /*front=*/false);
+    QueueJob(record, /*front=*/false);
     changed_ = true;
     return Status::Ok();
   }
   if (!spec.booked_gpus.empty()) {
     // It waits for its own GPUs only: behind no other job, and holding none up.
-    jobs_.emplace(spec.id, std::move(record));
     booked_.push_back(spec.id);
     changed_ = true;
     return Status::Ok();
   }
-  auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
   // A job queued behind a waiting head changes nothing unless backfill may start it (or, under
   // fair share or limits, it may come before the head or the head be held).
   if (config_.backfill || config_.fairness.order == QueueOrder::kFairShare || limits_used_ ||
       (main_queue_.empty() && recovery_queue_.empty()))
     changed_ = true;
-  Enqueue(it->second);
+  Enqueue(record);
   return Status::Ok();
 }
 
-Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed) {
+Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, Placed placed) {
   if (!main_queue_.empty() || !recovery_queue_.empty() || !booked_.empty())
     return FailedPrecondition(fmt::format("job {}: other jobs wait here", spec.id));
   if (!spec.booked_gpus.empty())
@@ -128,20 +160,17 @@ Result<Launch> Scheduler::StartPlaced(const JobSpec& spec, const Placed& placed)
   if (!current)
     return FailedPrecondition(fmt::format("job {}: placed on a view no longer current", spec.id));
   COLO_RETURN_IF_ERROR(CheckSubmission(spec));
-  auto [it, inserted] = jobs_.try_emplace(spec.id);
-  JobRecord& job = it->second;
-  job.spec = spec;
-  job.need = spec.memory;
-  job.submitted = job.waiting_since = now;
+  JobRecord& job = AddRecord(spec, now);
+  job.waiting_since = now;
   if (const auto held = HeldByLimits(job)) {
-    jobs_.erase(it);
+    RemoveRecord(jobs_.find(spec.id));
     return FailedPrecondition(fmt::format("job {}: {}", spec.id, *held));
   }
   // What queueing it would have noted.
   if (spec.priority != 0 && config_.fairness.order != QueueOrder::kFairShare)
     priorities_used_ = true;
   BeginPass();
-  Launch launch = Apply(job, placed, pass_view_, /*view_read_again=*/false);
+  Launch launch = Apply(job, std::move(placed), pass_view_, /*view_read_again=*/false);
   // As after the pass that started it: the queues are empty, nothing is due.
   changed_ = false;
   wake_at_ = ComputeNextWakeup();
@@ -314,7 +343,7 @@ Status Scheduler::AbortLaunch(JobId id) {
 
 void Scheduler::Forget(JobId id) {
   auto it = jobs_.find(id);
-  if (it != jobs_.end() && IsTerminal(it->second.state)) jobs_.erase(it);
+  if (it != jobs_.end() && IsTerminal(it->second.state)) RemoveRecord(it);
 }
 
 std::optional<JobState> Scheduler::Drop(JobId id) {
@@ -329,7 +358,7 @@ std::optional<JobState> Scheduler::Drop(JobId id) {
     queue.erase(std::remove(queue.begin(), queue.end(), id), queue.end());
     Unindex(job, was == JobState::kQueued);
   }
-  jobs_.erase(it);
+  RemoveRecord(it);
   changed_ = true;
   return was;
 }
@@ -523,12 +552,7 @@ Status Scheduler::Adopt(const JobSpec& spec, const std::vector<GpuIndex>& gpus, 
       return NotFound(
           fmt::format("job {} runs on GPU {}, which this server does not have", spec.id, g));
   }
-  JobRecord record;
-  record.spec = spec;
-  record.need = spec.memory;
-  record.submitted = started;
-  auto [it, inserted] = jobs_.emplace(spec.id, std::move(record));
-  JobRecord& job = it->second;
+  JobRecord& job = AddRecord(spec, started);
   job.state = JobState::kRunning;
   job.gpus = gpus;
   job.current_use.assign(gpus.size(), Bytes(0));
@@ -1028,8 +1052,7 @@ PlacementDecision Scheduler::Decide(const JobRecord& job, const PlacementRequest
   return decision;
 }
 
-Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
-                        bool view_read_again) {
+Launch Scheduler::Apply(JobRecord& job, Placed placed, ClusterView& view, bool view_read_again) {
   COLO_CHECK(job.state == JobState::kQueued || job.state == JobState::kRecovering);
   COLO_CHECK(static_cast<int>(placed.gpus.size()) == job.spec.gpus);
   const TimePoint now = clock_.Now();
@@ -1071,8 +1094,8 @@ Launch Scheduler::Apply(JobRecord& job, const Placed& placed, ClusterView& view,
   job.limit_wait.clear();
   job.reservation.reset();
   Hold(job, true);
-  return Launch{job.spec.id, placed.gpus,      placed.mode, placed.thread_percent,
-                reservation, job.placed_limit, job.attempts};
+  return Launch{job.spec.id, std::move(placed.gpus), placed.mode, placed.thread_percent,
+                reservation, job.placed_limit,       job.attempts};
 }
 
 Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
@@ -1082,7 +1105,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
   SummarizeWhereNeeded(view, request);
   PlacementDecision decision = Decide(job, request, view, earmarked);
   if (auto* placed = std::get_if<Placed>(&decision)) {
-    launches.push_back(Apply(job, *placed, view));
+    launches.push_back(Apply(job, std::move(*placed), view));
     return Outcome::kPlaced;
   }
   if (auto* infeasible = std::get_if<Infeasible>(&decision)) {

@@ -229,8 +229,9 @@ class Scheduler {
   // nothing told the scheduler since: what Submit and Schedule would do with no other job waiting,
   // without the pass. Refused, keeping nothing, where that pass could decide otherwise (jobs
   // wait here, the job is booked, its owner's limits hold it, the view is not of this instant or
-  // a GPU's view or a placement changed it since) or Submit would refuse it.
-  Result<Launch> StartPlaced(const JobSpec& spec, const Placed& placed);
+  // a GPU's view or a placement changed it since) or Submit would refuse it. The launch takes the
+  // placement's GPU list.
+  Result<Launch> StartPlaced(const JobSpec& spec, Placed placed);
   // Whether the job could ever be placed here: Submit's checks, and the policy's verdict for it on
   // this server with every GPU idle (so the memory margin counts). Infeasible, with the reason,
   // for a job that would otherwise wait at the head of the queue forever. `idle_used`: what an
@@ -481,10 +482,10 @@ class Scheduler {
   std::deque<JobId>& QueueOf(const JobRecord& job);
   // Whether a job's booked GPUs are as many as it asks for, distinct, and this server's.
   Status CheckBooking(const JobSpec& spec) const;
-  // Starts the job as placed on `view`. `view_read_again`: later decisions of this pass read the
-  // view, and its placed GPUs are made again in it at once (otherwise by the next pass).
-  Launch Apply(JobRecord& job, const Placed& placed, ClusterView& view,
-               bool view_read_again = true);
+  // Starts the job as placed on `view`; the launch takes the placement's GPU list.
+  // `view_read_again`: later decisions of this pass read the view, and its placed GPUs are made
+  // again in it at once (otherwise by the next pass).
+  Launch Apply(JobRecord& job, Placed placed, ClusterView& view, bool view_read_again = true);
   void Detach(JobRecord& job);
   // OnJobMemory and OnJobProcessSeen for a running job already found.
   std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
@@ -496,6 +497,10 @@ class Scheduler {
   void Backfill(JobRecord& head, Walk& walk, ClusterView& view, std::vector<Launch>& launches,
                 std::vector<JobId>& left);
   JobRecord& Get(JobId id);
+  // The record of a new job of `spec`, submitted at `submitted`: a spare one where there is one.
+  JobRecord& AddRecord(const JobSpec& spec, TimePoint submitted);
+  // Takes a record out of jobs_, kept as a spare while there are few.
+  void RemoveRecord(std::unordered_map<JobId, JobRecord>::iterator it);
 
   const Clock& clock_;
   const PlacementPolicy& policy_;
@@ -505,6 +510,11 @@ class Scheduler {
   int max_gpus_per_node_ = 0;
   Bytes max_capacity_;
   std::unordered_map<JobId, JobRecord> jobs_;
+  // Nodes of records removed, blank but for the buffers of their per-GPU lists and texts, for the
+  // next jobs' records (at most kSpareRecords): as jobs come and go, a new job's record and its
+  // start allocate nothing.
+  static constexpr size_t kSpareRecords = 32;
+  std::vector<std::unordered_map<JobId, JobRecord>::node_type> spare_records_;
   std::deque<JobId> main_queue_;
   std::deque<JobId> recovery_queue_;
   std::deque<JobId> booked_;

@@ -71,8 +71,19 @@ void ClusterQueue::Enqueue(int index) {
   job.queued = true;
   job.server = -1;
   job.checked_round = -2;
-  queue_.insert(job.rank);
+  if (spare_places_.empty()) {
+    queue_.insert(job.rank);
+  } else {
+    spare_places_.back().value() = job.rank;
+    queue_.insert(std::move(spare_places_.back()));
+    spare_places_.pop_back();
+  }
   queue_grew_ = true;
+}
+
+void ClusterQueue::Dequeue(SimJob& job) {
+  spare_places_.push_back(queue_.extract(job.rank));
+  job.queued = false;
 }
 
 void ClusterQueue::Requeue(int index) {
@@ -95,8 +106,7 @@ void ClusterQueue::OnPass(int server_index, std::vector<Launch> launches, bool w
       // The oldest waiting job, started by the server it had reserved.
       COLO_CHECK(static_cast<int>(launch.job - 1) == reserved_job_ &&
                  server_index == reserved_server_);
-      queue_.erase(job.rank);
-      job.queued = false;
+      Dequeue(job);
       reserved_job_ = reserved_server_ = -1;
       queue_moved_ = true;  // the next job becomes the oldest, and one more enters the round's view
       ++left_outside_;
@@ -467,7 +477,7 @@ int64_t ClusterQueue::NeededScore(const PlacementRequest& request) const {
 }
 
 std::optional<Launch> ClusterQueue::SubmitTo(int server_index, SimJob& job, const MemoryNeed& need,
-                                             const Placed* placed) {
+                                             Placed* placed) {
   Server& server = state_.server(server_index);
   // The spec as submitted but for the need and the run time the server's runs of its model
   // taught (the scheduler copies it): changed for the call only.
@@ -476,7 +486,7 @@ std::optional<Launch> ClusterQueue::SubmitTo(int server_index, SimJob& job, cons
   if (!state_.options.exact_run_times) spec.expected_run = LearnedRunTime(server, job);
   std::optional<Launch> launch;
   if (placed) {
-    Result<Launch> started = server.scheduler->StartPlaced(spec, *placed);
+    Result<Launch> started = server.scheduler->StartPlaced(spec, std::move(*placed));
     COLO_CHECK(started.ok());
     launch = std::move(*started);
   } else {
@@ -495,7 +505,7 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   // The policy answers on the view the server's own pass would decide on, and the job is handed
   // to the server only to start there: a refusal leaves nothing behind on the server.
   PlacementDecision decision = state_.policy.Place(scheduler.PassView(request), request);
-  const Placed* placed = std::get_if<Placed>(&decision);
+  Placed* placed = std::get_if<Placed>(&decision);
   if (!placed) {
     // A picture that was no longer the server as it is is now known not to take the job.
     const bool current = !server.changed && !server.stale && server.read_at == state_.Now();
@@ -506,8 +516,7 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   Launch launch = *SubmitTo(server_index, job, request.memory, placed);
   COLO_CHECK(launch.job == job.trace->id);
   if (index == reserved_job_) Unreserve();
-  queue_.erase(job.rank);
-  job.queued = false;
+  Dequeue(job);
   job.server = server_index;
   AccountLaunch(server_index, launch);
   pending_.emplace_back(server_index, std::move(launch));
@@ -609,8 +618,7 @@ bool ClusterQueue::Reserve(int index) {
     // A utilization window fell below the gate since the server was last looked at (it is looked
     // at again each sample interval): its own pass starts the job now.
     COLO_CHECK(launches.size() == 1 && launches.front().job == job.trace->id);
-    queue_.erase(job.rank);
-    job.queued = false;
+    Dequeue(job);
     AccountLaunch(s, launches.front());
     pending_.emplace_back(s, std::move(launches.front()));
     return true;
@@ -751,7 +759,8 @@ void ClusterQueue::StartPending() {
   // Launches are carried out once the instant's passes and round have decided, as a server's pass
   // decides all its launches before any starts: every decision of the instant saw the same
   // samples.
-  for (size_t i = 0; i < pending_.size(); ++i) host_.Start(pending_[i].first, pending_[i].second);
+  for (size_t i = 0; i < pending_.size(); ++i)
+    host_.Start(pending_[i].first, std::move(pending_[i].second));
   pending_.clear();
 }
 

@@ -35,8 +35,8 @@ class ClusterHost {
   virtual void WakeAt(int server, TimePoint time, uint64_t tag) = 0;
   // The server's scheduler decided at this instant: it wants to run again at its NextWakeup.
   virtual void PushWakeup(int server) = 0;
-  // Carries out a launch a server's scheduler decided.
-  virtual void Start(int server, const Launch& launch) = 0;
+  // Carries out a launch a server's scheduler decided (the job takes its GPU list).
+  virtual void Start(int server, Launch launch) = 0;
 };
 
 class ClusterQueue {
@@ -120,6 +120,8 @@ class ClusterQueue {
   };
 
   void Enqueue(int index);
+  // The job leaves the queue (it starts).
+  void Dequeue(SimJob& job);
   void Index(int server, std::pair<int64_t, int> key);
   void Unindex(int server);
   // Moves an indexed server to the place its accounted free memory gives it.
@@ -152,9 +154,9 @@ class ClusterQueue {
   int64_t NeededScore(const PlacementRequest& request) const;
   // Hands the job to the server's scheduler, planning with `need` and the run time the server's
   // runs of its model taught: queued there, or with `placed` (the policy's decision on the
-  // server's pass view at this instant), started at once.
+  // server's pass view at this instant, whose GPU list the launch takes), started at once.
   std::optional<Launch> SubmitTo(int server_index, SimJob& job, const MemoryNeed& need,
-                                 const Placed* placed = nullptr);
+                                 Placed* placed = nullptr);
   // Starts the job on the server if it can start it now.
   bool TryStart(int index, int server, const PlacementRequest& request);
   // Starts the job on the most free server that can start it now, if any. A job looked at in the
@@ -180,8 +182,10 @@ class ClusterQueue {
   EngineState& state_;
   ClusterHost& host_;
   std::vector<Picture> pictures_;  // by server
-  // Ranks of waiting jobs, oldest first.
+  // Ranks of waiting jobs, oldest first, and the nodes of ranks that left, which the next jobs to
+  // join take (a job's place in the queue then allocates nothing).
   std::set<int> queue_;
+  std::vector<std::set<int>::node_type> spare_places_;
   bool queue_grew_ = false;  // jobs joined since the last round
   // Eligible servers by (-score, index): the most free first, ties to the lowest index.
   std::set<std::pair<int64_t, int>> index_;

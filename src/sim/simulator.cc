@@ -104,7 +104,7 @@ class Engine final : public sim::ClusterHost {
     Push(time, EventType::kNodeWakeup, server, tag);
   }
   void PushWakeup(int server) override;
-  void Start(int server, const Launch& launch) override;
+  void Start(int server, Launch launch) override;
 
  private:
   using SimJob = sim::SimJob;
@@ -415,7 +415,8 @@ void Engine::Detach(SimJob& job, const char* outcome) {
 JobSpec Engine::SpecFor(const TraceJob& t) {
   JobSpec spec;
   spec.id = t.id;
-  spec.name = t.name;
+  // Unnamed: no scheduler reads a job's name (the job's result takes the trace's), and a name
+  // copied into each spec would be a heap block per job.
   spec.owner = t.owner;
   spec.gpus = t.profile.gpus;
   spec.expected_smact = t.profile.smact;
@@ -489,14 +490,14 @@ void Engine::Arrive(int index, int rank) {
   MarkDirty(chosen);
 }
 
-void Engine::Start(int server_index, const Launch& launch) {
+void Engine::Start(int server_index, Launch launch) {
   Server& server = servers_[static_cast<size_t>(server_index)];
   const int index = static_cast<int>(launch.job - 1);
   SimJob& job = jobs_[static_cast<size_t>(index)];
   COLO_CHECK(!job.running && !job.queued);
   job.server = server_index;
-  job.gpus.clear();
-  for (GpuIndex local : launch.gpus) job.gpus.push_back(server.first_gpu + local);
+  job.gpus = std::move(launch.gpus);
+  for (int& g : job.gpus) g += server.first_gpu;  // global numbers
   const auto& closure = Touch(job.gpus);
   const TimePoint now = Now();
   if (job.first_start_s < 0) job.first_start_s = ToSeconds(now);
@@ -707,7 +708,7 @@ void Engine::Pass(int server_index) {
   Server& server = servers_[static_cast<size_t>(server_index)];
   ++state_.passes;
   if (!cluster_) {
-    for (const Launch& launch : server.scheduler->Schedule()) Start(server_index, launch);
+    for (Launch& launch : server.scheduler->Schedule()) Start(server_index, std::move(launch));
     for (const Preemption& preemption : server.scheduler->Preempt()) Preempt(preemption);
     PushWakeup(server_index);
     return;

@@ -1093,6 +1093,60 @@ TEST_F(SchedulerTest, StartPlacedOnThePassViewDecidesAsSubmittingAndAPass) {
   EXPECT_GT(refused, 50);
 }
 
+TEST_F(SchedulerTest, AForgottenJobLeavesNothingToTheJobsAfterIt) {
+  // The record of a job forgotten (or dropped) is reused for a later job, buffers and all: the
+  // later job starts as blank as the first one did.
+  SchedulerConfig config;
+  config.max_oom_retries = 0;
+  Build("worst-fit", config);
+  JobSpec first = Job(1, GiB(8), 2, "alice-of-a-login-longer-than-short-strings");
+  first.name = "a name longer than a string keeps inline";
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobProcessSeen(1, 0);
+  scheduler_->OnJobMemory(1, 0, GiB(9));
+  ASSERT_EQ(scheduler_->OnJobExit(1, {ExitKind::kOutOfMemory, "CUDA out of memory"}).action,
+            ExitAction::kFailedRetryCap);
+  scheduler_->Forget(1);
+  EXPECT_EQ(scheduler_->job(1), nullptr);
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4), 1, "bob")).ok());
+  ASSERT_EQ(scheduler_->Drop(2), JobState::kQueued);
+
+  JobSpec later = Job(3, GiB(4), 1, "carol");
+  later.name = "c";
+  ASSERT_TRUE(scheduler_->Submit(later).ok());
+  const JobRecord* job = scheduler_->job(3);
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(job->spec.name, "c");
+  EXPECT_EQ(job->spec.owner, "carol");
+  EXPECT_EQ(job->state, JobState::kQueued);
+  EXPECT_EQ(job->need.peak, GiB(4));
+  EXPECT_EQ(job->attempts, 0);
+  EXPECT_EQ(job->oom_count, 0);
+  EXPECT_FALSE(job->ever_started);
+  EXPECT_TRUE(job->gpus.empty());
+  EXPECT_TRUE(job->current_use.empty());
+  EXPECT_TRUE(job->process_seen.empty());
+  EXPECT_EQ(job->max_peak, Bytes(0));
+  EXPECT_TRUE(job->end_reason.empty());
+  EXPECT_TRUE(job->need_basis.empty());
+  const auto launches = scheduler_->Schedule();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].job, 3);
+  EXPECT_EQ(launches[0].attempt, 1);
+  EXPECT_EQ(launches[0].reservation, GiB(4));
+  EXPECT_EQ(job->gpus, launches[0].gpus);
+  EXPECT_EQ(job->current_use, std::vector<Bytes>{Bytes(0)});
+  EXPECT_EQ(job->process_seen, std::vector<std::optional<TimePoint>>{std::nullopt});
+  EXPECT_EQ(job->attempt_peak, Bytes(0));
+  EXPECT_EQ(scheduler_->HeldBy("carol").running_jobs, 1);
+  EXPECT_EQ(scheduler_->HeldBy("alice-of-a-login-longer-than-short-strings").running_jobs, 0);
+  const JobEnded ended = scheduler_->OnJobExit(3, {ExitKind::kSuccess, ""});
+  EXPECT_EQ(ended.state, JobState::kSucceeded);
+  EXPECT_TRUE(ended.reason.empty());
+  EXPECT_EQ(ended.peak, Bytes(0));
+}
+
 TEST_F(SchedulerTest, StartPlacedRefusesWhereAPassCouldDecideOtherwise) {
   Build("worst-fit", {}, 2);
   const JobSpec spec = Job(1, GiB(10));
