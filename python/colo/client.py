@@ -470,9 +470,13 @@ _LIMITS = {name: getattr(resource, f"RLIMIT_{name.upper()}") for name in
            if hasattr(resource, f"RLIMIT_{name.upper()}")}
 
 
-def _ascii_digits(text):
-    """Only 0-9, as colod reads a number: not "+5", " 5", "1_0" nor another script's digits."""
-    return text.isascii() and text.isdigit()
+def _ascii_number(text):
+    """The number that 0-9 alone spell, as colod reads one; None for "+5", " 5", "1_0", another
+    script's digits, or more than a 64-bit number holds (Python would refuse past 4300 digits)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else None
 
 
 def parse_signal(text):
@@ -480,15 +484,17 @@ def parse_signal(text):
     form; colod names the signals it sends if this one is not among them."""
     rest = text[2:] if text.startswith("B:") else text
     name, at, lead = rest.partition("@")
-    if at and not (_ascii_digits(lead) and int(lead) <= MAX_SIGNAL_LEAD_S):
+    seconds = _ascii_number(lead) if at else 60
+    if seconds is None or seconds > MAX_SIGNAL_LEAD_S:
         raise InvalidArgument(f"signal: {lead!r} is not a number of seconds "
                               f"0..{MAX_SIGNAL_LEAD_S} after @")
-    try:
-        number = int(name) if _ascii_digits(name) else int(
-            signal_module.Signals["SIG" + name.upper().removeprefix("SIG")])
-    except KeyError:
-        raise InvalidArgument(f"signal: {text!r} is not [B:]SIG[@SECONDS]") from None
-    return {"number": number, "lead_s": int(lead) if at else 60}
+    number = _ascii_number(name)
+    if number is None:
+        try:
+            number = int(signal_module.Signals["SIG" + name.upper().removeprefix("SIG")])
+        except KeyError:
+            raise InvalidArgument(f"signal: {text!r} is not [B:]SIG[@SECONDS]") from None
+    return {"number": number, "lead_s": seconds}
 
 
 def submitter_context():

@@ -14,6 +14,8 @@ WallTime SystemClock::WallNow() const {
   return std::chrono::system_clock::now();
 }
 
+// Whole seconds and microseconds are converted apart, so that a time on a microsecond reads back
+// as exactly that time (one product of the whole in microseconds would round on the way).
 double ToEpochSeconds(WallTime time) {
   const int64_t micros =
       std::chrono::round<std::chrono::microseconds>(time.time_since_epoch()).count();

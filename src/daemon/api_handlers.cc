@@ -653,11 +653,9 @@ Result<api::RunReportReply> ApiHandlers::Handle(const Identity& caller,
                               ? *c_.history_problem
                               : "colod keeps no history (history.enabled is false)";
   }
-  const auto wall = [](double s) {
-    return WallTime(
-        std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(s)));
-  };
-  auto ended = c_.store.EndedBetween(wall(reply.since), wall(reply.until), max_jobs);
+  // Both within what WallTime holds: the request's fields are bounded (RunReportRequest).
+  auto ended = c_.store.EndedBetween(FromEpochSeconds(reply.since).value_or(WallTime()),
+                                     FromEpochSeconds(reply.until).value_or(WallTime()), max_jobs);
   if (!ended.ok()) return ended.status();
   std::vector<const Job*> jobs;
   for (const Job& job : *ended) jobs.push_back(&job);

@@ -699,6 +699,4 @@ JobEvent StoredEvent(const JobEvent& event) {
   return stored;
 }
 
-// Whole seconds and microseconds are converted apart, so that a time on a microsecond reads back
-// as exactly that time (one product of the whole in microseconds would round on the way).
 }  // namespace colo

@@ -109,6 +109,9 @@ void JobController::RecoverRunning(Job& job, const std::map<std::string, GpuInde
       attempt.phase = Attempt::Phase::kRunning;
     }
   }
+  // A Slurm run holds the GPUs Slurm booked for it (not stored by index: the indices are this
+  // start's): the scheduler never chooses it to make room, as before the restart.
+  if (job.external) job.spec.booked_gpus = gpus;
   const int ooms = OutOfMemoryAttempts(job);
   if (static_cast<int>(gpus.size()) != job.spec.gpus ||
       !scheduler_

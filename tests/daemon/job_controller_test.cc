@@ -1327,6 +1327,34 @@ TEST_F(PreemptionTest, AKillNineAfterThePreemptionIsStoredFinishesItAfterTheRest
   EXPECT_EQ((launcher_.starts[{victim, 2}]), 1);
 }
 
+TEST_F(PreemptionTest, ASlurmRunTakenBackAfterARestartIsNeverChosenUnderPreemptibleAll) {
+  // preemptible = "all": alice's job of colo's may be stopped for bob, her Slurm run (started
+  // later, so taken first) is Slurm's to preempt, before a restart and after it.
+  config_.fairness.preemptible = Preemptible::kAll;
+  Start();
+  first_ = Submit(kAlice, GiB(70));
+  controller_->Tick();
+  ASSERT_TRUE(launcher_.IsRunning(first_, 1));
+  const GpuIndex colos = scheduler_->job(first_)->gpus.at(0);
+  clock_.Advance(Seconds(60));
+  TenantRequest slurm = Tenant(560, std::nullopt);
+  slurm.booked_gpus = {colos == 0 ? 1 : 0};
+  auto placed = controller_->AttachTenant(slurm);
+  ASSERT_TRUE(placed.ok() && placed->state == api::SlurmPlacement::kPlaced);
+  Start();  // colod restarts while both run
+  ASSERT_EQ(controller_->FindLive(placed->job)->state, JobState::kRunning);
+  const JobId bob = Submit(kBob, GiB(70));
+  controller_->Tick();
+  clock_.Advance(Seconds(600));
+  controller_->Tick();
+  controller_->Tick();
+  EXPECT_FALSE(launcher_.process(first_, 1)->signals.empty())
+      << "alice's job of colo's makes room for bob";
+  EXPECT_FALSE(Stored(placed->job)->preemption.has_value());
+  EXPECT_EQ(controller_->FindLive(bob)->state, JobState::kRunning) << "on the GPU it left";
+  EXPECT_EQ(controller_->FindLive(placed->job)->state, JobState::kRunning);
+}
+
 TEST_F(PreemptionTest, ANoticeIsTheServersMostAtMostAndStaysSoOverARestart) {
   // Jobs asking an hour's notice get max_notice (10 min by default), and a restart under a
   // shorter max_notice shortens what is left of it.

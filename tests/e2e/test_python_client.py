@@ -76,13 +76,17 @@ class PythonClientTest(harness.E2ETest):
         job = self.submit(["true"], requeue=True, signal="B:USR1@120")
         shown = self.client.call("show", job=job)["job"]
         self.assertEqual((shown["requeue"], shown["signal"]), (True, {"number": 10, "lead_s": 120}))
-        for bad in ("NOPE@1", "USR1@", "USR1@-5", "USR1@ 5", "USR1@+5", "USR1@65536", "@5"):
+        # Past 4300 digits Python's int() itself refuses: still colo's error, not a ValueError.
+        for bad in ("NOPE@1", "USR1@", "USR1@-5", "USR1@ 5", "USR1@+5", "USR1@65536", "@5",
+                    "USR1@" + "9" * 5000, "9" * 5000 + "@5"):
             with self.assertRaises(colo.InvalidArgument, msg=bad):
                 colo.client.parse_signal(bad)
             with self.assertRaises(colo.InvalidArgument, msg=bad):
                 self.submit(["true"], requeue=True, signal=bad)
         self.assertEqual(colo.client.parse_signal("SIGusr2"), {"number": 12, "lead_s": 60})
         self.assertEqual(colo.client.parse_signal("10@0"), {"number": 10, "lead_s": 0})
+        self.assertEqual(colo.client.parse_signal("USR1@" + "0" * 5000 + "7"),
+                         {"number": 10, "lead_s": 7})
         with self.assertRaises(colo.InvalidArgument) as refused:
             self.submit(["true"], requeue=True, signal="KILL")
         self.assertIn("must be one of HUP", str(refused.exception))
