@@ -118,6 +118,8 @@ class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
   virtual std::string_view name() const = 0;
+  // A request it does not place on a view it places no more with more GPUs or more memory asked
+  // and all else alike: a caller choosing among servers need not ask again on that view.
   virtual PlacementDecision Place(const ClusterView& view,
                                   const PlacementRequest& request) const = 0;
   // How the GPUs' utilization windows this policy reads compute their median and p95.

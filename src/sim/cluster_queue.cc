@@ -10,6 +10,9 @@
 namespace colo::sim {
 namespace {
 
+// No request (of the kind and GPUs): the least memory of none.
+constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+
 // Whether the utilization window of a GPU can still fall without a new sample: some value it was
 // fed within `horizon` (the window, or longer while the EMA closes in) is above the latest.
 bool CanFall(Ring<std::pair<TimePoint, double>>& log, TimePoint now, Duration horizon) {
@@ -25,7 +28,12 @@ bool CanFall(Ring<std::pair<TimePoint, double>>& log, TimePoint now, Duration ho
 }  // namespace
 
 ClusterQueue::ClusterQueue(EngineState& state, ClusterHost& host)
-    : state_(state), host_(host), pictures_(state.servers.size()) {}
+    : state_(state),
+      host_(host),
+      pictures_(state.servers.size()),
+      kind_of_(state.trace.jobs.size(), -1),
+      left_least_(static_cast<size_t>(state.options.server.gpus) + 1, kNone),
+      left_next_(left_least_) {}
 
 void ClusterQueue::Begin() {
   const SchedulerConfig& config = state_.options.scheduler;
@@ -147,6 +155,7 @@ void ClusterQueue::EndInstant() {
 
 void ClusterQueue::Index(int server_index, std::pair<int64_t, int> key) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
+  PicturesChanged();
   if (server.indexed) {
     // It moves in the index (at every launch and exit): its node is reused, not reallocated.
     auto node = index_.extract(server.key);
@@ -161,6 +170,7 @@ void ClusterQueue::Index(int server_index, std::pair<int64_t, int> key) {
 
 void ClusterQueue::Unindex(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
+  PicturesChanged();
   if (server.indexed) index_.erase(server.key);
   server.indexed = false;
 }
@@ -182,6 +192,7 @@ void ClusterQueue::Reindex(int server_index) {
 
 void ClusterQueue::AccountLaunch(int server_index, const Launch& launch) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
+  PicturesChanged();
   if (server.free.empty()) return;  // never read: its first read counts everything
   for (GpuIndex g : launch.gpus) {
     server.free[static_cast<size_t>(g)] -= launch.reservation.count();
@@ -202,6 +213,7 @@ void ClusterQueue::AccountGrowth(const SimJob& job, Bytes before) {
   const Bytes after = ReservationOf(job);
   Picture& server = pictures_[static_cast<size_t>(job.server)];
   if (after == before || server.free.empty()) return;
+  PicturesChanged();
   const int first_gpu = state_.server(job.server).first_gpu;
   for (int g : job.gpus)
     server.free[static_cast<size_t>(g - first_gpu)] -= (after - before).count();
@@ -210,6 +222,7 @@ void ClusterQueue::AccountGrowth(const SimJob& job, Bytes before) {
 
 void ClusterQueue::AccountExit(const SimJob& job, Bytes reservation) {
   Picture& server = pictures_[static_cast<size_t>(job.server)];
+  PicturesChanged();
   if (server.free.empty()) return;
   const int first_gpu = state_.server(job.server).first_gpu;
   for (int g : job.gpus) {
@@ -223,6 +236,7 @@ void ClusterQueue::AccountExit(const SimJob& job, Bytes reservation) {
 
 void ClusterQueue::MarkChanged(int server_index, Change change) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
+  PicturesChanged();
   server.look_only = false;
   if (change == Change::kTook) {
     server.stale = true;
@@ -236,7 +250,7 @@ void ClusterQueue::MarkChanged(int server_index, Change change) {
   // Free memory that grew by an amount not accounted (a reservation shrank; or anything while the
   // server was busy with its own queue, which just emptied): at the top of the index until read.
   if (change == Change::kFreed || (!server.indexed && eligible)) server.grew = true;
-  const std::pair<int64_t, int> top{-std::numeric_limits<int64_t>::max(), server_index};
+  const std::pair<int64_t, int> top{-kNone, server_index};
   if (server.grew && (server.indexed || eligible) && !(server.indexed && server.key == top)) {
     server.eligible = eligible;
     Index(server_index, top);
@@ -251,6 +265,7 @@ void ClusterQueue::ReadServer(int server_index) {
   // The view of the server's next pass (kept per GPU, made again only where an event touched a
   // GPU), summarized where the least demanding job there could be would read its windows.
   const ClusterView& view = scheduler.PassView(PlacementRequest{});
+  PicturesChanged();
   server.read_at = now;
   server.view = view;
   const size_t gpus = view.gpus.size();
@@ -525,6 +540,96 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
 }
 
 bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
+  // With learn=on the request depends on the server: no two jobs' compare.
+  const bool memo = !state_.spec.learn;
+  const SimJob& job = state_.jobs[static_cast<size_t>(index)];
+  if (memo && KnownRefused(job, looked_at_last_round)) {
+    // As the search would have left it.
+    if (looked_at_last_round) SortRoundChanged();
+    return false;
+  }
+  if (SearchAndStart(index, looked_at_last_round)) return true;
+  if (memo) NoteRefused(job, looked_at_last_round);
+  return false;
+}
+
+ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
+  int& kind = kind_of_[static_cast<size_t>(job.index())];
+  if (kind < 0) {
+    const PlacementRequest& request = job.submitted->request;
+    auto owner = owners_.find(request.owner);
+    if (owner == owners_.end())
+      owner = owners_.emplace(request.owner, static_cast<int>(owners_.size())).first;
+    const auto [known, added] =
+        kinds_.try_emplace(RequestKind{owner->second, request.sharing, request.require_idle,
+                                       request.booked, request.skip_utilization},
+                           static_cast<int>(kinds_.size()));
+    if (added) refused_.emplace_back();
+    kind = known->second;
+  }
+  return refused_[static_cast<size_t>(kind)];
+}
+
+bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {
+  if (refusals_version_ != pictures_version_) return false;  // none noted since a change
+  const Refused& refused = RefusedOfKind(job);
+  if (refused.version != pictures_version_) return false;
+  const PlacementRequest& request = job.submitted->request;
+  const auto& least = looked_at ? refused.by_changed : refused.everywhere;
+  return least[static_cast<size_t>(request.gpus)] <= request.memory_need.count();
+}
+
+void ClusterQueue::NoteRefused(const SimJob& job, bool looked_at) {
+  Refused& refused = RefusedOfKind(job);
+  refusals_version_ = pictures_version_;
+  const size_t gpus = static_cast<size_t>(state_.options.server.gpus) + 1;
+  if (refused.version != pictures_version_) {
+    refused.version = pictures_version_;
+    refused.by_changed.assign(gpus, kNone);
+    refused.everywhere.assign(gpus, kNone);
+  }
+  const PlacementRequest& request = job.submitted->request;
+  const int64_t memory = request.memory_need.count();
+  for (size_t g = static_cast<size_t>(request.gpus); g < gpus; ++g) {
+    refused.by_changed[g] = std::min(refused.by_changed[g], memory);
+    if (!looked_at) refused.everywhere[g] = std::min(refused.everywhere[g], memory);
+  }
+}
+
+void ClusterQueue::LeftWaiting(const SimJob& job) {
+  const PlacementRequest& request = job.submitted->request;
+  int64_t& least = left_next_[static_cast<size_t>(request.gpus)];
+  least = std::min(least, request.memory_need.count());
+}
+
+bool ClusterQueue::ChangedMayStartLeftWaiting() const {
+  if (state_.spec.learn) return true;  // what they ask depends on the server
+  for (int s : round_changed_) {
+    const Picture& server = pictures_[static_cast<size_t>(s)];
+    if (server.changed) return true;
+    for (size_t g = 1; g < left_least_.size(); ++g) {
+      if (left_least_[g] == kNone) continue;
+      PlacementRequest least;
+      least.gpus = static_cast<int>(g);
+      least.memory_need = Bytes(left_least_[g]);
+      if (MayPlace(server, least)) return true;
+    }
+  }
+  return false;
+}
+
+void ClusterQueue::SortRoundChanged() {
+  if (round_changed_sorted_) return;
+  const bool best_fit = state_.options.node_choice == NodeChoice::kBestFit;
+  std::sort(round_changed_.begin(), round_changed_.end(), [&](int a, int b) {
+    const int64_t sa = pictures_[static_cast<size_t>(a)].score;
+    const int64_t sb = pictures_[static_cast<size_t>(b)].score;
+    return sa != sb ? (best_fit ? sa < sb : sa > sb) : a < b;
+  });
+  round_changed_sorted_ = true;
+}
+
+bool ClusterQueue::SearchAndStart(int index, bool looked_at_last_round) {
   const SimJob& job = state_.jobs[static_cast<size_t>(index)];
   const PlacementRequest& shared = job.submitted->request;
   std::optional<PlacementRequest> on_server;  // learn=on: the need depends on the server
@@ -535,15 +640,7 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
   };
   if (looked_at_last_round) {
     // Every other server turned it down and has only taken more since.
-    if (!round_changed_sorted_) {
-      const bool best_fit = state_.options.node_choice == NodeChoice::kBestFit;
-      std::sort(round_changed_.begin(), round_changed_.end(), [&](int a, int b) {
-        const int64_t sa = pictures_[static_cast<size_t>(a)].score;
-        const int64_t sb = pictures_[static_cast<size_t>(b)].score;
-        return sa != sb ? (best_fit ? sa < sb : sa > sb) : a < b;
-      });
-      round_changed_sorted_ = true;
-    }
+    SortRoundChanged();
     for (size_t i = 0; i < round_changed_.size(); ++i) {
       const int s = round_changed_[i];
       const Picture& server = pictures_[static_cast<size_t>(s)];
@@ -679,6 +776,8 @@ void ClusterQueue::ClearChanged() {
 
 void ClusterQueue::Round() {
   round_changed_.clear();
+  // Time passed since the last round: what was refused then may start now.
+  PicturesChanged();
   if (left_waiting_) {
     // The jobs the last round left waiting were turned down by every server: they are tried on
     // those that may take more since, read now.
@@ -708,24 +807,47 @@ void ClusterQueue::Round() {
   const bool fifo = state_.options.cluster == ClusterMode::kFifo;
   // Whether a server that changed since the last round could take any job (it has a usable GPU,
   // or its picture does not say): if none can, the jobs that round left waiting still wait.
+  // (Asked of every job the last round left waiting: answered again only once a picture changed.)
+  uint64_t may_take_version = 0;
+  bool may_take = false;
   auto changed_may_take = [&] {
-    return std::any_of(round_changed_.begin(), round_changed_.end(), [&](int s) {
+    if (may_take_version == pictures_version_) return may_take;
+    may_take_version = pictures_version_;
+    may_take = std::any_of(round_changed_.begin(), round_changed_.end(), [&](int s) {
       const Picture& server = pictures_[static_cast<size_t>(s)];
       return server.eligible && (server.usable > 0 || server.stale || server.changed);
     });
+    return may_take;
   };
+  // Whether a server that changed may start one of the jobs the last round left waiting, as the
+  // least demanding of them are known (asked as often, answered again once a picture changed).
+  uint64_t may_start_version = 0;
+  bool may_start = true;
+  auto changed_may_start = [&] {
+    if (may_start_version == pictures_version_) return may_start;
+    may_start_version = pictures_version_;
+    may_start = ChangedMayStartLeftWaiting();
+    return may_start;
+  };
+  // Whether the round looks at every waiting job (else those it passes over keep their part in
+  // what the jobs left waiting ask).
+  bool looked_at_all = true;
   int waiting = 0, old_seen = 0, last_rank = old_until_rank_;
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if (state_.options.queue_depth > 0 && waiting >= state_.options.queue_depth) break;
+    if (state_.options.queue_depth > 0 && waiting >= state_.options.queue_depth) {
+      looked_at_all = false;
+      break;
+    }
     const int rank = *it;
     const int index = state_.arrivals[static_cast<size_t>(rank)];
     SimJob& job = state_.jobs[static_cast<size_t>(index)];
     // Looked at in the last round (the jobs up to the last one it looked at, but requeued ones).
     const bool looked_at = job.checked_round >= 0 && rank <= old_until_rank_;
     const bool oldest = it == queue_.begin();
-    if (looked_at && !oldest && !requeued_ && !changed_may_take()) {
+    if (looked_at && !oldest && !requeued_ && (!changed_may_take() || !changed_may_start())) {
       // Every job the last round left waiting and this one has not reached still waits: go past
       // them to the jobs it never looked at.
+      looked_at_all = false;
       const int rest = left_waiting_count_ - left_outside_ - old_seen;
       waiting += rest;
       old_seen += rest;
@@ -746,7 +868,20 @@ void ClusterQueue::Round() {
     // else is sent there, so that server's own scheduler starts it once it fits.
     if (oldest && reserved_job_ < 0 && Reserve(index)) continue;
     ++waiting;
-    if (fifo) break;
+    LeftWaiting(job);
+    if (fifo) {
+      looked_at_all = false;
+      break;
+    }
+  }
+  // What the jobs left waiting ask: those looked at now, and those passed over as before.
+  if (waiting > 0 || !looked_at_all) {
+    for (size_t g = 0; g < left_least_.size(); ++g) {
+      left_least_[g] = looked_at_all ? left_next_[g] : std::min(left_least_[g], left_next_[g]);
+      left_next_[g] = kNone;
+    }
+  } else {
+    std::fill(left_least_.begin(), left_least_.end(), kNone);
   }
   old_until_rank_ = last_rank;
   left_waiting_count_ = waiting;

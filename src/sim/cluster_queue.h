@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -163,6 +164,26 @@ class ClusterQueue {
   // previous round is tried only on the servers that may take more since; others go down the
   // free-memory index.
   bool StartSomewhere(int index, bool looked_at_last_round);
+  bool SearchAndStart(int index, bool looked_at_last_round);
+  // The servers that changed since the last round in the order they are tried: the most free
+  // first (the least free under best-fit).
+  void SortRoundChanged();
+  // Whether a request that no server started earlier in this round, no picture having changed
+  // since, rules the job's out: one of its kind (RequestKind) that asked for no more GPUs and no
+  // more memory (a policy that refuses a request refuses one that asks for more). `looked_at`:
+  // the job is tried only on the servers that changed since the last round.
+  bool KnownRefused(const SimJob& job, bool looked_at);
+  void NoteRefused(const SimJob& job, bool looked_at);
+  struct Refused;
+  Refused& RefusedOfKind(const SimJob& job);
+  // The round leaves the job waiting.
+  void LeftWaiting(const SimJob& job);
+  // Whether a server that changed since the last round may start one of the jobs it left waiting,
+  // as far as its picture tells (what a look at each would ask before the policy): those least
+  // demanding of them (left_least_) are asked.
+  bool ChangedMayStartLeftWaiting() const;
+  // A picture, or what the index holds of it, changed: the round's refusals no longer hold.
+  void PicturesChanged() { ++pictures_version_; }
   // Queues the oldest waiting job on the most free server, which no other job is then sent to;
   // true if that server's pass started it at once.
   bool Reserve(int index);
@@ -204,6 +225,30 @@ class ClusterQueue {
   int reserved_job_ = -1;  // the oldest waiting job, queued on the server it reserved
   int reserved_server_ = -1;
   std::vector<std::pair<int, Launch>> pending_;  // launches of this round, started after it
+  // What a request asks but for its GPUs and memory: its owner, sharing and how it may be held.
+  // Requests of a kind are ordered by what they ask for (KnownRefused). Numbered in the order
+  // they were first refused; by job index (-1: not yet asked).
+  // (The owner by number, in owners_.)
+  using RequestKind = std::tuple<int, SharingPreference, bool, bool, bool>;
+  std::map<std::string, int, std::less<>> owners_;
+  std::map<RequestKind, int> kinds_;
+  std::vector<int> kind_of_;
+  // Per kind, as of pictures_version_ == version: the least memory of a refused request of as
+  // many GPUs or fewer (by GPUs, 0 to the server's), of those tried only on the servers that
+  // changed (`by_changed`, which every refusal rules out) and of those every eligible server
+  // refused (`everywhere`).
+  struct Refused {
+    uint64_t version = 0;
+    std::vector<int64_t> by_changed, everywhere;
+  };
+  std::vector<Refused> refused_;
+  // When a refusal was last noted: none hold unless no picture changed since.
+  uint64_t refusals_version_ = 0;
+  // The least memory a job left waiting asks for, by its GPUs (0 to the server's): of those the
+  // last rounds left waiting (kept while a round passes some over), and of those this round
+  // leaves.
+  std::vector<int64_t> left_least_, left_next_;
+  uint64_t pictures_version_ = 1;
   int requeues_ = 0;
   // How long a GPU's utilization window can keep falling after its last change: the window, or
   // longer while its EMA closes in on the latest value.
