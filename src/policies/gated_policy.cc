@@ -75,16 +75,19 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
                                      const PlacementRequest& request) const {
   if (request.gpus < 1) return Infeasible{"a job needs at least one GPU"};
   // Nodes are small dense integers; per-node counts live in flat vectors (this runs every pass).
+  // A job of one GPU fits any node, and is placed without them unless exclusive-first.
   int nodes = 0;
-  for (const GpuView& g : view.gpus) nodes = std::max(nodes, g.node + 1);
-  // Scratch buffers reused across calls: a policy decides at every pass.
-  thread_local std::vector<int> gpus_per_node;
-  gpus_per_node.assign(static_cast<size_t>(nodes), 0);
-  for (const GpuView& g : view.gpus) gpus_per_node[static_cast<size_t>(g.node)]++;
-  if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(),
-                   [&](int n) { return n >= request.gpus; })) {
-    return Infeasible{
-        fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
+  if (request.gpus > 1 || gates_.exclusive_first || view.gpus.empty()) {
+    for (const GpuView& g : view.gpus) nodes = std::max(nodes, g.node + 1);
+    // Scratch buffers reused across calls: a policy decides at every pass.
+    thread_local std::vector<int> gpus_per_node;
+    gpus_per_node.assign(static_cast<size_t>(nodes), 0);
+    for (const GpuView& g : view.gpus) gpus_per_node[static_cast<size_t>(g.node)]++;
+    if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(),
+                     [&](int n) { return n >= request.gpus; })) {
+      return Infeasible{
+          fmt::format("needs {} GPUs on one server; no server has that many", request.gpus)};
+    }
   }
 
   // The verdicts go into a Wait only when the job waits: most decisions place it.
@@ -92,53 +95,62 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
   blocked.clear();
   thread_local std::vector<const GpuView*> passing;
   passing.clear();
-  for (const GpuView& g : view.gpus) {
-    const GateVerdict verdict = EvaluateGates(g, request, gates_);
-    if (verdict.gate == Gate::kPass) {
-      passing.push_back(&g);
-    } else {
-      blocked.push_back(verdict);
-    }
-  }
-  // Before() breaks every tie by index: the chooser's order is total, so the plain sort is
-  // deterministic (and allocates nothing), and a job of one GPU takes the first passing GPU in it
-  // without the sort.
   const auto before = [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); };
-  if (request.gpus > 1) std::sort(passing.begin(), passing.end(), before);
-
-  // Take the first server to collect enough passing GPUs in chooser order; with exclusive-first,
-  // idle GPUs are tried alone before any sharing.
-  auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
-    if (request.gpus == 1) {
-      const GpuView* first = nullptr;
-      for (const GpuView* g : passing) {
-        if ((!idle_only || g->idle()) && (!first || before(g, first))) first = g;
-      }
-      if (!first) return {};
-      return {first->index};
-    }
-    std::vector<std::vector<GpuIndex>> per_node(static_cast<size_t>(nodes));
-    for (const GpuView* g : passing) {
-      if (idle_only && !g->idle()) continue;
-      auto& chosen = per_node[static_cast<size_t>(g->node)];
-      chosen.push_back(g->index);
-      if (static_cast<int>(chosen.size()) == request.gpus) return chosen;
-    }
-    return {};
-  };
-  std::vector<GpuIndex> chosen;
-  if (gates_.exclusive_first) chosen = pick(true);
-  if (chosen.empty()) chosen = pick(false);
-
-  if (!chosen.empty()) {
+  auto placed_on = [&](std::vector<GpuIndex> gpus) -> PlacementDecision {
     Placed placed;
-    placed.gpus = std::move(chosen);
+    placed.gpus = std::move(gpus);
     placed.mode = ModeFor(view.gpus[placed.gpus.front()], request, gates_);
     // The user's thread share stands; otherwise one that fits the job's SM activity.
     placed.thread_percent = placed.mode != SharingMode::kMps ? 100
                             : request.threads > 0            ? request.threads
                                                   : ThreadPercentFor(request.expected_smact);
     return placed;
+  };
+  if (request.gpus == 1 && !gates_.exclusive_first) {
+    // The first passing GPU in the chooser's order. Once one passes, a GPU after it in that order
+    // cannot be chosen: its gates are not evaluated (a job that waits has every GPU's verdict),
+    // unless the order reads the windows, which costs more than the gates most GPUs fail.
+    const bool cheap_order = !OrdersByUtilization();
+    const GpuView* first = nullptr;
+    for (const GpuView& g : view.gpus) {
+      if (cheap_order && first && !before(&g, first)) continue;
+      const GateVerdict verdict = EvaluateGates(g, request, gates_);
+      if (verdict.gate != Gate::kPass) {
+        blocked.push_back(verdict);
+      } else if (!first || cheap_order || before(&g, first)) {  // (cheap: asked above)
+        first = &g;
+      }
+    }
+    if (first) return placed_on({first->index});
+  } else {
+    for (const GpuView& g : view.gpus) {
+      const GateVerdict verdict = EvaluateGates(g, request, gates_);
+      if (verdict.gate == Gate::kPass) {
+        passing.push_back(&g);
+      } else {
+        blocked.push_back(verdict);
+      }
+    }
+    // Before() breaks every tie by index: the chooser's order is total, so the plain sort is
+    // deterministic (and allocates nothing).
+    std::sort(passing.begin(), passing.end(), before);
+
+    // Take the first server to collect enough passing GPUs in chooser order; with
+    // exclusive-first, idle GPUs are tried alone before any sharing.
+    auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
+      std::vector<std::vector<GpuIndex>> per_node(static_cast<size_t>(nodes));
+      for (const GpuView* g : passing) {
+        if (idle_only && !g->idle()) continue;
+        auto& chosen = per_node[static_cast<size_t>(g->node)];
+        chosen.push_back(g->index);
+        if (static_cast<int>(chosen.size()) == request.gpus) return chosen;
+      }
+      return {};
+    };
+    std::vector<GpuIndex> chosen;
+    if (gates_.exclusive_first) chosen = pick(true);
+    if (chosen.empty()) chosen = pick(false);
+    if (!chosen.empty()) return placed_on(std::move(chosen));
   }
   Wait wait;
   wait.per_gpu.reserve(blocked.size() + passing.size());
