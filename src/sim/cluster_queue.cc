@@ -10,6 +10,24 @@
 namespace colo::sim {
 namespace {
 
+// A question of the pictures asked for many jobs of a round: answered again only once a picture
+// changed (its version moved).
+class AnswerUntilPicturesChange {
+ public:
+  template <typename Ask>
+  bool Get(uint64_t version, Ask ask) {
+    if (version_ != version) {
+      version_ = version;
+      answer_ = ask();
+    }
+    return answer_;
+  }
+
+ private:
+  uint64_t version_ = 0;  // pictures' versions start at 1: the first Get asks
+  bool answer_ = false;
+};
+
 // No request (of the kind and GPUs): the least memory of none.
 constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
 
@@ -808,26 +826,20 @@ void ClusterQueue::Round() {
   // Whether a server that changed since the last round could take any job (it has a usable GPU,
   // or its picture does not say): if none can, the jobs that round left waiting still wait.
   // (Asked of every job the last round left waiting: answered again only once a picture changed.)
-  uint64_t may_take_version = 0;
-  bool may_take = false;
+  AnswerUntilPicturesChange may_take;
   auto changed_may_take = [&] {
-    if (may_take_version == pictures_version_) return may_take;
-    may_take_version = pictures_version_;
-    may_take = std::any_of(round_changed_.begin(), round_changed_.end(), [&](int s) {
-      const Picture& server = pictures_[static_cast<size_t>(s)];
-      return server.eligible && (server.usable > 0 || server.stale || server.changed);
+    return may_take.Get(pictures_version_, [&] {
+      return std::any_of(round_changed_.begin(), round_changed_.end(), [&](int s) {
+        const Picture& server = pictures_[static_cast<size_t>(s)];
+        return server.eligible && (server.usable > 0 || server.stale || server.changed);
+      });
     });
-    return may_take;
   };
   // Whether a server that changed may start one of the jobs the last round left waiting, as the
   // least demanding of them are known (asked as often, answered again once a picture changed).
-  uint64_t may_start_version = 0;
-  bool may_start = true;
+  AnswerUntilPicturesChange may_start;
   auto changed_may_start = [&] {
-    if (may_start_version == pictures_version_) return may_start;
-    may_start_version = pictures_version_;
-    may_start = ChangedMayStartLeftWaiting();
-    return may_start;
+    return may_start.Get(pictures_version_, [&] { return ChangedMayStartLeftWaiting(); });
   };
   // Whether the round looks at every waiting job (else those it passes over keep their part in
   // what the jobs left waiting ask).
