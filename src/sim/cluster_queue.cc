@@ -197,12 +197,12 @@ void ClusterQueue::Reindex(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   if (server.grew || !server.indexed) return;
   int64_t score = 0;
-  for (size_t g = 0; g < server.free.size(); ++g) {
-    if (state_.rule.shards) {
-      score += std::max(0, state_.rule.shards->shards_per_gpu() - server.jobs_on[g]);
-    } else if (server.exclusive_on[g] == 0) {
-      score += std::max<int64_t>(0, server.free[g]);
-    }
+  if (state_.rule.shards) {
+    const int shards = state_.rule.shards->shards_per_gpu();
+    for (int jobs : server.jobs_on) score += std::max(0, shards - jobs);
+  } else {
+    for (size_t g = 0; g < server.free.size(); ++g)
+      if (server.exclusive_on[g] == 0) score += std::max<int64_t>(0, server.free[g]);
   }
   server.score = score;
   if (server.key.first != -score) Index(server_index, {-score, server_index});
@@ -314,6 +314,8 @@ void ClusterQueue::ReadServer(int server_index) {
   server.gates.assign(gpus, Gate::kPass);
   server.grace_ends.assign(gpus, TimePoint{});
   server.answer_lasts.assign(gpus, 0);
+  // The least demanding job there could be: one GPU, no memory, the GPU's own user and mode.
+  PlacementRequest any;
   for (size_t g = 0; g < gpus; ++g) {
     const GpuView& v = view.gpus[g];
     server.free[g] = v.free_for_placement.count();
@@ -329,8 +331,6 @@ void ClusterQueue::ReadServer(int server_index) {
       // exclusive job has none to give.
       if (!v.holds_exclusive) server.score += std::max<int64_t>(0, v.free_for_placement.count());
       if (state_.rule.gates) {
-        // The least demanding job there could be: one GPU, no memory, the GPU's own user and mode.
-        PlacementRequest any;
         any.owner = v.mps_owner;
         const GateVerdict verdict = EvaluateGates(v, any, *state_.rule.gates);
         usable = verdict.gate == Gate::kPass;
@@ -573,19 +573,20 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
 
 ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
   int& kind = kind_of_[static_cast<size_t>(job.index())];
-  if (kind < 0) {
-    const PlacementRequest& request = job.submitted->request;
-    auto owner = owners_.find(request.owner);
-    if (owner == owners_.end())
-      owner = owners_.emplace(request.owner, static_cast<int>(owners_.size())).first;
-    const auto [known, added] =
-        kinds_.try_emplace(RequestKind{owner->second, request.sharing, request.require_idle,
-                                       request.booked, request.skip_utilization},
-                           static_cast<int>(kinds_.size()));
-    if (added) refused_.emplace_back();
-    kind = known->second;
-  }
+  if (kind < 0) kind = KindOf(job.submitted->request);
   return refused_[static_cast<size_t>(kind)];
+}
+
+int ClusterQueue::KindOf(const PlacementRequest& request) {
+  auto owner = owners_.find(request.owner);
+  if (owner == owners_.end())
+    owner = owners_.emplace(request.owner, static_cast<int>(owners_.size())).first;
+  const auto [known, added] =
+      kinds_.try_emplace(RequestKind{owner->second, request.sharing, request.require_idle,
+                                     request.booked, request.skip_utilization},
+                         static_cast<int>(kinds_.size()));
+  if (added) refused_.emplace_back();
+  return known->second;
 }
 
 bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {

@@ -175,7 +175,10 @@ class ClusterQueue {
   bool KnownRefused(const SimJob& job, bool looked_at);
   void NoteRefused(const SimJob& job, bool looked_at);
   struct Refused;
+  // The refusals of the job's kind (its number kept from the first time it is asked).
   Refused& RefusedOfKind(const SimJob& job);
+  // The number of the request's kind, numbering it if new.
+  int KindOf(const PlacementRequest& request);
   // The round leaves the job waiting.
   void LeftWaiting(const SimJob& job);
   // Whether a server that changed since the last round may start one of the jobs it left waiting,
