@@ -174,28 +174,26 @@ void ClusterQueue::EndInstant() {
 void ClusterQueue::Index(int server_index, std::pair<int64_t, int> key) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   PicturesChanged();
-  if (server.indexed) {
+  if (server.place) {
     // It moves in the index (at every launch and exit): its node is reused, not reallocated.
-    auto node = index_.extract(server.key);
+    auto node = index_.extract(*server.place);
     node.value() = key;
-    index_.insert(std::move(node));
+    server.place = index_.insert(std::move(node)).position;
   } else {
-    index_.insert(key);
+    server.place = index_.insert(key).first;
   }
-  server.key = key;
-  server.indexed = true;
 }
 
 void ClusterQueue::Unindex(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   PicturesChanged();
-  if (server.indexed) index_.erase(server.key);
-  server.indexed = false;
+  if (server.place) index_.erase(*server.place);
+  server.place.reset();
 }
 
 void ClusterQueue::Reindex(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
-  if (server.grew || !server.indexed) return;
+  if (server.grew || !server.place) return;
   int64_t score = 0;
   if (state_.rule.shards) {
     const int shards = state_.rule.shards->shards_per_gpu();
@@ -205,7 +203,7 @@ void ClusterQueue::Reindex(int server_index) {
       if (server.exclusive_on[g] == 0) score += std::max<int64_t>(0, server.free[g]);
   }
   server.score = score;
-  if (server.key.first != -score) Index(server_index, {-score, server_index});
+  if ((*server.place)->first != -score) Index(server_index, {-score, server_index});
 }
 
 void ClusterQueue::AccountLaunch(int server_index, const Launch& launch) {
@@ -267,9 +265,9 @@ void ClusterQueue::MarkChanged(int server_index, Change change) {
   const bool eligible = state_.server(server_index).idle_queues();
   // Free memory that grew by an amount not accounted (a reservation shrank; or anything while the
   // server was busy with its own queue, which just emptied): at the top of the index until read.
-  if (change == Change::kFreed || (!server.indexed && eligible)) server.grew = true;
+  if (change == Change::kFreed || (!server.place && eligible)) server.grew = true;
   const std::pair<int64_t, int> top{-kNone, server_index};
-  if (server.grew && (server.indexed || eligible) && !(server.indexed && server.key == top)) {
+  if (server.grew && (server.place || eligible) && !(server.place && **server.place == top)) {
     server.eligible = eligible;
     Index(server_index, top);
   }
