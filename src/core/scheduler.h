@@ -172,6 +172,13 @@ struct NeedRaised {
   bool first = false;  // the first time in this attempt
 };
 
+// What one owner's running jobs hold here, counted for their limits, and their account in the
+// usage ledger, which the jobs' charge goes to: found by name once while they hold anything.
+struct OwnerHoldings {
+  Holdings held;
+  std::optional<UsageLedger::AccountRef> account;  // unset: not opened yet, or forgotten since
+};
+
 struct JobRecord {
   JobSpec spec;
   JobState state = JobState::kQueued;
@@ -208,6 +215,7 @@ struct JobRecord {
   // is charged for it (each GPU weighted by the share of its memory the job plans with).
   Holdings holds;
   double charge = 0;
+  OwnerHoldings* owner_holdings = nullptr;  // its owner's, found when it starts
   // The head of the main queue: what backfill keeps for it.
   std::optional<HeadReservation> reservation;
   // Being stopped for another job: when its notice ends, and for which job.
@@ -422,6 +430,8 @@ class Scheduler : private WindowSource {
   bool HeldBack(JobRecord& job, Walk* walk);
   // What the job holds and is charged while it runs, counted for its owner (or given back).
   void Hold(JobRecord& job, bool holding);
+  // The owner's jobs are charged `delta` more GPU-equivalents from now on.
+  void Charge(const std::string& owner, OwnerHoldings& holdings, double delta);
   std::map<std::string, double> CountedUsers() const;
   // Calls `visit` once with each user who counts in the standings (waiting, running or with usage
   // left), in name order, building nothing.
@@ -537,7 +547,7 @@ class Scheduler : private WindowSource {
   mutable std::map<std::string, UserTerms> terms_;  // given, or asked of the source
   TermsSource terms_source_;
   bool limits_used_ = false;                        // some user has a limit
-  std::map<std::string, Holdings> holdings_;        // by owner, of running jobs
+  std::map<std::string, OwnerHoldings> holdings_;   // by owner, of running jobs
   std::map<std::string, int> waiting_owners_;       // waiting jobs (both queues) by owner
   std::map<std::string, OwnerQueue> owner_queues_;  // under fair share
   bool booked_blocked_by_utilization_ = false;      // a booked job waited for utilization last pass
