@@ -25,7 +25,9 @@ Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, Schedule
       reads_(policy.window_reads()),
       config_(config),
       ledger_(config.fairness.half_life),
-      limits_used_(config.user_limits.any()) {}
+      limits_used_(config.user_limits.any()) {
+  pass_view_.windows = this;
+}
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   gpus_.emplace_back(info, config_.window_samples, config_.sample_interval,
@@ -984,8 +986,13 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
 }
 
 const ClusterView& Scheduler::PassView(const PlacementRequest& request) {
+  PassView();
+  SummarizeWhereNeeded(request);
+  return pass_view_;
+}
+
+const ClusterView& Scheduler::PassView() {
   RefreshPassView();
-  SummarizeWhereNeeded(pass_view_, request);
   placements_at_view_ = placements_;
   return pass_view_;
 }
@@ -1005,13 +1012,23 @@ void Scheduler::BoundWindows(GpuIndex index, GpuView& low, GpuView& high) const 
   g.drama.Bounds(low.drama, high.drama);
 }
 
-void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
-  for (size_t i = 0; i < view.gpus.size(); ++i) {
-    if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
-    SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
-    summarized_[i] = 1;
-    kept_[i].summarized_at = view.now;
+void Scheduler::SummarizeWhereNeeded(const PlacementRequest& request) {
+  for (size_t i = 0; i < pass_view_.gpus.size(); ++i) {
+    if (!summarized_[i] && policy_.NeedsWindows(pass_view_.gpus[i], request)) TakeSummaries(i);
   }
+}
+
+const GpuView& Scheduler::Summarized(const ClusterView& view, const GpuView& gpu) {
+  if (&view != &pass_view_) return gpu;
+  const auto i = static_cast<size_t>(gpu.index);
+  if (!summarized_[i]) TakeSummaries(i);
+  return pass_view_.gpus[i];
+}
+
+void Scheduler::TakeSummaries(size_t g) {
+  SummarizeWindows(static_cast<GpuIndex>(g), pass_view_.now, reads_, pass_view_.gpus[g]);
+  summarized_[g] = 1;
+  kept_[g].summarized_at = pass_view_.now;
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -1121,7 +1138,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
                                        std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
   const PlacementRequest request = MakeRequest(job);
-  SummarizeWhereNeeded(view, request);
+  SummarizeWhereNeeded(request);
   PlacementDecision decision = Decide(job, request, view, earmarked);
   if (auto* placed = std::get_if<Placed>(&decision)) {
     launches.push_back(Apply(job, std::move(*placed), view));

@@ -224,9 +224,12 @@ struct JobRecord {
   std::vector<JobId> preempting;  // the head: the jobs being stopped for it
 };
 
-class Scheduler {
+class Scheduler : private WindowSource {
  public:
   Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config = {});
+  // Its pass view reads its windows through the scheduler itself (ClusterView::windows).
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   GpuIndex AddGpu(const GpuInfo& info);
   // Validates and enqueues. Rejects what can never run (more GPUs than a server has, a need larger
@@ -366,6 +369,9 @@ class Scheduler {
   // start here (the simulator's cluster, choosing among servers), and starts it with
   // StartPlaced. Valid until the scheduler is next called.
   const ClusterView& PassView(const PlacementRequest& request);
+  // The same view, its GPUs' windows summarized only as a policy reads them
+  // (ClusterView::Summarized): for a caller that asks the policy at once.
+  const ClusterView& PassView();
   // A GPU's view (one of View()'s) with its windows' summaries as of `at` instead: what a view
   // then would read of them, as long as no sample arrives.
   void SummarizeWindowsAt(GpuIndex g, TimePoint at, GpuView& v) const {
@@ -477,7 +483,11 @@ class Scheduler {
   }
   void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
   // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
-  void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
+  void SummarizeWhereNeeded(const PlacementRequest& request);
+  // A GPU's windows' summaries, into the pass view unless they are there (WindowSource: the pass
+  // view's). A copy of the pass view reads those it was made with.
+  const GpuView& Summarized(const ClusterView& view, const GpuView& gpu) override;
+  void TakeSummaries(size_t g);
   Bytes Reservation(const JobRecord& job, TimePoint now) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.

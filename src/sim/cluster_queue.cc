@@ -533,9 +533,10 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   Scheduler& scheduler = *state_.server(server_index).scheduler;
   // A server busy with its own queue (a reservation, a recovery) takes nothing from the cluster.
   if (!scheduler.main_queue().empty() || !scheduler.recovery_queue().empty()) return false;
-  // The policy answers on the view the server's own pass would decide on, and the job is handed
-  // to the server only to start there: a refusal leaves nothing behind on the server.
-  PlacementDecision decision = state_.policy.Place(scheduler.PassView(request), request);
+  // The policy answers on the view the server's own pass would decide on (summarizing the windows
+  // it reads as it reads them), and the job is handed to the server only to start there: a
+  // refusal leaves nothing behind on the server.
+  PlacementDecision decision = state_.policy.Place(scheduler.PassView(), request);
   Placed* placed = std::get_if<Placed>(&decision);
   if (!placed) {
     // A picture that was no longer the server as it is is now known not to take the job.
