@@ -614,6 +614,25 @@ void ClusterQueue::NoteRefused(const SimJob& job, bool looked_at) {
   }
 }
 
+std::set<int>::const_iterator ClusterQueue::PassKnownRefused(std::set<int>::const_iterator from,
+                                                             int& waiting, int& old_seen) {
+  auto it = from;
+  const int depth = state_.options.queue_depth;
+  for (; it != queue_.end() && (depth <= 0 || waiting < depth); ++it) {
+    const int rank = *it;
+    if (rank > old_until_rank_) break;
+    SimJob& job = state_.jobs[static_cast<size_t>(state_.arrivals[static_cast<size_t>(rank)])];
+    if (job.checked_round < 0 || !KnownRefused(job, /*looked_at=*/true)) break;
+    job.checked_round = round_;
+    ++old_seen;
+    ++waiting;
+    LeftWaiting(job);
+  }
+  // As StartSomewhere leaves the order of the servers that changed after a refusal it knew.
+  if (it != from) SortRoundChanged();
+  return it;
+}
+
 void ClusterQueue::LeftWaiting(const SimJob& job) {
   const PlacementRequest& request = job.submitted->request;
   int64_t& least = left_next_[static_cast<size_t>(request.gpus)];
@@ -865,6 +884,14 @@ void ClusterQueue::Round() {
       old_seen += rest;
       it = queue_.upper_bound(old_until_rank_);
       continue;
+    }
+    if (looked_at && !oldest && !fifo && !state_.spec.learn) {
+      // It and the jobs after it that a refusal of this round rules out wait on, not tried.
+      const auto next = PassKnownRefused(it, waiting, old_seen);
+      if (next != it) {
+        it = next;
+        continue;
+      }
     }
     job.checked_round = round_;
     last_rank = std::max(last_rank, rank);
