@@ -570,7 +570,10 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
   return false;
 }
 
-ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
+// RefusedOfKind, KnownRefused and LeftWaiting are inline: the round's walk calls them for every
+// job it passes, and in a library built position-independent a function not declared inline may
+// be replaced at load time, so the compiler does not inline it.
+inline ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
   int& kind = kind_of_[static_cast<size_t>(job.index())];
   if (kind < 0) kind = KindOf(job.submitted->request);
   return refused_[static_cast<size_t>(kind)];
@@ -588,7 +591,7 @@ int ClusterQueue::KindOf(const PlacementRequest& request) {
   return known->second;
 }
 
-bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {
+inline bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {
   if (refusals_version_ != pictures_version_) return false;  // none noted since a change
   const Refused& refused = RefusedOfKind(job);
   if (refused.version != pictures_version_) return false;
@@ -633,7 +636,7 @@ std::set<int>::const_iterator ClusterQueue::PassKnownRefused(std::set<int>::cons
   return it;
 }
 
-void ClusterQueue::LeftWaiting(const SimJob& job) {
+inline void ClusterQueue::LeftWaiting(const SimJob& job) {
   const PlacementRequest& request = job.submitted->request;
   int64_t& least = left_next_[static_cast<size_t>(request.gpus)];
   least = std::min(least, request.memory_need.count());
