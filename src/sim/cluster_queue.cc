@@ -889,7 +889,10 @@ void ClusterQueue::Round() {
       continue;
     }
     if (looked_at && !oldest && !fifo && !state_.spec.learn) {
-      // It and the jobs after it that a refusal of this round rules out wait on, not tried.
+      // It and the jobs after it that a refusal of this round rules out wait on, not tried. No
+      // picture changes while they pass, so the test above would let each of them through as it
+      // did this one. (Not the oldest, which may reserve a server; not under fifo, which looks at
+      // one job; not with learn=on, where no refusal is remembered.)
       const auto next = PassKnownRefused(it, waiting, old_seen);
       if (next != it) {
         it = next;
