@@ -69,15 +69,27 @@ double UsageLedger::At(const Account& account, TimePoint t) const {
 }
 
 void UsageLedger::AddRate(const std::string& user, double delta, TimePoint t) {
-  if (delta == 0) return;
-  Account& account = accounts_[user];
+  if (delta != 0) AddRate(Open(user), delta, t);
+}
+
+UsageLedger::AccountRef UsageLedger::Open(const std::string& user) {
+  return accounts_.try_emplace(user).first;
+}
+
+bool UsageLedger::AddRate(AccountRef it, double delta, TimePoint t) {
+  if (delta == 0) return true;
+  Account& account = it->second;
   account.usage = At(account, t);
   account.as_of = t;
   account.rate += delta;
   // Rounding leaves crumbs when the last job of a user ends.
   if (std::abs(account.rate) < 1e-9) account.rate = 0;
   // A user who holds nothing and whose usage has decayed away is forgotten.
-  if (account.rate == 0 && account.usage < kForgottenUsage) accounts_.erase(user);
+  if (account.rate == 0 && account.usage < kForgottenUsage) {
+    accounts_.erase(it);
+    return false;
+  }
+  return true;
 }
 
 double UsageLedger::Usage(const std::string& user, TimePoint t) const {

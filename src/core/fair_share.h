@@ -92,10 +92,25 @@ double Decay(double usage, Duration elapsed, Duration half_life);
 // time from its value at the last change.
 class UsageLedger {
  public:
+  // What the ledger keeps of a user.
+  struct Account {
+    double usage = 0;  // at as_of
+    double rate = 0;
+    TimePoint as_of;
+  };
+  // A user's account, for a caller that changes one user's rate often and finds it once.
+  using AccountRef = std::map<std::string, Account>::iterator;
+
   explicit UsageLedger(Duration half_life) : half_life_(half_life) {}
 
   // The user's jobs hold `delta` more GPU-equivalents (less, negative) from `t` on.
   void AddRate(const std::string& user, double delta, TimePoint t);
+  // The user's account, opened (empty) where there is none. It stays valid until AddRate on it
+  // says the user is forgotten.
+  AccountRef Open(const std::string& user);
+  // AddRate on an open account; false: the user holds nothing and their usage has decayed away,
+  // and the account is gone.
+  bool AddRate(AccountRef account, double delta, TimePoint t);
   double Usage(const std::string& user, TimePoint t) const;
   double Rate(const std::string& user) const;
   // Sets a user's usage at `t` (read back after a restart); their rate is kept.
@@ -104,12 +119,6 @@ class UsageLedger {
   std::map<std::string, double> Snapshot(TimePoint t) const;
   // The sum of every user's usage at `t` (of Snapshot's, added in the same order).
   double Total(TimePoint t) const;
-  // What the ledger keeps of a user.
-  struct Account {
-    double usage = 0;  // at as_of
-    double rate = 0;
-    TimePoint as_of;
-  };
   // Every user with usage or jobs running, in name order.
   const std::map<std::string, Account>& accounts() const { return accounts_; }
   Duration half_life() const { return half_life_; }

@@ -37,10 +37,30 @@ struct GpuView {
   bool idle() const { return job_count == 0; }
 };
 
+struct ClusterView;
+
+// Takes a GPU's windows' summaries into a view as a policy reads them: the scheduler's pass view
+// summarizes only the GPUs a decision reaches (most fail a cheaper gate first, and a chooser stops
+// at the first GPU in its order that passes).
+class WindowSource {
+ public:
+  virtual ~WindowSource() = default;
+  // `gpu`, one of `view`'s GPUs, with its windows' summaries as of the view's instant.
+  virtual const GpuView& Summarized(const ClusterView& view, const GpuView& gpu) = 0;
+};
+
 struct ClusterView {
   TimePoint now;
   std::vector<GpuView> gpus;  // ordered by index
   GpuIndex last_placed = -1;  // for round robin: the GPU that got the previous placement
+  // Where set, a GPU's windows' summaries are taken only once asked for (Summarized); where
+  // null, each GPU's view holds them.
+  WindowSource* windows = nullptr;
+
+  // `gpu`, one of `gpus`, with its windows' summaries: what a policy reads them from.
+  const GpuView& Summarized(const GpuView& gpu) const {
+    return windows ? windows->Summarized(*this, gpu) : gpu;
+  }
 };
 
 struct PlacementRequest {
@@ -120,6 +140,7 @@ class PlacementPolicy {
   virtual std::string_view name() const = 0;
   // A request it does not place on a view it places no more with more GPUs or more memory asked
   // and all else alike: a caller choosing among servers need not ask again on that view.
+  // A GPU's window summaries are read through view.Summarized(gpu).
   virtual PlacementDecision Place(const ClusterView& view,
                                   const PlacementRequest& request) const = 0;
   // How the GPUs' utilization windows this policy reads compute their median and p95.
@@ -127,8 +148,9 @@ class PlacementPolicy {
   // Which of the windows' statistics Place() reads (every one, unless the policy says less).
   virtual WindowReads window_reads() const { return {}; }
   // Whether Place() may read this GPU's window statistics for this request. A GPU it would rule
-  // out before looking at them (or never look at) needs no summary: the scheduler's pass leaves
-  // those out, as most GPUs fail a cheaper gate first.
+  // out before looking at them (or never look at) needs no summary: a view summarized before the
+  // policy is asked (the scheduler's own pass) leaves those out, as most GPUs fail a cheaper gate
+  // first.
   virtual bool NeedsWindows(const GpuView& /*gpu*/, const PlacementRequest& /*request*/) const {
     return true;
   }

@@ -25,7 +25,9 @@ Scheduler::Scheduler(const Clock& clock, const PlacementPolicy& policy, Schedule
       reads_(policy.window_reads()),
       config_(config),
       ledger_(config.fairness.half_life),
-      limits_used_(config.user_limits.any()) {}
+      limits_used_(config.user_limits.any()) {
+  pass_view_.windows = this;
+}
 
 GpuIndex Scheduler::AddGpu(const GpuInfo& info) {
   gpus_.emplace_back(info, config_.window_samples, config_.sample_interval,
@@ -73,19 +75,26 @@ void Scheduler::RemoveRecord(std::unordered_map<JobId, JobRecord>::iterator it) 
     return;
   }
   auto node = jobs_.extract(it);
-  // Blank, as a new record is, but for the buffers it keeps (cleared) for the next job.
+  // Blank, as a new record is, but for the buffers it keeps (cleared) for the next job: the
+  // record is made anew in place, which costs a fraction of assigning a blank one member by
+  // member.
   JobRecord& job = node.mapped();
-  JobRecord blank;
+  auto gpus = std::move(job.gpus);
+  auto current_use = std::move(job.current_use);
+  auto process_seen = std::move(job.process_seen);
+  auto name = std::move(job.spec.name);
+  auto owner = std::move(job.spec.owner);
+  job.~JobRecord();
+  ::new (static_cast<void*>(&job)) JobRecord;
   const auto keep = [](auto& buffer, auto& into) {
     buffer.clear();
     std::swap(buffer, into);
   };
-  keep(job.gpus, blank.gpus);
-  keep(job.current_use, blank.current_use);
-  keep(job.process_seen, blank.process_seen);
-  keep(job.spec.name, blank.spec.name);
-  keep(job.spec.owner, blank.spec.owner);
-  job = std::move(blank);
+  keep(gpus, job.gpus);
+  keep(current_use, job.current_use);
+  keep(process_seen, job.process_seen);
+  keep(name, job.spec.name);
+  keep(owner, job.spec.owner);
   spare_records_.push_back(std::move(node));
 }
 
@@ -435,7 +444,7 @@ UserStanding Scheduler::StandingOf(const std::string& user) const {
 
 Holdings Scheduler::HeldBy(const std::string& user) const {
   const auto it = holdings_.find(user);
-  return it == holdings_.end() ? Holdings{} : it->second;
+  return it == holdings_.end() ? Holdings{} : it->second.held;
 }
 
 int Scheduler::WaitingOf(const std::string& user) const {
@@ -457,16 +466,18 @@ Status Scheduler::UpdateExpectedRun(JobId id, Duration run) {
 
 void Scheduler::Hold(JobRecord& job, bool holding) {
   const std::string& owner = job.spec.owner;
-  const TimePoint now = clock_.Now();
   if (!holding) {
-    Holdings& held = holdings_[owner];
+    COLO_CHECK(job.owner_holdings != nullptr);  // it holds what Hold(job, true) counted
+    OwnerHoldings& owner_holdings = *job.owner_holdings;
+    Holdings& held = owner_holdings.held;
     held.gpus -= job.holds.gpus;
     held.gpu_memory -= job.holds.gpu_memory;
     held.running_jobs -= job.holds.running_jobs;
+    Charge(owner, owner_holdings, -job.charge);
     if (held.running_jobs <= 0) holdings_.erase(owner);
-    ledger_.AddRate(owner, -job.charge, now);
     job.holds = Holdings{};
     job.charge = 0;
+    job.owner_holdings = nullptr;
     return;
   }
   // What it plans on each GPU: its need, or the whole GPU where it has none or is alone there.
@@ -482,11 +493,19 @@ void Scheduler::Hold(JobRecord& job, bool holding) {
                       ? static_cast<double>(planned.count()) / static_cast<double>(capacity.count())
                       : 1.0;
   }
-  Holdings& held = holdings_[owner];
+  OwnerHoldings& owner_holdings = holdings_[owner];
+  job.owner_holdings = &owner_holdings;
+  Holdings& held = owner_holdings.held;
   held.gpus += job.holds.gpus;
   held.gpu_memory += job.holds.gpu_memory;
   held.running_jobs += job.holds.running_jobs;
-  ledger_.AddRate(owner, job.charge, now);
+  Charge(owner, owner_holdings, job.charge);
+}
+
+void Scheduler::Charge(const std::string& owner, OwnerHoldings& holdings, double delta) {
+  if (delta == 0) return;  // no account opened for nothing
+  if (!holdings.account) holdings.account = ledger_.Open(owner);
+  if (!ledger_.AddRate(*holdings.account, delta, clock_.Now())) holdings.account.reset();
 }
 
 std::optional<std::string> Scheduler::HeldByLimits(const JobRecord& job) const {
@@ -496,13 +515,13 @@ std::optional<std::string> Scheduler::HeldByLimits(const JobRecord& job) const {
   const auto held = holdings_.find(job.spec.owner);
   const Holdings none;
   const Bytes need = job.need.known() ? job.need.Upper() : max_capacity_;
-  return OverLimit(job.spec.owner, limits, held == holdings_.end() ? none : held->second,
+  return OverLimit(job.spec.owner, limits, held == holdings_.end() ? none : held->second.held,
                    job.spec.gpus, Bytes(need.count() * job.spec.gpus));
 }
 
 bool Scheduler::OwnerAtLimit(const std::string& owner) const {
   const auto held = holdings_.find(owner);
-  return held != holdings_.end() && AtLimit(TermsOf(owner).limits, held->second);
+  return held != holdings_.end() && AtLimit(TermsOf(owner).limits, held->second.held);
 }
 
 Status Scheduler::UpdateNeed(JobId id, const MemoryNeed& need) {
@@ -695,10 +714,12 @@ void Scheduler::SeenOn(JobRecord& job, GpuIndex gpu) {
 
 Bytes Scheduler::Reservation(const JobRecord& job, TimePoint now) const {
   const Bytes planned = job.need.Upper();
+  // Steady: quiet (its peak has not grown for steady_after), and it reached 90% of its plan or has
+  // run for settle_timeout. The rest of the test is made only for a quiet job.
   const bool quiet = job.attempt_peak > Bytes(0) && now - job.last_growth >= config_.steady_after;
-  const bool reached_plan = job.attempt_peak >= planned.Scaled(0.9);
-  const bool steady = quiet && (reached_plan || now - job.started >= config_.settle_timeout);
-  if (steady) return job.attempt_peak;
+  if (quiet &&
+      (job.attempt_peak >= planned.Scaled(0.9) || now - job.started >= config_.settle_timeout))
+    return job.attempt_peak;
   return std::max(planned, job.attempt_peak);
 }
 
@@ -969,8 +990,13 @@ void Scheduler::FillView(ClusterView& view, const WindowReads& reads) const {
 }
 
 const ClusterView& Scheduler::PassView(const PlacementRequest& request) {
+  PassView();
+  SummarizeWhereNeeded(request);
+  return pass_view_;
+}
+
+const ClusterView& Scheduler::PassView() {
   RefreshPassView();
-  SummarizeWhereNeeded(pass_view_, request);
   placements_at_view_ = placements_;
   return pass_view_;
 }
@@ -990,13 +1016,23 @@ void Scheduler::BoundWindows(GpuIndex index, GpuView& low, GpuView& high) const 
   g.drama.Bounds(low.drama, high.drama);
 }
 
-void Scheduler::SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request) {
-  for (size_t i = 0; i < view.gpus.size(); ++i) {
-    if (summarized_[i] || !policy_.NeedsWindows(view.gpus[i], request)) continue;
-    SummarizeWindows(static_cast<GpuIndex>(i), view.now, reads_, view.gpus[i]);
-    summarized_[i] = 1;
-    kept_[i].summarized_at = view.now;
+void Scheduler::SummarizeWhereNeeded(const PlacementRequest& request) {
+  for (size_t i = 0; i < pass_view_.gpus.size(); ++i) {
+    if (!summarized_[i] && policy_.NeedsWindows(pass_view_.gpus[i], request)) TakeSummaries(i);
   }
+}
+
+const GpuView& Scheduler::Summarized(const ClusterView& view, const GpuView& gpu) {
+  if (&view != &pass_view_) return gpu;
+  const auto i = static_cast<size_t>(gpu.index);
+  if (!summarized_[i]) TakeSummaries(i);
+  return pass_view_.gpus[i];
+}
+
+void Scheduler::TakeSummaries(size_t g) {
+  SummarizeWindows(static_cast<GpuIndex>(g), pass_view_.now, reads_, pass_view_.gpus[g]);
+  summarized_[g] = 1;
+  kept_[g].summarized_at = pass_view_.now;
 }
 
 PlacementRequest Scheduler::MakeRequest(const JobRecord& job) const {
@@ -1106,7 +1142,7 @@ Scheduler::Outcome Scheduler::TryPlace(JobRecord& job, ClusterView& view,
                                        std::vector<Launch>& launches,
                                        const std::vector<bool>* earmarked) {
   const PlacementRequest request = MakeRequest(job);
-  SummarizeWhereNeeded(view, request);
+  SummarizeWhereNeeded(request);
   PlacementDecision decision = Decide(job, request, view, earmarked);
   if (auto* placed = std::get_if<Placed>(&decision)) {
     launches.push_back(Apply(job, std::move(*placed), view));

@@ -172,6 +172,13 @@ struct NeedRaised {
   bool first = false;  // the first time in this attempt
 };
 
+// What one owner's running jobs hold here, counted for their limits, and their account in the
+// usage ledger, which the jobs' charge goes to: found by name once while they hold anything.
+struct OwnerHoldings {
+  Holdings held;
+  std::optional<UsageLedger::AccountRef> account;  // unset: not opened yet, or forgotten since
+};
+
 struct JobRecord {
   JobSpec spec;
   JobState state = JobState::kQueued;
@@ -208,6 +215,7 @@ struct JobRecord {
   // is charged for it (each GPU weighted by the share of its memory the job plans with).
   Holdings holds;
   double charge = 0;
+  OwnerHoldings* owner_holdings = nullptr;  // its owner's, found when it starts
   // The head of the main queue: what backfill keeps for it.
   std::optional<HeadReservation> reservation;
   // Being stopped for another job: when its notice ends, and for which job.
@@ -216,9 +224,12 @@ struct JobRecord {
   std::vector<JobId> preempting;  // the head: the jobs being stopped for it
 };
 
-class Scheduler {
+class Scheduler : private WindowSource {
  public:
   Scheduler(const Clock& clock, const PlacementPolicy& policy, SchedulerConfig config = {});
+  // Its pass view reads its windows through the scheduler itself (ClusterView::windows).
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
 
   GpuIndex AddGpu(const GpuInfo& info);
   // Validates and enqueues. Rejects what can never run (more GPUs than a server has, a need larger
@@ -358,6 +369,9 @@ class Scheduler {
   // start here (the simulator's cluster, choosing among servers), and starts it with
   // StartPlaced. Valid until the scheduler is next called.
   const ClusterView& PassView(const PlacementRequest& request);
+  // The same view, its GPUs' windows summarized only as a policy reads them
+  // (ClusterView::Summarized): for a caller that asks the policy at once.
+  const ClusterView& PassView();
   // A GPU's view (one of View()'s) with its windows' summaries as of `at` instead: what a view
   // then would read of them, as long as no sample arrives.
   void SummarizeWindowsAt(GpuIndex g, TimePoint at, GpuView& v) const {
@@ -416,6 +430,8 @@ class Scheduler {
   bool HeldBack(JobRecord& job, Walk* walk);
   // What the job holds and is charged while it runs, counted for its owner (or given back).
   void Hold(JobRecord& job, bool holding);
+  // The owner's jobs are charged `delta` more GPU-equivalents from now on.
+  void Charge(const std::string& owner, OwnerHoldings& holdings, double delta);
   std::map<std::string, double> CountedUsers() const;
   // Calls `visit` once with each user who counts in the standings (waiting, running or with usage
   // left), in name order, building nothing.
@@ -467,7 +483,11 @@ class Scheduler {
   }
   void SummarizeWindows(GpuIndex g, TimePoint now, const WindowReads& reads, GpuView& v) const;
   // The pass's view summarizes a GPU's windows only once the policy may read them for a job.
-  void SummarizeWhereNeeded(ClusterView& view, const PlacementRequest& request);
+  void SummarizeWhereNeeded(const PlacementRequest& request);
+  // A GPU's windows' summaries, into the pass view unless they are there (WindowSource: the pass
+  // view's). A copy of the pass view reads those it was made with.
+  const GpuView& Summarized(const ClusterView& view, const GpuView& gpu) override;
+  void TakeSummaries(size_t g);
   Bytes Reservation(const JobRecord& job, TimePoint now) const;
   PlacementRequest MakeRequest(const JobRecord& job) const;
   // Tries to place the queue's head; returns true if placed. Records the wait otherwise.
@@ -529,7 +549,7 @@ class Scheduler {
   mutable std::map<std::string, UserTerms> terms_;  // given, or asked of the source
   TermsSource terms_source_;
   bool limits_used_ = false;                        // some user has a limit
-  std::map<std::string, Holdings> holdings_;        // by owner, of running jobs
+  std::map<std::string, OwnerHoldings> holdings_;   // by owner, of running jobs
   std::map<std::string, int> waiting_owners_;       // waiting jobs (both queues) by owner
   std::map<std::string, OwnerQueue> owner_queues_;  // under fair share
   bool booked_blocked_by_utilization_ = false;      // a booked job waited for utilization last pass

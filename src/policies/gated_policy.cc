@@ -45,8 +45,8 @@ bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& 
         return a.free_for_placement > b.free_for_placement;
       break;
     case Chooser::kLeastUtilized: {
-      const double ua = a.idle() ? 0.0 : UtilizationOf(a, gates_.stat);
-      const double ub = b.idle() ? 0.0 : UtilizationOf(b, gates_.stat);
+      const double ua = a.idle() ? 0.0 : UtilizationOf(view.Summarized(a), gates_.stat);
+      const double ub = b.idle() ? 0.0 : UtilizationOf(view.Summarized(b), gates_.stat);
       if (ua != ub) return ua < ub;
       if (a.free_for_placement != b.free_for_placement)
         return a.free_for_placement > b.free_for_placement;
@@ -60,8 +60,8 @@ bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& 
     }
     case Chooser::kConsolidate: {
       if (a.idle() != b.idle()) return !a.idle();
-      const double ua = UtilizationOf(a, gates_.stat);
-      const double ub = UtilizationOf(b, gates_.stat);
+      const double ua = UtilizationOf(view.Summarized(a), gates_.stat);
+      const double ub = UtilizationOf(view.Summarized(b), gates_.stat);
       if (ua != ub) return ua > ub;
       if (a.free_for_placement != b.free_for_placement)
         return a.free_for_placement < b.free_for_placement;
@@ -114,7 +114,7 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
     const GpuView* first = nullptr;
     for (const GpuView& g : view.gpus) {
       if (cheap_order && first && !before(&g, first)) continue;
-      const GateVerdict verdict = EvaluateGates(g, request, gates_);
+      const GateVerdict verdict = EvaluateGates(view, g, request, gates_);
       if (verdict.gate != Gate::kPass) {
         blocked.push_back(verdict);
       } else if (!first || cheap_order || before(&g, first)) {  // (cheap: asked above)
@@ -124,7 +124,7 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
     if (first) return placed_on({first->index});
   } else {
     for (const GpuView& g : view.gpus) {
-      const GateVerdict verdict = EvaluateGates(g, request, gates_);
+      const GateVerdict verdict = EvaluateGates(view, g, request, gates_);
       if (verdict.gate == Gate::kPass) {
         passing.push_back(&g);
       } else {

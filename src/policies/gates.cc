@@ -61,11 +61,6 @@ Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config) {
   return config.grace_from_process ? gpu.process_grace_left : gpu.grace_left;
 }
 
-MemoryCheck CheckMemory(const GpuView& gpu, const PlacementRequest& request,
-                        const GateConfig& config) {
-  return {gpu.free_for_placement - config.free_reserve, request.memory_need + config.memory_margin};
-}
-
 namespace {
 
 // Every gate before the utilization gate, the last and the only one that reads the windows.
@@ -107,19 +102,36 @@ GateVerdict EvaluateGatesBeforeUtilization(const GpuView& gpu, const PlacementRe
   return v;
 }
 
+// The utilization gate, the last, for a GPU that passed every other: `summarized` is the GPU with
+// its windows' summaries.
+GateVerdict CheckUtilization(GateVerdict v, const GpuView& summarized, const GateConfig& config) {
+  if (UtilizationExcludes(summarized, config)) {
+    v.gate = Gate::kUtilization;
+    v.value = UtilizationOf(summarized, config.stat);
+    v.limit = config.smact_max;
+  }
+  return v;
+}
+
+bool ReachesUtilization(const GateVerdict& v, const GpuView& gpu, const PlacementRequest& request,
+                        const GateConfig& config) {
+  return v.gate == Gate::kPass && config.utilization && !gpu.idle() && !request.skip_utilization;
+}
+
 }  // namespace
 
 GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config) {
-  GateVerdict v = EvaluateGatesBeforeUtilization(gpu, request, config);
-  if (v.gate != Gate::kPass) return v;
-  if (config.utilization && !gpu.idle() && !request.skip_utilization &&
-      UtilizationExcludes(gpu, config)) {
-    v.gate = Gate::kUtilization;
-    v.value = UtilizationOf(gpu, config.stat);
-    v.limit = config.smact_max;
-  }
-  return v;
+  const GateVerdict v = EvaluateGatesBeforeUtilization(gpu, request, config);
+  return ReachesUtilization(v, gpu, request, config) ? CheckUtilization(v, gpu, config) : v;
+}
+
+GateVerdict EvaluateGates(const ClusterView& view, const GpuView& gpu,
+                          const PlacementRequest& request, const GateConfig& config) {
+  const GateVerdict v = EvaluateGatesBeforeUtilization(gpu, request, config);
+  return ReachesUtilization(v, gpu, request, config)
+             ? CheckUtilization(v, view.Summarized(gpu), config)
+             : v;
 }
 
 bool UtilizationExcludes(const GpuView& gpu, const GateConfig& config) {

@@ -48,8 +48,10 @@ struct MemoryCheck {
   Bytes required;
   bool fits() const { return free >= required; }
 };
-MemoryCheck CheckMemory(const GpuView& gpu, const PlacementRequest& request,
-                        const GateConfig& config);
+inline MemoryCheck CheckMemory(const GpuView& gpu, const PlacementRequest& request,
+                               const GateConfig& config) {
+  return {gpu.free_for_placement - config.free_reserve, request.memory_need + config.memory_margin};
+}
 
 // The mode a job would run in on this GPU.
 SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const GateConfig& config);
@@ -57,6 +59,10 @@ SharingMode ModeFor(const GpuView& gpu, const PlacementRequest& request, const G
 // Checks one GPU against every gate, in order; returns the first that fails, or kPass.
 GateVerdict EvaluateGates(const GpuView& gpu, const PlacementRequest& request,
                           const GateConfig& config);
+// The same for `gpu`, one of `view`'s GPUs, whose windows' summaries are read from the view
+// (ClusterView::Summarized), and only where the utilization gate is reached.
+GateVerdict EvaluateGates(const ClusterView& view, const GpuView& gpu,
+                          const PlacementRequest& request, const GateConfig& config);
 
 // The utilization gate's rule on the window summaries in `gpu` (for a busy GPU that passed every
 // other gate): true when they keep it out.

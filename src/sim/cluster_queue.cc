@@ -174,38 +174,36 @@ void ClusterQueue::EndInstant() {
 void ClusterQueue::Index(int server_index, std::pair<int64_t, int> key) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   PicturesChanged();
-  if (server.indexed) {
+  if (server.place) {
     // It moves in the index (at every launch and exit): its node is reused, not reallocated.
-    auto node = index_.extract(server.key);
+    auto node = index_.extract(*server.place);
     node.value() = key;
-    index_.insert(std::move(node));
+    server.place = index_.insert(std::move(node)).position;
   } else {
-    index_.insert(key);
+    server.place = index_.insert(key).first;
   }
-  server.key = key;
-  server.indexed = true;
 }
 
 void ClusterQueue::Unindex(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
   PicturesChanged();
-  if (server.indexed) index_.erase(server.key);
-  server.indexed = false;
+  if (server.place) index_.erase(*server.place);
+  server.place.reset();
 }
 
 void ClusterQueue::Reindex(int server_index) {
   Picture& server = pictures_[static_cast<size_t>(server_index)];
-  if (server.grew || !server.indexed) return;
+  if (server.grew || !server.place) return;
   int64_t score = 0;
-  for (size_t g = 0; g < server.free.size(); ++g) {
-    if (state_.rule.shards) {
-      score += std::max(0, state_.rule.shards->shards_per_gpu() - server.jobs_on[g]);
-    } else if (server.exclusive_on[g] == 0) {
-      score += std::max<int64_t>(0, server.free[g]);
-    }
+  if (state_.rule.shards) {
+    const int shards = state_.rule.shards->shards_per_gpu();
+    for (int jobs : server.jobs_on) score += std::max(0, shards - jobs);
+  } else {
+    for (size_t g = 0; g < server.free.size(); ++g)
+      if (server.exclusive_on[g] == 0) score += std::max<int64_t>(0, server.free[g]);
   }
   server.score = score;
-  if (server.key.first != -score) Index(server_index, {-score, server_index});
+  if ((*server.place)->first != -score) Index(server_index, {-score, server_index});
 }
 
 void ClusterQueue::AccountLaunch(int server_index, const Launch& launch) {
@@ -267,9 +265,9 @@ void ClusterQueue::MarkChanged(int server_index, Change change) {
   const bool eligible = state_.server(server_index).idle_queues();
   // Free memory that grew by an amount not accounted (a reservation shrank; or anything while the
   // server was busy with its own queue, which just emptied): at the top of the index until read.
-  if (change == Change::kFreed || (!server.indexed && eligible)) server.grew = true;
+  if (change == Change::kFreed || (!server.place && eligible)) server.grew = true;
   const std::pair<int64_t, int> top{-kNone, server_index};
-  if (server.grew && (server.indexed || eligible) && !(server.indexed && server.key == top)) {
+  if (server.grew && (server.place || eligible) && !(server.place && **server.place == top)) {
     server.eligible = eligible;
     Index(server_index, top);
   }
@@ -314,6 +312,8 @@ void ClusterQueue::ReadServer(int server_index) {
   server.gates.assign(gpus, Gate::kPass);
   server.grace_ends.assign(gpus, TimePoint{});
   server.answer_lasts.assign(gpus, 0);
+  // The least demanding job there could be: one GPU, no memory, the GPU's own user and mode.
+  PlacementRequest any;
   for (size_t g = 0; g < gpus; ++g) {
     const GpuView& v = view.gpus[g];
     server.free[g] = v.free_for_placement.count();
@@ -329,8 +329,6 @@ void ClusterQueue::ReadServer(int server_index) {
       // exclusive job has none to give.
       if (!v.holds_exclusive) server.score += std::max<int64_t>(0, v.free_for_placement.count());
       if (state_.rule.gates) {
-        // The least demanding job there could be: one GPU, no memory, the GPU's own user and mode.
-        PlacementRequest any;
         any.owner = v.mps_owner;
         const GateVerdict verdict = EvaluateGates(v, any, *state_.rule.gates);
         usable = verdict.gate == Gate::kPass;
@@ -535,9 +533,10 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   Scheduler& scheduler = *state_.server(server_index).scheduler;
   // A server busy with its own queue (a reservation, a recovery) takes nothing from the cluster.
   if (!scheduler.main_queue().empty() || !scheduler.recovery_queue().empty()) return false;
-  // The policy answers on the view the server's own pass would decide on, and the job is handed
-  // to the server only to start there: a refusal leaves nothing behind on the server.
-  PlacementDecision decision = state_.policy.Place(scheduler.PassView(request), request);
+  // The policy answers on the view the server's own pass would decide on (summarizing the windows
+  // it reads as it reads them), and the job is handed to the server only to start there: a
+  // refusal leaves nothing behind on the server.
+  PlacementDecision decision = state_.policy.Place(scheduler.PassView(), request);
   Placed* placed = std::get_if<Placed>(&decision);
   if (!placed) {
     // A picture that was no longer the server as it is is now known not to take the job.
@@ -573,19 +572,20 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
 
 ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
   int& kind = kind_of_[static_cast<size_t>(job.index())];
-  if (kind < 0) {
-    const PlacementRequest& request = job.submitted->request;
-    auto owner = owners_.find(request.owner);
-    if (owner == owners_.end())
-      owner = owners_.emplace(request.owner, static_cast<int>(owners_.size())).first;
-    const auto [known, added] =
-        kinds_.try_emplace(RequestKind{owner->second, request.sharing, request.require_idle,
-                                       request.booked, request.skip_utilization},
-                           static_cast<int>(kinds_.size()));
-    if (added) refused_.emplace_back();
-    kind = known->second;
-  }
+  if (kind < 0) kind = KindOf(job.submitted->request);
   return refused_[static_cast<size_t>(kind)];
+}
+
+int ClusterQueue::KindOf(const PlacementRequest& request) {
+  auto owner = owners_.find(request.owner);
+  if (owner == owners_.end())
+    owner = owners_.emplace(request.owner, static_cast<int>(owners_.size())).first;
+  const auto [known, added] =
+      kinds_.try_emplace(RequestKind{owner->second, request.sharing, request.require_idle,
+                                     request.booked, request.skip_utilization},
+                         static_cast<int>(kinds_.size()));
+  if (added) refused_.emplace_back();
+  return known->second;
 }
 
 bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {

@@ -81,6 +81,9 @@ class ClusterQueue {
   int64_t dispatch_violations() const { return dispatch_violations_; }
 
  private:
+  // Eligible servers by (-score, index): the most free first, ties to the lowest index.
+  using ServerIndex = std::set<std::pair<int64_t, int>>;
+
   // The cluster's picture of one server, as of its last read.
   struct Picture {
     TimePoint read_at;  // when it was last read
@@ -94,11 +97,11 @@ class ClusterQueue {
     bool changed = false;
     bool grew = false;
     bool stale = false;  // it only took more since: the picture is an upper bound
-    bool indexed = false;
-    std::pair<int64_t, int> key;  // its place in the index
-    int64_t score = 0;            // free planned memory (bytes), idle GPUs' memory, or free shards
-    int usable = 0;               // GPUs that could take some job now
-    std::vector<int64_t> caps;    // caps[k]: the (k+1)-th largest usable GPU's free memory
+    // Its place in the index while it is there, under its key (-score, index).
+    std::optional<ServerIndex::const_iterator> place;
+    int64_t score = 0;          // free planned memory (bytes), idle GPUs' memory, or free shards
+    int usable = 0;             // GPUs that could take some job now
+    std::vector<int64_t> caps;  // caps[k]: the (k+1)-th largest usable GPU's free memory
     // Per GPU, kept exact between reads: free planned memory, jobs, exclusive jobs.
     std::vector<int64_t> free;
     std::vector<int> jobs_on, exclusive_on;
@@ -175,7 +178,10 @@ class ClusterQueue {
   bool KnownRefused(const SimJob& job, bool looked_at);
   void NoteRefused(const SimJob& job, bool looked_at);
   struct Refused;
+  // The refusals of the job's kind (its number kept from the first time it is asked).
   Refused& RefusedOfKind(const SimJob& job);
+  // The number of the request's kind, numbering it if new.
+  int KindOf(const PlacementRequest& request);
   // The round leaves the job waiting.
   void LeftWaiting(const SimJob& job);
   // Whether a server that changed since the last round may start one of the jobs it left waiting,
@@ -208,8 +214,7 @@ class ClusterQueue {
   std::set<int> queue_;
   std::vector<std::set<int>::node_type> spare_places_;
   bool queue_grew_ = false;  // jobs joined since the last round
-  // Eligible servers by (-score, index): the most free first, ties to the lowest index.
-  std::set<std::pair<int64_t, int>> index_;
+  ServerIndex index_;
   std::vector<int> changed_;  // servers to look at again in the next round; -1: dropped since
   size_t changed_dropped_ = 0;
   std::vector<int> read_since_prune_;  // listed servers read since the last pruning

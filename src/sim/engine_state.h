@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -177,12 +178,12 @@ struct Server {
   // What the runs of each model that ended on this server measured, as its colod's store would
   // hold them (AddNewestRun): their run times always (backfill's reservations count on them),
   // their peaks and SM activity planned with only under learn=on. This and `sent` are keyed by
-  // the one copy of each signature the run keeps (EngineState::signatures): a lookup compares no
-  // text.
-  std::map<const ModelSignature*, ModelRuns> runs;
+  // the one copy of each signature the run keeps (EngineState::signatures): a lookup hashes a
+  // pointer and compares no text. Neither is ever walked in order.
+  std::unordered_map<const ModelSignature*, ModelRuns> runs;
   // The jobs sent here, by model, while they may wait or run here (pruned as a run of their
   // model ends): what a run that ends tells how long their model runs.
-  std::map<const ModelSignature*, std::vector<int>> sent;
+  std::unordered_map<const ModelSignature*, std::vector<int>> sent;
   const ModelRuns& RunsOf(const ModelSignature* signature) const {
     static const ModelRuns kNone;
     const auto it = runs.find(signature);

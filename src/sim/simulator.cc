@@ -71,12 +71,13 @@ enum class EventType : uint8_t {
   kNodeWakeup
 };
 
+// 32 bytes, so that the heap moves two in a cache line.
 struct Event {
   TimePoint time;
   uint64_t seq;
+  uint64_t tag;  // attempt or version the event belongs to
+  int subject;   // job index or server index
   EventType type;
-  int64_t subject;  // job index or server index
-  uint64_t tag;     // attempt or version the event belongs to
 };
 
 struct Later {
@@ -140,7 +141,7 @@ class Engine final : public sim::ClusterHost {
         return wakeup && *wakeup == e.time;
       }
       case EventType::kNodeWakeup:
-        return cluster_->IsCurrentWakeup(static_cast<int>(e.subject), e.tag, e.time);
+        return cluster_->IsCurrentWakeup(e.subject, e.tag, e.time);
     }
     return true;
   }
@@ -149,8 +150,8 @@ class Engine final : public sim::ClusterHost {
     std::make_heap(events_.begin(), events_.end(), Later{});
     compact_at_ = std::max(kMinCompaction, 2 * events_.size());
   }
-  void Push(TimePoint t, EventType type, int64_t subject, uint64_t tag) {
-    events_.push_back(Event{t, next_seq_++, type, subject, tag});
+  void Push(TimePoint t, EventType type, int subject, uint64_t tag) {
+    events_.push_back(Event{t, next_seq_++, tag, subject, type});
     std::push_heap(events_.begin(), events_.end(), Later{});
     if (events_.size() >= compact_at_) Compact();
   }
@@ -250,7 +251,9 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
   closure.assign(gpus.begin(), gpus.end());
   for (int g : gpus) {
     for (int j : gpus_[g].jobs) {
-      for (int h : jobs_[j].gpus)
+      const std::vector<int>& on = jobs_[j].gpus;
+      if (on.size() == 1) continue;  // on g alone, which is in already
+      for (int h : on)
         if (std::find(closure.begin(), closure.end(), h) == closure.end()) closure.push_back(h);
     }
   }
@@ -298,10 +301,13 @@ void Engine::UpdateRates(const std::vector<int>& gpus) {
   }
   // Rates: each job's on its slowest GPU.
   for (int g : gpus) {
-    for (int j : gpus_[g].jobs) {
+    const SimGpu& gpu = gpus_[g];
+    for (size_t i = 0; i < gpu.jobs.size(); ++i) {
+      const int j = gpu.jobs[i];
       SimJob& job = jobs_[j];
-      double slowest = 1.0;
+      double slowest = std::max(1.0, gpu.slowdown[i]);
       for (int h : job.gpus) {
+        if (h == g) continue;  // its place there is i
         const auto& on = gpus_[h].jobs;
         const size_t pos = static_cast<size_t>(std::find(on.begin(), on.end(), j) - on.begin());
         slowest = std::max(slowest, gpus_[h].slowdown[pos]);
@@ -323,6 +329,7 @@ void Engine::Refresh(const std::vector<int>& gpus, Changed changed) {
   // A job's rate follows from the slowdowns on its GPUs alone, which change only with who shares
   // them: where only memory changed, every rate is still the one set at their last change.
   if (changed != Changed::kMemory) UpdateRates(gpus);
+  bool any_unreported = false;
   for (int g : gpus) {
     SimGpu& gpu = gpus_[g];
     Server& server = servers_[static_cast<size_t>(gpu.server)];
@@ -333,6 +340,8 @@ void Engine::Refresh(const std::vector<int>& gpus, Changed changed) {
     // on the GPU from the first sample after it. Where every job here was told its memory since
     // it last changed, the sample tells only the GPU's figures.
     bool all_reported = true;
+    // What each job's processes use, read only where the sample lists them.
+    job_use_.clear();
     for (int j : gpu.jobs) {
       const SimJob& job = jobs_[j];
       if (!job.starting) {
@@ -341,12 +350,9 @@ void Engine::Refresh(const std::vector<int>& gpus, Changed changed) {
       }
       used += job.memory;
       all_reported = all_reported && job.reported;
+      job_use_.push_back(JobUse{job.trace->id, job.memory});
     }
-    // What each job's processes use, only where the sample lists them.
-    job_use_.clear();
-    if (!all_reported) {
-      for (int j : gpu.jobs) job_use_.push_back(JobUse{jobs_[j].trace->id, jobs_[j].memory});
-    }
+    any_unreported = any_unreported || !all_reported;
     const double smact_before = gpu.smact;
     gpu.smact = std::min(1.0, smact);
     gpu.used = used;
@@ -391,6 +397,7 @@ void Engine::Refresh(const std::vector<int>& gpus, Changed changed) {
     }
   }
   // A job's memory changes only in events that refresh all its GPUs: it was told on each of them.
+  if (!any_unreported) return;
   for (int g : gpus)
     for (int j : gpus_[g].jobs) jobs_[j].reported = true;
 }
@@ -767,9 +774,13 @@ SimResult Engine::Run() {
     COLO_CHECK(trace_.jobs[i].id == static_cast<int64_t>(i + 1));
     arrivals[i] = static_cast<int>(i);
   }
-  std::stable_sort(arrivals.begin(), arrivals.end(), [&](int a, int b) {
+  const auto submitted_before = [&](int a, int b) {
     return trace_.jobs[static_cast<size_t>(a)].submit < trace_.jobs[static_cast<size_t>(b)].submit;
-  });
+  };
+  // Most traces list their jobs in submission order already: a sort would cost a merge sort's
+  // work all the same.
+  if (!std::is_sorted(arrivals.begin(), arrivals.end(), submitted_before))
+    std::stable_sort(arrivals.begin(), arrivals.end(), submitted_before);
   if (queue_mode_) {
     cluster_.emplace(state_, *this);
     cluster_->Begin();
@@ -791,15 +802,15 @@ SimResult Engine::Run() {
     if (next_arrival < arrivals.size() &&
         (events_.empty() || arrival_time(next_arrival) <= Top().time)) {
       // Its tag is its rank: its place in arrival order.
-      event = Event{arrival_time(next_arrival), 0, EventType::kArrival, arrivals[next_arrival],
-                    next_arrival};
+      event = Event{arrival_time(next_arrival), 0, next_arrival, arrivals[next_arrival],
+                    EventType::kArrival};
       ++next_arrival;
     } else {
       event = Pop();
     }
     ++event_count_;
     clock_.AdvanceTo(event.time);
-    const int subject = static_cast<int>(event.subject);
+    const int subject = event.subject;
     switch (event.type) {
       case EventType::kArrival:
         Arrive(subject, static_cast<int>(event.tag));

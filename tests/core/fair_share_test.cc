@@ -19,6 +19,29 @@ TEST(UsageLedger, UsageHalvesEveryHalfLife) {
   EXPECT_NEAR(Decay(100, Seconds(7200), Seconds(3600)), 25, 1e-9);
 }
 
+TEST(UsageLedger, AnOpenAccountKeepsTheRulesOfOneFoundByName) {
+  UsageLedger by_ref(Seconds(3600)), by_name(Seconds(3600));
+  const UsageLedger::AccountRef alice = by_ref.Open("alice");
+  const TimePoint t0{};
+  // Rates changed at one instant and later: the two ledgers agree to the bit.
+  for (const auto& [delta, at] :
+       {std::pair{1.5, t0}, std::pair{0.25, t0}, std::pair{-0.25, t0 + Seconds(90)}}) {
+    EXPECT_TRUE(by_ref.AddRate(alice, delta, at));
+    by_name.AddRate("alice", delta, at);
+    EXPECT_EQ(by_ref.Usage("alice", at + Seconds(30)), by_name.Usage("alice", at + Seconds(30)));
+  }
+  EXPECT_EQ(by_ref.Rate("alice"), 1.5);
+  // Nothing held, and next to no usage (a job that ran a microsecond): the user is forgotten, and
+  // the account is said to be gone.
+  const UsageLedger::AccountRef bob = by_ref.Open("bob");
+  EXPECT_TRUE(by_ref.AddRate(bob, 1.0, t0));
+  EXPECT_FALSE(by_ref.AddRate(bob, -1.0, t0 + Duration(1)));
+  EXPECT_EQ(by_ref.accounts().count("bob"), 0u);
+  // A change of nothing keeps the account as it is.
+  EXPECT_TRUE(by_ref.AddRate(alice, 0.0, t0 + Seconds(120)));
+  EXPECT_EQ(by_ref.accounts().at("alice").as_of, t0 + Seconds(90));
+}
+
 TEST(FairShare, FactorFallsAsUsageOutgrowsTheShare) {
   EXPECT_DOUBLE_EQ(FairShareFactor(0, 0.5), 1.0);
   EXPECT_DOUBLE_EQ(FairShareFactor(0.5, 0.5), 0.5);

@@ -167,6 +167,21 @@ WindowSummary Truncated(const WindowSummary& full, SummaryDepth depth) {
   return s;
 }
 
+// A view's summaries taken as a policy reads them (the scheduler's pass view), from `from`; it
+// counts the GPUs whose summaries were asked for.
+class SummariesOnDemand final : public WindowSource {
+ public:
+  explicit SummariesOnDemand(const ClusterView& from) : from_(from) {}
+  const GpuView& Summarized(const ClusterView& /*view*/, const GpuView& gpu) override {
+    asked.insert(gpu.index);
+    return from_.gpus[static_cast<size_t>(gpu.index)];
+  }
+  std::set<GpuIndex> asked;
+
+ private:
+  const ClusterView& from_;
+};
+
 TEST(PolicyWindowReads, DecisionsNeedNoStatisticBeyondThoseDeclaredWhereDeclared) {
   std::vector<std::string> specs = AllPolicies();
   for (const std::string name : {"worst-fit", "least-utilized", "consolidate"}) {
@@ -205,8 +220,13 @@ TEST(PolicyWindowReads, DecisionsNeedNoStatisticBeyondThoseDeclaredWhereDeclared
         if (policy.NeedsWindows(g, request)) continue;
         g.smact = g.smocc = g.drama = WindowSummary{};
       }
+      // Summaries taken only as the policy reads them: of no GPU it does not need them of.
+      ClusterView on_demand = partial;
+      for (GpuView& g : on_demand.gpus) g.smact = g.smocc = g.drama = WindowSummary{};
+      SummariesOnDemand source(partial);
+      on_demand.windows = &source;
       const PlacementDecision want = policy.Place(full, request);
-      for (const ClusterView* view : {&partial, &lazy}) {
+      for (const ClusterView* view : {&partial, &lazy, &on_demand}) {
         const PlacementDecision got = policy.Place(*view, request);
         ASSERT_EQ(got.index(), want.index()) << spec << ", trial " << trial;
         if (const auto* placed = std::get_if<Placed>(&want)) {
@@ -221,6 +241,10 @@ TEST(PolicyWindowReads, DecisionsNeedNoStatisticBeyondThoseDeclaredWhereDeclared
                 << spec << ", trial " << trial;
           }
         }
+      }
+      for (const GpuIndex g : source.asked) {
+        EXPECT_TRUE(policy.NeedsWindows(on_demand.gpus[static_cast<size_t>(g)], request))
+            << spec << ", trial " << trial << ": GPU " << g;
       }
     }
   }
