@@ -599,7 +599,11 @@ std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
 }
 
 void Scheduler::OnGpuSample(const GpuSample& sample) {
-  if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return;
+  TakeSample(sample);
+}
+
+const Scheduler::GpuRecord* Scheduler::TakeSample(const GpuSample& sample) {
+  if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return nullptr;
   GpuRecord& g = gpus_[sample.gpu];
   changed_ = true;
   ViewChanged(sample.gpu);
@@ -608,6 +612,7 @@ void Scheduler::OnGpuSample(const GpuSample& sample) {
   if (sample.smact >= 0) g.smact.Add(sample.time, sample.smact);
   if (sample.smocc >= 0) g.smocc.Add(sample.time, sample.smocc);
   if (sample.drama >= 0) g.drama.Add(sample.time, sample.drama);
+  return &g;
 }
 
 std::optional<NeedRaised> Scheduler::OnJobMemory(JobId id, GpuIndex gpu, Bytes used) {
@@ -653,13 +658,12 @@ std::optional<NeedRaised> Scheduler::UseOn(JobRecord& job, GpuIndex gpu, Bytes u
 
 std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, double measured_smact,
                                                   bool uses_read, std::span<const JobUse> job_use) {
-  OnGpuSample(sample);
   std::vector<NeedRaised> raised;
-  if (sample.gpu < 0 || static_cast<size_t>(sample.gpu) >= gpus_.size()) return raised;
+  const GpuRecord* gpu = TakeSample(sample);
+  if (!gpu) return raised;
   // Nothing below moves a job on or off the GPU: its list is walked as it is, not copied (this
   // runs for every GPU at every sample, in colod and in colo sim).
-  const GpuRecord& gpu = gpus_[sample.gpu];
-  const std::vector<const JobRecord*>& here = gpu.jobs;
+  const std::vector<const JobRecord*>& here = gpu->jobs;
   const bool solo = here.size() == 1 && measured_smact > kComputingSmact;
   if (!solo && !uses_read) return raised;  // nothing of a job's changes (colo sim's usual sample)
   const bool reads_seen = policy_.grace_from_process();  // asked once, not once per job
@@ -677,7 +681,7 @@ std::vector<NeedRaised> Scheduler::OnDeviceSample(const GpuSample& sample, doubl
     if (reads_seen && seen != job_use.end()) SeenOn(job, sample.gpu);
     Bytes used = seen == job_use.end() ? Bytes(0) : seen->used;
     // Part of an MPS client's context is in the MPS server, out of NVML's count of the client.
-    if (used > Bytes(0) && job.mode == SharingMode::kMps) used += gpu.info.mps_uncounted_context;
+    if (used > Bytes(0) && job.mode == SharingMode::kMps) used += gpu->info.mps_uncounted_context;
     if (auto need = UseOn(job, sample.gpu, used)) raised.push_back(*need);
   }
   return raised;

@@ -507,6 +507,8 @@ class Scheduler : private WindowSource {
   // again in it at once (otherwise by the next pass).
   Launch Apply(JobRecord& job, Placed placed, ClusterView& view, bool view_read_again = true);
   void Detach(JobRecord& job);
+  // OnGpuSample: the sample's GPU, its figures taken, or null for a GPU this scheduler has not.
+  const GpuRecord* TakeSample(const GpuSample& sample);
   // OnJobMemory and OnJobProcessSeen for a running job already found.
   std::optional<NeedRaised> UseOn(JobRecord& job, GpuIndex gpu, Bytes used);
   void SeenOn(JobRecord& job, GpuIndex gpu);

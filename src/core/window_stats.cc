@@ -18,6 +18,7 @@ constexpr double kEmaSettled = 1e-2;
 SignalWindow::SignalWindow(int samples, Duration interval, QuantileMethod quantiles)
     : window_(interval * samples),
       interval_(interval),
+      interval_seconds_(ToSeconds(interval)),
       quantiles_(quantiles),
       ema_decay_(1.0 - 2.0 / (samples + 1.0)),
       log_decay_(ema_decay_ > 0 ? std::log(ema_decay_) : 0.0) {
@@ -31,14 +32,15 @@ double SignalWindow::DecayOver(double steps) const {
 }
 
 void SignalWindow::Add(TimePoint t, double value) {
-  settled_at_.reset();
-  memo_of_.reset();
+  // Where the new point's piece goes in by_value_: the place of a dropped one, or a new one.
+  std::optional<size_t> room;
   if (!points_.empty()) {
     if (t < last_sample_) return;  // late sample: ignore rather than reorder history
+    settled_at_.reset();
+    memo_of_.reset();
     last_sample_ = t;
     const double held = points_.back().value;
-    const double steps = ToSeconds(t - ema_time_) / ToSeconds(interval_);
-    ema_ = held + (ema_ - held) * DecayOver(steps);
+    ema_ = held + (ema_ - held) * DecayOver(ToSeconds(t - ema_time_) / interval_seconds_);
     ema_time_ = t;
     if (held == value) return;  // the signal did not change
     if (points_.back().time == t) {
@@ -52,26 +54,31 @@ void SignalWindow::Add(TimePoint t, double value) {
       return Add(t, value);
     }
     by_value_[latest_].to = t;
+    // Drop points whose whole hold time is older than any window we can still be asked about
+    // (never the latest, held until now).
+    const TimePoint horizon = t - window_ - interval_;
+    while (points_.size() > 1 && points_[1].time <= horizon) {
+      if (room) ErasePiece(*room);
+      room = FindPiece(points_.front().time);
+      points_.pop_front();
+    }
   } else {
+    // An empty window has no summary or settling time remembered.
     ema_ = value;
     ema_time_ = t;
     last_sample_ = t;
   }
   points_.push_back({t, value});
-  InsertPiece({value, t, TimePoint::max()});
-  // Drop points whose whole hold time is older than any window we can still be asked about.
-  while (points_.size() > 1 && points_[1].time <= t - window_ - interval_) {
-    ErasePiece(FindPiece(points_.front().time));
-    points_.pop_front();
-  }
+  PlacePiece(room.value_or(by_value_.size()), {value, t, TimePoint::max()});
 }
 
-void SignalWindow::InsertPiece(const Piece& piece) {
-  // After every piece of its value or below: moved down from the end, as the window holds few
-  // pieces (at a change a window or more after the last, one).
-  by_value_.push_back(piece);
-  size_t at = by_value_.size() - 1;
+void SignalWindow::PlacePiece(size_t at, const Piece& piece) {
+  // After every piece of its value or below: moved from `at` towards its place, as the window
+  // holds few pieces (at a change a window or more after the last, one).
+  if (at == by_value_.size()) by_value_.push_back(piece);
   for (; at > 0 && by_value_[at - 1].value > piece.value; --at) by_value_[at] = by_value_[at - 1];
+  for (; at + 1 < by_value_.size() && by_value_[at + 1].value <= piece.value; ++at)
+    by_value_[at] = by_value_[at + 1];
   by_value_[at] = piece;
   latest_ = at;
 }
@@ -114,7 +121,7 @@ TimePoint SignalWindow::SettledAt() const {
 bool SignalWindow::CannotFall(TimePoint now) const {
   if (points_.empty()) return true;
   const double last = points_.back().value;
-  const double steps = ToSeconds(WindowEnd(now) - ema_time_) / ToSeconds(interval_);
+  const double steps = ToSeconds(WindowEnd(now) - ema_time_) / interval_seconds_;
   if (last + (ema_ - last) * DecayOver(steps) > last) return false;  // the EMA is coming down
   const TimePoint end = WindowEnd(now);
   const TimePoint begin = end - window_;
@@ -177,7 +184,7 @@ WindowSummary SignalWindow::Compute(TimePoint now, SummaryDepth depth, WindowSum
     // An EMA within kEmaSettled of the latest value only comes closer: it reads as that value.
     s.ema = s.last;
     if (std::abs(ema_ - s.last) > kEmaSettled) {
-      const double steps = ToSeconds(end - ema_time_) / ToSeconds(interval_);
+      const double steps = ToSeconds(end - ema_time_) / interval_seconds_;
       s.ema = s.last + (ema_ - s.last) * DecayOver(steps);
       if (std::abs(s.ema - s.last) <= kEmaSettled) s.ema = s.last;
     }

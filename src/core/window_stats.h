@@ -85,7 +85,9 @@ class SignalWindow {
   TimePoint WindowEnd(TimePoint now) const;
   // Summarize's work past the latest value, which `s` holds.
   WindowSummary Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const;
-  void InsertPiece(const Piece& piece);
+  // Puts `piece` in by_value_, in its order, taking the place of the piece at `at` (a dropped
+  // one) or, at by_value_.size(), a new place.
+  void PlacePiece(size_t at, const Piece& piece);
   // Takes the piece at `at` out of by_value_.
   void ErasePiece(size_t at);
   size_t FindPiece(TimePoint from) const;
@@ -99,6 +101,7 @@ class SignalWindow {
 
   Duration window_;
   Duration interval_;
+  double interval_seconds_;
   QuantileMethod quantiles_;
   double ema_decay_;  // per interval: 1 - 2/(N+1)
   double log_decay_;  // its logarithm: decay^steps = exp(steps * log_decay_)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -113,12 +114,34 @@ class Engine final : public sim::ClusterHost {
   using Server = sim::Server;
   using Change = sim::Change;
 
-  const Event& Top() const { return events_.front(); }
-  Event Pop() {
-    std::pop_heap(events_.begin(), events_.end(), Later{});
-    Event e = events_.back();
-    events_.pop_back();
+  // The earliest pending event, the heap's top or the first lane's head; nullptr when none is
+  // pending.
+  const Event* Next() const {
+    const Event* lane = first_lane_ < 0 ? nullptr : &lanes_[first_lane_].events.front();
+    if (events_.empty() || (lane && Later{}(events_.front(), *lane))) return lane;
+    return &events_.front();
+  }
+  // Takes out the event Next() returned.
+  Event Take(const Event* next) {
+    const Event e = *next;
+    if (!events_.empty() && next == &events_.front()) {
+      std::pop_heap(events_.begin(), events_.end(), Later{});
+      events_.pop_back();
+    } else {
+      lanes_[first_lane_].events.pop_front();
+      --lane_events_;
+      FindFirstLane();
+    }
     return e;
+  }
+  void FindFirstLane() {
+    first_lane_ = -1;
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      const auto& lane = lanes_[i].events;
+      if (!lane.empty() &&
+          (first_lane_ < 0 || Later{}(lanes_[first_lane_].events.front(), lane.front())))
+        first_lane_ = static_cast<int>(i);
+    }
   }
   // False for an event that a later one superseded (its handler would ignore it).
   bool Live(const Event& e) const {
@@ -145,15 +168,40 @@ class Engine final : public sim::ClusterHost {
     }
     return true;
   }
+  // Superseded events are dropped from the lanes too, so that which of them are still popped (and
+  // counted) does not depend on where they waited.
   void Compact() {
-    std::erase_if(events_, [&](const Event& e) { return !Live(e); });
+    const auto superseded = [&](const Event& e) { return !Live(e); };
+    std::erase_if(events_, superseded);
     std::make_heap(events_.begin(), events_.end(), Later{});
-    compact_at_ = std::max(kMinCompaction, 2 * events_.size());
+    lane_events_ = 0;
+    for (Lane& lane : lanes_) {
+      std::erase_if(lane.events, superseded);
+      lane_events_ += lane.events.size();
+    }
+    FindFirstLane();
+    compact_at_ = std::max(kMinCompaction, 2 * (events_.size() + lane_events_));
   }
   void Push(TimePoint t, EventType type, int subject, uint64_t tag) {
     events_.push_back(Event{t, next_seq_++, tag, subject, type});
     std::push_heap(events_.begin(), events_.end(), Later{});
-    if (events_.size() >= compact_at_) Compact();
+    if (events_.size() + lane_events_ >= compact_at_) Compact();
+  }
+  // An event `delay` from now. Events of one delay come due in the order they were scheduled, so
+  // the first few delays in use (a job class's start-up or warm-up) each get a lane, which keeps
+  // them in that order without the heap's sifting; any other goes to the heap.
+  void PushAfter(Duration delay, EventType type, int subject, uint64_t tag) {
+    const TimePoint t = Now() + delay;
+    auto lane =
+        std::find_if(lanes_.begin(), lanes_.end(), [&](const Lane& l) { return l.delay == delay; });
+    if (lane == lanes_.end()) {
+      if (lanes_.size() == kMaxLanes) return Push(t, type, subject, tag);
+      lane = lanes_.insert(lanes_.end(), Lane{delay, {}});
+    }
+    const bool was_empty = lane->events.empty();
+    lane->events.push_back(Event{t, next_seq_++, tag, subject, type});
+    if (was_empty) FindFirstLane();
+    if (events_.size() + ++lane_events_ >= compact_at_) Compact();
   }
   TimePoint Now() const { return clock_.Now(); }
   JobSpec SpecFor(const TraceJob& t);
@@ -222,10 +270,20 @@ class Engine final : public sim::ClusterHost {
   // The cluster queue (ClusterMode::kQueue and kFifo); made once the servers are.
   std::optional<sim::ClusterQueue> cluster_;
   // A binary heap (earliest on top). Rescheduling leaves superseded events behind; Compact() drops
-  // them when the heap has doubled, so it stays the size of what is really pending.
+  // them when the heap and the lanes have doubled, so they stay the size of what is really pending.
   std::vector<Event> events_;
   size_t compact_at_ = kMinCompaction;
   static constexpr size_t kMinCompaction = 1 << 12;
+  // Beside the heap, the events of a fixed delay (PushAfter), each lane in time order. Between
+  // them, as in the heap, the earlier time goes first and then the one scheduled first (`seq`).
+  struct Lane {
+    Duration delay;
+    std::deque<Event> events;
+  };
+  std::vector<Lane> lanes_;
+  size_t lane_events_ = 0;  // in all lanes
+  int first_lane_ = -1;     // the lane with the earliest head, if any has one
+  static constexpr size_t kMaxLanes = 4;
   uint64_t next_seq_ = 0;
   // (demand, server), so the dispatcher finds the least-loaded server without scanning them all;
   // ties go to the lowest index.
@@ -522,14 +580,14 @@ void Engine::Start(int server_index, Launch launch) {
   job.started = now;
   job.starting = job.trace->profile.startup > Duration(0);
   if (job.starting)
-    Push(now + job.trace->profile.startup, EventType::kStartupDone, index, job.attempt);
+    PushAfter(job.trace->profile.startup, EventType::kStartupDone, index, job.attempt);
   job.memory = std::min(options_.startup_memory, job.trace->profile.peak);
   job.reported = false;
   for (int g : job.gpus) {
     gpus_[g].jobs.push_back(index);
     gpus_[g].slowdown.push_back(1.0);
   }
-  Push(now + job.trace->profile.warmup, EventType::kWarmup, index, job.attempt);
+  PushAfter(job.trace->profile.warmup, EventType::kWarmup, index, job.attempt);
   const Bytes planned = cluster_ ? cluster_->ReservationOf(job) : Bytes(0);
   Refresh(closure);
   if (cluster_) {
@@ -796,17 +854,16 @@ SimResult Engine::Run() {
           GpuSample{i, Now(), options_.server.baseline_used, 0.0, -1, -1, true});
     }
   }
-  while (!events_.empty() || next_arrival < arrivals.size()) {
+  for (const Event* next = Next(); next || next_arrival < arrivals.size();) {
     Event event;
     // At equal times arrivals come first, as if they had been scheduled before everything else.
-    if (next_arrival < arrivals.size() &&
-        (events_.empty() || arrival_time(next_arrival) <= Top().time)) {
+    if (next_arrival < arrivals.size() && (!next || arrival_time(next_arrival) <= next->time)) {
       // Its tag is its rank: its place in arrival order.
       event = Event{arrival_time(next_arrival), 0, next_arrival, arrivals[next_arrival],
                     EventType::kArrival};
       ++next_arrival;
     } else {
-      event = Pop();
+      event = Take(next);
     }
     ++event_count_;
     clock_.AdvanceTo(event.time);
@@ -839,8 +896,9 @@ SimResult Engine::Run() {
     for (int index : ended_) jobs_.Drop(static_cast<size_t>(index));
     ended_.clear();
     // One placement pass per server per instant, after every event of that instant.
+    const Event* after = Next();
     const bool instant_ends =
-        (events_.empty() || Top().time > event.time) &&
+        (!after || after->time > event.time) &&
         (next_arrival == arrivals.size() || arrival_time(next_arrival) > event.time);
     if (instant_ends) {
       for (size_t i = 0; i < dirty_.size(); ++i) {
@@ -851,7 +909,9 @@ SimResult Engine::Run() {
       dirty_.clear();
       // Then the cluster queue, when something it waits for may have changed.
       if (cluster_) cluster_->EndInstant();
+      after = Next();  // the passes may have scheduled some
     }
+    next = after;
   }
   return sim::ResultOf(state_, cluster_ ? &*cluster_ : nullptr,
                        sim::RunCounts{oom_crashes_, preemptions_, lost_gpu_seconds_, event_count_},

@@ -193,6 +193,26 @@ Trace CsvWithStartup(const std::string& rows) {
   return *t;
 }
 
+TEST(Simulator, EachJobReachesItsPeakItsOwnWarmUpAfterItsStart) {
+  // Beside a 25 GiB job on one 40 GiB GPU, placed blind, a 20 GiB job crashes whenever it reaches
+  // its peak, its warm-up after its start: what the crashes lose is each job's warm-up times its
+  // crashes. Seven warm-ups, more than the engine keeps apart from its heap, so that some wait
+  // there and some beside it.
+  const std::vector<int> warmups = {60, 10, 50, 20, 40, 30};
+  std::string rows = "0,5000,25GiB,0.1,1,1,a\n";
+  for (int warmup : warmups) rows += fmt::format("1,1000,20GiB,0.1,{},1,a\n", warmup);
+  SimOptions options = A100x4();
+  options.server.gpus = 1;
+  const SimResult r = RunSim(Csv(rows), "round-robin:est=none,gates=none", options);
+  double lost_s = 0;
+  for (size_t i = 0; i < warmups.size(); ++i) {
+    EXPECT_GE(r.jobs[i + 1].ooms, 1);
+    lost_s += r.jobs[i + 1].ooms * warmups[i];
+  }
+  EXPECT_NEAR(r.metrics.lost_gpu_hours * 3600, lost_s, 1e-6);
+  EXPECT_EQ(r.metrics.succeeded, 7);
+}
+
 TEST(Simulator, StartUpIsNeitherSlowedNorSlowsOthersAndDrawsIdlePower) {
   SimOptions options = A100x4();
   options.server.gpus = 1;
