@@ -570,7 +570,10 @@ bool ClusterQueue::StartSomewhere(int index, bool looked_at_last_round) {
   return false;
 }
 
-ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
+// RefusedOfKind, KnownRefused and LeftWaiting are inline: the round's walk calls them for every
+// job it passes, and in a library built position-independent a function not declared inline may
+// be replaced at load time, so the compiler does not inline it.
+inline ClusterQueue::Refused& ClusterQueue::RefusedOfKind(const SimJob& job) {
   int& kind = kind_of_[static_cast<size_t>(job.index())];
   if (kind < 0) kind = KindOf(job.submitted->request);
   return refused_[static_cast<size_t>(kind)];
@@ -588,7 +591,7 @@ int ClusterQueue::KindOf(const PlacementRequest& request) {
   return known->second;
 }
 
-bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {
+inline bool ClusterQueue::KnownRefused(const SimJob& job, bool looked_at) {
   if (refusals_version_ != pictures_version_) return false;  // none noted since a change
   const Refused& refused = RefusedOfKind(job);
   if (refused.version != pictures_version_) return false;
@@ -614,7 +617,26 @@ void ClusterQueue::NoteRefused(const SimJob& job, bool looked_at) {
   }
 }
 
-void ClusterQueue::LeftWaiting(const SimJob& job) {
+std::set<int>::const_iterator ClusterQueue::PassKnownRefused(std::set<int>::const_iterator from,
+                                                             int& waiting, int& old_seen) {
+  auto it = from;
+  const int depth = state_.options.queue_depth;
+  for (; it != queue_.end() && (depth <= 0 || waiting < depth); ++it) {
+    const int rank = *it;
+    if (rank > old_until_rank_) break;
+    SimJob& job = state_.jobs[static_cast<size_t>(state_.arrivals[static_cast<size_t>(rank)])];
+    if (job.checked_round < 0 || !KnownRefused(job, /*looked_at=*/true)) break;
+    job.checked_round = round_;
+    ++old_seen;
+    ++waiting;
+    LeftWaiting(job);
+  }
+  // As StartSomewhere leaves the order of the servers that changed after a refusal it knew.
+  if (it != from) SortRoundChanged();
+  return it;
+}
+
+inline void ClusterQueue::LeftWaiting(const SimJob& job) {
   const PlacementRequest& request = job.submitted->request;
   int64_t& least = left_next_[static_cast<size_t>(request.gpus)];
   least = std::min(least, request.memory_need.count());
@@ -865,6 +887,17 @@ void ClusterQueue::Round() {
       old_seen += rest;
       it = queue_.upper_bound(old_until_rank_);
       continue;
+    }
+    if (looked_at && !oldest && !fifo && !state_.spec.learn) {
+      // It and the jobs after it that a refusal of this round rules out wait on, not tried. No
+      // picture changes while they pass, so the test above would let each of them through as it
+      // did this one. (Not the oldest, which may reserve a server; not under fifo, which looks at
+      // one job; not with learn=on, where no refusal is remembered.)
+      const auto next = PassKnownRefused(it, waiting, old_seen);
+      if (next != it) {
+        it = next;
+        continue;
+      }
     }
     job.checked_round = round_;
     last_rank = std::max(last_rank, rank);

@@ -182,6 +182,13 @@ class ClusterQueue {
   Refused& RefusedOfKind(const SimJob& job);
   // The number of the request's kind, numbering it if new.
   int KindOf(const PlacementRequest& request);
+  // From `from` on, the jobs the last round left waiting that a refusal of this round rules out
+  // (KnownRefused, as StartSomewhere would find them) are left waiting as a look at each would
+  // leave them, counted in `waiting` and `old_seen`, without the rest of a look: the round meets
+  // them in runs (those before the first job a server that changed can take, or after each
+  // start). Stops at the first other job, or where the queue's depth is reached; returns it.
+  std::set<int>::const_iterator PassKnownRefused(std::set<int>::const_iterator from, int& waiting,
+                                                 int& old_seen);
   // The round leaves the job waiting.
   void LeftWaiting(const SimJob& job);
   // Whether a server that changed since the last round may start one of the jobs it left waiting,
