@@ -562,6 +562,28 @@ TEST_F(SchedulerTest, ABookedJobWaitsForABusyGpuOnlyItsBoundedDelay) {
   EXPECT_EQ(launches[0].gpus, std::vector<GpuIndex>{0});
 }
 
+// No launch grace holds a booked job, so its utilization gate reads the GPU's windows even while
+// the GPU is in its grace: a busy GPU must not pass for idle because its windows went unread.
+TEST_F(SchedulerTest, ABookedJobOnABusyGpuInItsLaunchGraceWaitsForItsUtilization) {
+  SchedulerConfig config;
+  config.booked_busy_wait = Seconds(10);
+  Build("worst-fit", config, 2);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  for (int i = 0; i < 10; ++i) {  // a third of the 30-s grace
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
+    clock_.Advance(Seconds(1));
+  }
+  ASSERT_TRUE(scheduler_->View().gpus[0].placed_recently);
+  ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(4)), {0})).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty()) << "GPU 0 is 95% busy";
+  const JobRecord* waiting = scheduler_->job(2);
+  ASSERT_TRUE(waiting->last_wait.has_value());
+  ASSERT_EQ(waiting->last_wait->per_gpu.size(), 1u);
+  EXPECT_EQ(waiting->last_wait->per_gpu[0].gate, Gate::kUtilization);
+  EXPECT_DOUBLE_EQ(waiting->last_wait->per_gpu[0].value, 0.95);
+}
+
 TEST_F(SchedulerTest, ABookedJobStillNeedsTheMemoryOfItsGpu) {
   Build("worst-fit", {}, 2);
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(1, GiB(30)), {1})).ok());

@@ -63,6 +63,10 @@ PlacementRequest RandomRequest(Rng& rng) {
                         : SharingPreference::kExclusive;
   r.require_idle = rng.Uniform() < 0.1;
   r.expected_smact = rng.Uniform() < 0.5 ? rng.Uniform() : -1;
+  // A job Slurm booked GPUs for: no launch grace holds it, and past its bounded wait no
+  // utilization either.
+  r.booked = rng.Uniform() < 0.15;
+  r.skip_utilization = r.booked && rng.Uniform() < 0.5;
   return r;
 }
 
