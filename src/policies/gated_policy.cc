@@ -26,11 +26,10 @@ bool GatedPolicy::NeedsWindows(const GpuView& gpu, const PlacementRequest& reque
   // The utilization gate reads a busy GPU that passed every other gate; a chooser ordering by
   // utilization reads every GPU that passes them all. Those that fail the gates most GPUs fail
   // (memory, then the launch grace) are ruled out here; the rest are summarized whether or not a
-  // rarer gate would stop them, which is cheaper than checking every gate twice. No grace holds a
-  // booked job: a GPU in its grace is read for it like any other.
+  // rarer gate would stop them, which is cheaper than checking every gate twice.
   if (!OrdersByUtilization() && !(GatesUtilization() && !gpu.idle())) return false;
   if (gates_.memory && !CheckMemory(gpu, request, gates_).fits()) return false;
-  return gpu.idle() || request.booked || !gates_.launch_grace || !InLaunchGrace(gpu, gates_);
+  return gpu.idle() || !LaunchGraceHolds(gpu, request, gates_);
 }
 
 bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {

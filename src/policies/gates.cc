@@ -57,6 +57,11 @@ bool InLaunchGrace(const GpuView& gpu, const GateConfig& config) {
   return config.grace_from_process ? gpu.process_grace : gpu.placed_recently;
 }
 
+bool LaunchGraceHolds(const GpuView& gpu, const PlacementRequest& request,
+                      const GateConfig& config) {
+  return config.launch_grace && !request.booked && InLaunchGrace(gpu, config);
+}
+
 Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config) {
   return config.grace_from_process ? gpu.process_grace_left : gpu.grace_left;
 }
@@ -87,7 +92,7 @@ GateVerdict EvaluateGatesBeforeUtilization(const GpuView& gpu, const PlacementRe
         gpu.mps_owner != request.owner) {
       return fail(Gate::kOtherUser, 0, 0);
     }
-    if (config.launch_grace && !request.booked && InLaunchGrace(gpu, config)) {
+    if (LaunchGraceHolds(gpu, request, config)) {
       const double left = ToSeconds(LaunchGraceLeft(gpu, config));
       return fail(Gate::kLaunchGrace, left, left);
     }

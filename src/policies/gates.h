@@ -71,6 +71,9 @@ bool UtilizationExcludes(const GpuView& gpu, const GateConfig& config);
 // Whether the launch grace holds the GPU now, and for how long at most.
 bool InLaunchGrace(const GpuView& gpu, const GateConfig& config);
 Duration LaunchGraceLeft(const GpuView& gpu, const GateConfig& config);
+// Whether the launch-grace gate holds this request off this busy GPU: never a booked job's.
+bool LaunchGraceHolds(const GpuView& gpu, const PlacementRequest& request,
+                      const GateConfig& config);
 
 // The SMACT figure the utilization gate and the utilization-ordering choosers use.
 double UtilizationOf(const GpuView& gpu, UtilizationStat stat);

@@ -12,6 +12,19 @@ namespace {
 
 class SchedulerTest : public ::testing::Test {
  protected:
+  // Job 1 started on GPU 0 (of 2), which has then been 95% busy for `seconds` (sampled each
+  // second); a booked job waits at most 10 s for a busy GPU.
+  void StartABusyJobOnGpu0(int seconds) {
+    SchedulerConfig config;
+    config.booked_busy_wait = Seconds(10);
+    Build("worst-fit", config, 2);
+    ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+    ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+    for (int i = 0; i < seconds; ++i) {
+      scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
+      clock_.Advance(Seconds(1));
+    }
+  }
   void Build(const std::string& policy_spec, SchedulerConfig config = {}, int gpus = 2) {
     auto p = MakePolicy(policy_spec);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -540,15 +553,7 @@ TEST_F(SchedulerTest, AHeadHeldByFallingWindowsStartsAtTheFirstLookThatLetsItIn)
 }
 
 TEST_F(SchedulerTest, ABookedJobWaitsForABusyGpuOnlyItsBoundedDelay) {
-  SchedulerConfig config;
-  config.booked_busy_wait = Seconds(10);
-  Build("worst-fit", config, 2);
-  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
-  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  for (int i = 0; i < 30; ++i) {
-    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
-    clock_.Advance(Seconds(1));
-  }
+  StartABusyJobOnGpu0(30);
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(4)), {0})).ok());
   EXPECT_TRUE(scheduler_->Schedule().empty());
   const JobRecord* waiting = scheduler_->job(2);
@@ -565,15 +570,7 @@ TEST_F(SchedulerTest, ABookedJobWaitsForABusyGpuOnlyItsBoundedDelay) {
 // No launch grace holds a booked job, so its utilization gate reads the GPU's windows even while
 // the GPU is in its grace: a busy GPU must not pass for idle because its windows went unread.
 TEST_F(SchedulerTest, ABookedJobOnABusyGpuInItsLaunchGraceWaitsForItsUtilization) {
-  SchedulerConfig config;
-  config.booked_busy_wait = Seconds(10);
-  Build("worst-fit", config, 2);
-  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
-  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
-  for (int i = 0; i < 10; ++i) {  // a third of the 30-s grace
-    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
-    clock_.Advance(Seconds(1));
-  }
+  StartABusyJobOnGpu0(10);  // a third of the 30-s grace
   ASSERT_TRUE(scheduler_->View().gpus[0].placed_recently);
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(2, GiB(4)), {0})).ok());
   EXPECT_TRUE(scheduler_->Schedule().empty()) << "GPU 0 is 95% busy";
