@@ -1316,7 +1316,7 @@ void Scheduler::Release(ClusterView& view, const std::set<const JobRecord*>& lea
   }
 }
 
-HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& view) const {
+HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& view) {
   HeadReservation r;
   const TimePoint now = clock_.Now();
   const PlacementRequest request = MakeRequest(head);
@@ -1334,6 +1334,11 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
     });
     // The server as it will be when those jobs have ended, one end after another, until the head
     // fits: launch graces will be over by then, and the windows of the GPUs they leave unknown.
+    // The pass left the windows of a GPU in its grace unread (the grace decided it): with the
+    // grace over, the policy reads them, and an unread window would pass for an idle GPU.
+    for (const GpuView& g : view.gpus) {
+      if (g.placed_recently || g.process_grace) Summarized(view, g);
+    }
     ClusterView later = view;
     Duration grace{0};
     for (GpuView& g : later.gpus) {

@@ -448,7 +448,9 @@ class Scheduler : private WindowSource {
   std::optional<TimePoint> ExpectedEnd(const JobRecord& job) const;
   // Whether a job that starts now is expected to end by `at`.
   bool EndsBy(const JobRecord& job, TimePoint at) const;
-  HeadReservation Reserve(const JobRecord& head, const ClusterView& view) const;
+  // When and where the waiting `head` is expected to start: the pass's `view` as the known ends of
+  // running jobs will leave it (the windows of the GPUs in their grace read into the pass view).
+  HeadReservation Reserve(const JobRecord& head, const ClusterView& view);
   // `view` with `leaving` gone from their GPUs (their windows unknown, their graces over).
   void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
                const std::vector<GpuIndex>& gpus) const;

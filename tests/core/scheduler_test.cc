@@ -904,6 +904,41 @@ TEST_F(SchedulerTest, BackfillCountsOnLearnedRunTimesAndOnAJobThatOutlivedItsOwn
   EXPECT_FALSE(scheduler_->UpdateExpectedRun(3, Seconds(-1)).ok());
 }
 
+// A head's reservation asks the policy as the server will be once the launch graces are over: the
+// GPU a grace holds now must then be read as busy as its windows say, not as the pass left it,
+// unread because the grace decided it.
+TEST_F(SchedulerTest, BackfillReservesNoGpuThatOnlyALaunchGraceSeemedToHold) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  const auto busy_for = [&](int seconds) {
+    for (int i = 0; i < seconds; ++i) {
+      for (int g = 0; g < 2; ++g)
+        scheduler_->OnGpuSample(GpuSample{g, clock_.Now(), GiB(4), 0.95, -1, -1, true});
+      clock_.Advance(Seconds(1));
+    }
+  };
+  JobSpec first = Job(1, GiB(4));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  const TimePoint first_started = clock_.Now();
+  busy_for(400);  // past every grace of job 1's GPU
+  JobSpec second = Job(2, GiB(4));
+  second.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(second).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  busy_for(10);  // job 2's GPU is in its grace, and 95% busy like job 1's
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4))).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(*head->reservation->at, first_started + Seconds(3600))
+      << "job 1's end frees its GPU; the end of job 2's grace frees nothing";
+  EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
