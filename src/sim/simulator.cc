@@ -599,10 +599,11 @@ void Engine::Start(int server_index, Launch launch) {
     gpus_[g].slowdown.push_back(1.0);
   }
   PushAfter(job.trace->profile.warmup, EventType::kWarmup, index, job.attempt);
-  const Bytes planned = cluster_ ? cluster_->ReservationOf(job) : Bytes(0);
   Refresh(closure);
   if (cluster_) {
-    cluster_->AccountGrowth(job, planned);  // its start-up memory, if above its plan
+    // Its start-up memory, if above the reservation it was launched with (its scheduler's at
+    // this instant: nothing changed its record before this refresh).
+    cluster_->AccountGrowth(job, launch.reservation);
     cluster_->WatchShrink(job);
   }
 }
