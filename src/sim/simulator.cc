@@ -204,7 +204,8 @@ class Engine final : public sim::ClusterHost {
     if (events_.size() + ++lane_events_ >= compact_at_) Compact();
   }
   TimePoint Now() const { return clock_.Now(); }
-  JobSpec SpecFor(const TraceJob& t);
+  // The job's spec, into a blank one (a submission's own, made in place).
+  void SpecFor(const TraceJob& t, JobSpec& spec);
   // The job arrives, `rank`-th of the trace.
   void Arrive(int index, int rank);
   void StartupDone(int index, uint64_t attempt);
@@ -488,8 +489,7 @@ void Engine::Detach(SimJob& job, const char* outcome) {
   ++job.version;
 }
 
-JobSpec Engine::SpecFor(const TraceJob& t) {
-  JobSpec spec;
+void Engine::SpecFor(const TraceJob& t, JobSpec& spec) {
   spec.id = t.id;
   // Unnamed: no scheduler reads a job's name (the job's result takes the trace's), and a name
   // copied into each spec would be a heap block per job.
@@ -504,7 +504,7 @@ JobSpec Engine::SpecFor(const TraceJob& t) {
     declared = t.task_file ? (*t.task_file).*(*line) : std::nullopt;
     if (!declared) {
       spec.sharing = SharingPreference::kExclusive;
-      return spec;
+      return;
     }
   }
   // What the estimator is asked, in the one description every job reuses (its model's name is
@@ -517,7 +517,6 @@ JobSpec Engine::SpecFor(const TraceJob& t) {
   description.declared = declared;
   auto estimate = estimator_.Estimate(description);
   if (estimate.ok()) spec.memory = estimate->AsNeed();
-  return spec;
 }
 
 void Engine::MarkDirty(int server_index) {
@@ -535,9 +534,9 @@ void Engine::Arrive(int index, int rank) {
   job.signature = state_.signatures.Of(t);
   job.rank = rank;
   if (cluster_) {
-    job.submitted.emplace();
-    job.submitted->spec = SpecFor(t);
-    job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
+    sim::Submission& submitted = job.submitted.emplace();
+    SpecFor(t, submitted.spec);
+    submitted.request = RequestFor(submitted.spec, submitted.spec.memory);
     cluster_->Submit(index);
     if (job.rejected) {
       ++state_.rejected;
@@ -548,7 +547,8 @@ void Engine::Arrive(int index, int rank) {
   // The dispatcher sends a job to the server with the least outstanding GPU demand.
   const int chosen = by_demand_.begin()->second;
   Server& server = servers_[static_cast<size_t>(chosen)];
-  JobSpec spec = SpecFor(t);
+  JobSpec spec;
+  SpecFor(t, spec);
   // Its server's colod knows how long the model's earlier runs there took, not how long this
   // one will.
   if (!options_.exact_run_times) spec.expected_run = sim::LearnedRunTime(server, job);
