@@ -32,7 +32,9 @@ bool GatedPolicy::NeedsWindows(const GpuView& gpu, const PlacementRequest& reque
   return gpu.idle() || !LaunchGraceHolds(gpu, request, gates_);
 }
 
-bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
+// Inline: every decision compares GPUs with it, and in a library built position-independent a
+// function not declared inline may be replaced at load time, so the compiler does not inline it.
+inline bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
   switch (chooser_) {
     case Chooser::kFirstFit:
       break;
