@@ -32,7 +32,9 @@ bool GatedPolicy::NeedsWindows(const GpuView& gpu, const PlacementRequest& reque
   return gpu.idle() || !LaunchGraceHolds(gpu, request, gates_);
 }
 
-bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
+// Inline: every decision compares GPUs with it, and in a library built position-independent a
+// function not declared inline may be replaced at load time, so the compiler does not inline it.
+inline bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const ClusterView& view) const {
   switch (chooser_) {
     case Chooser::kFirstFit:
       break;
@@ -95,6 +97,8 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
   blocked.clear();
   thread_local std::vector<const GpuView*> passing;
   passing.clear();
+  thread_local std::vector<int> passing_per_node;
+  passing_per_node.assign(static_cast<size_t>(nodes), 0);
   const auto before = [&](const GpuView* a, const GpuView* b) { return Before(*a, *b, view); };
   auto placed_on = [&](std::vector<GpuIndex> gpus) -> PlacementDecision {
     Placed placed;
@@ -127,37 +131,47 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
       const GateVerdict verdict = EvaluateGates(view, g, request, gates_);
       if (verdict.gate == Gate::kPass) {
         passing.push_back(&g);
+        ++passing_per_node[static_cast<size_t>(g.node)];
       } else {
         blocked.push_back(verdict);
       }
     }
-    // Before() breaks every tie by index: the chooser's order is total, so the plain sort is
-    // deterministic (and allocates nothing).
-    std::sort(passing.begin(), passing.end(), before);
-
-    // Take the first server to collect enough passing GPUs in chooser order; with
-    // exclusive-first, idle GPUs are tried alone before any sharing.
-    auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
-      std::vector<std::vector<GpuIndex>> per_node(static_cast<size_t>(nodes));
-      for (const GpuView* g : passing) {
-        if (idle_only && !g->idle()) continue;
-        auto& chosen = per_node[static_cast<size_t>(g->node)];
-        chosen.push_back(g->index);
-        if (static_cast<int>(chosen.size()) == request.gpus) return chosen;
-      }
-      return {};
-    };
-    std::vector<GpuIndex> chosen;
-    if (gates_.exclusive_first) chosen = pick(true);
-    if (chosen.empty()) chosen = pick(false);
-    if (!chosen.empty()) return placed_on(std::move(chosen));
+    // Only a server with enough passing GPUs can take the job; where none has, it waits, and the
+    // passing GPUs' order is not needed.
+    if (std::any_of(passing_per_node.begin(), passing_per_node.end(),
+                    [&](int n) { return n >= request.gpus; })) {
+      // Before() breaks every tie by index: the chooser's order is total, so the plain sort is
+      // deterministic (and allocates nothing).
+      std::sort(passing.begin(), passing.end(), before);
+      // Take the first server to collect enough passing GPUs in chooser order; with
+      // exclusive-first, idle GPUs are tried alone before any sharing.
+      auto pick = [&](bool idle_only) -> std::vector<GpuIndex> {
+        const auto counts = [&](const GpuView* g) { return !idle_only || g->idle(); };
+        thread_local std::vector<int> collected;
+        collected.assign(static_cast<size_t>(nodes), 0);
+        for (const GpuView* g : passing) {
+          if (!counts(g) || ++collected[static_cast<size_t>(g->node)] < request.gpus) continue;
+          // This server's GPUs counted so far: the first of them in chooser order.
+          std::vector<GpuIndex> chosen;
+          chosen.reserve(static_cast<size_t>(request.gpus));
+          for (const GpuView* on : passing) {
+            if (on->node == g->node && counts(on)) chosen.push_back(on->index);
+            if (on == g) break;
+          }
+          return chosen;
+        }
+        return {};
+      };
+      std::vector<GpuIndex> chosen;
+      if (gates_.exclusive_first) chosen = pick(true);
+      if (chosen.empty()) chosen = pick(false);
+      if (!chosen.empty()) return placed_on(std::move(chosen));
+    }
   }
   Wait wait;
   wait.per_gpu.reserve(blocked.size() + passing.size());
   wait.per_gpu.assign(blocked.begin(), blocked.end());
   // Passing GPUs exist but are spread over servers: say so per GPU.
-  std::vector<int> passing_per_node(static_cast<size_t>(nodes), 0);
-  for (const GpuView* g : passing) passing_per_node[static_cast<size_t>(g->node)]++;
   for (const GpuView* g : passing) {
     wait.per_gpu.push_back(GateVerdict{
         g->index, Gate::kNode, static_cast<double>(passing_per_node[static_cast<size_t>(g->node)]),

@@ -127,6 +127,51 @@ TEST(Choosers, MultiGpuJobsStayOnOneServer) {
   EXPECT_TRUE(std::holds_alternative<Infeasible>((*policy)->Place(view, Request(GiB(4), 3))));
 }
 
+TEST(Choosers, MultiGpuJobsTakeTheFirstServerToGatherEnoughInChooserOrder) {
+  // Two servers: 0 has GPUs 0 (10 GiB free) and 1 (30 GiB); 1 has GPUs 2 (25 GiB), 3 (7 GiB,
+  // busy) and 4 (20 GiB). Every GPU passes a 4-GiB job's gates.
+  ClusterView view;
+  const int free_gib[] = {10, 30, 25, 7, 20};
+  for (int i = 0; i < 5; ++i) {
+    GpuView g;
+    g.index = i;
+    g.node = i < 2 ? 0 : 1;
+    g.capacity = GiB(40);
+    g.free_for_placement = GiB(free_gib[i]);
+    view.gpus.push_back(g);
+  }
+  view.gpus[3].job_count = 1;
+  view.gpus[3].mps_owner = "alice";
+  auto chosen = [&](const std::string& spec) {
+    auto policy = MakePolicy(spec);
+    EXPECT_TRUE(policy.ok());
+    const auto decision = (*policy)->Place(view, Request(GiB(4), 2));
+    const auto* placed = std::get_if<Placed>(&decision);
+    return placed ? placed->gpus : std::vector<GpuIndex>{};
+  };
+  // Best-fit's order is 3, 0, 4, 2, 1: server 1 has two at GPU 4.
+  EXPECT_EQ(chosen("best-fit"), (std::vector<GpuIndex>{3, 4}));
+  // Idle GPUs alone first: 0, 4, 2.
+  EXPECT_EQ(chosen("best-fit:exclusive-first=on"), (std::vector<GpuIndex>{4, 2}));
+  // Worst-fit's order is 1, 2, 4, 0, 3.
+  EXPECT_EQ(chosen("worst-fit"), (std::vector<GpuIndex>{2, 4}));
+  // Three GPUs on one server: only server 1 has them, in the chooser's order.
+  auto policy = MakePolicy("best-fit");
+  const auto decision = (*policy)->Place(view, Request(GiB(4), 3));
+  ASSERT_TRUE(std::holds_alternative<Placed>(decision));
+  EXPECT_EQ(std::get<Placed>(decision).gpus, (std::vector<GpuIndex>{3, 4, 2}));
+  // No server has two GPUs that pass: the job waits, every GPU with its verdict.
+  view.gpus[2].free_for_placement = view.gpus[4].free_for_placement = GiB(1);
+  view.gpus[0].free_for_placement = GiB(1);
+  const auto waits = (*policy)->Place(view, Request(GiB(4), 2));
+  const auto* wait = std::get_if<Wait>(&waits);
+  ASSERT_NE(wait, nullptr);
+  ASSERT_EQ(wait->per_gpu.size(), 5u);
+  EXPECT_EQ(wait->per_gpu[1].gate, Gate::kNode);
+  EXPECT_EQ(wait->per_gpu[3].gate, Gate::kNode);
+  EXPECT_EQ(wait->per_gpu[4].gate, Gate::kMemory);
+}
+
 TEST(ThreadPercent, TwiceTheExpectedSmactWithinBounds) {
   EXPECT_EQ(ThreadPercentFor(-1), 100);
   EXPECT_EQ(ThreadPercentFor(0.05), 20);
