@@ -1180,7 +1180,7 @@ void Scheduler::BeginPass() {
 std::vector<Launch> Scheduler::Pass(size_t max_launches) {
   std::vector<Launch> launches;
   BeginPass();
-  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return launches;
+  if (!AnyWaiting()) return launches;
   // The pass's view reuses one buffer: passes run at every event in the simulator.
   ClusterView& view = pass_view_;
   // Without the windows' summaries: SummarizeWhereNeeded adds those a job's decision reads.

@@ -456,6 +456,9 @@ class Scheduler : private WindowSource {
                const std::vector<GpuIndex>& gpus) const;
   // Every GPU's view, with the window summaries `reads` asks for.
   void FillView(ClusterView& view, const WindowReads& reads) const;
+  bool AnyWaiting() const {
+    return !main_queue_.empty() || !recovery_queue_.empty() || !booked_.empty();
+  }
   std::optional<TimePoint> ComputeNextWakeup() const;
   // The wake-ups after `now` but for the utilization windows' looks.
   std::optional<TimePoint> NextWakeupBesidesWindows(TimePoint now) const;

@@ -13,6 +13,8 @@ std::optional<TimePoint> Scheduler::NextWakeup() const {
 }
 
 std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
+  // No job waits (the held head may have been cancelled since the pass): nothing to look for.
+  if (!AnyWaiting()) return std::nullopt;
   const TimePoint now = clock_.Now();
   std::optional<TimePoint> next = NextWakeupBesidesWindows(now);
   // A sliding utilization window changes the gate's answer only gradually: look again each sample
@@ -24,7 +26,7 @@ std::optional<TimePoint> Scheduler::ComputeNextWakeup() const {
 }
 
 std::optional<TimePoint> Scheduler::NextWakeupBesidesWindows(TimePoint now) const {
-  if (main_queue_.empty() && recovery_queue_.empty() && booked_.empty()) return std::nullopt;
+  if (!AnyWaiting()) return std::nullopt;
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (t > now && (!next || t < *next)) next = t;

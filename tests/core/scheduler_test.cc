@@ -581,6 +581,26 @@ TEST_F(SchedulerTest, ABookedJobOnABusyGpuInItsLaunchGraceWaitsForItsUtilization
   EXPECT_DOUBLE_EQ(waiting->last_wait->per_gpu[0].value, 0.95);
 }
 
+// A head the utilization gate holds has the scheduler look again each sample; once it is
+// cancelled and nothing waits, there is nothing to look for.
+TEST_F(SchedulerTest, NoLookIsDueOnceTheHeldHeadIsCancelled) {
+  Build("worst-fit", {}, 1);
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(4))).ok());
+  ASSERT_EQ(scheduler_->Schedule().size(), 1u);
+  scheduler_->OnJobProcessSeen(1, 0);
+  for (int i = 0; i < 40; ++i) {  // past job 1's graces, busy, and quieter at the last
+    const double smact = i < 38 ? 0.95 : 0.1;
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), smact, -1, -1, true});
+    clock_.Advance(Seconds(1));
+  }
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  EXPECT_TRUE(scheduler_->Schedule().empty());
+  ASSERT_EQ(scheduler_->job(2)->last_wait->per_gpu[0].gate, Gate::kUtilization);
+  ASSERT_TRUE(scheduler_->NextWakeup().has_value()) << "the window may fall: look again";
+  ASSERT_TRUE(scheduler_->Drop(2).has_value());
+  EXPECT_FALSE(scheduler_->NextWakeup().has_value());
+}
+
 TEST_F(SchedulerTest, ABookedJobStillNeedsTheMemoryOfItsGpu) {
   Build("worst-fit", {}, 2);
   ASSERT_TRUE(scheduler_->Submit(Booked(Job(1, GiB(30)), {1})).ok());
