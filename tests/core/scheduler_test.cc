@@ -959,6 +959,128 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatOnlyALaunchGraceSeemedToHold) {
   EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
 }
 
+// The reservation's grace fix reads the windows of a GPU in its launch grace, but those windows
+// show the GPU as it was before the job that started the grace: a job started in the head's own
+// pass, on a GPU that was idle, has not shown its load yet (that is what the grace waits for), and
+// the reservation is again set at the grace's end on a GPU that job holds until its own end.
+TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobStartedInTheSamePassWillHold) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  JobSpec first = Job(1, GiB(4));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  const TimePoint first_started = clock_.Now();
+  for (int i = 0; i < 400; ++i) {  // job 1's GPU busy; GPU 1 idle and quiet
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
+    scheduler_->OnGpuSample(GpuSample{1, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
+    clock_.Advance(Seconds(1));
+  }
+  JobSpec second = Job(2, GiB(4));
+  second.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(second).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(ToSeconds(*head->reservation->at - first_started), 3600)
+      << "job 1's end frees its GPU; the end of job 2's grace frees nothing";
+  EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
+}
+
+// Release leaves empty the windows of a GPU that a job leaves, and a GPU that keeps another job
+// then reads as idle to the utilization gate: the same unread window the grace fix is about. A
+// busy GPU that one of its two jobs leaves is not free while the other runs on.
+TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobLeavesButAnotherStillHolds) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  const auto samples_for = [&](int seconds, double smact) {
+    for (int i = 0; i < seconds; ++i) {
+      for (int g = 0; g < 2; ++g)
+        scheduler_->OnGpuSample(GpuSample{g, clock_.Now(), GiB(4), smact, -1, -1, true});
+      clock_.Advance(Seconds(1));
+    }
+  };
+  JobSpec alone = Job(1, GiB(10));
+  alone.time_limit = Seconds(5000);
+  ASSERT_TRUE(scheduler_->Submit(alone).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  const TimePoint alone_started = clock_.Now();
+  samples_for(40, 0.1);
+  JobSpec short_one = Job(2, GiB(4));
+  short_one.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(short_one).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  samples_for(40, 0.1);
+  JobSpec long_one = Job(3, GiB(4));
+  long_one.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(long_one).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, scheduler_->job(3)->gpus) << "jobs 2 and 3 share GPU 1";
+  samples_for(400, 0.95);  // every GPU busy, past every grace
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_EQ(scheduler_->head(), 4);
+  const JobRecord* head = scheduler_->job(4);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(ToSeconds(*head->reservation->at - alone_started), 5000)
+      << "job 2's end leaves job 3 on its 95%-busy GPU; job 1's end frees GPU 0";
+  EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
+}
+
+// Preemption asks the policy on a view with the victims released, and Release leaves the windows
+// of a GPU they leave empty: a GPU whose other job keeps it busy reads as idle, so a job is stopped
+// whose leaving cannot let the head in, where stopping another would have.
+TEST_F(SchedulerTest, PreemptionStopsNoJobWhoseGpuAnotherJobKeepsBusy) {
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("worst-fit", config, 2);
+  const auto samples_for = [&](int seconds, double smact) {
+    for (int i = 0; i < seconds; ++i) {
+      for (int g = 0; g < 2; ++g)
+        scheduler_->OnGpuSample(GpuSample{g, clock_.Now(), GiB(4), smact, -1, -1, true});
+      clock_.Advance(Seconds(1));
+    }
+  };
+  auto plain = [&](JobId id, Bytes need, std::string owner, bool requeue) {
+    JobSpec s = Job(id, need, 1, std::move(owner));
+    s.sharing = SharingPreference::kPlain;
+    s.requeue = requeue;
+    return s;
+  };
+  ASSERT_TRUE(scheduler_->Submit(plain(1, GiB(10), "alice", true)).ok());  // GPU 0, alone
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  samples_for(5, 0.1);
+  ASSERT_TRUE(scheduler_->Submit(plain(2, GiB(4), "carol", false)).ok());  // GPU 1
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  samples_for(5, 0.1);
+  ASSERT_TRUE(scheduler_->Submit(plain(3, GiB(4), "alice", true)).ok());  // GPU 1, beside job 2
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  ASSERT_EQ(scheduler_->job(3)->gpus, scheduler_->job(2)->gpus);
+  samples_for(60, 0.95);
+  ASSERT_TRUE(scheduler_->Submit(plain(4, GiB(4), "bob", false)).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  samples_for(600, 0.95);
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].job, 1)
+      << "job 3's leaving leaves carol's job 2 on its 95%-busy GPU; job 1's leaves GPU 0 idle";
+  // What stopping the job it chose gains: the head still waits on the busy GPU, and another job
+  // is stopped for it.
+  for (const Preemption& p : preemptions) {
+    EXPECT_EQ(scheduler_->OnJobExit(p.job, JobExit{ExitKind::kPreempted, ""}).action,
+              ExitAction::kRequeuedAfterPreemption);
+  }
+  samples_for(5, 0.95);
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4})) << "the head takes the room made";
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
