@@ -1081,6 +1081,33 @@ TEST_F(SchedulerTest, PreemptionStopsNoJobWhoseGpuAnotherJobKeepsBusy) {
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4})) << "the head takes the room made";
 }
 
+// A head that fits once a launch grace is over is reserved for the grace's end. The policy's grace
+// counts from the placement (30 s): the 300 s a job's process may take to appear is another
+// policy's grace (grace-from-process), and holds nothing here.
+TEST_F(SchedulerTest, BackfillReservationWaitsOnlyForTheGraceThePolicyKeeps) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit:utilization=off", config, 2);
+  JobSpec big = Job(1, GiB(30));
+  big.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(big).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(400));
+  JobSpec small = Job(2, GiB(4));
+  small.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(small).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(30))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(head->reservation->gpus, (std::vector<GpuIndex>{1}));
+  EXPECT_EQ(ToSeconds(*head->reservation->at - clock_.Now()), 30)
+      << "GPU 1's launch grace ends in 30 s";
+  clock_.Advance(Seconds(30));
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "and the head starts then";
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
