@@ -1108,6 +1108,30 @@ TEST_F(SchedulerTest, BackfillReservationWaitsOnlyForTheGraceThePolicyKeeps) {
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "and the head starts then";
 }
 
+// With no known end a head's GPUs are those with the most memory free for placement: an unhealthy
+// GPU, empty because nothing may run there, is kept for the head, and a later job takes the GPU
+// the head can only ever start on.
+TEST_F(SchedulerTest, BackfillKeepsForTheHeadNoGpuItCannotUse) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  scheduler_->OnGpuSample(GpuSample{1, clock_.Now(), Bytes(0), 0.0, -1, -1, false});
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());  // no --time: its end is not known
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
+  scheduler_->OnJobMemory(1, 0, GiB(30));
+  for (int i = 0; i < 60; ++i) {
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(30), 0.1, -1, -1, true});
+    clock_.Advance(Seconds(1));
+  }
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(36))).ok());  // GPU 0 once job 1 has ended
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4))).ok());   // would take 4 GiB of it for good
+  EXPECT_TRUE(Started(*scheduler_).empty()) << "job 3 would keep job 2 off GPU 0";
+  const JobRecord* head = scheduler_->job(2);
+  ASSERT_TRUE(head->reservation);
+  EXPECT_EQ(head->reservation->gpus, (std::vector<GpuIndex>{0}));
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
