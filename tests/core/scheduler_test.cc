@@ -1132,6 +1132,43 @@ TEST_F(SchedulerTest, BackfillKeepsForTheHeadNoGpuItCannotUse) {
   EXPECT_EQ(head->reservation->gpus, (std::vector<GpuIndex>{0}));
 }
 
+// With no known end, a head of several GPUs is kept the GPUs with the most memory free wherever
+// they are: on two servers, where it can never run, and the GPUs it could run on are left to
+// later jobs.
+TEST_F(SchedulerTest, BackfillKeepsForAMultiGpuHeadGpusOfOneServer) {
+  SchedulerConfig config;
+  config.backfill = true;
+  auto policy = MakePolicy("worst-fit");
+  ASSERT_TRUE(policy.ok());
+  policy_ = std::move(*policy);
+  scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config);
+  for (int i = 0; i < 4; ++i) {
+    GpuInfo info;
+    info.uuid = "GPU-" + std::to_string(i);
+    info.capacity = GiB(40);
+    info.node = i / 2;  // GPUs 0, 1 on server 0; 2, 3 on server 1
+    scheduler_->AddGpu(info);
+    scheduler_->OnGpuSample(GpuSample{i, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
+  }
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());  // no --time: its end is not known
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  JobSpec on_server_1 = Job(2, GiB(30));
+  on_server_1.booked_gpus = {2};
+  ASSERT_TRUE(scheduler_->Submit(on_server_1).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36), 2)).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->reservation);
+  ASSERT_EQ(head->reservation->gpus.size(), 2u);
+  const ClusterView view = scheduler_->View();
+  EXPECT_EQ(view.gpus[head->reservation->gpus[0]].node, view.gpus[head->reservation->gpus[1]].node)
+      << "GPUs " << head->reservation->gpus[0] << " and " << head->reservation->gpus[1];
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
