@@ -443,6 +443,36 @@ TEST_F(DaemonTest, AHungGpuSamplerDoesNotStallTheApi) {
   gpus_.Hang(false);
 }
 
+// `colo explain` on a head that only a launch grace keeps off a GPU: its reservation comes from the
+// grace's end, not from a job's, and says so; no list of jobs, empty, that it waits for.
+TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoAndNamesNoJobs) {
+  config_.policy = "worst-fit:utilization=off";
+  config_.scheduler.launch_grace = Seconds(120);
+  Start();
+  api::SubmitRequest timed;
+  timed.command = {"sleep", "20"};
+  timed.memory = GiB(70);
+  timed.time_limit_s = 3600;
+  timed.context.workdir = dir_;
+  timed.env = {"PATH=/usr/bin:/bin"};
+  auto first = Call(timed);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  WaitFor(first->job, JobState::kRunning);
+  const JobId second = Submit({"sleep", "20"}, GiB(8));
+  WaitFor(second, JobState::kRunning);
+  const JobId head = Submit({"true"}, GiB(60));
+  std::string why;
+  for (int i = 0; i < 200 && why.empty(); ++i) {
+    auto reply = Call(api::ExplainRequest{head});
+    ASSERT_TRUE(reply.ok()) << reply.status().message();
+    why = reply->reservation;
+    if (why.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(why.empty()) << "job " << head << " is the head, backfill keeps GPUs for it";
+  EXPECT_EQ(why.find("jobs  end"), std::string::npos) << why;
+  EXPECT_NE(why.find("launch"), std::string::npos) << why;
+}
+
 TEST_F(DaemonTest, HistoryComesInPagesNewestFirst) {
   Start();
   std::vector<JobId> ids;
