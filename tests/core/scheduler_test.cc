@@ -1169,6 +1169,37 @@ TEST_F(SchedulerTest, BackfillKeepsForAMultiGpuHeadGpusOfOneServer) {
       << "GPUs " << head->reservation->gpus[0] << " and " << head->reservation->gpus[1];
 }
 
+// `colo explain` asks Explain, and `colo show` reads the pass's verdicts (last_wait): for a job
+// that backfill keeps off the head's GPUs, the pass says the GPU is kept for the head, Explain,
+// without the head's GPUs masked, that it fits and starts at the next pass, which it does not.
+TEST_F(SchedulerTest, ExplainSaysWhatThePassDecidedForAJobKeptOffTheHeadsGpus) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  JobSpec first = Job(1, GiB(30));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(37))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36))).ok());  // the head: GPU 0 once job 1 ends
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());   // no end known: not before the head
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* kept_off = scheduler_->job(4);
+  ASSERT_TRUE(kept_off->last_wait);
+  ASSERT_EQ(kept_off->last_wait->per_gpu.size(), 2u);
+  ASSERT_EQ(kept_off->last_wait->per_gpu[0].gate, Gate::kEarmarked);
+  const auto explained = scheduler_->Explain(4);
+  ASSERT_TRUE(explained.has_value());
+  const Wait* wait = std::get_if<Wait>(&*explained);
+  ASSERT_NE(wait, nullptr) << "Explain says job 4 fits; the pass keeps it waiting";
+  EXPECT_EQ(wait->Reason(), kept_off->last_wait->Reason());
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
