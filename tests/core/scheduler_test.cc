@@ -1200,6 +1200,49 @@ TEST_F(SchedulerTest, ExplainSaysWhatThePassDecidedForAJobKeptOffTheHeadsGpus) {
   EXPECT_EQ(wait->Reason(), kept_off->last_wait->Reason());
 }
 
+// Preemption gains nothing where the head's reservation comes as soon: a head that a 30 s launch
+// grace alone keeps off a GPU is not worth a job stopped with 60 s of notice. Its reservation,
+// set at the longest grace of either kind (300 s, the wait for a process to appear), says later.
+TEST_F(SchedulerTest, NoPreemptionForAHeadThatALaunchGraceAloneHoldsOff) {
+  SchedulerConfig config = FairConfig();
+  config.launch_grace = Seconds(30);
+  config.backfill = true;
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("worst-fit", config, 2);
+  JobSpec heavy = Job(1, GiB(30), 1, "alice");
+  heavy.requeue = true;
+  heavy.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30), 1, "carol")).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  clock_.Advance(Seconds(60));
+  JobSpec waiting = Job(3, GiB(30), 1, "bob");
+  waiting.sharing = SharingPreference::kPlain;  // beside another user's job
+  ASSERT_TRUE(scheduler_->Submit(waiting).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  clock_.Advance(Seconds(700));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  // Carol's job ends as a job Slurm booked GPU 1 for arrives: it starts there first.
+  EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  JobSpec booked = Job(4, GiB(4), 1, "dave");
+  booked.booked_gpus = {1};
+  booked.sharing = SharingPreference::kPlain;
+  ASSERT_TRUE(scheduler_->Submit(booked).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{4}));
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->last_wait);
+  EXPECT_EQ(head->last_wait->per_gpu[1].gate, Gate::kLaunchGrace);
+  EXPECT_TRUE(scheduler_->Preempt().empty())
+      << "GPU 1 takes bob's job in 30 s; alice's job would be stopped with 60 s of notice";
+  clock_.Advance(Seconds(30));
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "as it does";
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
