@@ -25,6 +25,16 @@ class SchedulerTest : public ::testing::Test {
       clock_.Advance(Seconds(1));
     }
   }
+  // Every second for `seconds`, GPU i sampled `smact[i]` busy with 4 GiB used.
+  void SampleEverySecond(int seconds, const std::vector<double>& smact) {
+    for (int i = 0; i < seconds; ++i) {
+      for (size_t g = 0; g < smact.size(); ++g) {
+        scheduler_->OnGpuSample(
+            GpuSample{static_cast<GpuIndex>(g), clock_.Now(), GiB(4), smact[g], -1, -1, true});
+      }
+      clock_.Advance(Seconds(1));
+    }
+  }
   void Build(const std::string& policy_spec, SchedulerConfig config = {}, int gpus = 2) {
     auto p = MakePolicy(policy_spec);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -972,11 +982,7 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobStartedInTheSamePassWillHold)
   ASSERT_TRUE(scheduler_->Submit(first).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   const TimePoint first_started = clock_.Now();
-  for (int i = 0; i < 400; ++i) {  // job 1's GPU busy; GPU 1 idle and quiet
-    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), 0.95, -1, -1, true});
-    scheduler_->OnGpuSample(GpuSample{1, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
-    clock_.Advance(Seconds(1));
-  }
+  SampleEverySecond(400, {0.95, 0.0});  // job 1's GPU busy; GPU 1 idle and quiet
   JobSpec second = Job(2, GiB(4));
   second.time_limit = Seconds(7200);
   ASSERT_TRUE(scheduler_->Submit(second).ok());
@@ -998,30 +1004,23 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobLeavesButAnotherStillHolds) {
   SchedulerConfig config;
   config.backfill = true;
   Build("worst-fit", config, 2);
-  const auto samples_for = [&](int seconds, double smact) {
-    for (int i = 0; i < seconds; ++i) {
-      for (int g = 0; g < 2; ++g)
-        scheduler_->OnGpuSample(GpuSample{g, clock_.Now(), GiB(4), smact, -1, -1, true});
-      clock_.Advance(Seconds(1));
-    }
-  };
   JobSpec alone = Job(1, GiB(10));
   alone.time_limit = Seconds(5000);
   ASSERT_TRUE(scheduler_->Submit(alone).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   const TimePoint alone_started = clock_.Now();
-  samples_for(40, 0.1);
+  SampleEverySecond(40, {0.1, 0.1});
   JobSpec short_one = Job(2, GiB(4));
   short_one.time_limit = Seconds(3600);
   ASSERT_TRUE(scheduler_->Submit(short_one).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
-  samples_for(40, 0.1);
+  SampleEverySecond(40, {0.1, 0.1});
   JobSpec long_one = Job(3, GiB(4));
   long_one.time_limit = Seconds(7200);
   ASSERT_TRUE(scheduler_->Submit(long_one).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
   ASSERT_EQ(scheduler_->job(2)->gpus, scheduler_->job(3)->gpus) << "jobs 2 and 3 share GPU 1";
-  samples_for(400, 0.95);  // every GPU busy, past every grace
+  SampleEverySecond(400, {0.95, 0.95});  // every GPU busy, past every grace
   ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
   EXPECT_TRUE(Started(*scheduler_).empty());
   ASSERT_EQ(scheduler_->head(), 4);
@@ -1040,13 +1039,6 @@ TEST_F(SchedulerTest, PreemptionStopsNoJobWhoseGpuAnotherJobKeepsBusy) {
   config.fairness.preempt = true;
   config.fairness.preempt_after = Seconds(600);
   Build("worst-fit", config, 2);
-  const auto samples_for = [&](int seconds, double smact) {
-    for (int i = 0; i < seconds; ++i) {
-      for (int g = 0; g < 2; ++g)
-        scheduler_->OnGpuSample(GpuSample{g, clock_.Now(), GiB(4), smact, -1, -1, true});
-      clock_.Advance(Seconds(1));
-    }
-  };
   auto plain = [&](JobId id, Bytes need, std::string owner, bool requeue) {
     JobSpec s = Job(id, need, 1, std::move(owner));
     s.sharing = SharingPreference::kPlain;
@@ -1055,17 +1047,17 @@ TEST_F(SchedulerTest, PreemptionStopsNoJobWhoseGpuAnotherJobKeepsBusy) {
   };
   ASSERT_TRUE(scheduler_->Submit(plain(1, GiB(10), "alice", true)).ok());  // GPU 0, alone
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
-  samples_for(5, 0.1);
+  SampleEverySecond(5, {0.1, 0.1});
   ASSERT_TRUE(scheduler_->Submit(plain(2, GiB(4), "carol", false)).ok());  // GPU 1
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
-  samples_for(5, 0.1);
+  SampleEverySecond(5, {0.1, 0.1});
   ASSERT_TRUE(scheduler_->Submit(plain(3, GiB(4), "alice", true)).ok());  // GPU 1, beside job 2
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
   ASSERT_EQ(scheduler_->job(3)->gpus, scheduler_->job(2)->gpus);
-  samples_for(60, 0.95);
+  SampleEverySecond(60, {0.95, 0.95});
   ASSERT_TRUE(scheduler_->Submit(plain(4, GiB(4), "bob", false)).ok());
   EXPECT_TRUE(Started(*scheduler_).empty());
-  samples_for(600, 0.95);
+  SampleEverySecond(600, {0.95, 0.95});
   EXPECT_TRUE(Started(*scheduler_).empty());
   const std::vector<Preemption> preemptions = scheduler_->Preempt();
   ASSERT_EQ(preemptions.size(), 1u);
@@ -1077,7 +1069,7 @@ TEST_F(SchedulerTest, PreemptionStopsNoJobWhoseGpuAnotherJobKeepsBusy) {
     EXPECT_EQ(scheduler_->OnJobExit(p.job, JobExit{ExitKind::kPreempted, ""}).action,
               ExitAction::kRequeuedAfterPreemption);
   }
-  samples_for(5, 0.95);
+  SampleEverySecond(5, {0.95, 0.95});
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4})) << "the head takes the room made";
 }
 

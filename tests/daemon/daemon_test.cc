@@ -68,10 +68,12 @@ class DaemonTest : public ::testing::Test {
     EXPECT_TRUE(client.ok()) << client.status().message();
     return client->Call(request);
   }
-  JobId Submit(std::vector<std::string> command, std::optional<Bytes> memory = GiB(8)) {
+  JobId Submit(std::vector<std::string> command, std::optional<Bytes> memory = GiB(8),
+               int64_t time_limit_s = 0) {
     api::SubmitRequest r;
     r.command = std::move(command);
     r.memory = memory;
+    r.time_limit_s = time_limit_s;
     r.context.workdir = dir_;
     r.env = {"PATH=/usr/bin:/bin"};
     auto reply = Call(r);
@@ -449,15 +451,7 @@ TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoAndNamesNoJobs) {
   config_.policy = "worst-fit:utilization=off";
   config_.scheduler.launch_grace = Seconds(120);
   Start();
-  api::SubmitRequest timed;
-  timed.command = {"sleep", "20"};
-  timed.memory = GiB(70);
-  timed.time_limit_s = 3600;
-  timed.context.workdir = dir_;
-  timed.env = {"PATH=/usr/bin:/bin"};
-  auto first = Call(timed);
-  ASSERT_TRUE(first.ok()) << first.status().message();
-  WaitFor(first->job, JobState::kRunning);
+  WaitFor(Submit({"sleep", "20"}, GiB(70), /*time_limit_s=*/3600), JobState::kRunning);
   const JobId second = Submit({"sleep", "20"}, GiB(8));
   WaitFor(second, JobState::kRunning);
   const JobId head = Submit({"true"}, GiB(60));
