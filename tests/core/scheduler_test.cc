@@ -997,6 +997,40 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobStartedInTheSamePassWillHold)
   EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
 }
 
+// The other side of the same windows: a GPU in its launch grace whose windows still show the busy
+// job that left it just before the new one came. The reservation reads them as the new job's
+// load and waits for job 1's end an hour on, where the head starts once the grace is over and
+// the windows have slid past the job that left.
+TEST_F(SchedulerTest, BackfillReservesAGpuWhoseWindowsStillShowTheJobThatLeftIt) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  JobSpec first = Job(1, GiB(4));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  const TimePoint first_started = clock_.Now();
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  SampleEverySecond(400, {0.95, 0.95});
+  EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  JobSpec light = Job(3, GiB(4));
+  light.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(light).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  ASSERT_EQ(scheduler_->job(3)->gpus, (std::vector<GpuIndex>{1}));
+  ASSERT_EQ(scheduler_->head(), 4);
+  const JobRecord* head = scheduler_->job(4);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_LT(*head->reservation->at, first_started + Seconds(3600))
+      << "reserved " << ToSeconds(*head->reservation->at - clock_.Now()) << " s on";
+  SampleEverySecond(31, {0.95, 0.1});  // job 3 is light
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4})) << "the head starts on GPU 1";
+}
+
 // Release leaves empty the windows of a GPU that a job leaves, and a GPU that keeps another job
 // then reads as idle to the utilization gate: the same unread window the grace fix is about. A
 // busy GPU that one of its two jobs leaves is not free while the other runs on.
