@@ -595,7 +595,21 @@ std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
   const JobRecord* record = job(id);
   if (!record || (record->state != JobState::kQueued && record->state != JobState::kRecovering))
     return std::nullopt;
-  return Decide(*record, MakeRequest(*record), View(), nullptr);
+  const PlacementRequest request = MakeRequest(*record);
+  const ClusterView view = View();
+  // As the pass decides it: a job behind the head under backfill is kept off the head's GPUs
+  // unless it ends by the head's time.
+  const auto head = jobs_.find(head_);
+  if (!config_.backfill || head == jobs_.end() || head_ == id || !head->second.reservation ||
+      record->state != JobState::kQueued || !record->spec.booked_gpus.empty())
+    return Decide(*record, request, view, nullptr);
+  const HeadReservation& reserved = *head->second.reservation;
+  std::vector<bool> earmarked(view.gpus.size(), false);
+  for (GpuIndex g : reserved.gpus) earmarked[static_cast<size_t>(g)] = true;
+  PlacementDecision decision = Decide(*record, request, view, &earmarked);
+  if (std::holds_alternative<Wait>(decision) && reserved.at && EndsBy(*record, *reserved.at))
+    decision = Decide(*record, request, view, nullptr);
+  return decision;
 }
 
 void Scheduler::OnGpuSample(const GpuSample& sample) {

@@ -451,9 +451,16 @@ class Scheduler : private WindowSource {
   // When and where the waiting `head` is expected to start: the pass's `view` as the known ends of
   // running jobs will leave it (the windows of the GPUs in their grace read into the pass view).
   HeadReservation Reserve(const JobRecord& head, const ClusterView& view);
-  // `view` with `leaving` gone from their GPUs (their windows unknown, their graces over).
+  // `view` with `leaving` gone from their GPUs: their graces over, and the windows of a GPU left
+  // idle unread, those of one whose other jobs stay as `view` had them.
   void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
                const std::vector<GpuIndex>& gpus) const;
+  // The longest of the launch graces the policy keeps (from the placement, or from the process
+  // appearing) left on `gpus`.
+  Duration GraceLeft(const ClusterView& view, const std::vector<GpuIndex>& gpus) const;
+  // The `count` usable GPUs of one server a job is likeliest to get first when no known end makes
+  // room for it: those with the most memory free for placement. None if no server has `count`.
+  std::vector<GpuIndex> LikeliestGpus(const ClusterView& view, int count) const;
   // Every GPU's view, with the window summaries `reads` asks for.
   void FillView(ClusterView& view, const WindowReads& reads) const;
   bool AnyWaiting() const {

@@ -34,9 +34,60 @@ void Scheduler::Release(ClusterView& view, const std::set<const JobRecord*>& lea
                         const std::vector<GpuIndex>& gpus) const {
   for (GpuIndex g : gpus) {
     GpuView& v = view.gpus[static_cast<size_t>(g)];
+    const GpuView before = v;
     MakeView(g, view.now, v, &leaving);
     v.placed_recently = v.process_grace = false;
+    // A GPU left idle is not judged by its windows. One whose other jobs stay is taken to be as
+    // busy as its windows show, the leaving jobs' share included: what the others alone will
+    // show is not known, and reading the windows empty would count on a GPU still in use.
+    if (!v.idle()) {
+      v.smact = before.smact;
+      v.smocc = before.smocc;
+      v.drama = before.drama;
+    }
   }
+}
+
+Duration Scheduler::GraceLeft(const ClusterView& view, const std::vector<GpuIndex>& gpus) const {
+  Duration left{0};
+  for (GpuIndex g : gpus) {
+    const GpuView& v = view.gpus[static_cast<size_t>(g)];
+    left = std::max(left, policy_.grace_from_process() ? v.process_grace_left : v.grace_left);
+  }
+  return left;
+}
+
+std::vector<GpuIndex> Scheduler::LikeliestGpus(const ClusterView& view, int count) const {
+  // The usable GPUs by server, the most memory free for placement first in each; then the server
+  // whose count-th such GPU has the most (the first server on a tie).
+  std::vector<GpuIndex> usable;
+  for (const GpuView& g : view.gpus) {
+    if (g.healthy) usable.push_back(g.index);
+  }
+  std::stable_sort(usable.begin(), usable.end(), [&](GpuIndex a, GpuIndex b) {
+    const GpuView& x = view.gpus[static_cast<size_t>(a)];
+    const GpuView& y = view.gpus[static_cast<size_t>(b)];
+    if (x.node != y.node) return x.node < y.node;
+    return x.free_for_placement > y.free_for_placement;
+  });
+  std::vector<GpuIndex> best;
+  std::optional<Bytes> best_least;
+  for (size_t first = 0; first < usable.size();) {
+    size_t end = first;
+    const int node = view.gpus[static_cast<size_t>(usable[first])].node;
+    while (end < usable.size() && view.gpus[static_cast<size_t>(usable[end])].node == node) ++end;
+    if (static_cast<int>(end - first) >= count) {
+      const auto last = first + static_cast<size_t>(count);
+      const Bytes least = view.gpus[static_cast<size_t>(usable[last - 1])].free_for_placement;
+      if (!best_least || least > *best_least) {
+        best_least = least;
+        best.assign(usable.begin() + static_cast<std::ptrdiff_t>(first),
+                    usable.begin() + static_cast<std::ptrdiff_t>(last));
+      }
+    }
+    first = end;
+  }
+  return best;
 }
 
 HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& view) {
@@ -56,21 +107,23 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
       return a.first != b.first ? a.first < b.first : a.second->spec.id < b.second->spec.id;
     });
     // The server as it will be when those jobs have ended, one end after another, until the head
-    // fits: launch graces will be over by then, and the windows of the GPUs they leave unknown.
-    // The pass left the windows of a GPU in its grace unread (the grace decided it): with the
-    // grace over, the policy reads them, and an unread window would pass for an idle GPU.
+    // fits: launch graces over by then, a GPU left idle by them free of its windows, and one whose
+    // other jobs stay as busy as its windows show (Release). The pass leaves the windows of a GPU
+    // unread where the head's decision did not need them (one in its grace, say): they are read
+    // now for every GPU that runs jobs, as an unread window would pass for an idle GPU.
+    // A GPU in its grace is taken to be as busy after it as its windows show now. They show the
+    // jobs that ran there before the one that started the grace, whose load is not known yet; a
+    // job that left it just before still shows for up to a window's length. A reservation set too
+    // late never delays the head (it is tried first at every pass); one set too early on a GPU
+    // that will not take it leaves the GPUs it will get to later jobs.
     for (const GpuView& g : view.gpus) {
-      if (g.placed_recently || g.process_grace) Summarized(view, g);
+      if (!g.idle()) Summarized(view, g);
     }
     ClusterView later = view;
-    Duration grace{0};
-    for (GpuView& g : later.gpus) {
-      grace = std::max({grace, g.grace_left, g.process_grace_left});
-      g.placed_recently = g.process_grace = false;
-    }
+    for (GpuView& g : later.gpus) g.placed_recently = g.process_grace = false;
     const PlacementDecision after_grace = policy_.Place(later, request);
     if (const auto* placed = std::get_if<Placed>(&after_grace)) {
-      r.at = now + grace;  // only a launch grace holds it
+      r.at = now + GraceLeft(view, placed->gpus);  // only a launch grace holds it
       r.gpus = placed->gpus;
       return r;
     }
@@ -89,15 +142,8 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
     }
     r.waits_for.clear();
   }
-  // No end that makes room is known: the GPUs it would most likely get first, those with the most
-  // memory free for placement.
-  std::vector<GpuIndex> order(view.gpus.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<GpuIndex>(i);
-  std::stable_sort(order.begin(), order.end(), [&](GpuIndex a, GpuIndex b) {
-    return view.gpus[a].free_for_placement > view.gpus[b].free_for_placement;
-  });
-  for (int i = 0; i < head.spec.gpus && i < static_cast<int>(order.size()); ++i)
-    r.gpus.push_back(order[i]);
+  // No end that makes room is known: the GPUs it would most likely get first.
+  r.gpus = LikeliestGpus(view, head.spec.gpus);
   return r;
 }
 

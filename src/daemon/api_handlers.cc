@@ -51,8 +51,11 @@ std::string ReservationText(const HeadReservation& r, TimePoint now) {
   std::sort(gpus.begin(), gpus.end());
   std::string text =
       fmt::format("GPU{} {} kept for it", r.gpus.size() == 1 ? "" : "s", IdList(gpus));
-  if (r.at && *r.at <= now) {
-    text += ", free once the last launch settles";
+  if (r.at && r.waits_for.empty()) {
+    // Only a launch grace holds it: no job has to end first.
+    text += *r.at <= now ? ", free once the last launch settles"
+                         : fmt::format(" from about {} from now, when the launch grace there ends",
+                                       FormatDuration(*r.at - now));
   } else if (r.at) {
     text += fmt::format(" from about {} from now, when job{} {} end{}", FormatDuration(*r.at - now),
                         r.waits_for.size() == 1 ? "" : "s", IdList(r.waits_for),

@@ -25,6 +25,16 @@ class SchedulerTest : public ::testing::Test {
       clock_.Advance(Seconds(1));
     }
   }
+  // Every second for `seconds`, GPU i sampled `smact[i]` busy with 4 GiB used.
+  void SampleEverySecond(int seconds, const std::vector<double>& smact) {
+    for (int i = 0; i < seconds; ++i) {
+      for (size_t g = 0; g < smact.size(); ++g) {
+        scheduler_->OnGpuSample(
+            GpuSample{static_cast<GpuIndex>(g), clock_.Now(), GiB(4), smact[g], -1, -1, true});
+      }
+      clock_.Advance(Seconds(1));
+    }
+  }
   void Build(const std::string& policy_spec, SchedulerConfig config = {}, int gpus = 2) {
     auto p = MakePolicy(policy_spec);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -957,6 +967,273 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatOnlyALaunchGraceSeemedToHold) {
   EXPECT_EQ(*head->reservation->at, first_started + Seconds(3600))
       << "job 1's end frees its GPU; the end of job 2's grace frees nothing";
   EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
+}
+
+// A GPU in its launch grace is taken to be as busy after it as its windows show, and these still
+// show the busy job that left it just before the new one came: the reservation waits for job 1's
+// end an hour on. Set too late, it delays nothing: the head, tried first at every pass, starts on
+// that GPU once the grace is over and the windows have slid past the job that left.
+TEST_F(SchedulerTest, AReservationSetLateOnAGpusOldWindowsDelaysNotTheHead) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  JobSpec first = Job(1, GiB(4));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  const TimePoint first_started = clock_.Now();
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  SampleEverySecond(400, {0.95, 0.95});
+  EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  JobSpec light = Job(3, GiB(4));
+  light.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(light).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  ASSERT_EQ(scheduler_->job(3)->gpus, (std::vector<GpuIndex>{1}));
+  ASSERT_EQ(scheduler_->head(), 4);
+  const JobRecord* head = scheduler_->job(4);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(*head->reservation->at, first_started + Seconds(3600));
+  SampleEverySecond(31, {0.95, 0.1});  // job 3 is light
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4})) << "the head starts on GPU 1";
+}
+
+// A busy GPU that one of its two jobs leaves is not free while the other runs on: the reservation
+// does not read its windows as empty once the first has gone (they would pass for an idle GPU).
+TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobLeavesButAnotherStillHolds) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  JobSpec alone = Job(1, GiB(10));
+  alone.time_limit = Seconds(5000);
+  ASSERT_TRUE(scheduler_->Submit(alone).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  const TimePoint alone_started = clock_.Now();
+  SampleEverySecond(40, {0.1, 0.1});
+  JobSpec short_one = Job(2, GiB(4));
+  short_one.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(short_one).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  SampleEverySecond(40, {0.1, 0.1});
+  JobSpec long_one = Job(3, GiB(4));
+  long_one.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(long_one).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, scheduler_->job(3)->gpus) << "jobs 2 and 3 share GPU 1";
+  SampleEverySecond(400, {0.95, 0.95});  // every GPU busy, past every grace
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_EQ(scheduler_->head(), 4);
+  const JobRecord* head = scheduler_->job(4);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(ToSeconds(*head->reservation->at - alone_started), 5000)
+      << "job 2's end leaves job 3 on its 95%-busy GPU; job 1's end frees GPU 0";
+  EXPECT_EQ(head->reservation->gpus, scheduler_->job(1)->gpus);
+}
+
+// Preemption asks the policy on a view with the victims released: a GPU whose other job keeps it
+// busy stays busy there, so the job stopped is one whose leaving lets the head in.
+TEST_F(SchedulerTest, PreemptionStopsNoJobWhoseGpuAnotherJobKeepsBusy) {
+  SchedulerConfig config = FairConfig();
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("worst-fit", config, 2);
+  auto plain = [&](JobId id, Bytes need, std::string owner, bool requeue) {
+    JobSpec s = Job(id, need, 1, std::move(owner));
+    s.sharing = SharingPreference::kPlain;
+    s.requeue = requeue;
+    return s;
+  };
+  ASSERT_TRUE(scheduler_->Submit(plain(1, GiB(10), "alice", true)).ok());  // GPU 0, alone
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  SampleEverySecond(5, {0.1, 0.1});
+  ASSERT_TRUE(scheduler_->Submit(plain(2, GiB(4), "carol", false)).ok());  // GPU 1
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  SampleEverySecond(5, {0.1, 0.1});
+  ASSERT_TRUE(scheduler_->Submit(plain(3, GiB(4), "alice", true)).ok());  // GPU 1, beside job 2
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
+  ASSERT_EQ(scheduler_->job(3)->gpus, scheduler_->job(2)->gpus);
+  SampleEverySecond(60, {0.95, 0.95});
+  ASSERT_TRUE(scheduler_->Submit(plain(4, GiB(4), "bob", false)).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  SampleEverySecond(600, {0.95, 0.95});
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const std::vector<Preemption> preemptions = scheduler_->Preempt();
+  ASSERT_EQ(preemptions.size(), 1u);
+  EXPECT_EQ(preemptions[0].job, 1)
+      << "job 3's leaving leaves carol's job 2 on its 95%-busy GPU; job 1's leaves GPU 0 idle";
+  // What stopping the job it chose gains: the head still waits on the busy GPU, and another job
+  // is stopped for it.
+  for (const Preemption& p : preemptions) {
+    EXPECT_EQ(scheduler_->OnJobExit(p.job, JobExit{ExitKind::kPreempted, ""}).action,
+              ExitAction::kRequeuedAfterPreemption);
+  }
+  SampleEverySecond(5, {0.95, 0.95});
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4})) << "the head takes the room made";
+}
+
+// A head that fits once a launch grace is over is reserved for the grace's end. The policy's grace
+// counts from the placement (30 s): the 300 s a job's process may take to appear is another
+// policy's grace (grace-from-process), and holds nothing here.
+TEST_F(SchedulerTest, BackfillReservationWaitsOnlyForTheGraceThePolicyKeeps) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit:utilization=off", config, 2);
+  JobSpec big = Job(1, GiB(30));
+  big.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(big).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(400));
+  JobSpec small = Job(2, GiB(4));
+  small.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(small).ok());
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(30))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(head->reservation->gpus, (std::vector<GpuIndex>{1}));
+  EXPECT_EQ(ToSeconds(*head->reservation->at - clock_.Now()), 30)
+      << "GPU 1's launch grace ends in 30 s";
+  clock_.Advance(Seconds(30));
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "and the head starts then";
+}
+
+// With no known end a head is kept the usable GPUs with the most memory free for placement: not an
+// unhealthy GPU, empty because nothing may run there, which would leave the GPU the head can only
+// ever start on to a later job.
+TEST_F(SchedulerTest, BackfillKeepsForTheHeadNoGpuItCannotUse) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  scheduler_->OnGpuSample(GpuSample{1, clock_.Now(), Bytes(0), 0.0, -1, -1, false});
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());  // no --time: its end is not known
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
+  scheduler_->OnJobMemory(1, 0, GiB(30));
+  for (int i = 0; i < 60; ++i) {
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(30), 0.1, -1, -1, true});
+    clock_.Advance(Seconds(1));
+  }
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(36))).ok());  // GPU 0 once job 1 has ended
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4))).ok());   // would take 4 GiB of it for good
+  EXPECT_TRUE(Started(*scheduler_).empty()) << "job 3 would keep job 2 off GPU 0";
+  const JobRecord* head = scheduler_->job(2);
+  ASSERT_TRUE(head->reservation);
+  EXPECT_EQ(head->reservation->gpus, (std::vector<GpuIndex>{0}));
+}
+
+// With no known end, a head of several GPUs is kept GPUs of one server, where it can run, not the
+// GPUs with the most memory free wherever they are.
+TEST_F(SchedulerTest, BackfillKeepsForAMultiGpuHeadGpusOfOneServer) {
+  SchedulerConfig config;
+  config.backfill = true;
+  auto policy = MakePolicy("worst-fit");
+  ASSERT_TRUE(policy.ok());
+  policy_ = std::move(*policy);
+  scheduler_ = std::make_unique<Scheduler>(clock_, *policy_, config);
+  for (int i = 0; i < 4; ++i) {
+    GpuInfo info;
+    info.uuid = "GPU-" + std::to_string(i);
+    info.capacity = GiB(40);
+    info.node = i / 2;  // GPUs 0, 1 on server 0; 2, 3 on server 1
+    scheduler_->AddGpu(info);
+    scheduler_->OnGpuSample(GpuSample{i, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
+  }
+  ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(30))).ok());  // no --time: its end is not known
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  JobSpec on_server_1 = Job(2, GiB(30));
+  on_server_1.booked_gpus = {2};
+  ASSERT_TRUE(scheduler_->Submit(on_server_1).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36), 2)).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->reservation);
+  ASSERT_EQ(head->reservation->gpus.size(), 2u);
+  const ClusterView view = scheduler_->View();
+  EXPECT_EQ(view.gpus[head->reservation->gpus[0]].node, view.gpus[head->reservation->gpus[1]].node)
+      << "GPUs " << head->reservation->gpus[0] << " and " << head->reservation->gpus[1];
+}
+
+// `colo explain` asks Explain, and `colo show` reads the pass's verdicts (last_wait): for a job
+// that backfill keeps off the head's GPUs both say the GPU is kept for the head.
+TEST_F(SchedulerTest, ExplainSaysWhatThePassDecidedForAJobKeptOffTheHeadsGpus) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit", config, 2);
+  JobSpec first = Job(1, GiB(30));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(37))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36))).ok());  // the head: GPU 0 once job 1 ends
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(4))).ok());   // no end known: not before the head
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* kept_off = scheduler_->job(4);
+  ASSERT_TRUE(kept_off->last_wait);
+  ASSERT_EQ(kept_off->last_wait->per_gpu.size(), 2u);
+  ASSERT_EQ(kept_off->last_wait->per_gpu[0].gate, Gate::kEarmarked);
+  const auto explained = scheduler_->Explain(4);
+  ASSERT_TRUE(explained.has_value());
+  const Wait* wait = std::get_if<Wait>(&*explained);
+  ASSERT_NE(wait, nullptr) << "Explain says job 4 fits; the pass keeps it waiting";
+  EXPECT_EQ(wait->Reason(), kept_off->last_wait->Reason());
+}
+
+// Preemption gains nothing where the head's reservation comes as soon: a head that a 30 s launch
+// grace alone keeps off a GPU is not worth a job stopped with 60 s of notice. Its reservation is
+// set at the end of the grace the policy keeps, not at the 300 s a process may take to appear.
+TEST_F(SchedulerTest, NoPreemptionForAHeadThatALaunchGraceAloneHoldsOff) {
+  SchedulerConfig config = FairConfig();
+  config.launch_grace = Seconds(30);
+  config.backfill = true;
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("worst-fit", config, 2);
+  JobSpec heavy = Job(1, GiB(30), 1, "alice");
+  heavy.requeue = true;
+  heavy.time_limit = Seconds(7200);
+  ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30), 1, "carol")).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  clock_.Advance(Seconds(60));
+  JobSpec waiting = Job(3, GiB(30), 1, "bob");
+  waiting.sharing = SharingPreference::kPlain;  // beside another user's job
+  ASSERT_TRUE(scheduler_->Submit(waiting).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  clock_.Advance(Seconds(700));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  // Carol's job ends as a job Slurm booked GPU 1 for arrives: it starts there first.
+  EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  JobSpec booked = Job(4, GiB(4), 1, "dave");
+  booked.booked_gpus = {1};
+  booked.sharing = SharingPreference::kPlain;
+  ASSERT_TRUE(scheduler_->Submit(booked).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{4}));
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->last_wait);
+  EXPECT_EQ(head->last_wait->per_gpu[1].gate, Gate::kLaunchGrace);
+  EXPECT_TRUE(scheduler_->Preempt().empty())
+      << "GPU 1 takes bob's job in 30 s; alice's job would be stopped with 60 s of notice";
+  clock_.Advance(Seconds(30));
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "as it does";
 }
 
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {

@@ -68,10 +68,12 @@ class DaemonTest : public ::testing::Test {
     EXPECT_TRUE(client.ok()) << client.status().message();
     return client->Call(request);
   }
-  JobId Submit(std::vector<std::string> command, std::optional<Bytes> memory = GiB(8)) {
+  JobId Submit(std::vector<std::string> command, std::optional<Bytes> memory = GiB(8),
+               int64_t time_limit_s = 0) {
     api::SubmitRequest r;
     r.command = std::move(command);
     r.memory = memory;
+    r.time_limit_s = time_limit_s;
     r.context.workdir = dir_;
     r.env = {"PATH=/usr/bin:/bin"};
     auto reply = Call(r);
@@ -441,6 +443,28 @@ TEST_F(DaemonTest, AHungGpuSamplerDoesNotStallTheApi) {
   ASSERT_TRUE(gpus.ok());
   EXPECT_EQ(gpus->gpus.size(), 2u);
   gpus_.Hang(false);
+}
+
+// `colo explain` on a head that only a launch grace keeps off a GPU: its reservation comes from the
+// grace's end, not from a job's, and says so; no list of jobs, empty, that it waits for.
+TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoAndNamesNoJobs) {
+  config_.policy = "worst-fit:utilization=off";
+  config_.scheduler.launch_grace = Seconds(120);
+  Start();
+  WaitFor(Submit({"sleep", "20"}, GiB(70), /*time_limit_s=*/3600), JobState::kRunning);
+  const JobId second = Submit({"sleep", "20"}, GiB(8));
+  WaitFor(second, JobState::kRunning);
+  const JobId head = Submit({"true"}, GiB(60));
+  std::string why;
+  for (int i = 0; i < 200 && why.empty(); ++i) {
+    auto reply = Call(api::ExplainRequest{head});
+    ASSERT_TRUE(reply.ok()) << reply.status().message();
+    why = reply->reservation;
+    if (why.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(why.empty()) << "job " << head << " is the head, backfill keeps GPUs for it";
+  EXPECT_EQ(why.find("jobs  end"), std::string::npos) << why;
+  EXPECT_NE(why.find("launch"), std::string::npos) << why;
 }
 
 TEST_F(DaemonTest, HistoryComesInPagesNewestFirst) {
