@@ -1236,6 +1236,87 @@ TEST_F(SchedulerTest, NoPreemptionForAHeadThatALaunchGraceAloneHoldsOff) {
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "as it does";
 }
 
+// The same head with no running job's end known: the reservation looks at what a launch grace's
+// end makes free only where some end is known, and otherwise keeps the head GPUs with no time at
+// all. Preemption, finding no time, stops alice's job with 60 s of notice for a head that GPU 1
+// takes in 30 s.
+TEST_F(SchedulerTest, NoPreemptionForAHeadThatALaunchGraceAloneHoldsOffWhereNoEndIsKnown) {
+  SchedulerConfig config = FairConfig();
+  config.launch_grace = Seconds(30);
+  config.backfill = true;
+  config.fairness.preempt = true;
+  config.fairness.preempt_after = Seconds(600);
+  Build("worst-fit", config, 2);
+  JobSpec heavy = Job(1, GiB(30), 1, "alice");  // no --time: its end is not known
+  heavy.requeue = true;
+  ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30), 1, "carol")).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  clock_.Advance(Seconds(60));
+  JobSpec waiting = Job(3, GiB(30), 1, "bob");
+  waiting.sharing = SharingPreference::kPlain;
+  ASSERT_TRUE(scheduler_->Submit(waiting).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  clock_.Advance(Seconds(700));
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);
+  JobSpec booked = Job(4, GiB(4), 1, "dave");
+  booked.booked_gpus = {1};
+  booked.sharing = SharingPreference::kPlain;
+  ASSERT_TRUE(scheduler_->Submit(booked).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{4}));
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->last_wait);
+  ASSERT_EQ(head->last_wait->per_gpu[1].gate, Gate::kLaunchGrace);
+  ASSERT_TRUE(head->reservation);
+  EXPECT_TRUE(head->reservation->at) << "only GPU 1's launch grace holds the head, for 30 s";
+  EXPECT_TRUE(scheduler_->Preempt().empty())
+      << "GPU 1 takes bob's job in 30 s; alice's job would be stopped with 60 s of notice";
+  clock_.Advance(Seconds(30));
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "as it does";
+}
+
+// A head of two GPUs that one GPU's launch grace holds, the other idle: the reservation is set at
+// the end of the longest grace left on the GPUs it would get, the idle one's counted too (a job
+// placed there ended within its grace), though the grace holds no idle GPU. It says 29 s where
+// the head starts in 19.
+TEST_F(SchedulerTest, AReservationWaitsForNoGraceOnAnIdleGpu) {
+  SchedulerConfig config;
+  config.backfill = true;
+  Build("worst-fit:utilization=off", config, 2);
+  JobSpec first = Job(1, GiB(4));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
+  const TimePoint first_started = clock_.Now();
+  clock_.Advance(Seconds(10));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  clock_.Advance(Seconds(1));
+  EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+            ExitAction::kFinished);  // GPU 1 idle again, 20 s after its grace began
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4), 2)).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  ASSERT_EQ(scheduler_->head(), 3);
+  const JobRecord* head = scheduler_->job(3);
+  ASSERT_TRUE(head->last_wait);
+  ASSERT_EQ(head->last_wait->per_gpu.size(), 2u);
+  ASSERT_EQ(head->last_wait->per_gpu[0].gate, Gate::kLaunchGrace);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(ToSeconds(*head->reservation->at - first_started), 30)
+      << "GPU 0's grace ends 30 s after job 1 started; the idle GPU 1 holds nothing, reserved "
+      << ToSeconds(*head->reservation->at - clock_.Now()) << " s on";
+  clock_.Advance(first_started + Seconds(30) - clock_.Now());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3}))
+      << "the head starts at GPU 0's grace end";
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40

@@ -467,6 +467,47 @@ TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoAndNamesNoJobs) {
   EXPECT_NE(why.find("launch"), std::string::npos) << why;
 }
 
+// The same head where no running job has a --time limit: the reservation reads the launch grace
+// only where some job's end is known, and says the head waits until GPUs free, for jobs with no
+// end known, where the grace alone holds it.
+TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoWithNoEndKnown) {
+  config_.policy = "worst-fit:utilization=off";
+  config_.scheduler.launch_grace = Seconds(120);
+  Start();
+  WaitFor(Submit({"sleep", "20"}, GiB(70)), JobState::kRunning);
+  const JobId second = Submit({"sleep", "20"}, GiB(8));
+  WaitFor(second, JobState::kRunning);
+  const JobId head = Submit({"true"}, GiB(60));
+  std::string why;
+  for (int i = 0; i < 200 && why.empty(); ++i) {
+    auto reply = Call(api::ExplainRequest{head});
+    ASSERT_TRUE(reply.ok()) << reply.status().message();
+    why = reply->reservation;
+    if (why.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(why.empty()) << "job " << head << " is the head, backfill keeps GPUs for it";
+  EXPECT_NE(why.find("launch"), std::string::npos) << why;
+}
+
+// A head that waits for a job past its --time limit, being stopped (it ignores SIGTERM until the
+// SIGKILL the timeout grace ends in): the job's end is expected now, and colo explain, asked a
+// moment later, says the GPU is kept "from about -N s from now".
+TEST_F(DaemonTest, AReservationForAJobPastItsTimeLimitSaysNoTimeInThePast) {
+  config_.policy = "worst-fit:utilization=off";
+  config_.timeout_grace = Seconds(10);
+  Start();
+  const JobId stopping = Submit({"sh", "-c", "trap '' TERM; sleep 6"}, GiB(70), /*time_limit_s=*/1);
+  WaitFor(stopping, JobState::kRunning);
+  WaitFor(Submit({"sleep", "8"}, GiB(70)), JobState::kRunning);
+  const JobId head = Submit({"true"}, GiB(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // job 1 past its limit
+  auto reply = Call(api::ExplainRequest{head});
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  const std::string why = reply->reservation;
+  ASSERT_NE(why.find("when job"), std::string::npos) << why;
+  EXPECT_EQ(why.find("about -"), std::string::npos) << why;
+}
+
 TEST_F(DaemonTest, HistoryComesInPagesNewestFirst) {
   Start();
   std::vector<JobId> ids;
