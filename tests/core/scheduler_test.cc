@@ -1317,6 +1317,36 @@ TEST_F(SchedulerTest, AReservationWaitsForNoGraceOnAnIdleGpu) {
       << "the head starts at GPU 0's grace end";
 }
 
+// Backfill looks at `backfill_depth` jobs behind the head per pass, and a job past them is not
+// tried: Explain, which keeps it off the head's GPUs as the pass does, does not stop at the depth
+// and says it fits (colo explain: "fits now; starts at the next scheduling pass"), pass after pass.
+TEST_F(SchedulerTest, ExplainSaysNoJobFitsThatBackfillDoesNotLookAt) {
+  SchedulerConfig config;
+  config.backfill = true;
+  config.backfill_depth = 1;
+  Build("worst-fit:utilization=off", config, 2);
+  JobSpec first = Job(1, GiB(30));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36))).ok());  // the head: GPU 0 once job 1 ends
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(20))).ok());  // fits nowhere: the one job looked at
+  ASSERT_TRUE(scheduler_->Submit(Job(5, GiB(4))).ok());   // fits beside job 2: not looked at
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  clock_.Advance(Seconds(60));
+  EXPECT_TRUE(Started(*scheduler_).empty()) << "job 5 is past the depth backfill looks at";
+  ASSERT_EQ(scheduler_->head(), 3);
+  const auto explained = scheduler_->Explain(5);
+  ASSERT_TRUE(explained.has_value());
+  EXPECT_FALSE(std::holds_alternative<Placed>(*explained))
+      << "Explain says job 5 fits; no pass starts it";
+}
+
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {
   Build("worst-fit:grace=off", FairConfig(), 1);
   ASSERT_TRUE(scheduler_->Submit(Job(1, GiB(10), 1, "alice")).ok());  // plans 10 GiB of 40
