@@ -125,10 +125,12 @@ class JobTable {
     free_.pop_back();
     return *where_[index];
   }
-  // The job's result is written: its state goes (with what it holds on the heap).
+  // The job's result is written: its state goes (with what it holds on the heap), made blank in
+  // place for the next job.
   void Drop(size_t index) {
     COLO_CHECK(live(index));
-    *where_[index] = SimJob{};
+    std::destroy_at(where_[index]);
+    std::construct_at(where_[index]);
     free_.push_back(where_[index]);
     where_[index] = nullptr;
   }

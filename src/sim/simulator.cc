@@ -204,7 +204,8 @@ class Engine final : public sim::ClusterHost {
     if (events_.size() + ++lane_events_ >= compact_at_) Compact();
   }
   TimePoint Now() const { return clock_.Now(); }
-  JobSpec SpecFor(const TraceJob& t);
+  // The job's spec, into a blank one (a submission's own, made in place).
+  void SpecFor(const TraceJob& t, JobSpec& spec);
   // The job arrives, `rank`-th of the trace.
   void Arrive(int index, int rank);
   void StartupDone(int index, uint64_t attempt);
@@ -217,9 +218,10 @@ class Engine final : public sim::ClusterHost {
   void Pass(int server);
   void MarkDirty(int server);
   void AddDemand(int server, int gpus);
-  // The GPUs whose jobs' progress must be brought up to now (these GPUs, the event's, and every
-  // GPU their jobs also run on), brought up to now (energy, progress, the timeline) so that a
-  // change can be applied, in ascending order; in a buffer reused by every event.
+  // The GPUs whose jobs' progress must be brought up to now (these GPUs, the event's job's, and
+  // every GPU their jobs also run on), brought up to now (energy, progress, the timeline) so that
+  // a change can be applied, in ascending order: `gpus` itself where that is all of them (one GPU
+  // whose jobs run on it alone, the usual event), else a buffer reused by every event.
   const std::vector<int>& Touch(const std::vector<int>& gpus);
   // What an event changed on the GPUs Touch was given.
   enum class Changed {
@@ -293,9 +295,11 @@ class Engine final : public sim::ClusterHost {
   std::vector<CoRunner> runners_;  // scratch for Refresh
   std::vector<double> computed_;   // scratch for Refresh
   std::vector<int> closure_;       // scratch for Touch
-  std::vector<int> touched_;       // the GPUs of the event Touch was last given
-  std::vector<JobUse> job_use_;    // scratch for Refresh's samples
-  JobDescription description_;     // scratch for SpecFor
+  // The GPUs of the event Touch was last given: its job's, which stay as they are while the
+  // event is handled (the job's state goes only after it).
+  const std::vector<int>* touched_ = nullptr;
+  std::vector<JobUse> job_use_;  // scratch for Refresh's samples
+  JobDescription description_;   // scratch for SpecFor
   Timeline timeline_;
   int oom_crashes_ = 0;
   int preemptions_ = 0;
@@ -304,20 +308,28 @@ class Engine final : public sim::ClusterHost {
 };
 
 const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
-  touched_.assign(gpus.begin(), gpus.end());
-  std::vector<int>& closure = closure_;
-  closure.assign(gpus.begin(), gpus.end());
+  touched_ = &gpus;
+  // Made in closure_ only once it is more than one GPU (the event's job's GPUs, which a launch
+  // lists in the policy's order, are sorted there).
+  const std::vector<int>* closure = &gpus;
+  const auto grow = [&] {
+    if (closure == &closure_) return;
+    closure_.assign(gpus.begin(), gpus.end());
+    closure = &closure_;
+  };
+  if (gpus.size() > 1) grow();
   for (int g : gpus) {
     for (int j : gpus_[g].jobs) {
       const std::vector<int>& on = jobs_[j].gpus;
       if (on.size() == 1) continue;  // on g alone, which is in already
+      grow();
       for (int h : on)
-        if (std::find(closure.begin(), closure.end(), h) == closure.end()) closure.push_back(h);
+        if (std::find(closure_.begin(), closure_.end(), h) == closure_.end()) closure_.push_back(h);
     }
   }
-  if (closure.size() > 1) std::sort(closure.begin(), closure.end());
+  if (closure->size() > 1) std::sort(closure_.begin(), closure_.end());
   const TimePoint now = Now();
-  for (int g : closure) {
+  for (int g : *closure) {
     gpus_[g].IntegrateTo(now);
     for (int j : gpus_[g].jobs) {
       SimJob& job = jobs_[j];
@@ -326,7 +338,7 @@ const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
       job.progress_at = now;
     }
   }
-  return closure;
+  return *closure;
 }
 
 void Engine::UpdateRates(const std::vector<int>& gpus) {
@@ -334,7 +346,7 @@ void Engine::UpdateRates(const std::vector<int>& gpus) {
   // Slowdowns depend only on who shares each GPU (and which of them still start up): they
   // changed only on the GPUs the event touched.
   std::vector<CoRunner>& runners = runners_;
-  for (int g : touched_) {
+  for (int g : *touched_) {
     SimGpu& gpu = gpus_[g];
     runners.clear();
     SharingMode mode = SharingMode::kExclusive;
@@ -477,8 +489,7 @@ void Engine::Detach(SimJob& job, const char* outcome) {
   ++job.version;
 }
 
-JobSpec Engine::SpecFor(const TraceJob& t) {
-  JobSpec spec;
+void Engine::SpecFor(const TraceJob& t, JobSpec& spec) {
   spec.id = t.id;
   // Unnamed: no scheduler reads a job's name (the job's result takes the trace's), and a name
   // copied into each spec would be a heap block per job.
@@ -493,7 +504,7 @@ JobSpec Engine::SpecFor(const TraceJob& t) {
     declared = t.task_file ? (*t.task_file).*(*line) : std::nullopt;
     if (!declared) {
       spec.sharing = SharingPreference::kExclusive;
-      return spec;
+      return;
     }
   }
   // What the estimator is asked, in the one description every job reuses (its model's name is
@@ -506,7 +517,6 @@ JobSpec Engine::SpecFor(const TraceJob& t) {
   description.declared = declared;
   auto estimate = estimator_.Estimate(description);
   if (estimate.ok()) spec.memory = estimate->AsNeed();
-  return spec;
 }
 
 void Engine::MarkDirty(int server_index) {
@@ -524,9 +534,9 @@ void Engine::Arrive(int index, int rank) {
   job.signature = state_.signatures.Of(t);
   job.rank = rank;
   if (cluster_) {
-    job.submitted.emplace();
-    job.submitted->spec = SpecFor(t);
-    job.submitted->request = RequestFor(job.submitted->spec, job.submitted->spec.memory);
+    sim::Submission& submitted = job.submitted.emplace();
+    SpecFor(t, submitted.spec);
+    submitted.request = RequestFor(submitted.spec, submitted.spec.memory);
     cluster_->Submit(index);
     if (job.rejected) {
       ++state_.rejected;
@@ -537,7 +547,8 @@ void Engine::Arrive(int index, int rank) {
   // The dispatcher sends a job to the server with the least outstanding GPU demand.
   const int chosen = by_demand_.begin()->second;
   Server& server = servers_[static_cast<size_t>(chosen)];
-  JobSpec spec = SpecFor(t);
+  JobSpec spec;
+  SpecFor(t, spec);
   // Its server's colod knows how long the model's earlier runs there took, not how long this
   // one will.
   if (!options_.exact_run_times) spec.expected_run = sim::LearnedRunTime(server, job);
@@ -588,10 +599,11 @@ void Engine::Start(int server_index, Launch launch) {
     gpus_[g].slowdown.push_back(1.0);
   }
   PushAfter(job.trace->profile.warmup, EventType::kWarmup, index, job.attempt);
-  const Bytes planned = cluster_ ? cluster_->ReservationOf(job) : Bytes(0);
   Refresh(closure);
   if (cluster_) {
-    cluster_->AccountGrowth(job, planned);  // its start-up memory, if above its plan
+    // Its start-up memory, if above the reservation it was launched with (its scheduler's at
+    // this instant: nothing changed its record before this refresh).
+    cluster_->AccountGrowth(job, launch.reservation);
     cluster_->WatchShrink(job);
   }
 }
@@ -688,7 +700,7 @@ void Engine::Complete(int index, uint64_t version) {
   Server& server = servers_[static_cast<size_t>(job.server)];
   if (cluster_) cluster_->AccountExit(job, cluster_->ReservationOf(job));
   const JobEnded ended =
-      server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, ""});
+      server.scheduler->OnJobExit(job.trace->id, JobExit{ExitKind::kSuccess, {}});
   Settle(job);
   LearnFrom(job, RunEvidence{ExitKind::kSuccess, ended.over_plan, ended.peak, ended.solo_smact,
                              Now() - job.started});
