@@ -604,10 +604,22 @@ std::optional<PlacementDecision> Scheduler::Explain(JobId id) const {
       record->state != JobState::kQueued || !record->spec.booked_gpus.empty())
     return Decide(*record, request, view, nullptr);
   const HeadReservation& reserved = *head->second.reservation;
-  std::vector<bool> earmarked(view.gpus.size(), false);
+  // Backfill looks at the first backfill_depth jobs behind the head that their owners' limits
+  // let start: one further back waits for the head, every GPU kept from it.
+  const std::vector<JobId> order = QueueOrder();
+  const auto head_at = std::find(order.begin(), order.end(), head_);
+  const auto job_at = std::find(order.begin(), order.end(), id);
+  if (head_at == order.end() || job_at < head_at) return Decide(*record, request, view, nullptr);
+  int looked_at_before = 0;
+  for (auto it = head_at + 1; it < job_at; ++it) {
+    if (!HeldByLimits(jobs_.at(*it))) ++looked_at_before;
+  }
+  const bool looked_at = looked_at_before < config_.backfill_depth;
+  std::vector<bool> earmarked(view.gpus.size(), !looked_at);
   for (GpuIndex g : reserved.gpus) earmarked[static_cast<size_t>(g)] = true;
   PlacementDecision decision = Decide(*record, request, view, &earmarked);
-  if (std::holds_alternative<Wait>(decision) && reserved.at && EndsBy(*record, *reserved.at))
+  if (looked_at && std::holds_alternative<Wait>(decision) && reserved.at &&
+      EndsBy(*record, *reserved.at))
     decision = Decide(*record, request, view, nullptr);
   return decision;
 }

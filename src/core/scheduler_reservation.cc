@@ -52,6 +52,7 @@ Duration Scheduler::GraceLeft(const ClusterView& view, const std::vector<GpuInde
   Duration left{0};
   for (GpuIndex g : gpus) {
     const GpuView& v = view.gpus[static_cast<size_t>(g)];
+    if (v.idle()) continue;  // no grace holds an idle GPU
     left = std::max(left, policy_.grace_from_process() ? v.process_grace_left : v.grace_left);
   }
   return left;
@@ -94,6 +95,28 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
   HeadReservation r;
   const TimePoint now = clock_.Now();
   const PlacementRequest request = MakeRequest(head);
+  // The server once the launch graces are over, then as it will be when the running jobs whose
+  // ends are known have ended, one end after another, until the head fits: a GPU left idle by
+  // them free of its windows, and one whose other jobs stay as busy as its windows show
+  // (Release). The pass leaves the windows of a GPU unread where the head's decision did not
+  // need them (one in its grace, say): they are read now for every GPU that runs jobs, as an
+  // unread window would pass for an idle GPU.
+  // A GPU in its grace is taken to be as busy after it as its windows show now. They show the
+  // jobs that ran there before the one that started the grace, whose load is not known yet; a
+  // job that left it just before still shows for up to a window's length. A reservation set too
+  // late never delays the head (it is tried first at every pass); one set too early on a GPU
+  // that will not take it leaves the GPUs it will get to later jobs.
+  for (const GpuView& g : view.gpus) {
+    if (!g.idle()) Summarized(view, g);
+  }
+  ClusterView later = view;
+  for (GpuView& g : later.gpus) g.placed_recently = g.process_grace = false;
+  const PlacementDecision after_grace = policy_.Place(later, request);
+  if (const auto* placed = std::get_if<Placed>(&after_grace)) {
+    r.at = now + GraceLeft(view, placed->gpus);  // only a launch grace holds it
+    r.gpus = placed->gpus;
+    return r;
+  }
   // The running jobs whose ends are known, soonest first (each once, however many GPUs it has).
   std::vector<std::pair<TimePoint, const JobRecord*>> ends;
   for (size_t g = 0; g < gpus_.size(); ++g) {
@@ -102,46 +125,23 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
       if (const auto end = ExpectedEnd(*job)) ends.emplace_back(*end, job);
     }
   }
-  if (!ends.empty()) {
-    std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second->spec.id < b.second->spec.id;
-    });
-    // The server as it will be when those jobs have ended, one end after another, until the head
-    // fits: launch graces over by then, a GPU left idle by them free of its windows, and one whose
-    // other jobs stay as busy as its windows show (Release). The pass leaves the windows of a GPU
-    // unread where the head's decision did not need them (one in its grace, say): they are read
-    // now for every GPU that runs jobs, as an unread window would pass for an idle GPU.
-    // A GPU in its grace is taken to be as busy after it as its windows show now. They show the
-    // jobs that ran there before the one that started the grace, whose load is not known yet; a
-    // job that left it just before still shows for up to a window's length. A reservation set too
-    // late never delays the head (it is tried first at every pass); one set too early on a GPU
-    // that will not take it leaves the GPUs it will get to later jobs.
-    for (const GpuView& g : view.gpus) {
-      if (!g.idle()) Summarized(view, g);
-    }
-    ClusterView later = view;
-    for (GpuView& g : later.gpus) g.placed_recently = g.process_grace = false;
-    const PlacementDecision after_grace = policy_.Place(later, request);
-    if (const auto* placed = std::get_if<Placed>(&after_grace)) {
-      r.at = now + GraceLeft(view, placed->gpus);  // only a launch grace holds it
+  std::sort(ends.begin(), ends.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->spec.id < b.second->spec.id;
+  });
+  std::set<const JobRecord*> leaving;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    leaving.insert(ends[i].second);
+    r.waits_for.push_back(ends[i].second->spec.id);
+    Release(later, leaving, ends[i].second->gpus);
+    if (i + 1 < ends.size() && ends[i + 1].first == ends[i].first) continue;
+    const PlacementDecision decision = policy_.Place(later, request);
+    if (const auto* placed = std::get_if<Placed>(&decision)) {
+      r.at = ends[i].first;
       r.gpus = placed->gpus;
       return r;
     }
-    std::set<const JobRecord*> leaving;
-    for (size_t i = 0; i < ends.size(); ++i) {
-      leaving.insert(ends[i].second);
-      r.waits_for.push_back(ends[i].second->spec.id);
-      Release(later, leaving, ends[i].second->gpus);
-      if (i + 1 < ends.size() && ends[i + 1].first == ends[i].first) continue;
-      const PlacementDecision decision = policy_.Place(later, request);
-      if (const auto* placed = std::get_if<Placed>(&decision)) {
-        r.at = ends[i].first;
-        r.gpus = placed->gpus;
-        return r;
-      }
-    }
-    r.waits_for.clear();
   }
+  r.waits_for.clear();
   // No end that makes room is known: the GPUs it would most likely get first.
   r.gpus = LikeliestGpus(view, head.spec.gpus);
   return r;

@@ -56,6 +56,10 @@ std::string ReservationText(const HeadReservation& r, TimePoint now) {
     text += *r.at <= now ? ", free once the last launch settles"
                          : fmt::format(" from about {} from now, when the launch grace there ends",
                                        FormatDuration(*r.at - now));
+  } else if (r.at && *r.at <= now) {
+    // Past the end expected of them (a job over its --time being stopped, say).
+    text += fmt::format(", free as soon as job{} {} end{}", r.waits_for.size() == 1 ? "" : "s",
+                        IdList(r.waits_for), r.waits_for.size() == 1 ? "s" : "");
   } else if (r.at) {
     text += fmt::format(" from about {} from now, when job{} {} end{}", FormatDuration(*r.at - now),
                         r.waits_for.size() == 1 ? "" : "s", IdList(r.waits_for),

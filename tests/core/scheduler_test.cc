@@ -1195,45 +1195,117 @@ TEST_F(SchedulerTest, ExplainSaysWhatThePassDecidedForAJobKeptOffTheHeadsGpus) {
 
 // Preemption gains nothing where the head's reservation comes as soon: a head that a 30 s launch
 // grace alone keeps off a GPU is not worth a job stopped with 60 s of notice. Its reservation is
-// set at the end of the grace the policy keeps, not at the 300 s a process may take to appear.
+// set at the end of the grace the policy keeps (not at the 300 s a process may take to appear),
+// whether or not any running job's end is known.
 TEST_F(SchedulerTest, NoPreemptionForAHeadThatALaunchGraceAloneHoldsOff) {
-  SchedulerConfig config = FairConfig();
-  config.launch_grace = Seconds(30);
+  for (const bool end_known : {true, false}) {
+    SCOPED_TRACE(end_known ? "job 1's end known" : "no end known");
+    SchedulerConfig config = FairConfig();
+    config.launch_grace = Seconds(30);
+    config.backfill = true;
+    config.fairness.preempt = true;
+    config.fairness.preempt_after = Seconds(600);
+    Build("worst-fit", config, 2);
+    JobSpec heavy = Job(1, GiB(30), 1, "alice");
+    heavy.requeue = true;
+    if (end_known) heavy.time_limit = Seconds(7200);
+    ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+    ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+    clock_.Advance(Seconds(60));
+    ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30), 1, "carol")).ok());
+    ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+    clock_.Advance(Seconds(60));
+    JobSpec waiting = Job(3, GiB(30), 1, "bob");
+    waiting.sharing = SharingPreference::kPlain;  // beside another user's job
+    ASSERT_TRUE(scheduler_->Submit(waiting).ok());
+    EXPECT_TRUE(Started(*scheduler_).empty());
+    clock_.Advance(Seconds(700));
+    EXPECT_TRUE(Started(*scheduler_).empty());
+    // Carol's job ends as a job Slurm booked GPU 1 for arrives: it starts there first.
+    EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
+              ExitAction::kFinished);
+    JobSpec booked = Job(4, GiB(4), 1, "dave");
+    booked.booked_gpus = {1};
+    booked.sharing = SharingPreference::kPlain;
+    ASSERT_TRUE(scheduler_->Submit(booked).ok());
+    ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{4}));
+    ASSERT_EQ(scheduler_->head(), 3);
+    const JobRecord* head = scheduler_->job(3);
+    ASSERT_TRUE(head->last_wait);
+    ASSERT_EQ(head->last_wait->per_gpu[1].gate, Gate::kLaunchGrace);
+    ASSERT_TRUE(head->reservation && head->reservation->at);
+    EXPECT_EQ(*head->reservation->at, clock_.Now() + Seconds(30));
+    EXPECT_TRUE(scheduler_->Preempt().empty())
+        << "GPU 1 takes bob's job in 30 s; alice's job would be stopped with 60 s of notice";
+    clock_.Advance(Seconds(30));
+    EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "as it does";
+  }
+}
+
+// A head of two GPUs that one GPU's launch grace holds, the other idle (a job placed there ended
+// within its grace): the reservation is set at the end of the grace on the busy GPU; no grace
+// holds an idle GPU.
+TEST_F(SchedulerTest, AReservationWaitsForNoGraceOnAnIdleGpu) {
+  SchedulerConfig config;
   config.backfill = true;
-  config.fairness.preempt = true;
-  config.fairness.preempt_after = Seconds(600);
-  Build("worst-fit", config, 2);
-  JobSpec heavy = Job(1, GiB(30), 1, "alice");
-  heavy.requeue = true;
-  heavy.time_limit = Seconds(7200);
-  ASSERT_TRUE(scheduler_->Submit(heavy).ok());
+  Build("worst-fit:utilization=off", config, 2);
+  JobSpec first = Job(1, GiB(4));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
-  clock_.Advance(Seconds(60));
-  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30), 1, "carol")).ok());
+  ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
+  const TimePoint first_started = clock_.Now();
+  clock_.Advance(Seconds(10));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(4))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
-  clock_.Advance(Seconds(60));
-  JobSpec waiting = Job(3, GiB(30), 1, "bob");
-  waiting.sharing = SharingPreference::kPlain;  // beside another user's job
-  ASSERT_TRUE(scheduler_->Submit(waiting).ok());
-  EXPECT_TRUE(Started(*scheduler_).empty());
-  clock_.Advance(Seconds(700));
-  EXPECT_TRUE(Started(*scheduler_).empty());
-  // Carol's job ends as a job Slurm booked GPU 1 for arrives: it starts there first.
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  clock_.Advance(Seconds(1));
   EXPECT_EQ(scheduler_->OnJobExit(2, JobExit{ExitKind::kSuccess, ""}).action,
-            ExitAction::kFinished);
-  JobSpec booked = Job(4, GiB(4), 1, "dave");
-  booked.booked_gpus = {1};
-  booked.sharing = SharingPreference::kPlain;
-  ASSERT_TRUE(scheduler_->Submit(booked).ok());
-  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{4}));
+            ExitAction::kFinished);  // GPU 1 idle again, 20 s after its grace began
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4), 2)).ok());
+  EXPECT_TRUE(Started(*scheduler_).empty());
   ASSERT_EQ(scheduler_->head(), 3);
   const JobRecord* head = scheduler_->job(3);
   ASSERT_TRUE(head->last_wait);
-  EXPECT_EQ(head->last_wait->per_gpu[1].gate, Gate::kLaunchGrace);
-  EXPECT_TRUE(scheduler_->Preempt().empty())
-      << "GPU 1 takes bob's job in 30 s; alice's job would be stopped with 60 s of notice";
-  clock_.Advance(Seconds(30));
-  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3})) << "as it does";
+  ASSERT_EQ(head->last_wait->per_gpu.size(), 2u);
+  ASSERT_EQ(head->last_wait->per_gpu[0].gate, Gate::kLaunchGrace);
+  ASSERT_TRUE(head->reservation && head->reservation->at);
+  EXPECT_EQ(ToSeconds(*head->reservation->at - first_started), 30)
+      << "GPU 0's grace ends 30 s after job 1 started; the idle GPU 1 holds nothing, reserved "
+      << ToSeconds(*head->reservation->at - clock_.Now()) << " s on";
+  clock_.Advance(first_started + Seconds(30) - clock_.Now());
+  EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{3}))
+      << "the head starts at GPU 0's grace end";
+}
+
+// Backfill looks at `backfill_depth` jobs behind the head per pass, and a job past them is not
+// tried: Explain says it waits (every GPU kept for the head), not that it fits and starts at the
+// next pass.
+TEST_F(SchedulerTest, ExplainSaysNoJobFitsThatBackfillDoesNotLookAt) {
+  SchedulerConfig config;
+  config.backfill = true;
+  config.backfill_depth = 1;
+  Build("worst-fit:utilization=off", config, 2);
+  JobSpec first = Job(1, GiB(30));
+  first.time_limit = Seconds(3600);
+  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30))).ok());
+  ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
+  ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
+  clock_.Advance(Seconds(60));
+  ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(36))).ok());  // the head: GPU 0 once job 1 ends
+  ASSERT_TRUE(scheduler_->Submit(Job(4, GiB(20))).ok());  // fits nowhere: the one job looked at
+  ASSERT_TRUE(scheduler_->Submit(Job(5, GiB(4))).ok());   // fits beside job 2: not looked at
+  EXPECT_TRUE(Started(*scheduler_).empty());
+  clock_.Advance(Seconds(60));
+  EXPECT_TRUE(Started(*scheduler_).empty()) << "job 5 is past the depth backfill looks at";
+  ASSERT_EQ(scheduler_->head(), 3);
+  const auto explained = scheduler_->Explain(5);
+  ASSERT_TRUE(explained.has_value());
+  EXPECT_FALSE(std::holds_alternative<Placed>(*explained))
+      << "Explain says job 5 fits; no pass starts it";
 }
 
 TEST_F(SchedulerTest, FairShareUsageIsChargedByThePlannedShareOfEachGpu) {

@@ -446,12 +446,15 @@ TEST_F(DaemonTest, AHungGpuSamplerDoesNotStallTheApi) {
 }
 
 // `colo explain` on a head that only a launch grace keeps off a GPU: its reservation comes from the
-// grace's end, not from a job's, and says so; no list of jobs, empty, that it waits for.
-TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoAndNamesNoJobs) {
+// grace's end, not from a job's, and says so (no list of jobs, empty, that it waits for), whether
+// or not a running job's end is known.
+class GraceReservationTest : public DaemonTest, public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(GraceReservationTest, SaysItAwaitsALaunchGraceAndNamesNoJobs) {
   config_.policy = "worst-fit:utilization=off";
   config_.scheduler.launch_grace = Seconds(120);
   Start();
-  WaitFor(Submit({"sleep", "20"}, GiB(70), /*time_limit_s=*/3600), JobState::kRunning);
+  WaitFor(Submit({"sleep", "20"}, GiB(70), /*time_limit_s=*/GetParam()), JobState::kRunning);
   const JobId second = Submit({"sleep", "20"}, GiB(8));
   WaitFor(second, JobState::kRunning);
   const JobId head = Submit({"true"}, GiB(60));
@@ -464,7 +467,29 @@ TEST_F(DaemonTest, AReservationThatAwaitsALaunchGraceSaysSoAndNamesNoJobs) {
   }
   ASSERT_FALSE(why.empty()) << "job " << head << " is the head, backfill keeps GPUs for it";
   EXPECT_EQ(why.find("jobs  end"), std::string::npos) << why;
-  EXPECT_NE(why.find("launch"), std::string::npos) << why;
+  EXPECT_NE(why.find("when the launch grace there ends"), std::string::npos) << why;
+}
+
+// The first job with a --time limit (its end known), and without.
+INSTANTIATE_TEST_SUITE_P(DaemonTest, GraceReservationTest, ::testing::Values(3600, 0));
+
+// A head that waits for a job past its --time limit, being stopped (it ignores SIGTERM until the
+// SIGKILL the timeout grace ends in): the job's end is expected now, and colo explain, asked a
+// moment later, says the GPU is free as soon as that job ends, not "from about -N s from now".
+TEST_F(DaemonTest, AReservationForAJobPastItsTimeLimitSaysNoTimeInThePast) {
+  config_.policy = "worst-fit:utilization=off";
+  config_.timeout_grace = Seconds(10);
+  Start();
+  const JobId stopping = Submit({"sh", "-c", "trap '' TERM; sleep 6"}, GiB(70), /*time_limit_s=*/1);
+  WaitFor(stopping, JobState::kRunning);
+  WaitFor(Submit({"sleep", "8"}, GiB(70)), JobState::kRunning);
+  const JobId head = Submit({"true"}, GiB(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // job 1 past its limit
+  auto reply = Call(api::ExplainRequest{head});
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  const std::string why = reply->reservation;
+  ASSERT_NE(why.find(fmt::format("as soon as job {} ends", stopping)), std::string::npos) << why;
+  EXPECT_EQ(why.find("about -"), std::string::npos) << why;
 }
 
 TEST_F(DaemonTest, HistoryComesInPagesNewestFirst) {
