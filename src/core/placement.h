@@ -143,6 +143,13 @@ class PlacementPolicy {
   // A GPU's window summaries are read through view.Summarized(gpu).
   virtual PlacementDecision Place(const ClusterView& view,
                                   const PlacementRequest& request) const = 0;
+  // Place's decision, but a refusal may come back unexplained (an empty Wait): for a caller that
+  // only starts the job or passes on (the simulator's cluster trying its servers), which reads no
+  // GPU's verdict. A policy may then stop looking at GPUs once the request cannot fit.
+  virtual PlacementDecision PlaceUnexplained(const ClusterView& view,
+                                             const PlacementRequest& request) const {
+    return Place(view, request);
+  }
   // How the GPUs' utilization windows this policy reads compute their median and p95.
   virtual QuantileMethod window_quantiles() const { return QuantileMethod::kNearestRank; }
   // Which of the windows' statistics Place() reads (every one, unless the policy says less).

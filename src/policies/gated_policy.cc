@@ -75,14 +75,24 @@ inline bool GatedPolicy::Before(const GpuView& a, const GpuView& b, const Cluste
 
 PlacementDecision GatedPolicy::Place(const ClusterView& view,
                                      const PlacementRequest& request) const {
+  return Decide(view, request, /*verdicts=*/true);
+}
+
+PlacementDecision GatedPolicy::PlaceUnexplained(const ClusterView& view,
+                                                const PlacementRequest& request) const {
+  return Decide(view, request, /*verdicts=*/false);
+}
+
+PlacementDecision GatedPolicy::Decide(const ClusterView& view, const PlacementRequest& request,
+                                      bool verdicts) const {
   if (request.gpus < 1) return Infeasible{"a job needs at least one GPU"};
   // Nodes are small dense integers; per-node counts live in flat vectors (this runs every pass).
   // A job of one GPU fits any node, and is placed without them unless exclusive-first.
   int nodes = 0;
+  // Scratch buffers reused across calls: a policy decides at every pass.
+  thread_local std::vector<int> gpus_per_node;
   if (request.gpus > 1 || gates_.exclusive_first || view.gpus.empty()) {
     for (const GpuView& g : view.gpus) nodes = std::max(nodes, g.node + 1);
-    // Scratch buffers reused across calls: a policy decides at every pass.
-    thread_local std::vector<int> gpus_per_node;
     gpus_per_node.assign(static_cast<size_t>(nodes), 0);
     for (const GpuView& g : view.gpus) gpus_per_node[static_cast<size_t>(g.node)]++;
     if (std::none_of(gpus_per_node.begin(), gpus_per_node.end(),
@@ -120,20 +130,32 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
       if (cheap_order && first && !before(&g, first)) continue;
       const GateVerdict verdict = EvaluateGates(view, g, request, gates_);
       if (verdict.gate != Gate::kPass) {
-        blocked.push_back(verdict);
+        if (verdicts) blocked.push_back(verdict);
       } else if (!first || cheap_order || before(&g, first)) {  // (cheap: asked above)
         first = &g;
       }
     }
     if (first) return placed_on({first->index});
   } else {
+    // Without verdicts: per server, its GPUs not yet failed, and the servers that may still have
+    // enough passing.
+    thread_local std::vector<int> not_failed;
+    int open_nodes = 0;
+    if (!verdicts) {
+      not_failed.assign(gpus_per_node.begin(), gpus_per_node.end());
+      open_nodes = static_cast<int>(std::count_if(gpus_per_node.begin(), gpus_per_node.end(),
+                                                  [&](int n) { return n >= request.gpus; }));
+    }
     for (const GpuView& g : view.gpus) {
       const GateVerdict verdict = EvaluateGates(view, g, request, gates_);
       if (verdict.gate == Gate::kPass) {
         passing.push_back(&g);
         ++passing_per_node[static_cast<size_t>(g.node)];
-      } else {
+      } else if (verdicts) {
         blocked.push_back(verdict);
+      } else if (--not_failed[static_cast<size_t>(g.node)] == request.gpus - 1 &&
+                 --open_nodes == 0) {
+        return Wait{};  // no server can have enough passing GPUs: the rest need not be asked
       }
     }
     // Only a server with enough passing GPUs can take the job; where none has, it waits, and the
@@ -168,6 +190,7 @@ PlacementDecision GatedPolicy::Place(const ClusterView& view,
       if (!chosen.empty()) return placed_on(std::move(chosen));
     }
   }
+  if (!verdicts) return Wait{};
   Wait wait;
   wait.per_gpu.reserve(blocked.size() + passing.size());
   wait.per_gpu.assign(blocked.begin(), blocked.end());

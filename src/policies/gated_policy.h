@@ -31,6 +31,8 @@ class GatedPolicy final : public PlacementPolicy {
 
   std::string_view name() const override { return name_; }
   PlacementDecision Place(const ClusterView& view, const PlacementRequest& request) const override;
+  PlacementDecision PlaceUnexplained(const ClusterView& view,
+                                     const PlacementRequest& request) const override;
   QuantileMethod window_quantiles() const override { return gates_.quantiles; }
   WindowReads window_reads() const override;
   bool NeedsWindows(const GpuView& gpu, const PlacementRequest& request) const override;
@@ -48,6 +50,10 @@ class GatedPolicy final : public PlacementPolicy {
   Chooser chooser() const { return chooser_; }
 
  private:
+  // Place, or with `verdicts` false PlaceUnexplained: a refusal then gathers no GPU's verdict, and
+  // a multi-GPU request stops at the first GPU after which no server can have enough passing.
+  PlacementDecision Decide(const ClusterView& view, const PlacementRequest& request,
+                           bool verdicts) const;
   // True if GPU a should be preferred over GPU b.
   // Inline, defined in gated_policy.cc, the one file that calls it (every decision, many times).
   inline bool Before(const GpuView& a, const GpuView& b, const ClusterView& view) const;

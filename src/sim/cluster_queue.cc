@@ -536,7 +536,7 @@ bool ClusterQueue::TryStart(int index, int server_index, const PlacementRequest&
   // The policy answers on the view the server's own pass would decide on (summarizing the windows
   // it reads as it reads them), and the job is handed to the server only to start there: a
   // refusal leaves nothing behind on the server.
-  PlacementDecision decision = state_.policy.Place(scheduler.PassView(), request);
+  PlacementDecision decision = state_.policy.PlaceUnexplained(scheduler.PassView(), request);
   Placed* placed = std::get_if<Placed>(&decision);
   if (!placed) {
     // A picture that was no longer the server as it is is now known not to take the job.

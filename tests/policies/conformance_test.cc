@@ -87,6 +87,14 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
     // Deterministic for equal input.
     const PlacementDecision again = policy.Place(view, request);
     ASSERT_EQ(decision.index(), again.index());
+    // Unexplained, the same decision: the same placement, or a refusal of the same kind.
+    const PlacementDecision unexplained = policy.PlaceUnexplained(view, request);
+    ASSERT_EQ(unexplained.index(), decision.index());
+    if (const auto* placed = std::get_if<Placed>(&unexplained)) {
+      EXPECT_EQ(placed->gpus, std::get<Placed>(decision).gpus);
+      EXPECT_EQ(placed->mode, std::get<Placed>(decision).mode);
+      EXPECT_EQ(placed->thread_percent, std::get<Placed>(decision).thread_percent);
+    }
 
     std::map<int, int> passing_per_node, gpus_per_node;
     for (const auto& g : view.gpus) {
