@@ -168,6 +168,14 @@ class PlacementPolicy {
   // Whether its launch grace counts from the job's first process on the GPU (GpuView's
   // process_grace) rather than from the placement.
   virtual bool grace_from_process() const { return false; }
+  // Whether `gpu`, with its windows' summaries, may take `request`: false only where Place would
+  // refuse this GPU whatever the rest of the view holds; true where the policy cannot say (the
+  // default). Place takes a job's GPUs on one server, so it does not place on a view where no
+  // server has request.gpus GPUs that may take the job: a caller asking about many views in turn
+  // (a waiting head's reservation, as the running jobs end one by one) skips those.
+  virtual bool MayTake(const GpuView& /*gpu*/, const PlacementRequest& /*request*/) const {
+    return true;
+  }
 };
 
 }  // namespace colo

@@ -944,7 +944,10 @@ PlacementDecision Scheduler::Decide(const JobRecord& job, const PlacementRequest
     if (!booked.empty()) return std::find(booked.begin(), booked.end(), g) == booked.end();
     return static_cast<bool>((*earmarked)[g]);
   };
-  ClusterView masked = view;
+  // Into a buffer reused across calls, as its GPUs' storage is: every backfill candidate is
+  // decided on such a copy, at every pass while a head waits.
+  thread_local ClusterView masked;
+  masked = view;
   for (GpuView& g : masked.gpus) {
     if (hidden(g.index)) g.healthy = false;
   }

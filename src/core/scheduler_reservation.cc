@@ -111,11 +111,27 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
   }
   ClusterView later = view;
   for (GpuView& g : later.gpus) g.placed_recently = g.process_grace = false;
-  const PlacementDecision after_grace = policy_.Place(later, request);
-  if (const auto* placed = std::get_if<Placed>(&after_grace)) {
-    r.at = now + GraceLeft(view, placed->gpus);  // only a launch grace holds it
-    r.gpus = placed->gpus;
-    return r;
+  // Each server's count of the GPUs that may take the head (PlacementPolicy::MayTake), kept as
+  // GPUs are released: most views along the way leave too few on every server, and the policy
+  // is asked only about the others.
+  std::vector<int> may_take;  // by server
+  for (const GpuView& g : later.gpus)
+    may_take.resize(std::max(may_take.size(), static_cast<size_t>(g.node) + 1));
+  const auto count = [&](GpuIndex g, int sign) {
+    const GpuView& v = later.gpus[static_cast<size_t>(g)];
+    if (policy_.MayTake(v, request)) may_take[static_cast<size_t>(v.node)] += sign;
+  };
+  const auto may_fit = [&] {
+    return std::any_of(may_take.begin(), may_take.end(), [&](int n) { return n >= request.gpus; });
+  };
+  for (const GpuView& g : later.gpus) count(g.index, 1);
+  if (may_fit()) {
+    const PlacementDecision after_grace = policy_.Place(later, request);
+    if (const auto* placed = std::get_if<Placed>(&after_grace)) {
+      r.at = now + GraceLeft(view, placed->gpus);  // only a launch grace holds it
+      r.gpus = placed->gpus;
+      return r;
+    }
   }
   // The running jobs whose ends are known, soonest first (each once, however many GPUs it has).
   std::vector<std::pair<TimePoint, const JobRecord*>> ends;
@@ -130,10 +146,14 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
   });
   std::set<const JobRecord*> leaving;
   for (size_t i = 0; i < ends.size(); ++i) {
+    const std::vector<GpuIndex>& gpus = ends[i].second->gpus;
     leaving.insert(ends[i].second);
     r.waits_for.push_back(ends[i].second->spec.id);
-    Release(later, leaving, ends[i].second->gpus);
+    for (GpuIndex g : gpus) count(g, -1);
+    Release(later, leaving, gpus);
+    for (GpuIndex g : gpus) count(g, 1);
     if (i + 1 < ends.size() && ends[i + 1].first == ends[i].first) continue;
+    if (!may_fit()) continue;
     const PlacementDecision decision = policy_.Place(later, request);
     if (const auto* placed = std::get_if<Placed>(&decision)) {
       r.at = ends[i].first;

@@ -42,6 +42,10 @@ class GatedPolicy final : public PlacementPolicy {
   bool grace_from_process() const override {
     return gates_.launch_grace && gates_.grace_from_process;
   }
+  // Exactly: whether it passes every gate (EvaluateGates).
+  bool MayTake(const GpuView& gpu, const PlacementRequest& request) const override {
+    return EvaluateGates(gpu, request, gates_).gate == Gate::kPass;
+  }
   const GateConfig& gates() const { return gates_; }
   Chooser chooser() const { return chooser_; }
 

@@ -101,6 +101,14 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
       gpus_per_node[g.node]++;
       if (EvaluateGates(g, request, policy.gates()).gate == Gate::kPass) passing_per_node[g.node]++;
     }
+    // MayTake is false only for a GPU Place refuses: where no server has enough GPUs it may
+    // take, the job is not placed.
+    std::map<int, int> may_take_per_node;
+    for (const auto& g : view.gpus) {
+      if (policy.MayTake(g, request)) may_take_per_node[g.node]++;
+    }
+    int most_may_take = 0;
+    for (const auto& [node, n] : may_take_per_node) most_may_take = std::max(most_may_take, n);
     int best_node = 0, biggest_node = 0;
     for (const auto& [node, n] : passing_per_node) best_node = std::max(best_node, n);
     for (const auto& [node, n] : gpus_per_node) biggest_node = std::max(biggest_node, n);
@@ -116,6 +124,7 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
         EXPECT_EQ(gpu.node, view.gpus[static_cast<size_t>(placed->gpus[0])].node)
             << "spans servers";
         EXPECT_EQ(EvaluateGates(gpu, request, policy.gates()).gate, Gate::kPass);
+        EXPECT_TRUE(policy.MayTake(gpu, request)) << "MayTake refuses a GPU Place takes";
         if (policy.gates().memory) {
           EXPECT_LE(request.memory_need + policy.gates().memory_margin, gpu.free_for_placement)
               << "over-commits memory";
@@ -125,6 +134,7 @@ TEST_P(PolicyConformance, HoldsEveryInvariantOnRandomClusters) {
         }
         EXPECT_FALSE(gpu.holds_exclusive);
       }
+      EXPECT_GE(most_may_take, request.gpus);
       EXPECT_GE(placed->thread_percent, 20);
       EXPECT_LE(placed->thread_percent, 100);
     } else if (const auto* wait = std::get_if<Wait>(&decision)) {
