@@ -168,6 +168,11 @@ class PlacementPolicy {
   // Whether its launch grace counts from the job's first process on the GPU (GpuView's
   // process_grace) rather than from the placement.
   virtual bool grace_from_process() const { return false; }
+  // How much longer its launch grace keeps `request` off `gpu`: zero where it does not (no grace,
+  // an idle GPU, a booked job).
+  virtual Duration GraceLeft(const GpuView& /*gpu*/, const PlacementRequest& /*request*/) const {
+    return Duration{0};
+  }
   // Whether `gpu`, with its windows' summaries, may take `request`: false only where Place would
   // refuse this GPU whatever the rest of the view holds; true where the policy cannot say (the
   // default). Place takes a job's GPUs on one server, so it does not place on a view where no

@@ -455,9 +455,6 @@ class Scheduler : private WindowSource {
   // idle unread, those of one whose other jobs stay as `view` had them.
   void Release(ClusterView& view, const std::set<const JobRecord*>& leaving,
                const std::vector<GpuIndex>& gpus) const;
-  // The longest of the launch graces the policy keeps (from the placement, or from the process
-  // appearing) left on `gpus`.
-  Duration GraceLeft(const ClusterView& view, const std::vector<GpuIndex>& gpus) const;
   // The `count` usable GPUs of one server a job is likeliest to get first when no known end makes
   // room for it: those with the most memory free for placement. None if no server has `count`.
   std::vector<GpuIndex> LikeliestGpus(const ClusterView& view, int count) const;

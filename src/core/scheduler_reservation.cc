@@ -34,28 +34,18 @@ void Scheduler::Release(ClusterView& view, const std::set<const JobRecord*>& lea
                         const std::vector<GpuIndex>& gpus) const {
   for (GpuIndex g : gpus) {
     GpuView& v = view.gpus[static_cast<size_t>(g)];
-    const GpuView before = v;
+    const WindowSummary smact = v.smact, smocc = v.smocc, drama = v.drama;
     MakeView(g, view.now, v, &leaving);
     v.placed_recently = v.process_grace = false;
     // A GPU left idle is not judged by its windows. One whose other jobs stay is taken to be as
     // busy as its windows show, the leaving jobs' share included: what the others alone will
     // show is not known, and reading the windows empty would count on a GPU still in use.
     if (!v.idle()) {
-      v.smact = before.smact;
-      v.smocc = before.smocc;
-      v.drama = before.drama;
+      v.smact = smact;
+      v.smocc = smocc;
+      v.drama = drama;
     }
   }
-}
-
-Duration Scheduler::GraceLeft(const ClusterView& view, const std::vector<GpuIndex>& gpus) const {
-  Duration left{0};
-  for (GpuIndex g : gpus) {
-    const GpuView& v = view.gpus[static_cast<size_t>(g)];
-    if (v.idle()) continue;  // no grace holds an idle GPU
-    left = std::max(left, policy_.grace_from_process() ? v.process_grace_left : v.grace_left);
-  }
-  return left;
 }
 
 std::vector<GpuIndex> Scheduler::LikeliestGpus(const ClusterView& view, int count) const {
@@ -128,7 +118,11 @@ HeadReservation Scheduler::Reserve(const JobRecord& head, const ClusterView& vie
   if (may_fit()) {
     const PlacementDecision after_grace = policy_.Place(later, request);
     if (const auto* placed = std::get_if<Placed>(&after_grace)) {
-      r.at = now + GraceLeft(view, placed->gpus);  // only a launch grace holds it
+      // Only a launch grace holds it: until the longest left on its GPUs.
+      Duration grace{0};
+      for (GpuIndex g : placed->gpus)
+        grace = std::max(grace, policy_.GraceLeft(view.gpus[static_cast<size_t>(g)], request));
+      r.at = now + grace;
       r.gpus = placed->gpus;
       return r;
     }

@@ -42,6 +42,11 @@ class GatedPolicy final : public PlacementPolicy {
   bool grace_from_process() const override {
     return gates_.launch_grace && gates_.grace_from_process;
   }
+  Duration GraceLeft(const GpuView& gpu, const PlacementRequest& request) const override {
+    // As the gate holds it: only a GPU that runs jobs.
+    return !gpu.idle() && LaunchGraceHolds(gpu, request, gates_) ? LaunchGraceLeft(gpu, gates_)
+                                                                 : Duration{0};
+  }
   // Exactly: whether it passes every gate (EvaluateGates).
   bool MayTake(const GpuView& gpu, const PlacementRequest& request) const override {
     return EvaluateGates(gpu, request, gates_).gate == Gate::kPass;
