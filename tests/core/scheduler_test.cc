@@ -48,6 +48,11 @@ class SchedulerTest : public ::testing::Test {
       scheduler_->OnGpuSample(GpuSample{i, clock_.Now(), Bytes(0), 0.0, -1, -1, true});
     }
   }
+  // `spec` with a --time limit: its end is known to backfill.
+  static JobSpec Timed(JobSpec spec, Duration limit) {
+    spec.time_limit = limit;
+    return spec;
+  }
   JobSpec Job(JobId id, Bytes need, int gpus = 1, std::string owner = "alice") {
     JobSpec s;
     s.id = id;
@@ -880,18 +885,12 @@ TEST_F(SchedulerTest, FairShareBackfillKeepsTheHeadsReservation) {
   SchedulerConfig config = FairConfig();
   config.backfill = true;
   Build("exclusive", config, 2);
-  JobSpec running = Job(1, GiB(10), 1, "alice");
-  running.time_limit = Seconds(3600);
-  ASSERT_TRUE(scheduler_->Submit(running).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(1, GiB(10), 1, "alice"), Seconds(3600))).ok());
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   // The head needs both GPUs: it waits for job 1's end, in an hour.
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(10), 2, "bob")).ok());
-  JobSpec long_job = Job(3, GiB(10), 1, "carol");
-  long_job.time_limit = Seconds(7200);
-  ASSERT_TRUE(scheduler_->Submit(long_job).ok());
-  JobSpec short_job = Job(4, GiB(10), 1, "dave");
-  short_job.time_limit = Seconds(600);
-  ASSERT_TRUE(scheduler_->Submit(short_job).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(3, GiB(10), 1, "carol"), Seconds(7200))).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(4, GiB(10), 1, "dave"), Seconds(600))).ok());
   EXPECT_EQ(Started(*scheduler_), (std::vector<JobId>{4}))
       << "only the job that ends before the head's time";
   const JobRecord* head = scheduler_->job(2);
@@ -954,9 +953,7 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatOnlyALaunchGraceSeemedToHold) {
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   const TimePoint first_started = clock_.Now();
   busy_for(400);  // past every grace of job 1's GPU
-  JobSpec second = Job(2, GiB(4));
-  second.time_limit = Seconds(7200);
-  ASSERT_TRUE(scheduler_->Submit(second).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(2, GiB(4)), Seconds(7200))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
   busy_for(10);  // job 2's GPU is in its grace, and 95% busy like job 1's
   ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(4))).ok());
@@ -1008,20 +1005,14 @@ TEST_F(SchedulerTest, BackfillReservesNoGpuThatAJobLeavesButAnotherStillHolds) {
   SchedulerConfig config;
   config.backfill = true;
   Build("worst-fit", config, 2);
-  JobSpec alone = Job(1, GiB(10));
-  alone.time_limit = Seconds(5000);
-  ASSERT_TRUE(scheduler_->Submit(alone).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(1, GiB(10)), Seconds(5000))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   const TimePoint alone_started = clock_.Now();
   SampleEverySecond(40, {0.1, 0.1});
-  JobSpec short_one = Job(2, GiB(4));
-  short_one.time_limit = Seconds(3600);
-  ASSERT_TRUE(scheduler_->Submit(short_one).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(2, GiB(4)), Seconds(3600))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
   SampleEverySecond(40, {0.1, 0.1});
-  JobSpec long_one = Job(3, GiB(4));
-  long_one.time_limit = Seconds(7200);
-  ASSERT_TRUE(scheduler_->Submit(long_one).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(3, GiB(4)), Seconds(7200))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{3}));
   ASSERT_EQ(scheduler_->job(2)->gpus, scheduler_->job(3)->gpus) << "jobs 2 and 3 share GPU 1";
   SampleEverySecond(400, {0.95, 0.95});  // every GPU busy, past every grace
@@ -1083,14 +1074,10 @@ TEST_F(SchedulerTest, BackfillReservationWaitsOnlyForTheGraceThePolicyKeeps) {
   SchedulerConfig config;
   config.backfill = true;
   Build("worst-fit:utilization=off", config, 2);
-  JobSpec big = Job(1, GiB(30));
-  big.time_limit = Seconds(3600);
-  ASSERT_TRUE(scheduler_->Submit(big).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(1, GiB(30)), Seconds(3600))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   clock_.Advance(Seconds(400));
-  JobSpec small = Job(2, GiB(4));
-  small.time_limit = Seconds(7200);
-  ASSERT_TRUE(scheduler_->Submit(small).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(2, GiB(4)), Seconds(7200))).ok());
   ASSERT_TRUE(scheduler_->Submit(Job(3, GiB(30))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{2}));
   ASSERT_EQ(scheduler_->job(2)->gpus, (std::vector<GpuIndex>{1}));
@@ -1169,9 +1156,7 @@ TEST_F(SchedulerTest, ExplainSaysWhatThePassDecidedForAJobKeptOffTheHeadsGpus) {
   SchedulerConfig config;
   config.backfill = true;
   Build("worst-fit", config, 2);
-  JobSpec first = Job(1, GiB(30));
-  first.time_limit = Seconds(3600);
-  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(1, GiB(30)), Seconds(3600))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   clock_.Advance(Seconds(60));
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(37))).ok());
@@ -1249,9 +1234,7 @@ TEST_F(SchedulerTest, AReservationWaitsForNoGraceOnAnIdleGpu) {
   SchedulerConfig config;
   config.backfill = true;
   Build("worst-fit:utilization=off", config, 2);
-  JobSpec first = Job(1, GiB(4));
-  first.time_limit = Seconds(3600);
-  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(1, GiB(4)), Seconds(3600))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   ASSERT_EQ(scheduler_->job(1)->gpus, (std::vector<GpuIndex>{0}));
   const TimePoint first_started = clock_.Now();
@@ -1286,9 +1269,7 @@ TEST_F(SchedulerTest, ExplainSaysNoJobFitsThatBackfillDoesNotLookAt) {
   config.backfill = true;
   config.backfill_depth = 1;
   Build("worst-fit:utilization=off", config, 2);
-  JobSpec first = Job(1, GiB(30));
-  first.time_limit = Seconds(3600);
-  ASSERT_TRUE(scheduler_->Submit(first).ok());
+  ASSERT_TRUE(scheduler_->Submit(Timed(Job(1, GiB(30)), Seconds(3600))).ok());
   ASSERT_EQ(Started(*scheduler_), (std::vector<JobId>{1}));
   clock_.Advance(Seconds(60));
   ASSERT_TRUE(scheduler_->Submit(Job(2, GiB(30))).ok());
