@@ -309,25 +309,25 @@ class Engine final : public sim::ClusterHost {
 
 const std::vector<int>& Engine::Touch(const std::vector<int>& gpus) {
   touched_ = &gpus;
-  // Made in closure_ only once it is more than one GPU (the event's job's GPUs, which a launch
-  // lists in the policy's order, are sorted there).
-  const std::vector<int>* closure = &gpus;
-  const auto grow = [&] {
-    if (closure == &closure_) return;
-    closure_.assign(gpus.begin(), gpus.end());
-    closure = &closure_;
+  // The usual event: one GPU whose jobs all run on it alone, the closure `gpus` itself. Otherwise
+  // it is made in closure_, sorted (a launch lists a job's GPUs in the policy's order).
+  const auto alone = [&](int g) {
+    return std::all_of(gpus_[g].jobs.begin(), gpus_[g].jobs.end(),
+                       [&](int j) { return jobs_[j].gpus.size() == 1; });
   };
-  if (gpus.size() > 1) grow();
-  for (int g : gpus) {
-    for (int j : gpus_[g].jobs) {
-      const std::vector<int>& on = jobs_[j].gpus;
-      if (on.size() == 1) continue;  // on g alone, which is in already
-      grow();
-      for (int h : on)
-        if (std::find(closure_.begin(), closure_.end(), h) == closure_.end()) closure_.push_back(h);
+  const std::vector<int>* closure = &gpus;
+  if (gpus.size() > 1 || (gpus.size() == 1 && !alone(gpus.front()))) {
+    closure_.assign(gpus.begin(), gpus.end());
+    for (int g : gpus) {
+      for (int j : gpus_[g].jobs) {
+        for (int h : jobs_[j].gpus)
+          if (std::find(closure_.begin(), closure_.end(), h) == closure_.end())
+            closure_.push_back(h);
+      }
     }
+    std::sort(closure_.begin(), closure_.end());
+    closure = &closure_;
   }
-  if (closure->size() > 1) std::sort(closure_.begin(), closure_.end());
   const TimePoint now = Now();
   for (int g : *closure) {
     gpus_[g].IntegrateTo(now);
