@@ -167,6 +167,10 @@ class Backfill(FairShareTest):
                                              rf"now, when (job {a} ends|jobs {short}, {a} end)")
         self.assertIn("reservation: ", self.as_(BOB, "explain", head).stdout)
         self.assertEqual(self.show_as(ALICE, long_job)["state"], "queued")
+        # colo explain says what the pass decides for a job behind the head that does not end
+        # before the head's time: both GPUs are kept for the head.
+        kept = self.explain(ALICE, long_job)
+        self.assertEqual([g["gate"] for g in kept["gpus"]], ["earmarked", "earmarked"], kept)
         for path in (short_release, release_a):
             self.release(path)
         self.wait_as(BOB, head, "succeeded")
