@@ -17,6 +17,7 @@
 #include "policies/registry.h"
 #include "sim/cluster_queue.h"
 #include "sim/engine_state.h"
+#include "sim/indexed_heap.h"
 #include "sim/shard_policy.h"
 #include "sim/sim_result.h"
 
@@ -87,6 +88,12 @@ struct Later {
   }
 };
 
+// Each running job's pending completion, at most one a job (keyed by the job's index). A job's
+// completion moves in place when its rate changes and goes when the job leaves its GPUs, where a
+// plain heap kept every superseded one until it came due (about four and a half a job under
+// best-fit, as co-runners come and go).
+using CompletionHeap = sim::IndexedHeap<Event, Later>;
+
 // Drives the simulation: events in time order, the simulated GPUs (interference, OOM, energy),
 // one scheduler per server, and (with a cluster queue) the ClusterQueue that sends jobs to them.
 class Engine final : public sim::ClusterHost {
@@ -114,17 +121,32 @@ class Engine final : public sim::ClusterHost {
   using Server = sim::Server;
   using Change = sim::Change;
 
-  // The earliest pending event, the heap's top or the first lane's head; nullptr when none is
-  // pending.
+  // The earliest pending event, the heap's top, the first lane's head or the earliest
+  // completion; nullptr when none is pending.
   const Event* Next() const {
-    const Event* lane = first_lane_ < 0 ? nullptr : &lanes_[first_lane_].events.front();
-    if (events_.empty() || (lane && Later{}(events_.front(), *lane))) return lane;
-    return &events_.front();
+    const Event* next = first_lane_ < 0 ? nullptr : &lanes_[first_lane_].events.front();
+    if (!events_.empty() && (!next || Later{}(*next, events_.front()))) next = &events_.front();
+    if (!completions_.empty() && (!next || Later{}(*next, completions_.top())))
+      next = &completions_.top();
+    return next;
+  }
+  // The earliest pending event that is still live. Superseded ones on top are dropped on the way:
+  // none moves the clock or ends an instant, so the run does not depend on which of them are still
+  // pending (Compact drops them only once the heap has doubled).
+  const Event* NextLive() {
+    for (;;) {
+      const Event* next = Next();
+      // A completion pending is a running job's current one (CompletionHeap).
+      if (!next || next->type == EventType::kCompletion || Live(*next)) return next;
+      Take(next);
+    }
   }
   // Takes out the event Next() returned.
   Event Take(const Event* next) {
     const Event e = *next;
-    if (!events_.empty() && next == &events_.front()) {
+    if (!completions_.empty() && next == &completions_.top()) {
+      completions_.Pop();
+    } else if (!events_.empty() && next == &events_.front()) {
       std::pop_heap(events_.begin(), events_.end(), Later{});
       events_.pop_back();
     } else {
@@ -283,6 +305,8 @@ class Engine final : public sim::ClusterHost {
     std::deque<Event> events;
   };
   std::vector<Lane> lanes_;
+  // Beside them, running jobs' completions, kept apart from the heap: they are never superseded.
+  CompletionHeap completions_;
   size_t lane_events_ = 0;  // in all lanes
   int first_lane_ = -1;     // the lane with the earliest head, if any has one
   static constexpr size_t kMaxLanes = 4;
@@ -387,7 +411,8 @@ void Engine::UpdateRates(const std::vector<int>& gpus) {
         job.rate = rate;
         ++job.version;
         const double left = std::max(0.0, job.remaining_s) / rate;
-        Push(now + SecondsF(left), EventType::kCompletion, j, job.version);
+        completions_.Set(
+            Event{now + SecondsF(left), next_seq_++, job.version, j, EventType::kCompletion});
       }
     }
   }
@@ -487,6 +512,7 @@ void Engine::Detach(SimJob& job, const char* outcome) {
   }
   job.running = false;
   ++job.version;
+  completions_.Erase(index);
 }
 
 void Engine::SpecFor(const TraceJob& t, JobSpec& spec) {
@@ -834,6 +860,7 @@ SimResult Engine::Run() {
     timeline_.max_watts = options_.server.tdp_watts;
   }
   jobs_.Resize(trace_.jobs.size());
+  completions_.Resize(trace_.jobs.size());
   // Sized once: at a million jobs a vector's growth would double it for a while.
   state_.results.resize(trace_.jobs.size());
   // Arrivals are known up front: they are taken from a sorted list rather than the event heap,
@@ -866,7 +893,7 @@ SimResult Engine::Run() {
           GpuSample{i, Now(), options_.server.baseline_used, 0.0, -1, -1, true});
     }
   }
-  for (const Event* next = Next(); next || next_arrival < arrivals.size();) {
+  for (const Event* next = NextLive(); next || next_arrival < arrivals.size();) {
     Event event;
     // At equal times arrivals come first, as if they had been scheduled before everything else.
     if (next_arrival < arrivals.size() && (!next || arrival_time(next_arrival) <= next->time)) {
@@ -908,7 +935,7 @@ SimResult Engine::Run() {
     for (int index : ended_) jobs_.Drop(static_cast<size_t>(index));
     ended_.clear();
     // One placement pass per server per instant, after every event of that instant.
-    const Event* after = Next();
+    const Event* after = NextLive();
     const bool instant_ends =
         (!after || after->time > event.time) &&
         (next_arrival == arrivals.size() || arrival_time(next_arrival) > event.time);
@@ -921,7 +948,7 @@ SimResult Engine::Run() {
       dirty_.clear();
       // Then the cluster queue, when something it waits for may have changed.
       if (cluster_) cluster_->EndInstant();
-      after = Next();  // the passes may have scheduled some
+      after = NextLive();  // the passes may have scheduled some
     }
     next = after;
   }
