@@ -56,6 +56,17 @@ class IndexedHeap {
     SiftUp(at);
   }
   void Pop() { Erase(heap_.front().subject); }
+  // Whether no entry comes before its parent and each key's place names its entry (for tests: a
+  // heap can show the right top with its order broken below).
+  bool Consistent() const {
+    size_t placed = 0;
+    for (size_t at = 0; at < heap_.size(); ++at) {
+      if (at > 0 && Later{}(heap_[(at - 1) / 2], heap_[at])) return false;
+      if (place_[static_cast<size_t>(heap_[at].subject)] != static_cast<int>(at)) return false;
+    }
+    for (int place : place_) placed += place != kNone;
+    return placed == heap_.size();
+  }
 
  private:
   static constexpr int kNone = -1;

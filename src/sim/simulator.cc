@@ -190,8 +190,8 @@ class Engine final : public sim::ClusterHost {
     }
     return true;
   }
-  // Superseded events are dropped from the lanes too, so that which of them are still popped (and
-  // counted) does not depend on where they waited.
+  // Drops superseded events, from the lanes too, so that the heap and the lanes stay the size of
+  // what is pending (NextLive drops any that come due first: none is ever handled).
   void Compact() {
     const auto superseded = [&](const Event& e) { return !Live(e); };
     std::erase_if(events_, superseded);
@@ -305,7 +305,8 @@ class Engine final : public sim::ClusterHost {
     std::deque<Event> events;
   };
   std::vector<Lane> lanes_;
-  // Beside them, running jobs' completions, kept apart from the heap: they are never superseded.
+  // Beside them, running jobs' completions, one a job: moved in place when the job's rate changes
+  // and erased when it leaves its GPUs, so that none pending is ever superseded.
   CompletionHeap completions_;
   size_t lane_events_ = 0;  // in all lanes
   int first_lane_ = -1;     // the lane with the earliest head, if any has one
@@ -716,9 +717,11 @@ void Engine::Warmup(int index, uint64_t attempt) {
 }
 
 void Engine::Complete(int index, uint64_t version) {
-  if (!HasState(index)) return;
+  // A pending completion is its running job's current one (NextLive takes it unchecked): a
+  // version bumped without the completion moved, or one left behind, would end instants again.
+  COLO_CHECK(HasState(index));
   SimJob& job = jobs_[static_cast<size_t>(index)];
-  if (!job.running || job.version != version) return;
+  COLO_CHECK(job.running && job.version == version);
   const auto& closure = Touch(job.gpus);
   Detach(job, "done");
   job.memory = Bytes(0);

@@ -57,6 +57,7 @@ TEST(IndexedHeap, TopIsAlwaysTheEarliestOfEachKeysLatestEntry) {
         of_key.erase(k);
         heap.Pop();
       }
+      ASSERT_TRUE(heap.Consistent()) << "after step " << step;
       ASSERT_EQ(heap.size(), expected.size());
       ASSERT_EQ(heap.contains(key), of_key.count(key) == 1);
       if (!expected.empty()) {
@@ -66,6 +67,19 @@ TEST(IndexedHeap, TopIsAlwaysTheEarliestOfEachKeysLatestEntry) {
         ASSERT_EQ(heap.top().subject, k);
       } else {
         ASSERT_TRUE(heap.empty());
+      }
+      // And a copy drained by pops gives every entry in order.
+      if (step % 97 == 0) {
+        IndexedHeap<Entry, Later> drained = heap;
+        for (const auto& [time, s, k] : expected) {
+          ASSERT_FALSE(drained.empty());
+          ASSERT_EQ(drained.top().time, time);
+          ASSERT_EQ(drained.top().seq, s);
+          ASSERT_EQ(drained.top().subject, k);
+          drained.Pop();
+          ASSERT_FALSE(drained.contains(k));
+        }
+        ASSERT_TRUE(drained.empty());
       }
     }
   }
