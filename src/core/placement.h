@@ -162,8 +162,9 @@ class PlacementPolicy {
     return true;
   }
   // Whether the utilization gate keeps every job off this GPU on the window summaries in `gpu`
-  // (false for a policy without that gate, or for a GPU it does not read: an idle one). A
-  // scheduler whose head that gate holds looks again when time alone turns this.
+  // (false for a policy without that gate, or for a GPU it does not read: an idle one). It reads
+  // nothing else of the view but its job count: a scheduler whose head that gate holds looks again
+  // when time alone turns this, and asks on views that hold only those.
   virtual bool HeldByUtilization(const GpuView& /*gpu*/) const { return false; }
   // Whether its launch grace counts from the job's first process on the GPU (GpuView's
   // process_grace) rather than from the placement.

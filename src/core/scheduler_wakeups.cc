@@ -88,8 +88,12 @@ bool Scheduler::DecidesAsTheLastPass(TimePoint now) {
     if (held_->applies) {
       held_->until = NextWakeupBesidesWindows(last_pass_);
       for (size_t i = 0; i < gpus_.size(); ++i) {
+        // The gate reads a GPU's windows and whether it is idle, nothing else of its view
+        // (HeldByUtilization): the rest of it is not made, and an idle GPU is never held.
         GpuView v;
-        MakeView(static_cast<GpuIndex>(i), last_pass_, v);
+        v.index = static_cast<GpuIndex>(i);
+        v.job_count = static_cast<int>(gpus_[i].jobs.size());
+        if (v.idle()) continue;
         SummarizeWindows(static_cast<GpuIndex>(i), last_pass_, reads_, v);
         if (!policy_.HeldByUtilization(v)) continue;
         GpuView low = v, high = v;

@@ -103,26 +103,32 @@ TimePoint SignalWindow::WindowEnd(TimePoint now) const {
   return std::max(now, last_sample_ + interval_);
 }
 
-TimePoint SignalWindow::SettledAt() const {
+TimePoint SignalWindow::ComputeSettledAt() const {
   if (points_.empty()) return TimePoint{};
-  if (settled_at_) return *settled_at_;
   // Mean and quantiles stop moving one window after the last change; the EMA keeps closing in on
   // the latest value, and counts as settled once within kEmaSettled of it.
   const TimePoint window_settled = points_.back().time + window_;
   const double gap = std::abs(ema_ - points_.back().value);
-  if (gap <= kEmaSettled || ema_decay_ <= 0) return window_settled;
-  const double steps = std::log(kEmaSettled / gap) / log_decay_;
-  const TimePoint ema_settled =
-      ema_time_ + std::chrono::duration_cast<Duration>(interval_ * std::ceil(steps));
-  settled_at_ = std::max(window_settled, ema_settled);
+  if (gap <= kEmaSettled || ema_decay_ <= 0) {
+    settled_at_ = window_settled;
+  } else {
+    const double steps = std::log(kEmaSettled / gap) / log_decay_;
+    const TimePoint ema_settled =
+        ema_time_ + std::chrono::duration_cast<Duration>(interval_ * std::ceil(steps));
+    settled_at_ = std::max(window_settled, ema_settled);
+  }
   return *settled_at_;
 }
 
 bool SignalWindow::CannotFall(TimePoint now) const {
   if (points_.empty()) return true;
   const double last = points_.back().value;
-  const double steps = ToSeconds(WindowEnd(now) - ema_time_) / interval_seconds_;
-  if (last + (ema_ - last) * DecayOver(steps) > last) return false;  // the EMA is coming down
+  // The EMA is coming down. (Only an EMA above the latest value can: the decay, an exp, is
+  // computed only then.)
+  if (ema_ > last) {
+    const double steps = ToSeconds(WindowEnd(now) - ema_time_) / interval_seconds_;
+    if (last + (ema_ - last) * DecayOver(steps) > last) return false;
+  }
   const TimePoint end = WindowEnd(now);
   const TimePoint begin = end - window_;
   for (auto it = by_value_.rbegin(); it != by_value_.rend() && it->value > last; ++it) {

@@ -57,7 +57,9 @@ class SignalWindow {
   void Add(TimePoint t, double value);
   WindowSummary Summarize(TimePoint now, SummaryDepth depth = SummaryDepth::kAll) const;
   // The time from which the window holds only the latest value (its statistics stop changing).
-  TimePoint SettledAt() const;
+  // Kept until the next Add: a scheduler waiting on the utilization gate asks for every GPU's
+  // after each pass.
+  TimePoint SettledAt() const { return settled_at_ ? *settled_at_ : ComputeSettledAt(); }
   // True when, without new samples, no statistic of the window can fall after `now`: the latest
   // value is at least every value still in the window and the EMA. Then time alone only raises
   // the window's statistics, and a gate that excludes the GPU now keeps excluding it.
@@ -83,6 +85,7 @@ class SignalWindow {
     TimePoint to;
   };
   TimePoint WindowEnd(TimePoint now) const;
+  TimePoint ComputeSettledAt() const;
   // Summarize's work past the latest value, which `s` holds.
   WindowSummary Compute(TimePoint now, SummaryDepth depth, WindowSummary s) const;
   // Puts `piece` in by_value_, in its order, taking the place of the piece at `at` (a dropped

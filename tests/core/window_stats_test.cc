@@ -62,6 +62,22 @@ TEST(SignalWindow, SettlesWhenTheWindowAndTheEmaStopMoving) {
   EXPECT_EQ(flat.SettledAt(), AtSeconds(30));
 }
 
+// The settling time is kept between samples (a scheduler asks for it after every pass): each
+// sample that changes the signal moves it, asked before or not.
+TEST(SignalWindow, ASettlingTimeKeptMovesWithTheNextChange) {
+  SignalWindow w(30, Seconds(1));
+  w.Add(AtSeconds(0), 0.3);
+  EXPECT_EQ(w.SettledAt(), AtSeconds(30));
+  w.Add(AtSeconds(10), 0.3);  // the same value: nothing moves
+  EXPECT_EQ(w.SettledAt(), AtSeconds(30));
+  w.Add(AtSeconds(20), 0.1);
+  EXPECT_GT(w.SettledAt(), AtSeconds(50));  // the window, then the EMA, settle after the change
+  w.Add(AtSeconds(200), 0.1);               // settled long since: the window holds 0.1 alone
+  EXPECT_LE(w.SettledAt(), AtSeconds(200));
+  w.Add(AtSeconds(210), 0.6);
+  EXPECT_GT(w.SettledAt(), AtSeconds(240));
+}
+
 // CannotFall is what lets the scheduler skip looking again at a GPU that just got busier: when it
 // says so, the risk must not drop at any later time; when the GPU got quieter it must not say so.
 TEST(SignalWindow, CannotFallOnlyWhenEveryStatisticCanOnlyRise) {
