@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "common/check.h"
@@ -635,9 +636,12 @@ const Scheduler::GpuRecord* Scheduler::TakeSample(const GpuSample& sample) {
   ViewChanged(sample.gpu);
   g.used = sample.used;
   g.healthy = sample.healthy;
-  if (sample.smact >= 0) g.smact.Add(sample.time, sample.smact);
-  if (sample.smocc >= 0) g.smocc.Add(sample.time, sample.smocc);
-  if (sample.drama >= 0) g.drama.Add(sample.time, sample.drama);
+  // A figure not read is negative; one that is not a number or infinite (a driver's garbage) is
+  // not read either: a window's settling time is computed from its values.
+  const auto read = [](double figure) { return figure >= 0 && std::isfinite(figure); };
+  if (read(sample.smact)) g.smact.Add(sample.time, sample.smact);
+  if (read(sample.smocc)) g.smocc.Add(sample.time, sample.smocc);
+  if (read(sample.drama)) g.drama.Add(sample.time, sample.drama);
   return &g;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <limits>
 
 #include "core/window_stats.h"
 #include "policies/registry.h"
@@ -73,6 +74,25 @@ class SchedulerTest : public ::testing::Test {
   std::unique_ptr<GatedPolicy> policy_;
   std::unique_ptr<Scheduler> scheduler_;
 };
+
+// A driver's figure that is not a number or is infinite is not taken into a GPU's window (its
+// settling time would be computed from it): the window holds what it held.
+TEST_F(SchedulerTest, ASampleOfNoNumberOrInfinityLeavesTheWindowAsItWas) {
+  Build("worst-fit");
+  SampleEverySecond(5, {0.4, 0.4});
+  const double before = scheduler_->View().gpus[0].smact.last;
+  const TimePoint settled_before = scheduler_->NextWakeup().value_or(TimePoint{});
+  for (const double garbage :
+       {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    scheduler_->OnGpuSample(GpuSample{0, clock_.Now(), GiB(4), garbage, garbage, garbage, true});
+    clock_.Advance(Seconds(1));
+    const ClusterView view = scheduler_->View();
+    EXPECT_EQ(view.gpus[0].smact.last, before);
+    EXPECT_TRUE(view.gpus[0].smocc.empty);
+    EXPECT_TRUE(view.gpus[0].drama.empty);
+  }
+  EXPECT_EQ(scheduler_->NextWakeup().value_or(TimePoint{}), settled_before);
+}
 
 TEST_F(SchedulerTest, ReservationsStopTheLaunchRace) {
   // Both GPUs show no memory used, but the first two jobs reserve 30 GiB each: a third 30 GiB job

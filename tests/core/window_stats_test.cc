@@ -76,6 +76,15 @@ TEST(SignalWindow, ASettlingTimeKeptMovesWithTheNextChange) {
   EXPECT_LE(w.SettledAt(), AtSeconds(200));
   w.Add(AtSeconds(210), 0.6);
   EXPECT_GT(w.SettledAt(), AtSeconds(240));
+  // A late sample changes nothing; a second value for one instant replaces the first.
+  const TimePoint settled = w.SettledAt();
+  w.Add(AtSeconds(205), 0.0);
+  EXPECT_EQ(w.SettledAt(), settled);
+  w.Add(AtSeconds(300), 0.9);
+  const TimePoint after_09 = w.SettledAt();
+  w.Add(AtSeconds(300), 0.6);  // 0.6 held on: the signal did not change at 300 after all
+  EXPECT_NE(w.SettledAt(), after_09);
+  EXPECT_LE(w.SettledAt(), settled);
 }
 
 // CannotFall is what lets the scheduler skip looking again at a GPU that just got busier: when it
