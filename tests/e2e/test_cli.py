@@ -4,6 +4,7 @@ machine-readable errors and exit codes, colod --check-config and SIGHUP reload."
 
 import json
 import os
+import select
 import signal
 import subprocess
 import unicodedata
@@ -79,8 +80,14 @@ class CliTest(harness.OneColodTest):
         try:
             wait_until(lambda: self.show(job)["state"] == "queued", 10, "the job to wait")
             self.assertIsNone(follow.poll(), "logs -f returned before the job started")
+            # It has looked and says it waits before the job may start (a slow client could
+            # otherwise look only once the retry runs).
+            ready, _, _ = select.select([follow.stderr], [], [], harness.CLIENT_DEADLINE)
+            self.assertTrue(ready, "logs -f said nothing while the job waited")
+            said = follow.stderr.readline()
             self.write(release, "")
             out, err = follow.communicate(timeout=60)
+            err = said + err
         finally:
             if follow.poll() is None:
                 follow.kill()
